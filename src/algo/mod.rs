@@ -1,0 +1,259 @@
+//! Plans: each rank's list of steps for one operation. Pure functions of the op, the rank,
+//! the world size and the config — no I/O, no clock — so they are tested exhaustively by a
+//! simulator that runs every rank's plan against every other's.
+//!
+//! # Algorithms and thresholds
+//!
+//! | op | `Auto` picks | alternatives |
+//! |---|---|---|
+//! | all_reduce | recursive doubling up to [`SMALL_BYTES`]; pipelined ring (reduce-scatter + all-gather) above | `Tree` (binomial reduce + broadcast) |
+//! | broadcast, reduce | binomial tree up to [`SMALL_BYTES`]; pipelined chain above | — |
+//! | all_gather, reduce_scatter | ring | — |
+//! | all_to_all | pairwise exchange | — |
+//! | gather, scatter | direct (root talks to each rank) | — |
+//! | barrier | dissemination | — |
+//!
+//! Messages between two ranks are matched in order, so a sender's k-th send to a peer is
+//! that peer's k-th receive from it in the same op; every builder keeps that invariant.
+
+mod ring;
+mod simple;
+mod tree;
+
+#[cfg(test)]
+mod sim;
+
+use crate::config::Algorithm;
+use crate::op::{OpDesc, OpKind};
+use crate::types::{Rank, ReduceOp};
+
+/// Messages up to this many bytes per rank use the latency-optimal algorithms.
+pub const SMALL_BYTES: usize = 64 * 1024;
+
+/// Which of the op's buffers a span refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// The op's input (the output itself for in-place ops).
+    Input,
+    /// The op's output.
+    Output,
+    /// The rank's scratch buffer ([`Plan::scratch_elems`] elements).
+    Scratch,
+}
+
+/// A range of elements of one slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// The buffer.
+    pub slot: Slot,
+    /// First element.
+    pub off: usize,
+    /// Element count.
+    pub len: usize,
+}
+
+impl Span {
+    /// `len` elements of `slot` from `off`.
+    pub fn new(slot: Slot, off: usize, len: usize) -> Self {
+        Span { slot, off, len }
+    }
+}
+
+/// One step of a plan. `peer` is always another rank of the communicator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step {
+    /// Lend `src` to `peer` (it reads it when it is ready; the op ends only once it has).
+    Send {
+        /// Receiver.
+        peer: Rank,
+        /// What is lent.
+        src: Span,
+    },
+    /// Receive the next message from `peer` into `dst`.
+    Recv {
+        /// Sender.
+        peer: Rank,
+        /// Where it lands.
+        dst: Span,
+    },
+    /// Receive the next message from `peer` and write `dst = acc ⊕ message`.
+    RecvReduce {
+        /// Sender.
+        peer: Rank,
+        /// The local operand (identical to `dst` or disjoint from it).
+        acc: Span,
+        /// Where the result lands.
+        dst: Span,
+    },
+    /// Local copy.
+    Copy {
+        /// From.
+        src: Span,
+        /// To.
+        dst: Span,
+    },
+    /// Divide `span` by the rank count in place (the `Avg` finish).
+    Average {
+        /// What is divided.
+        span: Span,
+    },
+}
+
+/// What one rank does for one op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+    /// The algorithm that produced them.
+    pub algorithm: Algorithm,
+    /// Elements of scratch the plan uses.
+    pub scratch_elems: usize,
+}
+
+/// Offset and length of segment `k` when `count` elements are cut into `n` near-equal parts
+/// (the first `count % n` parts are one longer).
+pub fn segment(count: usize, n: usize, k: usize) -> (usize, usize) {
+    let base = count / n;
+    let rem = count % n;
+    (k * base + k.min(rem), base + usize::from(k < rem))
+}
+
+/// Cuts `off..off + len` into pipelining chunks of at most `chunk` elements; an empty range
+/// is one empty chunk, so every segment is at least one message.
+pub fn chunks(off: usize, len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    let chunk = chunk.max(1);
+    let n = len.div_ceil(chunk).max(1);
+    (0..n).map(move |i| {
+        let o = i * chunk;
+        (off + o, chunk.min(len.saturating_sub(o)))
+    })
+}
+
+/// `(a - b) mod n` for ring arithmetic.
+pub(crate) fn sub_mod(a: usize, b: usize, n: usize) -> usize {
+    (a + n - (b % n)) % n
+}
+
+/// The algorithm `Auto` resolves to, or the forced one where it applies.
+pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm) -> Algorithm {
+    let small = desc.bytes() <= SMALL_BYTES;
+    match desc.kind {
+        OpKind::AllReduce => match forced {
+            Algorithm::Auto if small || world <= 1 => Algorithm::RecursiveDoubling,
+            Algorithm::Auto => Algorithm::Ring,
+            f => f,
+        },
+        OpKind::Broadcast | OpKind::Reduce => match forced {
+            Algorithm::Auto if small => Algorithm::Tree,
+            Algorithm::Auto | Algorithm::RecursiveDoubling => Algorithm::Ring,
+            f => f,
+        },
+        OpKind::AllGather | OpKind::ReduceScatter | OpKind::Split => Algorithm::Ring,
+        _ => Algorithm::Auto,
+    }
+}
+
+/// Builds `rank`'s plan for `desc` on `world` ranks. `chunk_elems` is the pipelining chunk.
+pub fn build(
+    desc: &OpDesc,
+    rank: Rank,
+    world: usize,
+    forced: Algorithm,
+    chunk_elems: usize,
+) -> Plan {
+    debug_assert!(rank < world);
+    let algorithm = choose(desc, world, forced);
+    let avg = desc.op == Some(ReduceOp::Avg);
+    let n = desc.count;
+    let c = chunk_elems.max(1);
+    let (steps, scratch_elems) = match desc.kind {
+        OpKind::AllReduce => match algorithm {
+            Algorithm::Ring => (ring::all_reduce(rank, world, n, c, avg), 0),
+            Algorithm::Tree => (tree::all_reduce(rank, world, n, avg), 0),
+            _ => (tree::recursive_doubling(rank, world, n, avg), 0),
+        },
+        OpKind::Broadcast => {
+            let root = desc.root.unwrap_or(0);
+            if algorithm == Algorithm::Tree {
+                (tree::broadcast(rank, world, root, n, true), 0)
+            } else {
+                (tree::chain_broadcast(rank, world, root, n, c), 0)
+            }
+        }
+        OpKind::Reduce => {
+            let root = desc.root.unwrap_or(0);
+            let acc = if rank == root {
+                Slot::Output
+            } else {
+                Slot::Scratch
+            };
+            let scratch = if rank == root { 0 } else { n };
+            let steps = if algorithm == Algorithm::Tree {
+                tree::reduce(rank, world, root, n, acc, avg)
+            } else {
+                tree::chain_reduce(rank, world, root, n, c, acc, avg)
+            };
+            (steps, scratch)
+        }
+        OpKind::AllGather | OpKind::Split => (ring::all_gather(rank, world, n, c), 0),
+        OpKind::ReduceScatter => (
+            ring::reduce_scatter(rank, world, n, c, avg),
+            if world > 2 { 2 * n } else { 0 },
+        ),
+        OpKind::AllToAll => simple::all_to_all(rank, world, n, desc.in_place),
+        OpKind::Gather => (simple::gather(rank, world, desc.root.unwrap_or(0), n), 0),
+        OpKind::Scatter => (simple::scatter(rank, world, desc.root.unwrap_or(0), n), 0),
+        OpKind::Barrier => (simple::barrier(rank, world), 1),
+        OpKind::Send => (
+            vec![Step::Send {
+                peer: desc.peer.unwrap_or(0),
+                src: Span::new(Slot::Input, 0, n),
+            }],
+            0,
+        ),
+        OpKind::Recv => (
+            vec![Step::Recv {
+                peer: desc.peer.unwrap_or(0),
+                dst: Span::new(Slot::Output, 0, n),
+            }],
+            0,
+        ),
+    };
+    Plan {
+        steps,
+        algorithm,
+        scratch_elems,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_cover_exactly() {
+        for count in 0..50 {
+            for n in 1..10 {
+                let mut next = 0;
+                for k in 0..n {
+                    let (o, l) = segment(count, n, k);
+                    assert_eq!(o, next);
+                    next += l;
+                }
+                assert_eq!(next, count);
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_cover_exactly() {
+        for len in 0..40 {
+            for c in 1..9 {
+                let v: Vec<_> = chunks(5, len, c).collect();
+                assert!(!v.is_empty());
+                assert_eq!(v.iter().map(|x| x.1).sum::<usize>(), len);
+                assert_eq!(v[0].0, 5);
+            }
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! A deterministic simulator that runs every rank's plan against every other's, modelling
+//! the scheduler's rules (sends lend, a receive consumes in order, a write waits for the
+//! lends it would clobber, an op ends when its lends are released). It checks results,
+//! message lengths and freedom from deadlock for every op, world size and size we sweep.
+
+use std::collections::VecDeque;
+
+use super::*;
+use crate::types::DType;
+
+const IN: usize = 0;
+const OUT: usize = 1;
+const SCRATCH: usize = 2;
+
+struct Msg {
+    from_buf: usize,
+    off: usize,
+    len: usize,
+    lend: usize,
+}
+
+struct RankSim {
+    bufs: [Vec<i64>; 3],
+    bind: [(usize, usize); 3],
+    plan: Plan,
+    pc: usize,
+    lends: Vec<(usize, usize, usize, bool)>, // buf, off, len, released
+    held: Option<Vec<i64>>,
+}
+
+impl RankSim {
+    fn resolve(&self, s: Span) -> (usize, usize, usize) {
+        let (b, base) = self.bind[s.slot as usize];
+        (b, base + s.off, s.len)
+    }
+    fn lent(&self, (b, o, l): (usize, usize, usize)) -> bool {
+        l > 0
+            && self
+                .lends
+                .iter()
+                .any(|&(lb, lo, ll, rel)| !rel && lb == b && lo < o + l && o < lo + ll)
+    }
+}
+
+/// Runs all plans; returns each rank's buffers, or a description of what went wrong.
+fn run(
+    desc: &OpDesc,
+    world: usize,
+    algo: Algorithm,
+    chunk: usize,
+    inputs: Vec<Vec<i64>>,
+    out_len: usize,
+    seed: u64,
+) -> Result<Vec<[Vec<i64>; 3]>, String> {
+    let mut ranks: Vec<RankSim> = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(r, input)| {
+            let plan = build(desc, r, world, algo, chunk);
+            let mut bind = [(IN, 0), (OUT, 0), (SCRATCH, 0)];
+            let c = desc.count;
+            if desc.in_place {
+                match desc.kind {
+                    OpKind::AllGather => bind[IN] = (OUT, r * c),
+                    OpKind::ReduceScatter => bind[OUT] = (IN, r * c),
+                    _ => bind[IN] = (OUT, 0),
+                }
+            }
+            let mut bufs = [input, vec![-1; out_len], vec![-7; plan.scratch_elems]];
+            if desc.in_place {
+                match desc.kind {
+                    OpKind::AllGather => {
+                        let mut o = vec![-1; out_len];
+                        o[r * c..(r + 1) * c].copy_from_slice(&bufs[IN]);
+                        bufs[OUT] = o;
+                    }
+                    OpKind::ReduceScatter => {}
+                    _ => bufs[OUT] = bufs[IN].clone(),
+                }
+            }
+            RankSim {
+                bufs,
+                bind,
+                plan,
+                pc: 0,
+                lends: Vec::new(),
+                held: None,
+            }
+        })
+        .collect();
+    let mut queues: Vec<VecDeque<Msg>> = (0..world * world).map(|_| VecDeque::new()).collect();
+    let mut rng = seed | 1;
+    loop {
+        let live: Vec<usize> = (0..world)
+            .filter(|&r| {
+                ranks[r].pc < ranks[r].plan.steps.len() || ranks[r].lends.iter().any(|l| !l.3)
+            })
+            .collect();
+        if live.is_empty() {
+            break;
+        }
+        // Try ranks in a pseudo-random order; one step for the first that can move.
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let start = (rng as usize) % live.len();
+        let mut moved = false;
+        for i in 0..live.len() {
+            let r = live[(start + i) % live.len()];
+            if step(r, &mut ranks, &mut queues, world)? {
+                moved = true;
+                break;
+            }
+        }
+        if !moved {
+            let where_: Vec<String> = live
+                .iter()
+                .map(|&r| {
+                    format!(
+                        "rank {r} at step {} {:?}",
+                        ranks[r].pc,
+                        ranks[r].plan.steps.get(ranks[r].pc)
+                    )
+                })
+                .collect();
+            return Err(format!("deadlock: {}", where_.join("; ")));
+        }
+    }
+    if let Some(q) = queues.iter().position(|q| !q.is_empty()) {
+        return Err(format!(
+            "unconsumed message from {} to {}",
+            q / world,
+            q % world
+        ));
+    }
+    Ok(ranks.into_iter().map(|r| r.bufs).collect())
+}
+
+fn write(rs: &mut RankSim, dst: (usize, usize, usize), vals: &[i64]) {
+    rs.bufs[dst.0][dst.1..dst.1 + dst.2].copy_from_slice(vals);
+}
+
+fn step(
+    r: usize,
+    ranks: &mut [RankSim],
+    queues: &mut [VecDeque<Msg>],
+    world: usize,
+) -> Result<bool, String> {
+    let Some(&st) = ranks[r].plan.steps.get(ranks[r].pc) else {
+        return Ok(false); // waiting for lends to be released
+    };
+    let n = world as i64;
+    match st {
+        Step::Send { peer, src } => {
+            if peer == r || peer >= world {
+                return Err(format!("rank {r} sends to bad peer {peer}"));
+            }
+            let (b, o, l) = ranks[r].resolve(src);
+            if o + l > ranks[r].bufs[b].len() {
+                return Err(format!("rank {r} sends out of range {src:?}"));
+            }
+            ranks[r].lends.push((b, o, l, false));
+            let lend = ranks[r].lends.len() - 1;
+            queues[r * world + peer].push_back(Msg {
+                from_buf: b,
+                off: o,
+                len: l,
+                lend,
+            });
+        }
+        Step::Recv { peer, dst } | Step::RecvReduce { peer, dst, .. } => {
+            let d = ranks[r].resolve(dst);
+            if d.1 + d.2 > ranks[r].bufs[d.0].len() {
+                return Err(format!("rank {r} receives out of range {dst:?}"));
+            }
+            let mut popped = false;
+            if ranks[r].held.is_none() {
+                popped = true;
+                let Some(m) = queues[peer * world + r].pop_front() else {
+                    return Ok(false);
+                };
+                if m.len != dst.len {
+                    return Err(format!(
+                        "rank {r} expected {} elements from {peer}, got {}",
+                        dst.len, m.len
+                    ));
+                }
+                let data = ranks[peer].bufs[m.from_buf][m.off..m.off + m.len].to_vec();
+                ranks[peer].lends[m.lend].3 = true;
+                let data = match st {
+                    Step::RecvReduce { acc, .. } => {
+                        let a = ranks[r].resolve(acc);
+                        let av = &ranks[r].bufs[a.0][a.1..a.1 + a.2];
+                        av.iter().zip(&data).map(|(x, y)| x + y).collect()
+                    }
+                    _ => data,
+                };
+                ranks[r].held = Some(data);
+            }
+            if ranks[r].lent(d) {
+                return Ok(popped); // staged: the message is consumed, the write waits
+            }
+            let vals = ranks[r].held.take().unwrap_or_default();
+            write(&mut ranks[r], d, &vals);
+        }
+        Step::Copy { src, dst } => {
+            let (s, d) = (ranks[r].resolve(src), ranks[r].resolve(dst));
+            if ranks[r].lent(d) {
+                return Ok(false);
+            }
+            let vals = ranks[r].bufs[s.0][s.1..s.1 + s.2].to_vec();
+            write(&mut ranks[r], d, &vals);
+        }
+        Step::Average { span } => {
+            let d = ranks[r].resolve(span);
+            if ranks[r].lent(d) {
+                return Ok(false);
+            }
+            let vals: Vec<i64> = ranks[r].bufs[d.0][d.1..d.1 + d.2]
+                .iter()
+                .map(|x| x / n)
+                .collect();
+            write(&mut ranks[r], d, &vals);
+        }
+    }
+    ranks[r].pc += 1;
+    Ok(true)
+}
+
+fn input(kind: OpKind, r: usize, n: usize, c: usize) -> Vec<i64> {
+    let len = match kind {
+        OpKind::ReduceScatter | OpKind::AllToAll | OpKind::Scatter => n * c,
+        _ => c,
+    };
+    (0..len)
+        .map(|i| ((r + 1) * 1000 + i) as i64 * if i % 3 == 0 { -1 } else { 1 })
+        .collect()
+}
+
+fn out_len(kind: OpKind, n: usize, c: usize) -> usize {
+    match kind {
+        OpKind::AllGather | OpKind::AllToAll | OpKind::Gather => n * c,
+        OpKind::Barrier => 0,
+        _ => c,
+    }
+}
+
+fn check(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64) -> Result<(), String> {
+    let c = desc.count;
+    let ins: Vec<Vec<i64>> = (0..n).map(|r| input(desc.kind, r, n, c)).collect();
+    let res = run(
+        desc,
+        n,
+        algo,
+        chunk,
+        ins.clone(),
+        out_len(desc.kind, n, c),
+        seed,
+    )?;
+    let avg = desc.op == Some(ReduceOp::Avg);
+    let fin = |s: i64| if avg { s / n as i64 } else { s };
+    let root = desc.root.unwrap_or(0);
+    for r in 0..n {
+        let out: Vec<i64> = match (desc.kind, desc.in_place) {
+            (OpKind::ReduceScatter, true) => res[r][IN][r * c..(r + 1) * c].to_vec(),
+            _ => res[r][OUT].clone(),
+        };
+        let expect: Vec<i64> = match desc.kind {
+            OpKind::AllReduce => (0..c)
+                .map(|i| fin(ins.iter().map(|v| v[i]).sum()))
+                .collect(),
+            OpKind::Broadcast => ins[root].clone(),
+            OpKind::Reduce if r == root => (0..c)
+                .map(|i| fin(ins.iter().map(|v| v[i]).sum()))
+                .collect(),
+            OpKind::AllGather => ins.concat(),
+            OpKind::ReduceScatter => (0..c)
+                .map(|i| fin(ins.iter().map(|v| v[r * c + i]).sum()))
+                .collect(),
+            OpKind::AllToAll => (0..n)
+                .flat_map(|k| ins[k][r * c..(r + 1) * c].to_vec())
+                .collect(),
+            OpKind::Gather if r == root => ins.concat(),
+            OpKind::Scatter => ins[root][r * c..(r + 1) * c].to_vec(),
+            _ => out.clone(),
+        };
+        if out != expect {
+            return Err(format!("rank {r}: got {out:?}, want {expect:?}"));
+        }
+        if !desc.in_place && res[r][IN] != ins[r] {
+            return Err(format!("rank {r}: input modified"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_plan_is_correct_and_deadlock_free() {
+    let kinds = [
+        OpKind::AllReduce,
+        OpKind::Broadcast,
+        OpKind::Reduce,
+        OpKind::AllGather,
+        OpKind::ReduceScatter,
+        OpKind::AllToAll,
+        OpKind::Gather,
+        OpKind::Scatter,
+        OpKind::Barrier,
+    ];
+    let mut cases = 0;
+    for kind in kinds {
+        for n in 1..=9 {
+            for count in [0, 1, 2, 3, 5, 7, 8, 13, 17, 33] {
+                for algo in [
+                    Algorithm::Auto,
+                    Algorithm::Ring,
+                    Algorithm::Tree,
+                    Algorithm::RecursiveDoubling,
+                ] {
+                    for in_place in [false, true] {
+                        if in_place
+                            && matches!(kind, OpKind::Gather | OpKind::Scatter | OpKind::Barrier)
+                        {
+                            continue;
+                        }
+                        for op in [ReduceOp::Sum, ReduceOp::Avg] {
+                            let mut d = OpDesc::new(
+                                kind,
+                                DType::I64,
+                                if kind == OpKind::Barrier { 0 } else { count },
+                            );
+                            d.op = Some(op);
+                            d.in_place = in_place;
+                            d.root = Some((count + 1) % n);
+                            for chunk in [1, 3, 64] {
+                                check(&d, n, algo, chunk, (n * 131 + count * 7 + chunk) as u64)
+                                    .unwrap_or_else(|e| {
+                                        panic!("{d} on {n} ranks, {algo}, chunk {chunk}: {e}")
+                                    });
+                                cases += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases > 10_000, "{cases}");
+}
+
+#[test]
+fn many_interleavings() {
+    for seed in 0..200u64 {
+        for n in [3, 4, 5, 8] {
+            let mut d = OpDesc::new(OpKind::AllReduce, DType::I64, 29);
+            d.op = Some(ReduceOp::Sum);
+            d.in_place = seed % 2 == 0;
+            for algo in [
+                Algorithm::Ring,
+                Algorithm::RecursiveDoubling,
+                Algorithm::Tree,
+            ] {
+                check(&d, n, algo, 2, seed * 7919 + 1)
+                    .unwrap_or_else(|e| panic!("{n} ranks {algo} seed {seed}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn send_recv_pairs() {
+    let mut s = OpDesc::new(OpKind::Send, DType::I64, 5);
+    s.peer = Some(1);
+    let plan = build(&s, 0, 2, Algorithm::Auto, 4);
+    assert_eq!(
+        plan.steps,
+        vec![Step::Send {
+            peer: 1,
+            src: Span::new(Slot::Input, 0, 5)
+        }]
+    );
+    let mut r = OpDesc::new(OpKind::Recv, DType::I64, 5);
+    r.peer = Some(0);
+    assert_eq!(
+        build(&r, 1, 2, Algorithm::Auto, 4).steps,
+        vec![Step::Recv {
+            peer: 0,
+            dst: Span::new(Slot::Output, 0, 5)
+        }]
+    );
+}
+
+#[test]
+fn auto_thresholds() {
+    let mut d = OpDesc::new(OpKind::AllReduce, DType::F32, SMALL_BYTES / 4);
+    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::RecursiveDoubling);
+    d.count += 1;
+    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Ring);
+    assert_eq!(choose(&d, 4, Algorithm::Tree), Algorithm::Tree);
+    d.kind = OpKind::Broadcast;
+    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Ring);
+    d.count = 1;
+    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Tree);
+}

@@ -1,0 +1,177 @@
+//! The flight recorder: every rank's recent operations and what it is waiting for, kept where
+//! every rank of the communicator can read it, so that a hang is reported as "rank 3 never
+//! reached op #17" instead of silence.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::config::Algorithm;
+use crate::op::{Fingerprint, OpDesc};
+use crate::types::Rank;
+
+/// How many operations each rank remembers.
+pub const FLIGHT_DEPTH: usize = 32;
+
+/// The state of a recorded operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpState {
+    /// Issued and not finished.
+    Running,
+    /// Finished successfully.
+    Done,
+    /// Finished with an error.
+    Failed,
+}
+
+/// One recorded operation.
+///
+/// ```
+/// use ruccl::{Communicator, HostDevice, UniqueId};
+/// let comm = Communicator::new(HostDevice::default(), 1, UniqueId::new()?, 0)?;
+/// comm.barrier()?;
+/// let rec = comm.flight_recorder();
+/// assert_eq!(rec.last().unwrap().op.kind.name(), "barrier");
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct FlightEntry {
+    /// Sequence number (collective counter, or per-pair counter for send/recv).
+    pub seq: u64,
+    /// What was called.
+    pub op: OpDesc,
+    /// The algorithm that ran.
+    pub algorithm: Algorithm,
+    /// Where it stands.
+    pub state: OpState,
+    /// When it was issued.
+    pub started: Instant,
+    /// How long it took, once finished.
+    pub duration: Option<Duration>,
+}
+
+#[derive(Debug, Default)]
+struct RankStatus {
+    history: VecDeque<FlightEntry>,
+    waiting: Option<String>,
+    departed: bool,
+}
+
+/// Every rank's status, shared by the ranks of one communicator.
+#[derive(Debug)]
+pub(crate) struct Board {
+    ranks: Vec<Mutex<RankStatus>>,
+}
+
+impl Board {
+    pub(crate) fn new(world: usize) -> Self {
+        Board {
+            ranks: (0..world)
+                .map(|_| Mutex::new(RankStatus::default()))
+                .collect(),
+        }
+    }
+
+    fn with<R>(&self, rank: Rank, f: impl FnOnce(&mut RankStatus) -> R) -> Option<R> {
+        self.ranks
+            .get(rank)
+            .map(|m| f(&mut m.lock().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    pub(crate) fn start(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm) {
+        self.with(rank, |s| {
+            if s.history.len() == FLIGHT_DEPTH {
+                s.history.pop_front();
+            }
+            s.history.push_back(FlightEntry {
+                seq,
+                op,
+                algorithm,
+                state: OpState::Running,
+                started: Instant::now(),
+                duration: None,
+            });
+        });
+    }
+
+    pub(crate) fn finish(&self, rank: Rank, ok: bool) {
+        self.with(rank, |s| {
+            s.waiting = None;
+            if let Some(e) = s.history.back_mut() {
+                e.state = if ok { OpState::Done } else { OpState::Failed };
+                e.duration = Some(e.started.elapsed());
+            }
+        });
+    }
+
+    pub(crate) fn set_waiting(&self, rank: Rank, what: Option<String>) {
+        self.with(rank, |s| s.waiting = what);
+    }
+
+    pub(crate) fn depart(&self, rank: Rank) {
+        self.with(rank, |s| s.departed = true);
+    }
+
+    pub(crate) fn history(&self, rank: Rank) -> Vec<FlightEntry> {
+        self.with(rank, |s| s.history.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// What `peer` called as collective op `seq`, if it got that far and still remembers.
+    pub(crate) fn collective_at(&self, peer: Rank, seq: u64) -> Option<Fingerprint> {
+        self.with(peer, |s| {
+            s.history
+                .iter()
+                .rev()
+                .find(|e| e.seq == seq && e.op.kind.is_collective())
+                .map(|e| e.op.fingerprint())
+        })
+        .flatten()
+    }
+
+    /// A per-rank summary for hang reports.
+    pub(crate) fn report(&self, comm: &str) -> String {
+        let now = Instant::now();
+        let mut out = format!(
+            "flight recorder of communicator {comm} ({} ranks):",
+            self.ranks.len()
+        );
+        for r in 0..self.ranks.len() {
+            let line = self
+                .with(r, |s| {
+                    let mut l = String::new();
+                    match s.history.back() {
+                        None => l.push_str("has not issued any operation"),
+                        Some(e) => {
+                            let ago = now.saturating_duration_since(e.started).as_secs_f64();
+                            let _ = match e.state {
+                                OpState::Running => {
+                                    write!(l, "in op #{} {} for {ago:.1}s", e.seq, e.op)
+                                }
+                                OpState::Done => write!(
+                                    l,
+                                    "idle; last finished op #{} {} (issued {ago:.1}s ago)",
+                                    e.seq, e.op
+                                ),
+                                OpState::Failed => {
+                                    write!(l, "failed op #{} {} ({ago:.1}s ago)", e.seq, e.op)
+                                }
+                            };
+                        }
+                    }
+                    if let Some(w) = &s.waiting {
+                        let _ = write!(l, ", waiting for {w}");
+                    }
+                    if s.departed {
+                        l.push_str(", communicator dropped");
+                    }
+                    l
+                })
+                .unwrap_or_default();
+            let _ = write!(out, "\n  rank {r}: {line}");
+        }
+        out
+    }
+}

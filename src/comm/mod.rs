@@ -1,0 +1,369 @@
+//! `Communicator`: one per rank. Each public method describes its call, has it checked in
+//! [`validate`], and hands it to [`Communicator::submit`], the single path to the scheduler.
+//!
+//! # The ordering rule
+//! Every rank of a communicator must issue the same collectives, with matching counts,
+//! dtypes, reduce ops and roots, in the same order (as with NCCL and torch.distributed).
+//! Point-to-point `send`/`recv` pairs must be issued in the same order relative to each
+//! other on the two ranks involved. Breaking the rule is reported as a `Mismatch` error on
+//! the ranks involved — never a hang or wrong data.
+
+mod collectives;
+pub(crate) mod flight;
+mod rendezvous;
+mod split;
+mod validate;
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub use flight::{FlightEntry, OpState};
+
+use crate::algo;
+use crate::config::CommConfig;
+use crate::device::Device;
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::op::OpDesc;
+use crate::sched::{self, Binding, Bindings, OpCtx, Staging};
+use crate::transport::{Link, inproc::Fabric};
+use crate::types::{Rank, ReduceOp, Scale};
+use crate::unique_id::UniqueId;
+use flight::Board;
+use validate::{Call, Io};
+
+/// State every rank of one communicator shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    id: UniqueId,
+    name: String,
+    world: usize,
+    link: Link,
+    board: Board,
+    config: CommConfig,
+}
+
+impl Shared {
+    pub(crate) fn new(id: UniqueId, world: usize, config: CommConfig) -> Self {
+        Shared {
+            name: id.short(),
+            id,
+            world,
+            link: Link::InProc(Arc::new(Fabric::new(world))),
+            board: Board::new(world),
+            config,
+        }
+    }
+}
+
+/// Per-rank state, locked for the duration of one op.
+struct Local<D: Device> {
+    seq: u64,
+    p2p_sent: Vec<u64>,
+    p2p_received: Vec<u64>,
+    splits: u64,
+    failed: Option<CollectiveError>,
+    scratch: Option<D::Buffer>,
+    premul: Option<D::Buffer>,
+    staging: Staging,
+}
+
+/// One rank's handle on a group of ranks that run collectives together.
+///
+/// `Communicator` is `Send + Sync`; calls on one communicator are serialised. See the module
+/// docs for the ordering rule every rank must follow.
+///
+/// ```
+/// use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
+/// let id = UniqueId::new()?;
+/// let handles: Vec<_> = (0..3)
+///     .map(|rank| {
+///         let id = id.clone();
+///         std::thread::spawn(move || -> ruccl::Result<Vec<f32>> {
+///             let dev = HostDevice::default();
+///             let comm = Communicator::new(dev, 3, id, rank)?;
+///             let mut t = Tensor::from_slice(&dev, &[rank as f32; 4], &[4])?;
+///             comm.all_reduce(&mut t, ReduceOp::Sum)?;
+///             t.to_vec::<f32>()
+///         })
+///     })
+///     .collect();
+/// for h in handles {
+///     assert_eq!(h.join().unwrap()?, vec![3.0; 4]);
+/// }
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+pub struct Communicator<D: Device> {
+    device: D,
+    rank: Rank,
+    shared: Arc<Shared>,
+    local: Mutex<Local<D>>,
+}
+
+impl<D: Device> std::fmt::Debug for Communicator<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Communicator({} rank {}/{} on {})",
+            self.shared.name,
+            self.rank,
+            self.shared.world,
+            self.device.describe()
+        )
+    }
+}
+
+impl<D: Device> Communicator<D> {
+    /// Joins the communicator named `unique_id` as `rank` of `world_size`, with the default
+    /// config and `RUCCL_*` environment overrides ([`CommConfig::from_env`]). Call it once per
+    /// rank, each from its own thread; it returns when all ranks have joined.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a rank out of range, a rank that joined twice, or disagreeing
+    /// world sizes; `Timeout` naming the ranks that never came.
+    pub fn new(device: D, world_size: usize, unique_id: UniqueId, rank: Rank) -> Result<Self> {
+        Self::with_config(device, world_size, unique_id, rank, CommConfig::from_env()?)
+    }
+
+    /// Like [`new`](Self::new) with an explicit config (no environment overrides).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new); also `InvalidArgument` when ranks disagree on the chunk size or
+    /// algorithm.
+    pub fn with_config(
+        device: D,
+        world_size: usize,
+        unique_id: UniqueId,
+        rank: Rank,
+        config: CommConfig,
+    ) -> Result<Self> {
+        if world_size == 0 {
+            return Err(CollectiveError::invalid("world_size must be at least 1")
+                .with_op("Communicator::new"));
+        }
+        if rank >= world_size {
+            return Err(CollectiveError::invalid(format!(
+                "rank {rank} is out of range for world_size {world_size}"
+            ))
+            .with_op("Communicator::new"));
+        }
+        let shared = rendezvous::join(&unique_id, world_size, rank, &config)?;
+        Ok(Communicator {
+            device,
+            rank,
+            local: Mutex::new(Local {
+                seq: 0,
+                p2p_sent: vec![0; world_size],
+                p2p_received: vec![0; world_size],
+                splits: 0,
+                failed: None,
+                scratch: None,
+                premul: None,
+                staging: Staging::default(),
+            }),
+            shared,
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn world_size(&self) -> usize {
+        self.shared.world
+    }
+
+    /// The device this rank's tensors live on.
+    pub fn device(&self) -> &D {
+        &self.device
+    }
+
+    /// The id the ranks joined with.
+    pub fn unique_id(&self) -> &UniqueId {
+        &self.shared.id
+    }
+
+    /// The config in force (rank 0's chunking and algorithm, this rank's timeout).
+    pub fn config(&self) -> &CommConfig {
+        &self.shared.config
+    }
+
+    /// This rank's recent operations, oldest first (at most
+    /// [`FLIGHT_DEPTH`](flight::FLIGHT_DEPTH)).
+    pub fn flight_recorder(&self) -> Vec<FlightEntry> {
+        self.shared.board.history(self.rank)
+    }
+
+    /// Aborts the communicator on every rank: any waiting or later call, on any rank, fails
+    /// with `Aborted` promptly. Safe to call from another thread while a collective runs.
+    ///
+    /// ```
+    /// use ruccl::{Communicator, ErrorKind, HostDevice, UniqueId};
+    /// let comm = Communicator::new(HostDevice::default(), 1, UniqueId::new()?, 0)?;
+    /// comm.abort();
+    /// assert_eq!(comm.barrier().unwrap_err().kind(), ErrorKind::Aborted);
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    pub fn abort(&self) {
+        self.shared.link.poison(
+            CollectiveError::new(
+                ErrorKind::Aborted,
+                format!("rank {} called abort()", self.rank),
+            )
+            .with_rank(self.rank),
+        );
+    }
+
+    /// Whether this communicator can still run operations.
+    pub fn is_usable(&self) -> bool {
+        self.shared.link.poisoned().is_none() && self.lock().failed.is_none()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Local<D>> {
+        self.local.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The single path from a public method to the scheduler.
+    fn submit(&self, call: Call<'_, D>) -> Result<()> {
+        let world = self.shared.world;
+        let (desc, io) = validate::validate(&call, self.rank, world, &self.device)?;
+        let mut local = self.lock();
+        if let Some(e) = &local.failed {
+            return Err(CollectiveError::new(
+                ErrorKind::Aborted,
+                format!("this communicator failed earlier: {e}"),
+            )
+            .with_rank(self.rank)
+            .with_op(desc.to_string()));
+        }
+        if let Some(e) = self.shared.link.poisoned() {
+            let err = e.relayed(self.rank).with_op(desc.to_string());
+            local.failed = Some(err.clone());
+            return Err(err);
+        }
+        if !self.device.supports(desc.dtype) {
+            return Err(CollectiveError::unsupported(format!(
+                "{} cannot run kernels on {}",
+                self.device.describe(),
+                desc.dtype
+            ))
+            .with_rank(self.rank)
+            .with_op(desc.to_string()));
+        }
+        let seq = next_seq(&mut local, &desc);
+        let result = self.run(&mut local, &desc, io, seq);
+        if let Err(e) = &result {
+            local.failed = Some(e.clone());
+        }
+        result
+    }
+
+    fn run(
+        &self,
+        local: &mut Local<D>,
+        desc: &OpDesc,
+        io: Io<'_, D::Buffer>,
+        seq: u64,
+    ) -> Result<()> {
+        let world = self.shared.world;
+        let cfg = &self.shared.config;
+        let size = desc.dtype.size();
+        let chunk = (cfg.chunk_bytes() / size).max(1);
+        let plan = algo::build(desc, self.rank, world, cfg.algorithm(), chunk);
+        let ctx_err = |e: CollectiveError| {
+            e.with_rank(self.rank)
+                .with_op(desc.to_string())
+                .with_seq(seq)
+        };
+        self.shared
+            .board
+            .start(self.rank, seq, *desc, plan.algorithm);
+        #[cfg(feature = "tracing")]
+        let _span = tracing::debug_span!("collective", comm = %self.shared.name, rank = self.rank, op = %desc, seq, bytes = desc.bytes(), algorithm = %plan.algorithm).entered();
+        let out = (|| {
+            let scratch_bytes = plan.scratch_elems * size;
+            ensure(&self.device, &mut local.scratch, scratch_bytes)?;
+            let mut io = io;
+            if let Some(ReduceOp::PreMulSum(s)) = desc.op {
+                let bytes = io.input_elems * size;
+                ensure(&self.device, &mut local.premul, bytes)?;
+                if let (Binding::Contig { buf, base, .. }, Some(pre)) = (&io.input, &local.premul) {
+                    self.device.scale(
+                        buf,
+                        *base,
+                        pre,
+                        0,
+                        io.input_elems,
+                        desc.dtype,
+                        Scale::MulBy(s),
+                    )?;
+                    io.input = Binding::Contig {
+                        buf: pre,
+                        base: 0,
+                        id: 3,
+                    };
+                }
+            }
+            let bindings = Bindings {
+                input: io.input,
+                output: io.output,
+                scratch: match &local.scratch {
+                    Some(b) => Binding::Contig {
+                        buf: b,
+                        base: 0,
+                        id: 2,
+                    },
+                    None => Binding::Unbound,
+                },
+            };
+            let ctx = OpCtx {
+                rank: self.rank,
+                world,
+                seq,
+                p2p: !desc.kind.is_collective(),
+                fp: desc.fingerprint(),
+                deadline: Instant::now() + cfg.timeout(),
+                dtype: desc.dtype,
+                combine: desc
+                    .op
+                    .map_or(crate::types::Combine::Sum, ReduceOp::combine),
+                link: &self.shared.link,
+                board: &self.shared.board,
+                comm_name: &self.shared.name,
+            };
+            sched::execute(&self.device, &plan, &bindings, &ctx, &mut local.staging)?;
+            self.device.synchronize(Some(ctx.deadline))
+        })()
+        .map_err(ctx_err);
+        self.shared.board.finish(self.rank, out.is_ok());
+        out
+    }
+}
+
+fn next_seq<D: Device>(local: &mut Local<D>, desc: &OpDesc) -> u64 {
+    let counter = match (desc.kind, desc.peer) {
+        (crate::op::OpKind::Send, Some(p)) => &mut local.p2p_sent[p],
+        (crate::op::OpKind::Recv, Some(p)) => &mut local.p2p_received[p],
+        _ => &mut local.seq,
+    };
+    let s = *counter;
+    *counter += 1;
+    s
+}
+
+/// Makes `slot` hold a buffer of at least `bytes` (reused across ops, grown when needed).
+fn ensure<D: Device>(dev: &D, slot: &mut Option<D::Buffer>, bytes: usize) -> Result<()> {
+    if bytes == 0 || slot.as_ref().is_some_and(|b| dev.len(b) >= bytes) {
+        return Ok(());
+    }
+    *slot = Some(dev.alloc(bytes)?);
+    Ok(())
+}
+
+impl<D: Device> Drop for Communicator<D> {
+    fn drop(&mut self) {
+        self.shared.board.depart(self.rank);
+        self.shared.link.depart(self.rank);
+    }
+}

@@ -1,0 +1,283 @@
+//! The one place that checks a caller's arguments. Every collective and point-to-point call
+//! becomes a [`Call`], and [`validate`] turns it into an [`OpDesc`] plus buffer bindings or an
+//! `InvalidArgument` error naming the op and the rank — before anything is sent, so the
+//! communicator stays usable. Below this file a broken invariant is a bug, not a user error.
+
+use crate::device::Device;
+use crate::error::{CollectiveError, Result};
+use crate::op::{OpDesc, OpKind};
+use crate::sched::Binding;
+use crate::tensor::Tensor;
+use crate::types::{DType, Rank, ReduceOp};
+
+/// Where an op writes.
+pub(crate) enum Output<'a, D: Device> {
+    None,
+    One(&'a Tensor<D>),
+    List(&'a [Tensor<D>]),
+}
+
+/// One call, as the public method received it. In-place calls pass the same tensor as
+/// input and output.
+pub(crate) struct Call<'a, D: Device> {
+    pub kind: OpKind,
+    pub input: Option<&'a Tensor<D>>,
+    pub output: Output<'a, D>,
+    pub op: Option<ReduceOp>,
+    pub root: Option<Rank>,
+    pub peer: Option<Rank>,
+    pub in_place: bool,
+}
+
+impl<'a, D: Device> Call<'a, D> {
+    pub(crate) fn new(kind: OpKind) -> Self {
+        Call {
+            kind,
+            input: None,
+            output: Output::None,
+            op: None,
+            root: None,
+            peer: None,
+            in_place: false,
+        }
+    }
+}
+
+/// The buffers a validated call binds to the plan's input and output slots.
+pub(crate) struct Io<'a, B> {
+    pub input: Binding<'a, B>,
+    pub output: Binding<'a, B>,
+    /// Elements of the input (for `PreMulSum`'s pre-scaled copy).
+    pub input_elems: usize,
+}
+
+pub(crate) const INPUT_ID: usize = 0;
+pub(crate) const OUTPUT_ID: usize = 1;
+pub(crate) const LIST_ID: usize = 16;
+
+fn name(call_kind: OpKind, in_place: bool) -> String {
+    if in_place {
+        format!("{} (in place)", call_kind.name())
+    } else {
+        call_kind.name().to_string()
+    }
+}
+
+/// Checks `call` for `rank` of `world` on `device`.
+pub(crate) fn validate<'a, D: Device>(
+    call: &Call<'a, D>,
+    rank: Rank,
+    world: usize,
+    device: &D,
+) -> Result<(OpDesc, Io<'a, D::Buffer>)> {
+    let fail = |msg: String| {
+        CollectiveError::invalid(msg)
+            .with_rank(rank)
+            .with_op(name(call.kind, call.in_place))
+    };
+    let n = world;
+    // Ranks.
+    for (what, r) in [("root", call.root), ("peer", call.peer)] {
+        if let Some(r) = r {
+            if r >= n {
+                return Err(fail(format!(
+                    "{what} {r} is out of range for a communicator of {n} ranks (valid: 0..{n})"
+                )));
+            }
+        }
+    }
+    if let Some(p) = call.peer {
+        if p == rank {
+            return Err(fail(format!(
+                "rank {rank} cannot {} itself",
+                if call.kind == OpKind::Send {
+                    "send to"
+                } else {
+                    "receive from"
+                }
+            )));
+        }
+    }
+    if let Some(ReduceOp::PreMulSum(s)) = call.op {
+        if !s.is_finite() {
+            return Err(fail(format!("PreMulSum scalar {s} is not finite")));
+        }
+    }
+    // Devices and dtypes.
+    let outs: Vec<&Tensor<D>> = match &call.output {
+        Output::None => vec![],
+        Output::One(t) => vec![*t],
+        Output::List(l) => l.iter().collect(),
+    };
+    let tensors = call.input.into_iter().chain(outs.iter().copied());
+    let mut dtype: Option<DType> = None;
+    for t in tensors {
+        if !t.device().same_device(device) {
+            return Err(fail(format!(
+                "a tensor is on {} but this communicator's device is {}",
+                t.device().describe(),
+                device.describe()
+            )));
+        }
+        match dtype {
+            None => dtype = Some(t.dtype()),
+            Some(d) if d != t.dtype() => {
+                return Err(fail(format!(
+                    "input and output dtypes differ ({d} vs {})",
+                    t.dtype()
+                )));
+            }
+            _ => {}
+        }
+    }
+    let dtype = dtype.unwrap_or(DType::U8);
+    let is_root = call.root == Some(rank);
+    let in_n = call.input.map(Tensor::numel);
+    let out_one = match &call.output {
+        Output::One(t) => Some(t.numel()),
+        _ => None,
+    };
+    let need = |what: &str, got: Option<usize>, want: usize| -> Result<()> {
+        match got {
+            Some(g) if g == want => Ok(()),
+            Some(g) => Err(fail(format!("{what} has {g} elements, expected {want}"))),
+            None => Err(fail(format!("{what} is required on this rank"))),
+        }
+    };
+    let count = match call.kind {
+        OpKind::AllReduce => {
+            let c = in_n.unwrap_or(0);
+            need("output", out_one, c)?;
+            c
+        }
+        OpKind::Broadcast => {
+            let c = out_one.unwrap_or(0);
+            if is_root {
+                need("input on the root", in_n, c)?;
+            }
+            c
+        }
+        OpKind::Reduce => {
+            let c = in_n.unwrap_or(0);
+            if is_root {
+                need("output on the root", out_one, c)?;
+            }
+            c
+        }
+        OpKind::AllGather | OpKind::Split if call.in_place => {
+            let total = out_one.unwrap_or(0);
+            if total % n != 0 {
+                return Err(fail(format!(
+                    "output has {total} elements, not divisible by the world size {n}"
+                )));
+            }
+            total / n
+        }
+        OpKind::AllGather | OpKind::Split => {
+            let c = in_n.unwrap_or(0);
+            match &call.output {
+                Output::List(l) => {
+                    if l.len() != n {
+                        return Err(fail(format!(
+                            "output list has {} tensors, expected one per rank ({n})",
+                            l.len()
+                        )));
+                    }
+                    if let Some((k, t)) = l.iter().enumerate().find(|(_, t)| t.numel() != c) {
+                        return Err(fail(format!(
+                            "output[{k}] has {} elements, expected {c} (the input's)",
+                            t.numel()
+                        )));
+                    }
+                }
+                _ => need("output", out_one, n * c)?,
+            }
+            c
+        }
+        OpKind::ReduceScatter => {
+            let total = in_n.unwrap_or(0);
+            if total % n != 0 {
+                return Err(fail(format!(
+                    "input has {total} elements, not divisible by the world size {n}"
+                )));
+            }
+            let c = if call.in_place {
+                total / n
+            } else {
+                out_one.unwrap_or(0)
+            };
+            need("input", in_n, n * c)?;
+            c
+        }
+        OpKind::AllToAll => {
+            let total = in_n.unwrap_or(0);
+            if total % n != 0 {
+                return Err(fail(format!(
+                    "input has {total} elements, not divisible by the world size {n}"
+                )));
+            }
+            need("output", out_one, total)?;
+            total / n
+        }
+        OpKind::Gather => {
+            let c = in_n.unwrap_or(0);
+            if is_root {
+                need("output on the root", out_one, n * c)?;
+            }
+            c
+        }
+        OpKind::Scatter => {
+            let c = out_one.unwrap_or(0);
+            if is_root {
+                need("input on the root", in_n, n * c)?;
+            }
+            c
+        }
+        OpKind::Send => in_n.unwrap_or(0),
+        OpKind::Recv => out_one.unwrap_or(0),
+        OpKind::Barrier => 0,
+    };
+    let desc = OpDesc {
+        kind: call.kind,
+        dtype,
+        count,
+        op: call.op,
+        root: call.root,
+        peer: call.peer,
+        in_place: call.in_place,
+    };
+    let size = dtype.size();
+    let contig = |t: &'a Tensor<D>, base: usize, id: usize| Binding::Contig {
+        buf: t.buffer(),
+        base: base * size,
+        id,
+    };
+    let input = match call.input {
+        None => Binding::Unbound,
+        Some(t) if call.in_place && call.kind == OpKind::AllGather => {
+            contig(t, rank * count, OUTPUT_ID)
+        }
+        Some(t) if call.in_place => contig(t, 0, OUTPUT_ID),
+        Some(t) => contig(t, 0, INPUT_ID),
+    };
+    let output = match &call.output {
+        Output::None => Binding::Unbound,
+        Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => {
+            contig(t, rank * count, OUTPUT_ID)
+        }
+        Output::One(t) => contig(t, 0, OUTPUT_ID),
+        Output::List(l) => Binding::Blocks {
+            bufs: l.iter().map(Tensor::buffer).collect(),
+            block: count * size,
+            id: LIST_ID,
+        },
+    };
+    Ok((
+        desc,
+        Io {
+            input,
+            output,
+            input_elems: in_n.unwrap_or(0),
+        },
+    ))
+}

@@ -1,0 +1,221 @@
+//! Op descriptors: what one rank asked for, in the form every layer below `comm` reads, and
+//! the fingerprint ranks compare to catch mismatched calls.
+
+use std::fmt;
+
+use crate::types::{DType, Rank, ReduceOp};
+
+/// The kind of a collective or point-to-point operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OpKind {
+    /// `all_reduce`
+    AllReduce,
+    /// `broadcast`
+    Broadcast,
+    /// `reduce`
+    Reduce,
+    /// `all_gather` / `all_gather_into_tensor`
+    AllGather,
+    /// `reduce_scatter_tensor`
+    ReduceScatter,
+    /// `all_to_all_single`
+    AllToAll,
+    /// `gather`
+    Gather,
+    /// `scatter`
+    Scatter,
+    /// `send`
+    Send,
+    /// `recv`
+    Recv,
+    /// `barrier`
+    Barrier,
+    /// `split_all` / `split_from` agreement
+    Split,
+}
+
+impl OpKind {
+    /// The field's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::AllReduce => "all_reduce",
+            OpKind::Broadcast => "broadcast",
+            OpKind::Reduce => "reduce",
+            OpKind::AllGather => "all_gather",
+            OpKind::ReduceScatter => "reduce_scatter",
+            OpKind::AllToAll => "all_to_all",
+            OpKind::Gather => "gather",
+            OpKind::Scatter => "scatter",
+            OpKind::Send => "send",
+            OpKind::Recv => "recv",
+            OpKind::Barrier => "barrier",
+            OpKind::Split => "split",
+        }
+    }
+
+    /// Whether every rank of the communicator takes part.
+    pub fn is_collective(self) -> bool {
+        !matches!(self, OpKind::Send | OpKind::Recv)
+    }
+
+    fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// One rank's description of one operation, after validation.
+///
+/// `count` is in elements and means, per kind: the tensor's count (all_reduce, broadcast,
+/// reduce, send, recv), the per-rank input (all_gather, gather), the per-rank output
+/// (reduce_scatter, scatter), the per-peer block (all_to_all), 0 (barrier).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OpDesc {
+    /// What kind of operation.
+    pub kind: OpKind,
+    /// Element type.
+    pub dtype: DType,
+    /// Element count (see above).
+    pub count: usize,
+    /// The reduction, for reducing kinds.
+    pub op: Option<ReduceOp>,
+    /// The root, for rooted kinds.
+    pub root: Option<Rank>,
+    /// The peer, for send and recv.
+    pub peer: Option<Rank>,
+    /// Whether input and output share memory.
+    pub in_place: bool,
+}
+
+impl OpDesc {
+    /// A descriptor with no reduce op, root or peer.
+    pub fn new(kind: OpKind, dtype: DType, count: usize) -> Self {
+        OpDesc {
+            kind,
+            dtype,
+            count,
+            op: None,
+            root: None,
+            peer: None,
+            in_place: false,
+        }
+    }
+
+    /// The fingerprint other ranks must agree with.
+    pub fn fingerprint(&self) -> Fingerprint {
+        let (op, scalar) = self.op.map(ReduceOp::code).unwrap_or((0xff, 0));
+        Fingerprint {
+            kind: self.kind.code(),
+            dtype: self.dtype.code(),
+            op,
+            scalar,
+            root: self.root.map(|r| r as u64).unwrap_or(u64::MAX),
+            count: self.count as u64,
+            desc: *self,
+        }
+    }
+
+    /// Bytes one rank contributes (for tracing and the flight recorder).
+    pub fn bytes(&self) -> usize {
+        self.count * self.dtype.size()
+    }
+}
+
+impl fmt::Display for OpDesc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(", self.kind.name())?;
+        if let Some(op) = self.op {
+            write!(f, "{op}, ")?;
+        }
+        write!(f, "{} x {}", self.count, self.dtype)?;
+        if let Some(r) = self.root {
+            write!(f, ", root {r}")?;
+        }
+        if let Some(p) = self.peer {
+            write!(
+                f,
+                ", {} {p}",
+                if self.kind == OpKind::Send {
+                    "to"
+                } else {
+                    "from"
+                }
+            )?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// What ranks compare: everything about an op that must agree across ranks.
+#[derive(Clone, Copy, Debug)]
+pub struct Fingerprint {
+    kind: u8,
+    dtype: u8,
+    op: u8,
+    scalar: u64,
+    root: u64,
+    count: u64,
+    /// The descriptor it came from (for messages).
+    pub desc: OpDesc,
+}
+
+impl Fingerprint {
+    /// Whether two ranks' calls are compatible: equal for collectives; for point-to-point, a
+    /// send matched with a recv of the same count and dtype.
+    pub fn compatible(&self, other: &Fingerprint) -> bool {
+        let p2p = |a: &Fingerprint, b: &Fingerprint| {
+            a.desc.kind == OpKind::Send
+                && b.desc.kind == OpKind::Recv
+                && a.dtype == b.dtype
+                && a.count == b.count
+        };
+        if self.desc.kind.is_collective() || other.desc.kind.is_collective() {
+            (
+                self.kind,
+                self.dtype,
+                self.op,
+                self.scalar,
+                self.root,
+                self.count,
+            ) == (
+                other.kind,
+                other.dtype,
+                other.op,
+                other.scalar,
+                other.root,
+                other.count,
+            )
+        } else {
+            p2p(self, other) || p2p(other, self)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints() {
+        let mut a = OpDesc::new(OpKind::AllReduce, DType::F32, 8);
+        a.op = Some(ReduceOp::Sum);
+        let mut b = a;
+        assert!(a.fingerprint().compatible(&b.fingerprint()));
+        b.in_place = true;
+        assert!(
+            a.fingerprint().compatible(&b.fingerprint()),
+            "in-place is local"
+        );
+        b.op = Some(ReduceOp::Max);
+        assert!(!a.fingerprint().compatible(&b.fingerprint()));
+        let mut s = OpDesc::new(OpKind::Send, DType::I32, 4);
+        s.peer = Some(1);
+        let mut r = OpDesc::new(OpKind::Recv, DType::I32, 4);
+        r.peer = Some(0);
+        assert!(s.fingerprint().compatible(&r.fingerprint()));
+        r.count = 5;
+        assert!(!s.fingerprint().compatible(&r.fingerprint()));
+        assert_eq!(a.to_string(), "all_reduce(sum, 8 x f32)");
+        assert_eq!(s.to_string(), "send(4 x i32, to 1)");
+    }
+}

@@ -1,0 +1,37 @@
+//! Host staging buffers owned by one rank and reused across ops: where incoming bytes wait
+//! when their destination is still lent out, and where a device that the host cannot read
+//! directly puts the bytes it sends.
+
+use crate::mem::HostMem;
+use crate::types::Rank;
+
+/// Most send staging slots a rank keeps before it waits for one to come back.
+pub(crate) const MAX_SEND_SLOTS: usize = 8;
+
+/// One send staging slot and the lend that holds it, if any.
+#[derive(Debug)]
+pub(crate) struct SendSlot {
+    pub(crate) mem: HostMem,
+    pub(crate) held_by: Option<(Rank, u64)>,
+}
+
+/// A rank's reusable staging memory.
+#[derive(Debug, Default)]
+pub struct Staging {
+    recv: Option<HostMem>,
+    pub(crate) send: Vec<SendSlot>,
+}
+
+impl Staging {
+    /// The receive staging block, grown to at least `len` bytes.
+    pub(crate) fn recv(&mut self, len: usize) -> HostMem {
+        match &self.recv {
+            Some(m) if m.len() >= len => m.clone(),
+            _ => {
+                let m = HostMem::zeroed(len);
+                self.recv = Some(m.clone());
+                m
+            }
+        }
+    }
+}

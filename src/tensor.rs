@@ -1,0 +1,240 @@
+//! `Tensor<D>`: a buffer on a device with a dtype and a shape. The only thing collectives
+//! read and write.
+
+use std::fmt;
+
+use crate::device::Device;
+use crate::error::{CollectiveError, Result};
+use crate::types::{DType, Element};
+
+/// A dense, contiguous tensor on a [`Device`].
+///
+/// ```
+/// use ruccl::{HostDevice, Tensor, DType};
+/// let dev = HostDevice::default();
+/// let t = Tensor::from_vec(&dev, vec![1i32, 2, 3, 4, 5, 6], &[2, 3])?;
+/// assert_eq!(t.shape(), &[2, 3]);
+/// assert_eq!(t.dtype(), DType::I32);
+/// assert_eq!(t.numel(), 6);
+/// assert!(t.to_vec::<f32>().is_err()); // wrong element type
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+pub struct Tensor<D: Device> {
+    device: D,
+    buf: D::Buffer,
+    dtype: DType,
+    shape: Vec<usize>,
+    numel: usize,
+}
+
+fn numel_of(shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| {
+            CollectiveError::invalid(format!(
+                "shape {shape:?} has more elements than fit in memory"
+            ))
+        })
+}
+
+fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
+    // SAFETY: every `Element` is a plain numeric type without padding, so its bytes may be
+    // read; the length is the slice's exact size.
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
+}
+
+impl<D: Device> Tensor<D> {
+    /// A zero-filled tensor.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a shape too large to address; `Device` if allocation fails.
+    pub fn zeros(device: &D, dtype: DType, shape: &[usize]) -> Result<Self> {
+        let numel = numel_of(shape)?;
+        let bytes = numel.checked_mul(dtype.size()).ok_or_else(|| {
+            CollectiveError::invalid(format!("shape {shape:?} of {dtype} is too large"))
+        })?;
+        let buf = device.alloc(bytes)?;
+        Ok(Tensor {
+            device: device.clone(),
+            buf,
+            dtype,
+            shape: shape.to_vec(),
+            numel,
+        })
+    }
+
+    /// A tensor holding a copy of `data`, which must have exactly `shape`'s element count.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `data.len()` does not match `shape`; `Device` on device failure.
+    pub fn from_slice<T: Element>(device: &D, data: &[T], shape: &[usize]) -> Result<Self> {
+        let numel = numel_of(shape)?;
+        if numel != data.len() {
+            return Err(CollectiveError::invalid(format!(
+                "shape {shape:?} holds {numel} elements but {} were given",
+                data.len()
+            )));
+        }
+        let t = Self::zeros(device, T::DTYPE, shape)?;
+        device.upload(&t.buf, 0, as_bytes(data))?;
+        Ok(t)
+    }
+
+    /// Like [`from_slice`](Self::from_slice), taking ownership of the data.
+    ///
+    /// # Errors
+    /// As [`from_slice`](Self::from_slice).
+    pub fn from_vec<T: Element>(device: &D, data: Vec<T>, shape: &[usize]) -> Result<Self> {
+        Self::from_slice(device, &data, shape)
+    }
+
+    /// A 1-D tensor holding a copy of `data`.
+    ///
+    /// # Errors
+    /// `Device` on device failure.
+    pub fn from_slice_1d<T: Element>(device: &D, data: &[T]) -> Result<Self> {
+        Self::from_slice(device, data, &[data.len()])
+    }
+
+    /// Copies the elements back to the host.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `T` is not the tensor's dtype; `Device` on device failure.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype {
+            return Err(CollectiveError::invalid(format!(
+                "to_vec::<{}>() on a tensor of {}",
+                T::DTYPE,
+                self.dtype
+            )));
+        }
+        let mut out = vec![T::default(); self.numel];
+        // SAFETY: `T` is plain numeric, so writing arbitrary bytes into it is sound.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(&out[..]),
+            )
+        };
+        self.device.download(&self.buf, 0, bytes)?;
+        Ok(out)
+    }
+
+    /// Overwrites the contents from host data of the same dtype and element count.
+    ///
+    /// # Errors
+    /// `InvalidArgument` on a dtype or length mismatch; `Device` on device failure.
+    pub fn copy_from_slice<T: Element>(&mut self, data: &[T]) -> Result<()> {
+        if T::DTYPE != self.dtype || data.len() != self.numel {
+            return Err(CollectiveError::invalid(format!(
+                "copy_from_slice of {} x {} into a tensor of {} x {}",
+                data.len(),
+                T::DTYPE,
+                self.numel,
+                self.dtype
+            )));
+        }
+        self.device.upload(&self.buf, 0, as_bytes(data))
+    }
+
+    /// A new tensor with the same contents on the same device.
+    ///
+    /// # Errors
+    /// `Device` on device failure.
+    pub fn try_clone(&self) -> Result<Self> {
+        let t = Self::zeros(&self.device, self.dtype, &self.shape)?;
+        self.device.copy(&self.buf, 0, &t.buf, 0, self.byte_len())?;
+        Ok(t)
+    }
+
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The number of elements (the product of the shape).
+    pub fn numel(&self) -> usize {
+        self.numel
+    }
+
+    /// The size in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.numel * self.dtype.size()
+    }
+
+    /// The device the tensor lives on.
+    pub fn device(&self) -> &D {
+        &self.device
+    }
+
+    /// The underlying device buffer.
+    pub fn buffer(&self) -> &D::Buffer {
+        &self.buf
+    }
+
+    /// Wraps an existing device buffer (for framework adapters that hand over their memory).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the buffer is smaller than `shape` of `dtype` needs.
+    pub fn from_buffer(device: &D, buf: D::Buffer, dtype: DType, shape: &[usize]) -> Result<Self> {
+        let numel = numel_of(shape)?;
+        let need = numel.checked_mul(dtype.size()).unwrap_or(usize::MAX);
+        if device.len(&buf) < need {
+            return Err(CollectiveError::invalid(format!(
+                "buffer of {} bytes is too small for {shape:?} x {dtype}",
+                device.len(&buf)
+            )));
+        }
+        Ok(Tensor {
+            device: device.clone(),
+            buf,
+            dtype,
+            shape: shape.to_vec(),
+            numel,
+        })
+    }
+
+    /// Gives the device buffer back.
+    pub fn into_buffer(self) -> D::Buffer {
+        self.buf
+    }
+}
+
+impl<D: Device> fmt::Debug for Tensor<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Tensor({:?} x {} on {})",
+            self.shape,
+            self.dtype,
+            self.device.describe()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::HostDevice;
+
+    #[test]
+    fn round_trip_and_errors() {
+        let d = HostDevice::default();
+        let t = Tensor::from_slice(&d, &[1u8, 2, 3], &[3]).unwrap();
+        assert_eq!(t.to_vec::<u8>().unwrap(), vec![1, 2, 3]);
+        assert!(Tensor::from_slice(&d, &[1u8, 2, 3], &[2]).is_err());
+        assert!(Tensor::<HostDevice>::zeros(&d, DType::F64, &[usize::MAX, 2]).is_err());
+        let mut c = t.try_clone().unwrap();
+        c.copy_from_slice(&[9u8, 9, 9]).unwrap();
+        assert_eq!(t.to_vec::<u8>().unwrap(), vec![1, 2, 3]);
+        assert_eq!(c.to_vec::<u8>().unwrap(), vec![9, 9, 9]);
+        let z = Tensor::<HostDevice>::zeros(&d, DType::F32, &[0]).unwrap();
+        assert_eq!(z.to_vec::<f32>().unwrap(), Vec::<f32>::new());
+    }
+}

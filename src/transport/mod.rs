@@ -1,0 +1,128 @@
+//! Transports move host bytes between ranks; they never see a device. Today: in-process
+//! mailboxes between threads ([`inproc`]). The scheduler talks to a [`Link`], a closed enum
+//! so that a TCP transport can join it per peer pair without touching the plans.
+//!
+//! Semantics every transport provides:
+//! - `send` hands a [`HostRegion`] to a peer and returns a ticket; the region must not be
+//!   written until `is_released(ticket)` (in-process the peer reads it in place; a socket
+//!   transport releases once the bytes are on the wire).
+//! - messages between two ranks arrive in the order they were sent;
+//! - `release` tells the sender the receiver is done with the oldest message;
+//! - `wait` blocks with a deadline and wakes on any message, release, abort or departure.
+
+pub mod inproc;
+mod wait;
+
+use std::time::Instant;
+
+use crate::error::Result;
+use crate::mem::HostRegion;
+use crate::op::Fingerprint;
+use crate::types::Rank;
+
+pub use wait::WaitOutcome;
+
+/// Travels with every message so that the receiver can tell whether the sender is running the
+/// same op (and so catch mismatched collectives instead of reading the wrong bytes).
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    /// Collective sequence number, or the per-pair point-to-point sequence number.
+    pub seq: u64,
+    /// Whether `seq` is a point-to-point sequence number.
+    pub p2p: bool,
+    /// Index of this message among those the op sends to this peer.
+    pub index: u32,
+    /// What the sender is running.
+    pub fp: Fingerprint,
+}
+
+/// A received message: the header and the lent bytes.
+#[derive(Debug)]
+pub struct Message {
+    /// The sender's header.
+    pub header: Header,
+    /// The bytes; readable until the message is released.
+    pub region: HostRegion,
+}
+
+/// The transports a scheduler can drive.
+#[derive(Clone, Debug)]
+pub enum Link {
+    /// Ranks are threads of this process.
+    InProc(std::sync::Arc<inproc::Fabric>),
+}
+
+impl Link {
+    /// Lends `region` to `to`; returns the ticket to pass to [`is_released`](Self::is_released).
+    pub fn send(&self, from: Rank, to: Rank, header: Header, region: HostRegion) -> u64 {
+        match self {
+            Link::InProc(f) => f.send(from, to, header, region),
+        }
+    }
+
+    /// The oldest unreleased message from `from` to `me`, if one has arrived. It stays queued
+    /// until [`release`](Self::release).
+    pub fn peek(&self, me: Rank, from: Rank) -> Option<Message> {
+        match self {
+            Link::InProc(f) => f.peek(me, from),
+        }
+    }
+
+    /// Tells `from` that `me` is done with its oldest message.
+    pub fn release(&self, me: Rank, from: Rank) {
+        match self {
+            Link::InProc(f) => f.release(me, from),
+        }
+    }
+
+    /// Whether the message with `ticket` from `me` to `to` has been released.
+    pub fn is_released(&self, me: Rank, to: Rank, ticket: u64) -> bool {
+        match self {
+            Link::InProc(f) => f.is_released(me, to, ticket),
+        }
+    }
+
+    /// Whether a message from `from` to `me` is waiting.
+    pub fn has_message(&self, me: Rank, from: Rank) -> bool {
+        match self {
+            Link::InProc(f) => f.has_message(me, from),
+        }
+    }
+
+    /// Blocks `me` until `ready()` holds, the deadline passes, the link is aborted or `peer`
+    /// departs. `slow` runs each time the wait goes to sleep (mismatch checks, flight
+    /// recorder updates) and may end the wait with an error.
+    pub fn wait(
+        &self,
+        me: Rank,
+        peer: Rank,
+        deadline: Instant,
+        ready: &mut dyn FnMut() -> bool,
+        slow: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<WaitOutcome> {
+        match self {
+            Link::InProc(f) => f.wait(me, peer, deadline, ready, slow),
+        }
+    }
+
+    /// Marks the link failed with `err` and wakes every waiting rank.
+    pub fn poison(&self, err: crate::error::CollectiveError) {
+        match self {
+            Link::InProc(f) => f.poison(err),
+        }
+    }
+
+    /// The error the link failed with, if any.
+    pub fn poisoned(&self) -> Option<crate::error::CollectiveError> {
+        match self {
+            Link::InProc(f) => f.poisoned(),
+        }
+    }
+
+    /// Marks `rank` as gone (its communicator was dropped) and wakes everyone.
+    pub fn depart(&self, rank: Rank) {
+        match self {
+            Link::InProc(f) => f.depart(rank),
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Element types, reduction operators and ranks: the vocabulary every layer shares.
+
+use std::fmt;
+
+use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
+
+/// A rank: the index of a participant in a communicator, `0..world_size`.
+pub type Rank = usize;
+
+/// The element type of a tensor.
+///
+/// ```
+/// use ruccl::DType;
+/// assert_eq!(DType::F32.size(), 4);
+/// assert_eq!(DType::BF16.to_string(), "bf16");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum DType {
+    /// IEEE 754 binary32.
+    F32,
+    /// IEEE 754 binary64.
+    F64,
+    /// IEEE 754 binary16 (`half::f16`).
+    F16,
+    /// bfloat16 (`half::bf16`).
+    BF16,
+    /// Signed 8-bit integer.
+    I8,
+    /// Unsigned 8-bit integer.
+    U8,
+    /// Signed 32-bit integer.
+    I32,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Signed 64-bit integer.
+    I64,
+    /// Unsigned 64-bit integer.
+    U64,
+}
+
+impl DType {
+    /// Every supported element type, in a fixed order.
+    pub const ALL: [DType; 10] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I8,
+        DType::U8,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+    ];
+
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::I8 | DType::U8 => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+        }
+    }
+
+    /// Whether this is a floating-point type.
+    pub const fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
+    /// The short name used in messages and by `ruccl-perf` (`f32`, `bf16`, `i32`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
+            DType::I64 => "i64",
+            DType::U64 => "u64",
+        }
+    }
+
+    pub(crate) const fn code(self) -> u8 {
+        match self {
+            DType::F32 => 0,
+            DType::F64 => 1,
+            DType::F16 => 2,
+            DType::BF16 => 3,
+            DType::I8 => 4,
+            DType::U8 => 5,
+            DType::I32 => 6,
+            DType::U32 => 7,
+            DType::I64 => 8,
+            DType::U64 => 9,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Rust type that can be the element of a [`Tensor`](crate::Tensor).
+///
+/// Implemented for `f32`, `f64`, `half::f16`, `half::bf16`, `i8`, `u8`, `i32`, `u32`,
+/// `i64` and `u64`; sealed, so the set matches [`DType`].
+///
+/// ```
+/// use ruccl::{DType, Element};
+/// assert_eq!(<half::bf16 as Element>::DTYPE, DType::BF16);
+/// ```
+pub trait Element:
+    Copy + Send + Sync + PartialEq + fmt::Debug + Default + 'static + sealed::Sealed
+{
+    /// The matching [`DType`].
+    const DTYPE: DType;
+    /// Converts from `f64` the way `as` does (used to build test data and scale factors).
+    fn from_f64(v: f64) -> Self;
+    /// Converts to `f64` the way `as` does.
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! element {
+    ($t:ty, $d:expr, |$v:ident| $from:expr, |$s:ident| $to:expr) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DType = $d;
+            fn from_f64($v: f64) -> Self {
+                $from
+            }
+            fn to_f64($s) -> f64 {
+                $to
+            }
+        }
+    };
+}
+
+element!(f32, DType::F32, |v| v as f32, |self| self as f64);
+element!(f64, DType::F64, |v| v, |self| self);
+element!(f16, DType::F16, |v| f16::from_f64(v), |self| f16::to_f64(
+    self
+));
+element!(bf16, DType::BF16, |v| bf16::from_f64(v), |self| {
+    bf16::to_f64(self)
+});
+element!(i8, DType::I8, |v| v as i8, |self| self as f64);
+element!(u8, DType::U8, |v| v as u8, |self| self as f64);
+element!(i32, DType::I32, |v| v as i32, |self| self as f64);
+element!(u32, DType::U32, |v| v as u32, |self| self as f64);
+element!(i64, DType::I64, |v| v as i64, |self| self as f64);
+element!(u64, DType::U64, |v| v as u64, |self| self as f64);
+
+/// How values from different ranks are combined.
+///
+/// Semantics follow NCCL:
+/// - `Sum`, `Prod`, `Min`, `Max` combine element-wise; integer `Sum`/`Prod` wrap on overflow.
+/// - `Avg` sums, then divides by the number of ranks. For integer types that is integer
+///   division of the (wrapping) sum, truncated toward zero, exactly as NCCL does; for floats
+///   the sum is divided by the rank count in the element type.
+/// - `PreMulSum(s)` multiplies every rank's input by `s` (converted to the element type),
+///   then sums.
+///
+/// `f16` and `bf16` are combined in `f32` and rounded once per combine. Floating-point `Min`
+/// and `Max` do not promise how NaN propagates.
+///
+/// ```
+/// use ruccl::ReduceOp;
+/// assert_eq!(ReduceOp::PreMulSum(0.5).to_string(), "premulsum(0.5)");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ReduceOp {
+    /// Element-wise sum.
+    Sum,
+    /// Element-wise product.
+    Prod,
+    /// Element-wise minimum.
+    Min,
+    /// Element-wise maximum.
+    Max,
+    /// Sum divided by the number of ranks (integer division for integer types).
+    Avg,
+    /// Each input multiplied by the scalar, then summed.
+    PreMulSum(f64),
+}
+
+impl ReduceOp {
+    /// Every operator, with `PreMulSum(2.0)` standing for the scalar family.
+    pub const ALL: [ReduceOp; 6] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Avg,
+        ReduceOp::PreMulSum(2.0),
+    ];
+
+    /// The element-wise combine a kernel runs for this operator.
+    pub(crate) fn combine(self) -> Combine {
+        match self {
+            ReduceOp::Sum | ReduceOp::Avg | ReduceOp::PreMulSum(_) => Combine::Sum,
+            ReduceOp::Prod => Combine::Prod,
+            ReduceOp::Min => Combine::Min,
+            ReduceOp::Max => Combine::Max,
+        }
+    }
+
+    pub(crate) fn code(self) -> (u8, u64) {
+        match self {
+            ReduceOp::Sum => (0, 0),
+            ReduceOp::Prod => (1, 0),
+            ReduceOp::Min => (2, 0),
+            ReduceOp::Max => (3, 0),
+            ReduceOp::Avg => (4, 0),
+            ReduceOp::PreMulSum(s) => (5, s.to_bits()),
+        }
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReduceOp::Sum => f.write_str("sum"),
+            ReduceOp::Prod => f.write_str("prod"),
+            ReduceOp::Min => f.write_str("min"),
+            ReduceOp::Max => f.write_str("max"),
+            ReduceOp::Avg => f.write_str("avg"),
+            ReduceOp::PreMulSum(s) => write!(f, "premulsum({s})"),
+        }
+    }
+}
+
+/// The element-wise combine that reduction kernels implement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Combine {
+    /// `a + b`
+    Sum,
+    /// `a * b`
+    Prod,
+    /// `min(a, b)`
+    Min,
+    /// `max(a, b)`
+    Max,
+}
+
+/// An element-wise scaling that kernels implement (for `Avg` and `PreMulSum`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Scale {
+    /// Divide by a rank count (integer division for integer types).
+    DivBy(u64),
+    /// Multiply by a scalar converted to the element type.
+    MulBy(f64),
+}

@@ -1,0 +1,149 @@
+//! `UniqueId`: the 128-byte name that ranks share to find each other.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{CollectiveError, Result};
+
+/// The number of bytes in a [`UniqueId`] (as NCCL's `ncclUniqueId`).
+pub const UNIQUE_ID_BYTES: usize = 128;
+
+/// An opaque id: every rank given the same id joins the same communicator.
+///
+/// Make it once (on one rank, or before spawning threads) with [`UniqueId::new`] and hand it
+/// to every rank — by cloning, or as bytes / hex through any channel. The layout is opaque;
+/// today it is 16 random bytes after a tag, and the TCP transport will carry the root's
+/// address in the rest.
+///
+/// ```
+/// use ruccl::UniqueId;
+/// let id = UniqueId::new()?;
+/// let copy = UniqueId::from_bytes(&id.to_bytes())?;
+/// assert_eq!(id, copy);
+/// assert_ne!(id, UniqueId::new()?);
+/// let json = serde_json::to_string(&id).unwrap();
+/// assert_eq!(serde_json::from_str::<UniqueId>(&json).unwrap(), id);
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct UniqueId {
+    bytes: [u8; UNIQUE_ID_BYTES],
+}
+
+const TAG: &[u8; 4] = b"rucl";
+
+impl UniqueId {
+    /// A fresh random id.
+    ///
+    /// # Errors
+    /// `Io` when the operating system's random source fails.
+    pub fn new() -> Result<Self> {
+        let mut bytes = [0u8; UNIQUE_ID_BYTES];
+        bytes[..4].copy_from_slice(TAG);
+        getrandom::fill(&mut bytes[4..20]).map_err(|e| {
+            CollectiveError::new(
+                crate::ErrorKind::Io,
+                format!("no randomness for a UniqueId: {e}"),
+            )
+        })?;
+        Ok(UniqueId { bytes })
+    }
+
+    /// The raw bytes.
+    pub fn to_bytes(&self) -> [u8; UNIQUE_ID_BYTES] {
+        self.bytes
+    }
+
+    /// Rebuilds an id from [`to_bytes`](Self::to_bytes) output.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the length is not 128 or the bytes are not a ruCCL id.
+    pub fn from_bytes(b: &[u8]) -> Result<Self> {
+        let bytes: [u8; UNIQUE_ID_BYTES] = b.try_into().map_err(|_| {
+            CollectiveError::invalid(format!(
+                "a UniqueId has {UNIQUE_ID_BYTES} bytes, got {}",
+                b.len()
+            ))
+        })?;
+        if &bytes[..4] != TAG {
+            return Err(CollectiveError::invalid(
+                "these bytes are not a ruCCL UniqueId (bad tag)",
+            ));
+        }
+        Ok(UniqueId { bytes })
+    }
+
+    /// A derived id (for splits): the same for every rank that derives it from the same
+    /// parent with the same salt, different from the parent.
+    pub(crate) fn derive(&self, salt: &[u64]) -> UniqueId {
+        let mut bytes = self.bytes;
+        let mut h = fnv(0xcbf2_9ce4_8422_2325, &self.bytes[4..20]);
+        for s in salt {
+            h = fnv(h, &s.to_le_bytes());
+        }
+        let h2 = fnv(h ^ 0x9e37_79b9_7f4a_7c15, &h.to_le_bytes());
+        bytes[4..12].copy_from_slice(&h.to_le_bytes());
+        bytes[12..20].copy_from_slice(&h2.to_le_bytes());
+        UniqueId { bytes }
+    }
+
+    /// A short hex prefix for logs and errors.
+    pub fn short(&self) -> String {
+        hex(&self.bytes[4..10])
+    }
+}
+
+fn fnv(mut h: u64, data: &[u8]) -> u64 {
+    for &b in data {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl fmt::Debug for UniqueId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "UniqueId({})", hex(&self.bytes))
+    }
+}
+
+impl Serialize for UniqueId {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&hex(&self.bytes))
+    }
+}
+
+impl<'de> Deserialize<'de> for UniqueId {
+    fn deserialize<De: Deserializer<'de>>(d: De) -> std::result::Result<Self, De::Error> {
+        let s = String::deserialize(d)?;
+        if s.len() != 2 * UNIQUE_ID_BYTES || !s.is_ascii() {
+            return Err(serde::de::Error::custom("a UniqueId is 256 hex digits"));
+        }
+        let bytes: std::result::Result<Vec<u8>, _> = (0..UNIQUE_ID_BYTES)
+            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16))
+            .collect();
+        let bytes = bytes.map_err(serde::de::Error::custom)?;
+        UniqueId::from_bytes(&bytes).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derive_is_stable_and_distinct() {
+        let id = UniqueId::new().unwrap();
+        assert_eq!(id.derive(&[1, 2]), id.derive(&[1, 2]));
+        assert_ne!(id.derive(&[1, 2]), id.derive(&[1, 3]));
+        assert_ne!(id.derive(&[1]), id);
+        assert!(UniqueId::from_bytes(&[0; 128]).is_err());
+        assert!(UniqueId::from_bytes(&[0; 3]).is_err());
+        assert!(format!("{id:?}").len() > 256);
+    }
+}
