@@ -27,6 +27,9 @@ pub enum Algorithm {
     Tree,
     /// Recursive doubling (all_reduce), latency-optimal for small messages.
     RecursiveDoubling,
+    /// Direct reads between ranks that share memory (all_reduce, reduce_scatter, all_gather):
+    /// each rank reduces its block from every peer in one pass.
+    Direct,
 }
 
 impl Algorithm {
@@ -37,6 +40,7 @@ impl Algorithm {
             Algorithm::Ring => "ring",
             Algorithm::Tree => "tree",
             Algorithm::RecursiveDoubling => "rd",
+            Algorithm::Direct => "direct",
         }
     }
 }
@@ -55,8 +59,9 @@ impl std::str::FromStr for Algorithm {
             "ring" | "chain" => Ok(Algorithm::Ring),
             "tree" => Ok(Algorithm::Tree),
             "rd" | "recursive_doubling" | "recursive-doubling" => Ok(Algorithm::RecursiveDoubling),
+            "direct" => Ok(Algorithm::Direct),
             other => Err(CollectiveError::invalid(format!(
-                "unknown algorithm {other:?}: use auto, ring, tree or rd"
+                "unknown algorithm {other:?}: use auto, ring, tree, rd or direct"
             ))),
         }
     }
@@ -65,7 +70,7 @@ impl std::str::FromStr for Algorithm {
 /// Settings for one communicator.
 ///
 /// Environment overrides, read by [`CommConfig::from_env`] (which `Communicator::new` uses):
-/// `RUCCL_TIMEOUT` (seconds, may be fractional), `RUCCL_ALGO` (`auto|ring|tree|rd`),
+/// `RUCCL_TIMEOUT` (seconds, may be fractional), `RUCCL_ALGO` (`auto|ring|tree|rd|direct`),
 /// `RUCCL_CHUNK_BYTES`.
 ///
 /// ```
@@ -91,11 +96,7 @@ pub const DEFAULT_CHUNK_BYTES: usize = 1 << 20;
 
 impl Default for CommConfig {
     fn default() -> Self {
-        CommConfig {
-            timeout: DEFAULT_TIMEOUT,
-            chunk_bytes: DEFAULT_CHUNK_BYTES,
-            algorithm: Algorithm::Auto,
-        }
+        CommConfig { timeout: DEFAULT_TIMEOUT, chunk_bytes: DEFAULT_CHUNK_BYTES, algorithm: Algorithm::Auto }
     }
 }
 
@@ -107,34 +108,20 @@ impl CommConfig {
     pub fn from_env() -> Result<Self> {
         let mut c = CommConfig::default();
         if let Ok(v) = std::env::var("RUCCL_TIMEOUT") {
-            let secs: f64 = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                .ok_or_else(|| {
-                    CollectiveError::invalid(format!(
-                        "RUCCL_TIMEOUT={v:?} is not a positive number of seconds"
-                    ))
-                })?;
+            let secs: f64 = v.trim().parse().ok().filter(|s: &f64| s.is_finite() && *s > 0.0).ok_or_else(|| {
+                CollectiveError::invalid(format!("RUCCL_TIMEOUT={v:?} is not a positive number of seconds"))
+            })?;
             c.timeout = Duration::from_secs_f64(secs);
         }
         if let Ok(v) = std::env::var("RUCCL_ALGO") {
-            c.algorithm = v.parse().map_err(|e: CollectiveError| {
-                CollectiveError::invalid(format!("RUCCL_ALGO: {}", e.message()))
-            })?;
+            c.algorithm = v
+                .parse()
+                .map_err(|e: CollectiveError| CollectiveError::invalid(format!("RUCCL_ALGO: {}", e.message())))?;
         }
         if let Ok(v) = std::env::var("RUCCL_CHUNK_BYTES") {
-            c.chunk_bytes = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|&b: &usize| b > 0)
-                .ok_or_else(|| {
-                    CollectiveError::invalid(format!(
-                        "RUCCL_CHUNK_BYTES={v:?} is not a positive integer"
-                    ))
-                })?;
+            c.chunk_bytes = v.trim().parse().ok().filter(|&b: &usize| b > 0).ok_or_else(|| {
+                CollectiveError::invalid(format!("RUCCL_CHUNK_BYTES={v:?} is not a positive integer"))
+            })?;
         }
         Ok(c)
     }

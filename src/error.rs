@@ -94,13 +94,7 @@ pub type Result<T, E = CollectiveError> = std::result::Result<T, E>;
 impl CollectiveError {
     /// A new error of `kind` with a human-readable message.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        CollectiveError {
-            kind,
-            message: message.into(),
-            context: ErrorContext::default(),
-            report: None,
-            source: None,
-        }
+        CollectiveError { kind, message: message.into(), context: ErrorContext::default(), report: None, source: None }
     }
 
     /// Who is at fault.
@@ -164,20 +158,10 @@ impl CollectiveError {
     /// How `rank` reports an error another rank hit first (same kind, the original message
     /// quoted, the original peer kept).
     pub(crate) fn relayed(&self, rank: Rank) -> Self {
-        let origin = self
-            .context
-            .rank
-            .filter(|&r| r != rank)
-            .map(|r| format!("rank {r} failed first: "))
-            .unwrap_or_default();
-        let op = self
-            .context
-            .op
-            .as_deref()
-            .map(|o| format!("in {o}: "))
-            .unwrap_or_default();
-        let mut out = CollectiveError::new(self.kind, format!("{origin}{op}{}", self.message))
-            .with_rank(rank);
+        let origin =
+            self.context.rank.filter(|&r| r != rank).map(|r| format!("rank {r} failed first: ")).unwrap_or_default();
+        let op = self.context.op.as_deref().map(|o| format!("in {o}: ")).unwrap_or_default();
+        let mut out = CollectiveError::new(self.kind, format!("{origin}{op}{}", self.message)).with_rank(rank);
         out.context.peer = self.context.peer;
         out.report = self.report.clone();
         out
@@ -201,27 +185,19 @@ impl CollectiveError {
 
     fn hint(&self) -> &'static str {
         match self.kind {
-            ErrorKind::InvalidArgument => {
-                "fix the arguments on this rank; the communicator is still usable"
-            }
+            ErrorKind::InvalidArgument => "fix the arguments on this rank; the communicator is still usable",
             ErrorKind::Mismatch => {
                 "every rank must issue the same collectives, with the same counts, dtypes, reduce ops and roots, in the same order"
             }
             ErrorKind::Timeout => {
                 "the rank(s) named above never reached this point: look for a crash, a hang or a missing call there, or raise CommConfig::timeout; this communicator is now aborted, create a new one"
             }
-            ErrorKind::PeerLost => {
-                "the peer's process or communicator is gone; create a new communicator"
-            }
-            ErrorKind::Aborted => {
-                "create a new communicator; the first error on this one is shown above"
-            }
+            ErrorKind::PeerLost => "the peer's process or communicator is gone; create a new communicator",
+            ErrorKind::Aborted => "create a new communicator; the first error on this one is shown above",
             ErrorKind::Unsupported => "choose another dtype, device, algorithm or operation",
             ErrorKind::Device => "check the device and its driver",
             ErrorKind::Io => "check the network and the peer's host",
-            ErrorKind::Protocol => {
-                "a peer sent malformed data: check that every rank runs the same ruCCL version"
-            }
+            ErrorKind::Protocol => "a peer sent malformed data: check that every rank runs the same ruCCL version",
         }
     }
 }
@@ -253,9 +229,7 @@ impl fmt::Display for CollectiveError {
 
 impl std::error::Error for CollectiveError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 
@@ -278,10 +252,7 @@ mod tests {
             .with_peer(3)
             .with_report("rank 3: idle");
         let s = e.to_string();
-        assert!(
-            s.starts_with("rank 2: all_reduce(sum, 4 x f32) (op #7): timeout: waited 1s"),
-            "{s}"
-        );
+        assert!(s.starts_with("rank 2: all_reduce(sum, 4 x f32) (op #7): timeout: waited 1s"), "{s}");
         assert!(s.contains("[peer: rank 3]"), "{s}");
         assert!(s.contains("What to do"), "{s}");
         assert!(s.ends_with("rank 3: idle"), "{s}");

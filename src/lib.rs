@@ -1,4 +1,62 @@
-//! ruccl
+//! # ruCCL — portable collective communication
+//!
+//! ruCCL does what NCCL does — `all_reduce`, `reduce`, `broadcast`, `all_gather`,
+//! `reduce_scatter`, `all_to_all`, `gather`, `scatter`, `send`/`recv`, `barrier` across
+//! ranks — behind one [`Device`] contract, so the same plans run on the host today and on
+//! CubeCL devices (CUDA, Vulkan, Metal, WebGPU) behind the same trait.
+//!
+//! ```
+//! use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
+//!
+//! let id = UniqueId::new()?; // made once, handed to every rank
+//! let ranks: Vec<_> = (0..4)
+//!     .map(|rank| {
+//!         let id = id.clone();
+//!         std::thread::spawn(move || -> ruccl::Result<Vec<f32>> {
+//!             let dev = HostDevice::default();
+//!             let comm = Communicator::new(dev, 4, id, rank)?;
+//!             let mut grad = Tensor::from_slice(&dev, &[rank as f32, 1.0], &[2])?;
+//!             comm.all_reduce(&mut grad, ReduceOp::Avg)?;
+//!             grad.to_vec::<f32>()
+//!         })
+//!     })
+//!     .collect();
+//! for r in ranks {
+//!     assert_eq!(r.join().unwrap()?, vec![1.5, 1.0]);
+//! }
+//! # Ok::<(), ruccl::CollectiveError>(())
+//! ```
+//!
+//! ## Layers (data flows one way)
+//!
+//! | layer | owns | may block? |
+//! |---|---|---|
+//! | [`Communicator`] (`comm`) | the public calls; **the only place arguments are checked** (`comm/validate.rs`); sequence numbers; sticky errors; the flight recorder | no (delegates) |
+//! | [`algo`] | plans: per-rank lists of send / receive / reduce / copy steps; pure, no I/O, no clock; exhaustively simulated | never |
+//! | `sched` | runs one plan: lends ranges to peers, receives, calls device kernels, enforces "never write a lent range", deadlines | yes, always with the op's deadline |
+//! | `transport` | moves host bytes between ranks (in-process mailboxes today; TCP next) and wakes waiters; never sees a device | only inside `wait`, with a deadline |
+//! | [`device`] | memory and kernels ([`HostDevice`] today; CubeCL devices next); never sees the transport | only in `synchronize`, with a deadline |
+//!
+//! ## Guarantees
+//! - Every rank gets the same bits, and the same inputs give the same bits on every run.
+//! - Bad arguments fail with [`ErrorKind::InvalidArgument`] on the calling rank before
+//!   anything is sent; the communicator stays usable.
+//! - Ranks that call different collectives get [`ErrorKind::Mismatch`] naming both sides.
+//! - Every wait has a deadline ([`CommConfig::with_timeout`], default 10 minutes); a rank that
+//!   never arrives makes the others fail with [`ErrorKind::Timeout`] naming it, with the
+//!   flight recorder of every rank in [`CollectiveError::report`]. After any failure the
+//!   communicator is aborted and later calls fail at once; [`Communicator::abort`] wakes every
+//!   waiter; dropping never blocks.
+//!
+//! ## Features
+//! | feature | enables |
+//! |---|---|
+//! | *(default)* | the communication core and the host device; no GPU crate is compiled |
+//! | `tracing` | a span per collective (communicator, rank, op, sequence number, bytes, algorithm), `debug!` per plan, `trace!` per step; the library never installs a subscriber |
+//!
+//! ## Environment
+//! `RUCCL_TIMEOUT` (seconds), `RUCCL_ALGO` (`auto`, `ring`, `tree`, `rd`), `RUCCL_CHUNK_BYTES`
+//! override the defaults of [`Communicator::new`] (see [`CommConfig::from_env`]).
 pub mod algo;
 mod comm;
 pub mod config;
@@ -13,7 +71,7 @@ pub(crate) mod transport;
 pub mod types;
 pub mod unique_id;
 
-pub use comm::{Communicator, FlightEntry, OpState};
+pub use comm::{Communicator, FLIGHT_DEPTH, FlightEntry, OpState};
 pub use config::{Algorithm, CommConfig};
 pub use device::{Device, HostDevice};
 pub use error::{CollectiveError, ErrorKind, Result};

@@ -63,11 +63,7 @@ impl HostMem {
     /// # Safety
     /// Nobody may write the range while the returned slice lives.
     pub(crate) unsafe fn bytes(&self, off: usize, len: usize) -> &[u8] {
-        debug_assert!(
-            self.check(off, len),
-            "range {off}+{len} outside {} bytes",
-            self.len
-        );
+        debug_assert!(self.check(off, len), "range {off}+{len} outside {} bytes", self.len);
         // SAFETY: in bounds (checked by every caller through `check`), and the caller
         // guarantees no concurrent writer.
         unsafe { std::slice::from_raw_parts(self.base().add(off), len) }
@@ -79,11 +75,7 @@ impl HostMem {
     /// Nobody else may read or write the range while the returned slice lives.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn bytes_mut(&self, off: usize, len: usize) -> &mut [u8] {
-        debug_assert!(
-            self.check(off, len),
-            "range {off}+{len} outside {} bytes",
-            self.len
-        );
+        debug_assert!(self.check(off, len), "range {off}+{len} outside {} bytes", self.len);
         // SAFETY: in bounds, and the caller guarantees exclusive access to the range.
         unsafe { std::slice::from_raw_parts_mut(self.base().add(off), len) }
     }
@@ -109,9 +101,7 @@ pub struct HostRegion {
 impl HostRegion {
     /// Whether two regions share at least one byte.
     pub fn overlaps(&self, other: &HostRegion) -> bool {
-        self.mem.same(&other.mem)
-            && self.off < other.off + other.len
-            && other.off < self.off + self.len
+        self.mem.same(&other.mem) && self.off < other.off + other.len && other.off < self.off + self.len
     }
 }
 
@@ -130,28 +120,12 @@ mod tests {
             m.bytes_mut(3, 2).copy_from_slice(&[7, 8]);
             assert_eq!(m.bytes(2, 4), &[0, 7, 8, 0]);
         }
-        let a = HostRegion {
-            mem: m.clone(),
-            off: 0,
-            len: 4,
-        };
-        let b = HostRegion {
-            mem: m.clone(),
-            off: 4,
-            len: 4,
-        };
-        let c = HostRegion {
-            mem: m,
-            off: 3,
-            len: 2,
-        };
+        let a = HostRegion { mem: m.clone(), off: 0, len: 4 };
+        let b = HostRegion { mem: m.clone(), off: 4, len: 4 };
+        let c = HostRegion { mem: m, off: 3, len: 2 };
         assert!(!a.overlaps(&b));
         assert!(a.overlaps(&c) && b.overlaps(&c));
-        assert!(!a.overlaps(&HostRegion {
-            mem: HostMem::zeroed(8),
-            off: 0,
-            len: 4
-        }));
+        assert!(!a.overlaps(&HostRegion { mem: HostMem::zeroed(8), off: 0, len: 4 }));
         assert!(HostMem::zeroed(0).is_empty());
     }
 }

@@ -90,15 +90,7 @@ pub struct OpDesc {
 impl OpDesc {
     /// A descriptor with no reduce op, root or peer.
     pub fn new(kind: OpKind, dtype: DType, count: usize) -> Self {
-        OpDesc {
-            kind,
-            dtype,
-            count,
-            op: None,
-            root: None,
-            peer: None,
-            in_place: false,
-        }
+        OpDesc { kind, dtype, count, op: None, root: None, peer: None, in_place: false }
     }
 
     /// The fingerprint other ranks must agree with.
@@ -132,15 +124,7 @@ impl fmt::Display for OpDesc {
             write!(f, ", root {r}")?;
         }
         if let Some(p) = self.peer {
-            write!(
-                f,
-                ", {} {p}",
-                if self.kind == OpKind::Send {
-                    "to"
-                } else {
-                    "from"
-                }
-            )?;
+            write!(f, ", {} {p}", if self.kind == OpKind::Send { "to" } else { "from" })?;
         }
         f.write_str(")")
     }
@@ -164,27 +148,11 @@ impl Fingerprint {
     /// send matched with a recv of the same count and dtype.
     pub fn compatible(&self, other: &Fingerprint) -> bool {
         let p2p = |a: &Fingerprint, b: &Fingerprint| {
-            a.desc.kind == OpKind::Send
-                && b.desc.kind == OpKind::Recv
-                && a.dtype == b.dtype
-                && a.count == b.count
+            a.desc.kind == OpKind::Send && b.desc.kind == OpKind::Recv && a.dtype == b.dtype && a.count == b.count
         };
         if self.desc.kind.is_collective() || other.desc.kind.is_collective() {
-            (
-                self.kind,
-                self.dtype,
-                self.op,
-                self.scalar,
-                self.root,
-                self.count,
-            ) == (
-                other.kind,
-                other.dtype,
-                other.op,
-                other.scalar,
-                other.root,
-                other.count,
-            )
+            (self.kind, self.dtype, self.op, self.scalar, self.root, self.count)
+                == (other.kind, other.dtype, other.op, other.scalar, other.root, other.count)
         } else {
             p2p(self, other) || p2p(other, self)
         }
@@ -202,10 +170,7 @@ mod tests {
         let mut b = a;
         assert!(a.fingerprint().compatible(&b.fingerprint()));
         b.in_place = true;
-        assert!(
-            a.fingerprint().compatible(&b.fingerprint()),
-            "in-place is local"
-        );
+        assert!(a.fingerprint().compatible(&b.fingerprint()), "in-place is local");
         b.op = Some(ReduceOp::Max);
         assert!(!a.fingerprint().compatible(&b.fingerprint()));
         let mut s = OpDesc::new(OpKind::Send, DType::I32, 4);

@@ -31,11 +31,7 @@ fn numel_of(shape: &[usize]) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| {
-            CollectiveError::invalid(format!(
-                "shape {shape:?} has more elements than fit in memory"
-            ))
-        })
+        .ok_or_else(|| CollectiveError::invalid(format!("shape {shape:?} has more elements than fit in memory")))
 }
 
 fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
@@ -51,17 +47,11 @@ impl<D: Device> Tensor<D> {
     /// `InvalidArgument` for a shape too large to address; `Device` if allocation fails.
     pub fn zeros(device: &D, dtype: DType, shape: &[usize]) -> Result<Self> {
         let numel = numel_of(shape)?;
-        let bytes = numel.checked_mul(dtype.size()).ok_or_else(|| {
-            CollectiveError::invalid(format!("shape {shape:?} of {dtype} is too large"))
-        })?;
+        let bytes = numel
+            .checked_mul(dtype.size())
+            .ok_or_else(|| CollectiveError::invalid(format!("shape {shape:?} of {dtype} is too large")))?;
         let buf = device.alloc(bytes)?;
-        Ok(Tensor {
-            device: device.clone(),
-            buf,
-            dtype,
-            shape: shape.to_vec(),
-            numel,
-        })
+        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.to_vec(), numel })
     }
 
     /// A tensor holding a copy of `data`, which must have exactly `shape`'s element count.
@@ -103,20 +93,12 @@ impl<D: Device> Tensor<D> {
     /// `InvalidArgument` when `T` is not the tensor's dtype; `Device` on device failure.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype {
-            return Err(CollectiveError::invalid(format!(
-                "to_vec::<{}>() on a tensor of {}",
-                T::DTYPE,
-                self.dtype
-            )));
+            return Err(CollectiveError::invalid(format!("to_vec::<{}>() on a tensor of {}", T::DTYPE, self.dtype)));
         }
         let mut out = vec![T::default(); self.numel];
         // SAFETY: `T` is plain numeric, so writing arbitrary bytes into it is sound.
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(
-                out.as_mut_ptr().cast::<u8>(),
-                std::mem::size_of_val(&out[..]),
-            )
-        };
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(&out[..])) };
         self.device.download(&self.buf, 0, bytes)?;
         Ok(out)
     }
@@ -191,13 +173,7 @@ impl<D: Device> Tensor<D> {
                 device.len(&buf)
             )));
         }
-        Ok(Tensor {
-            device: device.clone(),
-            buf,
-            dtype,
-            shape: shape.to_vec(),
-            numel,
-        })
+        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.to_vec(), numel })
     }
 
     /// Gives the device buffer back.
@@ -208,13 +184,7 @@ impl<D: Device> Tensor<D> {
 
 impl<D: Device> fmt::Debug for Tensor<D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Tensor({:?} x {} on {})",
-            self.shape,
-            self.dtype,
-            self.device.describe()
-        )
+        write!(f, "Tensor({:?} x {} on {})", self.shape, self.dtype, self.device.describe())
     }
 }
 

@@ -121,9 +121,7 @@ mod sealed {
 /// use ruccl::{DType, Element};
 /// assert_eq!(<half::bf16 as Element>::DTYPE, DType::BF16);
 /// ```
-pub trait Element:
-    Copy + Send + Sync + PartialEq + fmt::Debug + Default + 'static + sealed::Sealed
-{
+pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + Default + 'static + sealed::Sealed {
     /// The matching [`DType`].
     const DTYPE: DType;
     /// Converts from `f64` the way `as` does (used to build test data and scale factors).
@@ -149,12 +147,8 @@ macro_rules! element {
 
 element!(f32, DType::F32, |v| v as f32, |self| self as f64);
 element!(f64, DType::F64, |v| v, |self| self);
-element!(f16, DType::F16, |v| f16::from_f64(v), |self| f16::to_f64(
-    self
-));
-element!(bf16, DType::BF16, |v| bf16::from_f64(v), |self| {
-    bf16::to_f64(self)
-});
+element!(f16, DType::F16, |v| f16::from_f64(v), |self| f16::to_f64(self));
+element!(bf16, DType::BF16, |v| bf16::from_f64(v), |self| bf16::to_f64(self));
 element!(i8, DType::I8, |v| v as i8, |self| self as f64);
 element!(u8, DType::U8, |v| v as u8, |self| self as f64);
 element!(i32, DType::I32, |v| v as i32, |self| self as f64);
@@ -197,14 +191,8 @@ pub enum ReduceOp {
 
 impl ReduceOp {
     /// Every operator, with `PreMulSum(2.0)` standing for the scalar family.
-    pub const ALL: [ReduceOp; 6] = [
-        ReduceOp::Sum,
-        ReduceOp::Prod,
-        ReduceOp::Min,
-        ReduceOp::Max,
-        ReduceOp::Avg,
-        ReduceOp::PreMulSum(2.0),
-    ];
+    pub const ALL: [ReduceOp; 6] =
+        [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg, ReduceOp::PreMulSum(2.0)];
 
     /// The element-wise combine a kernel runs for this operator.
     pub(crate) fn combine(self) -> Combine {

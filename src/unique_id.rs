@@ -41,12 +41,8 @@ impl UniqueId {
     pub fn new() -> Result<Self> {
         let mut bytes = [0u8; UNIQUE_ID_BYTES];
         bytes[..4].copy_from_slice(TAG);
-        getrandom::fill(&mut bytes[4..20]).map_err(|e| {
-            CollectiveError::new(
-                crate::ErrorKind::Io,
-                format!("no randomness for a UniqueId: {e}"),
-            )
-        })?;
+        getrandom::fill(&mut bytes[4..20])
+            .map_err(|e| CollectiveError::new(crate::ErrorKind::Io, format!("no randomness for a UniqueId: {e}")))?;
         Ok(UniqueId { bytes })
     }
 
@@ -61,15 +57,10 @@ impl UniqueId {
     /// `InvalidArgument` when the length is not 128 or the bytes are not a ruCCL id.
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
         let bytes: [u8; UNIQUE_ID_BYTES] = b.try_into().map_err(|_| {
-            CollectiveError::invalid(format!(
-                "a UniqueId has {UNIQUE_ID_BYTES} bytes, got {}",
-                b.len()
-            ))
+            CollectiveError::invalid(format!("a UniqueId has {UNIQUE_ID_BYTES} bytes, got {}", b.len()))
         })?;
         if &bytes[..4] != TAG {
-            return Err(CollectiveError::invalid(
-                "these bytes are not a ruCCL UniqueId (bad tag)",
-            ));
+            return Err(CollectiveError::invalid("these bytes are not a ruCCL UniqueId (bad tag)"));
         }
         Ok(UniqueId { bytes })
     }
@@ -124,9 +115,8 @@ impl<'de> Deserialize<'de> for UniqueId {
         if s.len() != 2 * UNIQUE_ID_BYTES || !s.is_ascii() {
             return Err(serde::de::Error::custom("a UniqueId is 256 hex digits"));
         }
-        let bytes: std::result::Result<Vec<u8>, _> = (0..UNIQUE_ID_BYTES)
-            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16))
-            .collect();
+        let bytes: std::result::Result<Vec<u8>, _> =
+            (0..UNIQUE_ID_BYTES).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16)).collect();
         let bytes = bytes.map_err(serde::de::Error::custom)?;
         UniqueId::from_bytes(&bytes).map_err(serde::de::Error::custom)
     }

@@ -6,9 +6,9 @@
 //!
 //! | op | `Auto` picks | alternatives |
 //! |---|---|---|
-//! | all_reduce | recursive doubling up to [`SMALL_BYTES`]; pipelined ring (reduce-scatter + all-gather) above | `Tree` (binomial reduce + broadcast) |
+//! | all_reduce | recursive doubling up to [`SMALL_BYTES`]; direct above (ranks share memory) | `Ring` (pipelined reduce-scatter + all-gather), `Tree` (binomial reduce + broadcast) |
 //! | broadcast, reduce | binomial tree up to [`SMALL_BYTES`]; pipelined chain above | — |
-//! | all_gather, reduce_scatter | ring | — |
+//! | all_gather, reduce_scatter | direct (ranks share memory) | `Ring` |
 //! | all_to_all | pairwise exchange | — |
 //! | gather, scatter | direct (root talks to each rank) | — |
 //! | barrier | dissemination | — |
@@ -16,6 +16,7 @@
 //! Messages between two ranks are matched in order, so a sender's k-th send to a peer is
 //! that peer's k-th receive from it in the same op; every builder keeps that invariant.
 
+mod direct;
 mod ring;
 mod simple;
 mod tree;
@@ -140,7 +141,7 @@ pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm) -> Algorithm {
     match desc.kind {
         OpKind::AllReduce => match forced {
             Algorithm::Auto if small || world <= 1 => Algorithm::RecursiveDoubling,
-            Algorithm::Auto => Algorithm::Ring,
+            Algorithm::Auto => Algorithm::Direct,
             f => f,
         },
         OpKind::Broadcast | OpKind::Reduce => match forced {
@@ -148,19 +149,17 @@ pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm) -> Algorithm {
             Algorithm::Auto | Algorithm::RecursiveDoubling => Algorithm::Ring,
             f => f,
         },
-        OpKind::AllGather | OpKind::ReduceScatter | OpKind::Split => Algorithm::Ring,
+        OpKind::AllGather | OpKind::ReduceScatter => match forced {
+            Algorithm::Ring => Algorithm::Ring,
+            _ => Algorithm::Direct,
+        },
+        OpKind::Split => Algorithm::Ring,
         _ => Algorithm::Auto,
     }
 }
 
 /// Builds `rank`'s plan for `desc` on `world` ranks. `chunk_elems` is the pipelining chunk.
-pub fn build(
-    desc: &OpDesc,
-    rank: Rank,
-    world: usize,
-    forced: Algorithm,
-    chunk_elems: usize,
-) -> Plan {
+pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_elems: usize) -> Plan {
     debug_assert!(rank < world);
     let algorithm = choose(desc, world, forced);
     let avg = desc.op == Some(ReduceOp::Avg);
@@ -170,6 +169,7 @@ pub fn build(
         OpKind::AllReduce => match algorithm {
             Algorithm::Ring => (ring::all_reduce(rank, world, n, c, avg), 0),
             Algorithm::Tree => (tree::all_reduce(rank, world, n, avg), 0),
+            Algorithm::Direct => (direct::all_reduce(rank, world, n, c, avg), 0),
             _ => (tree::recursive_doubling(rank, world, n, avg), 0),
         },
         OpKind::Broadcast => {
@@ -182,11 +182,7 @@ pub fn build(
         }
         OpKind::Reduce => {
             let root = desc.root.unwrap_or(0);
-            let acc = if rank == root {
-                Slot::Output
-            } else {
-                Slot::Scratch
-            };
+            let acc = if rank == root { Slot::Output } else { Slot::Scratch };
             let scratch = if rank == root { 0 } else { n };
             let steps = if algorithm == Algorithm::Tree {
                 tree::reduce(rank, world, root, n, acc, avg)
@@ -195,35 +191,18 @@ pub fn build(
             };
             (steps, scratch)
         }
+        OpKind::AllGather if algorithm == Algorithm::Direct => (direct::all_gather(rank, world, n, c), 0),
         OpKind::AllGather | OpKind::Split => (ring::all_gather(rank, world, n, c), 0),
-        OpKind::ReduceScatter => (
-            ring::reduce_scatter(rank, world, n, c, avg),
-            if world > 2 { 2 * n } else { 0 },
-        ),
+        OpKind::ReduceScatter if algorithm == Algorithm::Direct => (direct::reduce_scatter(rank, world, n, c, avg), 0),
+        OpKind::ReduceScatter => (ring::reduce_scatter(rank, world, n, c, avg), if world > 2 { 2 * n } else { 0 }),
         OpKind::AllToAll => simple::all_to_all(rank, world, n, desc.in_place),
         OpKind::Gather => (simple::gather(rank, world, desc.root.unwrap_or(0), n), 0),
         OpKind::Scatter => (simple::scatter(rank, world, desc.root.unwrap_or(0), n), 0),
         OpKind::Barrier => (simple::barrier(rank, world), 1),
-        OpKind::Send => (
-            vec![Step::Send {
-                peer: desc.peer.unwrap_or(0),
-                src: Span::new(Slot::Input, 0, n),
-            }],
-            0,
-        ),
-        OpKind::Recv => (
-            vec![Step::Recv {
-                peer: desc.peer.unwrap_or(0),
-                dst: Span::new(Slot::Output, 0, n),
-            }],
-            0,
-        ),
+        OpKind::Send => (vec![Step::Send { peer: desc.peer.unwrap_or(0), src: Span::new(Slot::Input, 0, n) }], 0),
+        OpKind::Recv => (vec![Step::Recv { peer: desc.peer.unwrap_or(0), dst: Span::new(Slot::Output, 0, n) }], 0),
     };
-    Plan {
-        steps,
-        algorithm,
-        scratch_elems,
-    }
+    Plan { steps, algorithm, scratch_elems }
 }
 
 #[cfg(test)]

@@ -7,18 +7,9 @@ use crate::types::Rank;
 
 /// Emits one ring step: send segment `send` of `src`, receive segment `recv` (reduced or
 /// copied into `dst`), chunk by chunk, interleaved. Segment offsets are given as spans.
-fn ring_step(
-    steps: &mut Vec<Step>,
-    right: Rank,
-    left: Rank,
-    src: Span,
-    dst: Span,
-    acc: Option<Span>,
-    chunk: usize,
-) {
+fn ring_step(steps: &mut Vec<Step>, right: Rank, left: Rank, src: Span, dst: Span, acc: Option<Span>, chunk: usize) {
     let mut sends = chunks(src.off, src.len, chunk);
-    let mut recvs =
-        chunks(dst.off, dst.len, chunk).zip(chunks(acc.map_or(0, |a| a.off), dst.len, chunk));
+    let mut recvs = chunks(dst.off, dst.len, chunk).zip(chunks(acc.map_or(0, |a| a.off), dst.len, chunk));
     loop {
         let s = sends.next();
         let r = recvs.next();
@@ -26,19 +17,12 @@ fn ring_step(
             break;
         }
         if let Some((o, l)) = s {
-            steps.push(Step::Send {
-                peer: right,
-                src: Span::new(src.slot, o, l),
-            });
+            steps.push(Step::Send { peer: right, src: Span::new(src.slot, o, l) });
         }
         if let Some(((o, l), (ao, _))) = r {
             let d = Span::new(dst.slot, o, l);
             steps.push(match acc {
-                Some(a) => Step::RecvReduce {
-                    peer: left,
-                    acc: Span::new(a.slot, ao, l),
-                    dst: d,
-                },
+                Some(a) => Step::RecvReduce { peer: left, acc: Span::new(a.slot, ao, l), dst: d },
                 None => Step::Recv { peer: left, dst: d },
             });
         }
@@ -50,10 +34,7 @@ fn ring_step(
 pub(super) fn all_reduce(r: Rank, n: usize, count: usize, chunk: usize, avg: bool) -> Vec<Step> {
     let all = Span::new(Slot::Output, 0, count);
     if n == 1 {
-        return vec![Step::Copy {
-            src: Span::new(Slot::Input, 0, count),
-            dst: all,
-        }];
+        return vec![Step::Copy { src: Span::new(Slot::Input, 0, count), dst: all }];
     }
     let (right, left) = ((r + 1) % n, sub_mod(r, 1, n));
     let seg = |slot, k| {
@@ -77,67 +58,32 @@ pub(super) fn all_reduce(r: Rank, n: usize, count: usize, chunk: usize, avg: boo
     }
     let mine = (r + 1) % n;
     if avg {
-        steps.push(Step::Average {
-            span: seg(Slot::Output, mine),
-        });
+        steps.push(Step::Average { span: seg(Slot::Output, mine) });
     }
     for s in 0..n - 1 {
         let send = sub_mod(r + 1, s, n);
         let recv = sub_mod(r, s, n);
-        ring_step(
-            &mut steps,
-            right,
-            left,
-            seg(Slot::Output, send),
-            seg(Slot::Output, recv),
-            None,
-            chunk,
-        );
+        ring_step(&mut steps, right, left, seg(Slot::Output, send), seg(Slot::Output, recv), None, chunk);
     }
     steps
 }
 
 /// Ring reduce-scatter: the input holds `n` blocks of `count`; rank `r` ends with the
 /// reduced block `r` in its output. Partial sums alternate between two scratch blocks.
-pub(super) fn reduce_scatter(
-    r: Rank,
-    n: usize,
-    count: usize,
-    chunk: usize,
-    avg: bool,
-) -> Vec<Step> {
+pub(super) fn reduce_scatter(r: Rank, n: usize, count: usize, chunk: usize, avg: bool) -> Vec<Step> {
     let out = Span::new(Slot::Output, 0, count);
     let block = |slot, k: usize| Span::new(slot, k * count, count);
     let mut steps = Vec::new();
     if n == 1 {
-        steps.push(Step::Copy {
-            src: block(Slot::Input, 0),
-            dst: out,
-        });
+        steps.push(Step::Copy { src: block(Slot::Input, 0), dst: out });
     } else {
         let (right, left) = ((r + 1) % n, sub_mod(r, 1, n));
         for s in 0..n - 1 {
             let send = sub_mod(r, s + 1, n);
             let recv = sub_mod(r, s + 2, n);
-            let src = if s == 0 {
-                block(Slot::Input, send)
-            } else {
-                block(Slot::Scratch, (s - 1) % 2)
-            };
-            let dst = if s == n - 2 {
-                out
-            } else {
-                block(Slot::Scratch, s % 2)
-            };
-            ring_step(
-                &mut steps,
-                right,
-                left,
-                src,
-                dst,
-                Some(block(Slot::Input, recv)),
-                chunk,
-            );
+            let src = if s == 0 { block(Slot::Input, send) } else { block(Slot::Scratch, (s - 1) % 2) };
+            let dst = if s == n - 2 { out } else { block(Slot::Scratch, s % 2) };
+            ring_step(&mut steps, right, left, src, dst, Some(block(Slot::Input, recv)), chunk);
         }
     }
     if avg {
@@ -155,25 +101,10 @@ pub(super) fn all_gather(r: Rank, n: usize, count: usize, chunk: usize) -> Vec<S
         for s in 0..n - 1 {
             let send = sub_mod(r, s, n);
             let recv = sub_mod(r, s + 1, n);
-            let src = if s == 0 {
-                Span::new(Slot::Input, 0, count)
-            } else {
-                block(Slot::Output, send)
-            };
-            ring_step(
-                &mut steps,
-                right,
-                left,
-                src,
-                block(Slot::Output, recv),
-                None,
-                chunk,
-            );
+            let src = if s == 0 { Span::new(Slot::Input, 0, count) } else { block(Slot::Output, send) };
+            ring_step(&mut steps, right, left, src, block(Slot::Output, recv), None, chunk);
         }
     }
-    steps.push(Step::Copy {
-        src: Span::new(Slot::Input, 0, count),
-        dst: block(Slot::Output, r),
-    });
+    steps.push(Step::Copy { src: Span::new(Slot::Input, 0, count), dst: block(Slot::Output, r) });
     steps
 }

@@ -34,11 +34,7 @@ impl RankSim {
         (b, base + s.off, s.len)
     }
     fn lent(&self, (b, o, l): (usize, usize, usize)) -> bool {
-        l > 0
-            && self
-                .lends
-                .iter()
-                .any(|&(lb, lo, ll, rel)| !rel && lb == b && lo < o + l && o < lo + ll)
+        l > 0 && self.lends.iter().any(|&(lb, lo, ll, rel)| !rel && lb == b && lo < o + l && o < lo + ll)
     }
 }
 
@@ -78,23 +74,14 @@ fn run(
                     _ => bufs[OUT] = bufs[IN].clone(),
                 }
             }
-            RankSim {
-                bufs,
-                bind,
-                plan,
-                pc: 0,
-                lends: Vec::new(),
-                held: None,
-            }
+            RankSim { bufs, bind, plan, pc: 0, lends: Vec::new(), held: None }
         })
         .collect();
     let mut queues: Vec<VecDeque<Msg>> = (0..world * world).map(|_| VecDeque::new()).collect();
     let mut rng = seed | 1;
     loop {
         let live: Vec<usize> = (0..world)
-            .filter(|&r| {
-                ranks[r].pc < ranks[r].plan.steps.len() || ranks[r].lends.iter().any(|l| !l.3)
-            })
+            .filter(|&r| ranks[r].pc < ranks[r].plan.steps.len() || ranks[r].lends.iter().any(|l| !l.3))
             .collect();
         if live.is_empty() {
             break;
@@ -115,23 +102,13 @@ fn run(
         if !moved {
             let where_: Vec<String> = live
                 .iter()
-                .map(|&r| {
-                    format!(
-                        "rank {r} at step {} {:?}",
-                        ranks[r].pc,
-                        ranks[r].plan.steps.get(ranks[r].pc)
-                    )
-                })
+                .map(|&r| format!("rank {r} at step {} {:?}", ranks[r].pc, ranks[r].plan.steps.get(ranks[r].pc)))
                 .collect();
             return Err(format!("deadlock: {}", where_.join("; ")));
         }
     }
     if let Some(q) = queues.iter().position(|q| !q.is_empty()) {
-        return Err(format!(
-            "unconsumed message from {} to {}",
-            q / world,
-            q % world
-        ));
+        return Err(format!("unconsumed message from {} to {}", q / world, q % world));
     }
     Ok(ranks.into_iter().map(|r| r.bufs).collect())
 }
@@ -140,12 +117,7 @@ fn write(rs: &mut RankSim, dst: (usize, usize, usize), vals: &[i64]) {
     rs.bufs[dst.0][dst.1..dst.1 + dst.2].copy_from_slice(vals);
 }
 
-fn step(
-    r: usize,
-    ranks: &mut [RankSim],
-    queues: &mut [VecDeque<Msg>],
-    world: usize,
-) -> Result<bool, String> {
+fn step(r: usize, ranks: &mut [RankSim], queues: &mut [VecDeque<Msg>], world: usize) -> Result<bool, String> {
     let Some(&st) = ranks[r].plan.steps.get(ranks[r].pc) else {
         return Ok(false); // waiting for lends to be released
     };
@@ -161,12 +133,7 @@ fn step(
             }
             ranks[r].lends.push((b, o, l, false));
             let lend = ranks[r].lends.len() - 1;
-            queues[r * world + peer].push_back(Msg {
-                from_buf: b,
-                off: o,
-                len: l,
-                lend,
-            });
+            queues[r * world + peer].push_back(Msg { from_buf: b, off: o, len: l, lend });
         }
         Step::Recv { peer, dst } | Step::RecvReduce { peer, dst, .. } => {
             let d = ranks[r].resolve(dst);
@@ -180,10 +147,7 @@ fn step(
                     return Ok(false);
                 };
                 if m.len != dst.len {
-                    return Err(format!(
-                        "rank {r} expected {} elements from {peer}, got {}",
-                        dst.len, m.len
-                    ));
+                    return Err(format!("rank {r} expected {} elements from {peer}, got {}", dst.len, m.len));
                 }
                 let data = ranks[peer].bufs[m.from_buf][m.off..m.off + m.len].to_vec();
                 ranks[peer].lends[m.lend].3 = true;
@@ -216,10 +180,7 @@ fn step(
             if ranks[r].lent(d) {
                 return Ok(false);
             }
-            let vals: Vec<i64> = ranks[r].bufs[d.0][d.1..d.1 + d.2]
-                .iter()
-                .map(|x| x / n)
-                .collect();
+            let vals: Vec<i64> = ranks[r].bufs[d.0][d.1..d.1 + d.2].iter().map(|x| x / n).collect();
             write(&mut ranks[r], d, &vals);
         }
     }
@@ -232,9 +193,7 @@ fn input(kind: OpKind, r: usize, n: usize, c: usize) -> Vec<i64> {
         OpKind::ReduceScatter | OpKind::AllToAll | OpKind::Scatter => n * c,
         _ => c,
     };
-    (0..len)
-        .map(|i| ((r + 1) * 1000 + i) as i64 * if i % 3 == 0 { -1 } else { 1 })
-        .collect()
+    (0..len).map(|i| ((r + 1) * 1000 + i) as i64 * if i % 3 == 0 { -1 } else { 1 }).collect()
 }
 
 fn out_len(kind: OpKind, n: usize, c: usize) -> usize {
@@ -248,15 +207,7 @@ fn out_len(kind: OpKind, n: usize, c: usize) -> usize {
 fn check(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64) -> Result<(), String> {
     let c = desc.count;
     let ins: Vec<Vec<i64>> = (0..n).map(|r| input(desc.kind, r, n, c)).collect();
-    let res = run(
-        desc,
-        n,
-        algo,
-        chunk,
-        ins.clone(),
-        out_len(desc.kind, n, c),
-        seed,
-    )?;
+    let res = run(desc, n, algo, chunk, ins.clone(), out_len(desc.kind, n, c), seed)?;
     let avg = desc.op == Some(ReduceOp::Avg);
     let fin = |s: i64| if avg { s / n as i64 } else { s };
     let root = desc.root.unwrap_or(0);
@@ -266,20 +217,12 @@ fn check(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64) -> R
             _ => res[r][OUT].clone(),
         };
         let expect: Vec<i64> = match desc.kind {
-            OpKind::AllReduce => (0..c)
-                .map(|i| fin(ins.iter().map(|v| v[i]).sum()))
-                .collect(),
+            OpKind::AllReduce => (0..c).map(|i| fin(ins.iter().map(|v| v[i]).sum())).collect(),
             OpKind::Broadcast => ins[root].clone(),
-            OpKind::Reduce if r == root => (0..c)
-                .map(|i| fin(ins.iter().map(|v| v[i]).sum()))
-                .collect(),
+            OpKind::Reduce if r == root => (0..c).map(|i| fin(ins.iter().map(|v| v[i]).sum())).collect(),
             OpKind::AllGather => ins.concat(),
-            OpKind::ReduceScatter => (0..c)
-                .map(|i| fin(ins.iter().map(|v| v[r * c + i]).sum()))
-                .collect(),
-            OpKind::AllToAll => (0..n)
-                .flat_map(|k| ins[k][r * c..(r + 1) * c].to_vec())
-                .collect(),
+            OpKind::ReduceScatter => (0..c).map(|i| fin(ins.iter().map(|v| v[r * c + i]).sum())).collect(),
+            OpKind::AllToAll => (0..n).flat_map(|k| ins[k][r * c..(r + 1) * c].to_vec()).collect(),
             OpKind::Gather if r == root => ins.concat(),
             OpKind::Scatter => ins[root][r * c..(r + 1) * c].to_vec(),
             _ => out.clone(),
@@ -311,32 +254,21 @@ fn every_plan_is_correct_and_deadlock_free() {
     for kind in kinds {
         for n in 1..=9 {
             for count in [0, 1, 2, 3, 5, 7, 8, 13, 17, 33] {
-                for algo in [
-                    Algorithm::Auto,
-                    Algorithm::Ring,
-                    Algorithm::Tree,
-                    Algorithm::RecursiveDoubling,
-                ] {
+                for algo in
+                    [Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct]
+                {
                     for in_place in [false, true] {
-                        if in_place
-                            && matches!(kind, OpKind::Gather | OpKind::Scatter | OpKind::Barrier)
-                        {
+                        if in_place && matches!(kind, OpKind::Gather | OpKind::Scatter | OpKind::Barrier) {
                             continue;
                         }
                         for op in [ReduceOp::Sum, ReduceOp::Avg] {
-                            let mut d = OpDesc::new(
-                                kind,
-                                DType::I64,
-                                if kind == OpKind::Barrier { 0 } else { count },
-                            );
+                            let mut d = OpDesc::new(kind, DType::I64, if kind == OpKind::Barrier { 0 } else { count });
                             d.op = Some(op);
                             d.in_place = in_place;
                             d.root = Some((count + 1) % n);
                             for chunk in [1, 3, 64] {
                                 check(&d, n, algo, chunk, (n * 131 + count * 7 + chunk) as u64)
-                                    .unwrap_or_else(|e| {
-                                        panic!("{d} on {n} ranks, {algo}, chunk {chunk}: {e}")
-                                    });
+                                    .unwrap_or_else(|e| panic!("{d} on {n} ranks, {algo}, chunk {chunk}: {e}"));
                                 cases += 1;
                             }
                         }
@@ -355,13 +287,8 @@ fn many_interleavings() {
             let mut d = OpDesc::new(OpKind::AllReduce, DType::I64, 29);
             d.op = Some(ReduceOp::Sum);
             d.in_place = seed % 2 == 0;
-            for algo in [
-                Algorithm::Ring,
-                Algorithm::RecursiveDoubling,
-                Algorithm::Tree,
-            ] {
-                check(&d, n, algo, 2, seed * 7919 + 1)
-                    .unwrap_or_else(|e| panic!("{n} ranks {algo} seed {seed}: {e}"));
+            for algo in [Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::Tree, Algorithm::Direct] {
+                check(&d, n, algo, 2, seed * 7919 + 1).unwrap_or_else(|e| panic!("{n} ranks {algo} seed {seed}: {e}"));
             }
         }
     }
@@ -372,21 +299,12 @@ fn send_recv_pairs() {
     let mut s = OpDesc::new(OpKind::Send, DType::I64, 5);
     s.peer = Some(1);
     let plan = build(&s, 0, 2, Algorithm::Auto, 4);
-    assert_eq!(
-        plan.steps,
-        vec![Step::Send {
-            peer: 1,
-            src: Span::new(Slot::Input, 0, 5)
-        }]
-    );
+    assert_eq!(plan.steps, vec![Step::Send { peer: 1, src: Span::new(Slot::Input, 0, 5) }]);
     let mut r = OpDesc::new(OpKind::Recv, DType::I64, 5);
     r.peer = Some(0);
     assert_eq!(
         build(&r, 1, 2, Algorithm::Auto, 4).steps,
-        vec![Step::Recv {
-            peer: 0,
-            dst: Span::new(Slot::Output, 0, 5)
-        }]
+        vec![Step::Recv { peer: 0, dst: Span::new(Slot::Output, 0, 5) }]
     );
 }
 
@@ -395,7 +313,7 @@ fn auto_thresholds() {
     let mut d = OpDesc::new(OpKind::AllReduce, DType::F32, SMALL_BYTES / 4);
     assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::RecursiveDoubling);
     d.count += 1;
-    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Ring);
+    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Direct);
     assert_eq!(choose(&d, 4, Algorithm::Tree), Algorithm::Tree);
     d.kind = OpKind::Broadcast;
     assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Ring);

@@ -20,19 +20,10 @@ pub(super) fn all_to_all(r: Rank, n: usize, count: usize, in_place: bool) -> (Ve
     for s in 1..n {
         let to = (r + s) % n;
         let from = sub_mod(r, s, n);
-        steps.push(Step::Send {
-            peer: to,
-            src: block(src, to),
-        });
-        steps.push(Step::Recv {
-            peer: from,
-            dst: block(Slot::Output, from),
-        });
+        steps.push(Step::Send { peer: to, src: block(src, to) });
+        steps.push(Step::Recv { peer: from, dst: block(Slot::Output, from) });
     }
-    steps.push(Step::Copy {
-        src: block(src, r),
-        dst: block(Slot::Output, r),
-    });
+    steps.push(Step::Copy { src: block(src, r), dst: block(Slot::Output, r) });
     (steps, scratch)
 }
 
@@ -40,22 +31,10 @@ pub(super) fn all_to_all(r: Rank, n: usize, count: usize, in_place: bool) -> (Ve
 pub(super) fn gather(r: Rank, n: usize, root: Rank, count: usize) -> Vec<Step> {
     let block = |k: usize| Span::new(Slot::Output, k * count, count);
     if r != root {
-        return vec![Step::Send {
-            peer: root,
-            src: Span::new(Slot::Input, 0, count),
-        }];
+        return vec![Step::Send { peer: root, src: Span::new(Slot::Input, 0, count) }];
     }
-    let mut steps: Vec<Step> = (1..n)
-        .map(|s| (root + s) % n)
-        .map(|k| Step::Recv {
-            peer: k,
-            dst: block(k),
-        })
-        .collect();
-    steps.push(Step::Copy {
-        src: Span::new(Slot::Input, 0, count),
-        dst: block(root),
-    });
+    let mut steps: Vec<Step> = (1..n).map(|s| (root + s) % n).map(|k| Step::Recv { peer: k, dst: block(k) }).collect();
+    steps.push(Step::Copy { src: Span::new(Slot::Input, 0, count), dst: block(root) });
     steps
 }
 
@@ -63,22 +42,13 @@ pub(super) fn gather(r: Rank, n: usize, root: Rank, count: usize) -> Vec<Step> {
 pub(super) fn scatter(r: Rank, n: usize, root: Rank, count: usize) -> Vec<Step> {
     let out = Span::new(Slot::Output, 0, count);
     if r != root {
-        return vec![Step::Recv {
-            peer: root,
-            dst: out,
-        }];
+        return vec![Step::Recv { peer: root, dst: out }];
     }
     let mut steps: Vec<Step> = (1..n)
         .map(|s| (root + s) % n)
-        .map(|k| Step::Send {
-            peer: k,
-            src: Span::new(Slot::Input, k * count, count),
-        })
+        .map(|k| Step::Send { peer: k, src: Span::new(Slot::Input, k * count, count) })
         .collect();
-    steps.push(Step::Copy {
-        src: Span::new(Slot::Input, root * count, count),
-        dst: out,
-    });
+    steps.push(Step::Copy { src: Span::new(Slot::Input, root * count, count), dst: out });
     steps
 }
 
@@ -88,14 +58,8 @@ pub(super) fn barrier(r: Rank, n: usize) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut d = 1;
     while d < n {
-        steps.push(Step::Send {
-            peer: (r + d) % n,
-            src: empty,
-        });
-        steps.push(Step::Recv {
-            peer: sub_mod(r, d, n),
-            dst: empty,
-        });
+        steps.push(Step::Send { peer: (r + d) % n, src: empty });
+        steps.push(Step::Recv { peer: sub_mod(r, d, n), dst: empty });
         d <<= 1;
     }
     steps

@@ -10,61 +10,35 @@ fn real(v: usize, root: Rank, n: usize) -> Rank {
 
 /// Binomial-tree broadcast of `count` elements from `root`. The root lends its input
 /// (`from_input`) or its output; everyone else receives into the output and forwards it.
-pub(super) fn broadcast(
-    r: Rank,
-    n: usize,
-    root: Rank,
-    count: usize,
-    from_input: bool,
-) -> Vec<Step> {
+pub(super) fn broadcast(r: Rank, n: usize, root: Rank, count: usize, from_input: bool) -> Vec<Step> {
     let v = sub_mod(r, root, n);
     let all = |slot| Span::new(slot, 0, count);
     let mut steps = Vec::new();
     let mut mask = 1;
     while mask < n {
         if v & mask != 0 {
-            steps.push(Step::Recv {
-                peer: real(v - mask, root, n),
-                dst: all(Slot::Output),
-            });
+            steps.push(Step::Recv { peer: real(v - mask, root, n), dst: all(Slot::Output) });
             break;
         }
         mask <<= 1;
     }
-    let src = if v == 0 && from_input {
-        Slot::Input
-    } else {
-        Slot::Output
-    };
+    let src = if v == 0 && from_input { Slot::Input } else { Slot::Output };
     mask >>= 1;
     while mask > 0 {
         if v + mask < n {
-            steps.push(Step::Send {
-                peer: real(v + mask, root, n),
-                src: all(src),
-            });
+            steps.push(Step::Send { peer: real(v + mask, root, n), src: all(src) });
         }
         mask >>= 1;
     }
     if v == 0 && from_input {
-        steps.push(Step::Copy {
-            src: all(Slot::Input),
-            dst: all(Slot::Output),
-        });
+        steps.push(Step::Copy { src: all(Slot::Input), dst: all(Slot::Output) });
     }
     steps
 }
 
 /// Binomial-tree reduce to `root`, accumulating in `acc` (the output on the root, scratch
 /// elsewhere). Leaves lend their input directly.
-pub(super) fn reduce(
-    r: Rank,
-    n: usize,
-    root: Rank,
-    count: usize,
-    acc: Slot,
-    avg: bool,
-) -> Vec<Step> {
+pub(super) fn reduce(r: Rank, n: usize, root: Rank, count: usize, acc: Slot, avg: bool) -> Vec<Step> {
     let v = sub_mod(r, root, n);
     let all = |slot| Span::new(slot, 0, count);
     let mut steps = Vec::new();
@@ -72,27 +46,17 @@ pub(super) fn reduce(
     let mut mask = 1;
     while mask < n {
         if v & mask != 0 {
-            steps.push(Step::Send {
-                peer: real(v - mask, root, n),
-                src: all(cur),
-            });
+            steps.push(Step::Send { peer: real(v - mask, root, n), src: all(cur) });
             return steps;
         }
         if v + mask < n {
-            steps.push(Step::RecvReduce {
-                peer: real(v + mask, root, n),
-                acc: all(cur),
-                dst: all(acc),
-            });
+            steps.push(Step::RecvReduce { peer: real(v + mask, root, n), acc: all(cur), dst: all(acc) });
             cur = acc;
         }
         mask <<= 1;
     }
     if cur == Slot::Input {
-        steps.push(Step::Copy {
-            src: all(Slot::Input),
-            dst: all(acc),
-        });
+        steps.push(Step::Copy { src: all(Slot::Input), dst: all(acc) });
     }
     if avg {
         steps.push(Step::Average { span: all(acc) });
@@ -113,31 +77,17 @@ pub(super) fn all_reduce(r: Rank, n: usize, count: usize, avg: bool) -> Vec<Step
 /// exchange rounds and get the result back after them.
 pub(super) fn recursive_doubling(r: Rank, n: usize, count: usize, avg: bool) -> Vec<Step> {
     let all = |slot| Span::new(slot, 0, count);
-    let p = if n.is_power_of_two() {
-        n
-    } else {
-        n.next_power_of_two() / 2
-    };
+    let p = if n.is_power_of_two() { n } else { n.next_power_of_two() / 2 };
     let extra = n - p;
     let mut steps = Vec::new();
     if r < 2 * extra && r % 2 == 0 {
-        steps.push(Step::Send {
-            peer: r + 1,
-            src: all(Slot::Input),
-        });
-        steps.push(Step::Recv {
-            peer: r + 1,
-            dst: all(Slot::Output),
-        });
+        steps.push(Step::Send { peer: r + 1, src: all(Slot::Input) });
+        steps.push(Step::Recv { peer: r + 1, dst: all(Slot::Output) });
         return steps;
     }
     let mut cur = Slot::Input;
     if r < 2 * extra {
-        steps.push(Step::RecvReduce {
-            peer: r - 1,
-            acc: all(Slot::Input),
-            dst: all(Slot::Output),
-        });
+        steps.push(Step::RecvReduce { peer: r - 1, acc: all(Slot::Input), dst: all(Slot::Output) });
         cur = Slot::Output;
     }
     let v = if r < 2 * extra { r / 2 } else { r - extra };
@@ -145,68 +95,38 @@ pub(super) fn recursive_doubling(r: Rank, n: usize, count: usize, avg: bool) -> 
     let mut mask = 1;
     while mask < p {
         let peer = to_real(v ^ mask);
-        steps.push(Step::Send {
-            peer,
-            src: all(cur),
-        });
-        steps.push(Step::RecvReduce {
-            peer,
-            acc: all(cur),
-            dst: all(Slot::Output),
-        });
+        steps.push(Step::Send { peer, src: all(cur) });
+        steps.push(Step::RecvReduce { peer, acc: all(cur), dst: all(Slot::Output) });
         cur = Slot::Output;
         mask <<= 1;
     }
     if cur == Slot::Input {
-        steps.push(Step::Copy {
-            src: all(Slot::Input),
-            dst: all(Slot::Output),
-        });
+        steps.push(Step::Copy { src: all(Slot::Input), dst: all(Slot::Output) });
     }
     if avg {
-        steps.push(Step::Average {
-            span: all(Slot::Output),
-        });
+        steps.push(Step::Average { span: all(Slot::Output) });
     }
     if r < 2 * extra {
-        steps.push(Step::Send {
-            peer: r - 1,
-            src: all(Slot::Output),
-        });
+        steps.push(Step::Send { peer: r - 1, src: all(Slot::Output) });
     }
     steps
 }
 
 /// Pipelined chain broadcast: `root -> root+1 -> ...`, chunk by chunk.
-pub(super) fn chain_broadcast(
-    r: Rank,
-    n: usize,
-    root: Rank,
-    count: usize,
-    chunk: usize,
-) -> Vec<Step> {
+pub(super) fn chain_broadcast(r: Rank, n: usize, root: Rank, count: usize, chunk: usize) -> Vec<Step> {
     let v = sub_mod(r, root, n);
     let mut steps = Vec::new();
     for (o, l) in chunks(0, count, chunk) {
         if v > 0 {
-            steps.push(Step::Recv {
-                peer: real(v - 1, root, n),
-                dst: Span::new(Slot::Output, o, l),
-            });
+            steps.push(Step::Recv { peer: real(v - 1, root, n), dst: Span::new(Slot::Output, o, l) });
         }
         if v + 1 < n {
             let src = if v == 0 { Slot::Input } else { Slot::Output };
-            steps.push(Step::Send {
-                peer: real(v + 1, root, n),
-                src: Span::new(src, o, l),
-            });
+            steps.push(Step::Send { peer: real(v + 1, root, n), src: Span::new(src, o, l) });
         }
     }
     if v == 0 {
-        steps.push(Step::Copy {
-            src: Span::new(Slot::Input, 0, count),
-            dst: Span::new(Slot::Output, 0, count),
-        });
+        steps.push(Step::Copy { src: Span::new(Slot::Input, 0, count), dst: Span::new(Slot::Output, 0, count) });
     }
     steps
 }
@@ -227,31 +147,19 @@ pub(super) fn chain_reduce(
         let mut cur = Span::new(Slot::Input, o, l);
         if v + 1 < n {
             let dst = Span::new(acc, o, l);
-            steps.push(Step::RecvReduce {
-                peer: real(v + 1, root, n),
-                acc: cur,
-                dst,
-            });
+            steps.push(Step::RecvReduce { peer: real(v + 1, root, n), acc: cur, dst });
             cur = dst;
         }
         if v > 0 {
-            steps.push(Step::Send {
-                peer: real(v - 1, root, n),
-                src: cur,
-            });
+            steps.push(Step::Send { peer: real(v - 1, root, n), src: cur });
         }
     }
     if v == 0 {
         if n == 1 {
-            steps.push(Step::Copy {
-                src: Span::new(Slot::Input, 0, count),
-                dst: Span::new(acc, 0, count),
-            });
+            steps.push(Step::Copy { src: Span::new(Slot::Input, 0, count), dst: Span::new(acc, 0, count) });
         }
         if avg {
-            steps.push(Step::Average {
-                span: Span::new(acc, 0, count),
-            });
+            steps.push(Step::Average { span: Span::new(acc, 0, count) });
         }
     }
     steps

@@ -52,12 +52,7 @@ impl<D: Device> Communicator<D> {
     /// assert_eq!(y.to_vec::<f64>()?, vec![1.5]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn all_reduce_into(
-        &self,
-        input: &Tensor<D>,
-        output: &mut Tensor<D>,
-        op: ReduceOp,
-    ) -> Result<()> {
+    pub fn all_reduce_into(&self, input: &Tensor<D>, output: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
         self.submit(Call {
             input: Some(input),
             output: Output::One(output),
@@ -108,12 +103,7 @@ impl<D: Device> Communicator<D> {
     /// assert_eq!(y.to_vec::<u8>()?, vec![4, 5]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn broadcast_into(
-        &self,
-        input: &Tensor<D>,
-        output: &mut Tensor<D>,
-        root: Rank,
-    ) -> Result<()> {
+    pub fn broadcast_into(&self, input: &Tensor<D>, output: &mut Tensor<D>, root: Rank) -> Result<()> {
         self.submit(Call {
             input: Some(input),
             output: Output::One(output),
@@ -164,13 +154,7 @@ impl<D: Device> Communicator<D> {
     /// assert_eq!(y.to_vec::<i64>()?, vec![3]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn reduce_into(
-        &self,
-        input: &Tensor<D>,
-        output: &mut Tensor<D>,
-        op: ReduceOp,
-        root: Rank,
-    ) -> Result<()> {
+    pub fn reduce_into(&self, input: &Tensor<D>, output: &mut Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
         self.submit(Call {
             input: Some(input),
             output: Output::One(output),
@@ -198,11 +182,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather(&self, outputs: &mut [Tensor<D>], input: &Tensor<D>) -> Result<()> {
-        self.submit(Call {
-            input: Some(input),
-            output: Output::List(outputs),
-            ..Call::new(OpKind::AllGather)
-        })
+        self.submit(Call { input: Some(input), output: Output::List(outputs), ..Call::new(OpKind::AllGather) })
     }
 
     /// Gathers every rank's `input` into block `rank` of `output`, which holds
@@ -222,11 +202,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather_into_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
-        self.submit(Call {
-            input: Some(input),
-            output: Output::One(output),
-            ..Call::new(OpKind::AllGather)
-        })
+        self.submit(Call { input: Some(input), output: Output::One(output), ..Call::new(OpKind::AllGather) })
     }
 
     /// In-place all-gather: this rank's contribution is already in block `rank` of `output`
@@ -246,12 +222,7 @@ impl<D: Device> Communicator<D> {
     /// ```
     pub fn all_gather_into_tensor_in_place(&self, output: &mut Tensor<D>) -> Result<()> {
         let t: &Tensor<D> = output;
-        self.submit(Call {
-            input: Some(t),
-            output: Output::One(t),
-            in_place: true,
-            ..Call::new(OpKind::AllGather)
-        })
+        self.submit(Call { input: Some(t), output: Output::One(t), in_place: true, ..Call::new(OpKind::AllGather) })
     }
 
     /// Reduces `input` (`world_size * output.numel()` elements) across ranks and leaves block
@@ -270,12 +241,7 @@ impl<D: Device> Communicator<D> {
     /// assert_eq!(y.to_vec::<f32>()?, vec![2.0, 3.0]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn reduce_scatter_tensor(
-        &self,
-        output: &mut Tensor<D>,
-        input: &Tensor<D>,
-        op: ReduceOp,
-    ) -> Result<()> {
+    pub fn reduce_scatter_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
         self.submit(Call {
             input: Some(input),
             output: Output::One(output),
@@ -299,11 +265,7 @@ impl<D: Device> Communicator<D> {
     /// assert_eq!(t.to_vec::<f32>()?, vec![2.0, 3.0]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn reduce_scatter_tensor_in_place(
-        &self,
-        tensor: &mut Tensor<D>,
-        op: ReduceOp,
-    ) -> Result<()> {
+    pub fn reduce_scatter_tensor_in_place(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
         let t: &Tensor<D> = tensor;
         self.submit(Call {
             input: Some(t),
@@ -333,11 +295,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_to_all_single(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
-        self.submit(Call {
-            input: Some(input),
-            output: Output::One(output),
-            ..Call::new(OpKind::AllToAll)
-        })
+        self.submit(Call { input: Some(input), output: Output::One(output), ..Call::new(OpKind::AllToAll) })
     }
 
     /// In-place all_to_all (stages the input in scratch memory first).
@@ -356,12 +314,7 @@ impl<D: Device> Communicator<D> {
     /// ```
     pub fn all_to_all_single_in_place(&self, tensor: &mut Tensor<D>) -> Result<()> {
         let t: &Tensor<D> = tensor;
-        self.submit(Call {
-            input: Some(t),
-            output: Output::One(t),
-            in_place: true,
-            ..Call::new(OpKind::AllToAll)
-        })
+        self.submit(Call { input: Some(t), output: Output::One(t), in_place: true, ..Call::new(OpKind::AllToAll) })
     }
 
     /// Gathers every rank's `input` into block `rank` of `output` on `root`
@@ -381,22 +334,12 @@ impl<D: Device> Communicator<D> {
     /// assert_eq!(y.to_vec::<u64>()?, vec![5]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn gather(
-        &self,
-        input: &Tensor<D>,
-        output: Option<&mut Tensor<D>>,
-        root: Rank,
-    ) -> Result<()> {
+    pub fn gather(&self, input: &Tensor<D>, output: Option<&mut Tensor<D>>, root: Rank) -> Result<()> {
         let output = match output {
             Some(o) if self.rank == root => Output::One(o),
             _ => Output::None,
         };
-        self.submit(Call {
-            input: Some(input),
-            output,
-            root: Some(root),
-            ..Call::new(OpKind::Gather)
-        })
+        self.submit(Call { input: Some(input), output, root: Some(root), ..Call::new(OpKind::Gather) })
     }
 
     /// Sends block `k` of the root's `input` to rank `k`'s `output`
@@ -415,19 +358,9 @@ impl<D: Device> Communicator<D> {
     /// assert_eq!(y.to_vec::<u64>()?, vec![5]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn scatter(
-        &self,
-        output: &mut Tensor<D>,
-        input: Option<&Tensor<D>>,
-        root: Rank,
-    ) -> Result<()> {
+    pub fn scatter(&self, output: &mut Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<()> {
         let input = input.filter(|_| self.rank == root);
-        self.submit(Call {
-            input,
-            output: Output::One(output),
-            root: Some(root),
-            ..Call::new(OpKind::Scatter)
-        })
+        self.submit(Call { input, output: Output::One(output), root: Some(root), ..Call::new(OpKind::Scatter) })
     }
 
     /// Sends `tensor` to `peer`, which must call [`recv`](Self::recv) with the same count and
@@ -446,11 +379,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn send(&self, tensor: &Tensor<D>, peer: Rank) -> Result<()> {
-        self.submit(Call {
-            input: Some(tensor),
-            peer: Some(peer),
-            ..Call::new(OpKind::Send)
-        })
+        self.submit(Call { input: Some(tensor), peer: Some(peer), ..Call::new(OpKind::Send) })
     }
 
     /// Receives into `tensor` what `peer` sends with [`send`](Self::send).
@@ -467,11 +396,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn recv(&self, tensor: &mut Tensor<D>, peer: Rank) -> Result<()> {
-        self.submit(Call {
-            output: Output::One(tensor),
-            peer: Some(peer),
-            ..Call::new(OpKind::Recv)
-        })
+        self.submit(Call { output: Output::One(tensor), peer: Some(peer), ..Call::new(OpKind::Recv) })
     }
 
     /// Returns once every rank has called `barrier` (`torch.distributed.barrier`).

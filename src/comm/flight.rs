@@ -67,17 +67,11 @@ pub(crate) struct Board {
 
 impl Board {
     pub(crate) fn new(world: usize) -> Self {
-        Board {
-            ranks: (0..world)
-                .map(|_| Mutex::new(RankStatus::default()))
-                .collect(),
-        }
+        Board { ranks: (0..world).map(|_| Mutex::new(RankStatus::default())).collect() }
     }
 
     fn with<R>(&self, rank: Rank, f: impl FnOnce(&mut RankStatus) -> R) -> Option<R> {
-        self.ranks
-            .get(rank)
-            .map(|m| f(&mut m.lock().unwrap_or_else(|e| e.into_inner())))
+        self.ranks.get(rank).map(|m| f(&mut m.lock().unwrap_or_else(|e| e.into_inner())))
     }
 
     pub(crate) fn start(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm) {
@@ -115,18 +109,13 @@ impl Board {
     }
 
     pub(crate) fn history(&self, rank: Rank) -> Vec<FlightEntry> {
-        self.with(rank, |s| s.history.iter().cloned().collect())
-            .unwrap_or_default()
+        self.with(rank, |s| s.history.iter().cloned().collect()).unwrap_or_default()
     }
 
     /// What `peer` called as collective op `seq`, if it got that far and still remembers.
     pub(crate) fn collective_at(&self, peer: Rank, seq: u64) -> Option<Fingerprint> {
         self.with(peer, |s| {
-            s.history
-                .iter()
-                .rev()
-                .find(|e| e.seq == seq && e.op.kind.is_collective())
-                .map(|e| e.op.fingerprint())
+            s.history.iter().rev().find(|e| e.seq == seq && e.op.kind.is_collective()).map(|e| e.op.fingerprint())
         })
         .flatten()
     }
@@ -134,10 +123,7 @@ impl Board {
     /// A per-rank summary for hang reports.
     pub(crate) fn report(&self, comm: &str) -> String {
         let now = Instant::now();
-        let mut out = format!(
-            "flight recorder of communicator {comm} ({} ranks):",
-            self.ranks.len()
-        );
+        let mut out = format!("flight recorder of communicator {comm} ({} ranks):", self.ranks.len());
         for r in 0..self.ranks.len() {
             let line = self
                 .with(r, |s| {
@@ -150,11 +136,9 @@ impl Board {
                                 OpState::Running => {
                                     write!(l, "in op #{} {} for {ago:.1}s", e.seq, e.op)
                                 }
-                                OpState::Done => write!(
-                                    l,
-                                    "idle; last finished op #{} {} (issued {ago:.1}s ago)",
-                                    e.seq, e.op
-                                ),
+                                OpState::Done => {
+                                    write!(l, "idle; last finished op #{} {} (issued {ago:.1}s ago)", e.seq, e.op)
+                                }
                                 OpState::Failed => {
                                     write!(l, "failed op #{} {} ({ago:.1}s ago)", e.seq, e.op)
                                 }

@@ -17,7 +17,7 @@ mod validate;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-pub use flight::{FlightEntry, OpState};
+pub use flight::{FLIGHT_DEPTH, FlightEntry, OpState};
 
 use crate::algo;
 use crate::config::CommConfig;
@@ -137,14 +137,11 @@ impl<D: Device> Communicator<D> {
         config: CommConfig,
     ) -> Result<Self> {
         if world_size == 0 {
-            return Err(CollectiveError::invalid("world_size must be at least 1")
-                .with_op("Communicator::new"));
+            return Err(CollectiveError::invalid("world_size must be at least 1").with_op("Communicator::new"));
         }
         if rank >= world_size {
-            return Err(CollectiveError::invalid(format!(
-                "rank {rank} is out of range for world_size {world_size}"
-            ))
-            .with_op("Communicator::new"));
+            return Err(CollectiveError::invalid(format!("rank {rank} is out of range for world_size {world_size}"))
+                .with_op("Communicator::new"));
         }
         let shared = rendezvous::join(&unique_id, world_size, rank, &config)?;
         Ok(Communicator {
@@ -190,7 +187,7 @@ impl<D: Device> Communicator<D> {
     }
 
     /// This rank's recent operations, oldest first (at most
-    /// [`FLIGHT_DEPTH`](flight::FLIGHT_DEPTH)).
+    /// [`FLIGHT_DEPTH`](crate::FLIGHT_DEPTH)).
     pub fn flight_recorder(&self) -> Vec<FlightEntry> {
         self.shared.board.history(self.rank)
     }
@@ -207,11 +204,7 @@ impl<D: Device> Communicator<D> {
     /// ```
     pub fn abort(&self) {
         self.shared.link.poison(
-            CollectiveError::new(
-                ErrorKind::Aborted,
-                format!("rank {} called abort()", self.rank),
-            )
-            .with_rank(self.rank),
+            CollectiveError::new(ErrorKind::Aborted, format!("rank {} called abort()", self.rank)).with_rank(self.rank),
         );
     }
 
@@ -230,12 +223,9 @@ impl<D: Device> Communicator<D> {
         let (desc, io) = validate::validate(&call, self.rank, world, &self.device)?;
         let mut local = self.lock();
         if let Some(e) = &local.failed {
-            return Err(CollectiveError::new(
-                ErrorKind::Aborted,
-                format!("this communicator failed earlier: {e}"),
-            )
-            .with_rank(self.rank)
-            .with_op(desc.to_string()));
+            return Err(CollectiveError::new(ErrorKind::Aborted, format!("this communicator failed earlier: {e}"))
+                .with_rank(self.rank)
+                .with_op(desc.to_string()));
         }
         if let Some(e) = self.shared.link.poisoned() {
             let err = e.relayed(self.rank).with_op(desc.to_string());
@@ -259,26 +249,14 @@ impl<D: Device> Communicator<D> {
         result
     }
 
-    fn run(
-        &self,
-        local: &mut Local<D>,
-        desc: &OpDesc,
-        io: Io<'_, D::Buffer>,
-        seq: u64,
-    ) -> Result<()> {
+    fn run(&self, local: &mut Local<D>, desc: &OpDesc, io: Io<'_, D::Buffer>, seq: u64) -> Result<()> {
         let world = self.shared.world;
         let cfg = &self.shared.config;
         let size = desc.dtype.size();
         let chunk = (cfg.chunk_bytes() / size).max(1);
         let plan = algo::build(desc, self.rank, world, cfg.algorithm(), chunk);
-        let ctx_err = |e: CollectiveError| {
-            e.with_rank(self.rank)
-                .with_op(desc.to_string())
-                .with_seq(seq)
-        };
-        self.shared
-            .board
-            .start(self.rank, seq, *desc, plan.algorithm);
+        let ctx_err = |e: CollectiveError| e.with_rank(self.rank).with_op(desc.to_string()).with_seq(seq);
+        self.shared.board.start(self.rank, seq, *desc, plan.algorithm);
         #[cfg(feature = "tracing")]
         let _span = tracing::debug_span!("collective", comm = %self.shared.name, rank = self.rank, op = %desc, seq, bytes = desc.bytes(), algorithm = %plan.algorithm).entered();
         let out = (|| {
@@ -289,31 +267,15 @@ impl<D: Device> Communicator<D> {
                 let bytes = io.input_elems * size;
                 ensure(&self.device, &mut local.premul, bytes)?;
                 if let (Binding::Contig { buf, base, .. }, Some(pre)) = (&io.input, &local.premul) {
-                    self.device.scale(
-                        buf,
-                        *base,
-                        pre,
-                        0,
-                        io.input_elems,
-                        desc.dtype,
-                        Scale::MulBy(s),
-                    )?;
-                    io.input = Binding::Contig {
-                        buf: pre,
-                        base: 0,
-                        id: 3,
-                    };
+                    self.device.scale(buf, *base, pre, 0, io.input_elems, desc.dtype, Scale::MulBy(s))?;
+                    io.input = Binding::Contig { buf: pre, base: 0, id: 3 };
                 }
             }
             let bindings = Bindings {
                 input: io.input,
                 output: io.output,
                 scratch: match &local.scratch {
-                    Some(b) => Binding::Contig {
-                        buf: b,
-                        base: 0,
-                        id: 2,
-                    },
+                    Some(b) => Binding::Contig { buf: b, base: 0, id: 2 },
                     None => Binding::Unbound,
                 },
             };
@@ -325,9 +287,7 @@ impl<D: Device> Communicator<D> {
                 fp: desc.fingerprint(),
                 deadline: Instant::now() + cfg.timeout(),
                 dtype: desc.dtype,
-                combine: desc
-                    .op
-                    .map_or(crate::types::Combine::Sum, ReduceOp::combine),
+                combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
                 link: &self.shared.link,
                 board: &self.shared.board,
                 comm_name: &self.shared.name,

@@ -25,23 +25,14 @@ struct Room {
     cv: Condvar,
 }
 
-static ROOMS: LazyLock<Mutex<HashMap<UniqueId, Arc<Room>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+static ROOMS: LazyLock<Mutex<HashMap<UniqueId, Arc<Room>>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 fn ranks_list(v: &[usize]) -> String {
-    v.iter()
-        .map(|r| r.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    v.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Joins the communicator named `id` as `rank` of `world`; returns once all have joined.
-pub(crate) fn join(
-    id: &UniqueId,
-    world: usize,
-    rank: Rank,
-    config: &CommConfig,
-) -> Result<Arc<Shared>> {
+pub(crate) fn join(id: &UniqueId, world: usize, rank: Rank, config: &CommConfig) -> Result<Arc<Shared>> {
     let deadline = Instant::now() + config.timeout();
     loop {
         if let Some(res) = try_join(id, world, rank, config, deadline) {
@@ -63,12 +54,7 @@ fn try_join(
             .entry(id.clone())
             .or_insert_with(|| {
                 Arc::new(Room {
-                    state: Mutex::new(Pending {
-                        world,
-                        joined: vec![None; world],
-                        result: None,
-                        closed: false,
-                    }),
+                    state: Mutex::new(Pending { world, joined: vec![None; world], result: None, closed: false }),
                     cv: Condvar::new(),
                 })
             })
@@ -95,21 +81,13 @@ fn try_join(
     }
     st.joined[rank] = Some(config.clone());
     if st.joined.iter().all(Option::is_some) {
-        let first = st
-            .joined
-            .iter()
-            .flatten()
-            .next()
-            .cloned()
-            .unwrap_or_default();
+        let first = st.joined.iter().flatten().next().cloned().unwrap_or_default();
         let differ: Vec<usize> = st
             .joined
             .iter()
             .enumerate()
             .filter(|(_, c)| {
-                c.as_ref().is_some_and(|c| {
-                    c.chunk_bytes() != first.chunk_bytes() || c.algorithm() != first.algorithm()
-                })
+                c.as_ref().is_some_and(|c| c.chunk_bytes() != first.chunk_bytes() || c.algorithm() != first.algorithm())
             })
             .map(|(r, _)| r)
             .collect();
@@ -133,13 +111,8 @@ fn try_join(
         }
         let now = Instant::now();
         if now >= deadline {
-            let missing: Vec<usize> = st
-                .joined
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.is_none())
-                .map(|(r, _)| r)
-                .collect();
+            let missing: Vec<usize> =
+                st.joined.iter().enumerate().filter(|(_, c)| c.is_none()).map(|(r, _)| r).collect();
             st.joined[rank] = None;
             if st.joined.iter().all(Option::is_none) {
                 st.closed = true;
@@ -157,10 +130,6 @@ fn try_join(
             .with_rank(rank)
             .with_op("Communicator::new")));
         }
-        st = room
-            .cv
-            .wait_timeout(st, deadline - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        st = room.cv.wait_timeout(st, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
     }
 }

@@ -11,9 +11,7 @@ use crate::tensor::Tensor;
 use crate::types::Rank;
 
 fn digest(ranks: &[Rank]) -> u64 {
-    ranks.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &r| {
-        (h ^ r as u64).wrapping_mul(0x0100_0000_01b3).rotate_left(5)
-    })
+    ranks.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &r| (h ^ r as u64).wrapping_mul(0x0100_0000_01b3).rotate_left(5))
 }
 
 impl<D: Device> Communicator<D> {
@@ -33,9 +31,8 @@ impl<D: Device> Communicator<D> {
     /// ```
     pub fn split_all(&self) -> Result<Self> {
         let all: Vec<Rank> = (0..self.world_size()).collect();
-        self.split_from(&all)?.ok_or_else(|| {
-            CollectiveError::protocol("split_all left this rank out").with_rank(self.rank)
-        })
+        self.split_from(&all)?
+            .ok_or_else(|| CollectiveError::protocol("split_all left this rank out").with_rank(self.rank))
     }
 
     /// A new communicator of the listed parent ranks; new rank `i` is `ranks[i]`. Every rank
@@ -55,17 +52,11 @@ impl<D: Device> Communicator<D> {
     /// ```
     pub fn split_from(&self, ranks: &[Rank]) -> Result<Option<Self>> {
         let n = self.world_size();
-        let bad = |m: String| {
-            CollectiveError::invalid(m)
-                .with_rank(self.rank)
-                .with_op("split_from")
-        };
+        let bad = |m: String| CollectiveError::invalid(m).with_rank(self.rank).with_op("split_from");
         let mut seen = vec![false; n];
         for &r in ranks {
             if r >= n {
-                return Err(bad(format!(
-                    "rank {r} is out of range for a communicator of {n} ranks"
-                )));
+                return Err(bad(format!("rank {r} is out of range for a communicator of {n} ranks")));
             }
             if std::mem::replace(&mut seen[r], true) {
                 return Err(bad(format!("rank {r} is listed twice")));
@@ -73,17 +64,9 @@ impl<D: Device> Communicator<D> {
         }
         let member = seen.get(self.rank).copied().unwrap_or(false);
         let d = digest(ranks);
-        let mine = Tensor::from_slice(
-            &self.device,
-            &[u64::from(member), d, ranks.len() as u64],
-            &[3],
-        )?;
+        let mine = Tensor::from_slice(&self.device, &[u64::from(member), d, ranks.len() as u64], &[3])?;
         let all = Tensor::<D>::zeros(&self.device, crate::DType::U64, &[3 * n])?;
-        self.submit(Call {
-            input: Some(&mine),
-            output: Output::One(&all),
-            ..Call::new(OpKind::Split)
-        })?;
+        self.submit(Call { input: Some(&mine), output: Output::One(&all), ..Call::new(OpKind::Split) })?;
         let split_no = {
             let mut l = self.lock();
             l.splits += 1;
@@ -107,13 +90,6 @@ impl<D: Device> Communicator<D> {
         }
         let pos = ranks.iter().position(|&r| r == self.rank).unwrap_or(0);
         let id = self.shared.id.derive(&[split_no, d]);
-        Communicator::with_config(
-            self.device.clone(),
-            ranks.len(),
-            id,
-            pos,
-            self.shared.config.clone(),
-        )
-        .map(Some)
+        Communicator::with_config(self.device.clone(), ranks.len(), id, pos, self.shared.config.clone()).map(Some)
     }
 }

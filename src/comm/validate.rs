@@ -31,15 +31,7 @@ pub(crate) struct Call<'a, D: Device> {
 
 impl<'a, D: Device> Call<'a, D> {
     pub(crate) fn new(kind: OpKind) -> Self {
-        Call {
-            kind,
-            input: None,
-            output: Output::None,
-            op: None,
-            root: None,
-            peer: None,
-            in_place: false,
-        }
+        Call { kind, input: None, output: Output::None, op: None, root: None, peer: None, in_place: false }
     }
 }
 
@@ -56,11 +48,7 @@ pub(crate) const OUTPUT_ID: usize = 1;
 pub(crate) const LIST_ID: usize = 16;
 
 fn name(call_kind: OpKind, in_place: bool) -> String {
-    if in_place {
-        format!("{} (in place)", call_kind.name())
-    } else {
-        call_kind.name().to_string()
-    }
+    if in_place { format!("{} (in place)", call_kind.name()) } else { call_kind.name().to_string() }
 }
 
 /// Checks `call` for `rank` of `world` on `device`.
@@ -70,11 +58,7 @@ pub(crate) fn validate<'a, D: Device>(
     world: usize,
     device: &D,
 ) -> Result<(OpDesc, Io<'a, D::Buffer>)> {
-    let fail = |msg: String| {
-        CollectiveError::invalid(msg)
-            .with_rank(rank)
-            .with_op(name(call.kind, call.in_place))
-    };
+    let fail = |msg: String| CollectiveError::invalid(msg).with_rank(rank).with_op(name(call.kind, call.in_place));
     let n = world;
     // Ranks.
     for (what, r) in [("root", call.root), ("peer", call.peer)] {
@@ -90,11 +74,7 @@ pub(crate) fn validate<'a, D: Device>(
         if p == rank {
             return Err(fail(format!(
                 "rank {rank} cannot {} itself",
-                if call.kind == OpKind::Send {
-                    "send to"
-                } else {
-                    "receive from"
-                }
+                if call.kind == OpKind::Send { "send to" } else { "receive from" }
             )));
         }
     }
@@ -122,10 +102,7 @@ pub(crate) fn validate<'a, D: Device>(
         match dtype {
             None => dtype = Some(t.dtype()),
             Some(d) if d != t.dtype() => {
-                return Err(fail(format!(
-                    "input and output dtypes differ ({d} vs {})",
-                    t.dtype()
-                )));
+                return Err(fail(format!("input and output dtypes differ ({d} vs {})", t.dtype())));
             }
             _ => {}
         }
@@ -167,9 +144,7 @@ pub(crate) fn validate<'a, D: Device>(
         OpKind::AllGather | OpKind::Split if call.in_place => {
             let total = out_one.unwrap_or(0);
             if total % n != 0 {
-                return Err(fail(format!(
-                    "output has {total} elements, not divisible by the world size {n}"
-                )));
+                return Err(fail(format!("output has {total} elements, not divisible by the world size {n}")));
             }
             total / n
         }
@@ -178,10 +153,7 @@ pub(crate) fn validate<'a, D: Device>(
             match &call.output {
                 Output::List(l) => {
                     if l.len() != n {
-                        return Err(fail(format!(
-                            "output list has {} tensors, expected one per rank ({n})",
-                            l.len()
-                        )));
+                        return Err(fail(format!("output list has {} tensors, expected one per rank ({n})", l.len())));
                     }
                     if let Some((k, t)) = l.iter().enumerate().find(|(_, t)| t.numel() != c) {
                         return Err(fail(format!(
@@ -197,24 +169,16 @@ pub(crate) fn validate<'a, D: Device>(
         OpKind::ReduceScatter => {
             let total = in_n.unwrap_or(0);
             if total % n != 0 {
-                return Err(fail(format!(
-                    "input has {total} elements, not divisible by the world size {n}"
-                )));
+                return Err(fail(format!("input has {total} elements, not divisible by the world size {n}")));
             }
-            let c = if call.in_place {
-                total / n
-            } else {
-                out_one.unwrap_or(0)
-            };
+            let c = if call.in_place { total / n } else { out_one.unwrap_or(0) };
             need("input", in_n, n * c)?;
             c
         }
         OpKind::AllToAll => {
             let total = in_n.unwrap_or(0);
             if total % n != 0 {
-                return Err(fail(format!(
-                    "input has {total} elements, not divisible by the world size {n}"
-                )));
+                return Err(fail(format!("input has {total} elements, not divisible by the world size {n}")));
             }
             need("output", out_one, total)?;
             total / n
@@ -247,37 +211,20 @@ pub(crate) fn validate<'a, D: Device>(
         in_place: call.in_place,
     };
     let size = dtype.size();
-    let contig = |t: &'a Tensor<D>, base: usize, id: usize| Binding::Contig {
-        buf: t.buffer(),
-        base: base * size,
-        id,
-    };
+    let contig = |t: &'a Tensor<D>, base: usize, id: usize| Binding::Contig { buf: t.buffer(), base: base * size, id };
     let input = match call.input {
         None => Binding::Unbound,
-        Some(t) if call.in_place && call.kind == OpKind::AllGather => {
-            contig(t, rank * count, OUTPUT_ID)
-        }
+        Some(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count, OUTPUT_ID),
         Some(t) if call.in_place => contig(t, 0, OUTPUT_ID),
         Some(t) => contig(t, 0, INPUT_ID),
     };
     let output = match &call.output {
         Output::None => Binding::Unbound,
-        Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => {
-            contig(t, rank * count, OUTPUT_ID)
-        }
+        Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => contig(t, rank * count, OUTPUT_ID),
         Output::One(t) => contig(t, 0, OUTPUT_ID),
-        Output::List(l) => Binding::Blocks {
-            bufs: l.iter().map(Tensor::buffer).collect(),
-            block: count * size,
-            id: LIST_ID,
-        },
+        Output::List(l) => {
+            Binding::Blocks { bufs: l.iter().map(Tensor::buffer).collect(), block: count * size, id: LIST_ID }
+        }
     };
-    Ok((
-        desc,
-        Io {
-            input,
-            output,
-            input_elems: in_n.unwrap_or(0),
-        },
-    ))
+    Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0) }))
 }

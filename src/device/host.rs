@@ -92,14 +92,7 @@ impl Device for HostDevice {
         Ok(())
     }
 
-    fn copy(
-        &self,
-        src: &HostMem,
-        src_off: usize,
-        dst: &HostMem,
-        dst_off: usize,
-        len: usize,
-    ) -> Result<()> {
+    fn copy(&self, src: &HostMem, src_off: usize, dst: &HostMem, dst_off: usize, len: usize) -> Result<()> {
         check(src, src_off, len, "copy source")?;
         check(dst, dst_off, len, "copy destination")?;
         if src.same(dst) && src_off == dst_off {
@@ -109,10 +102,7 @@ impl Device for HostDevice {
             return Err(CollectiveError::device("copy between overlapping ranges"));
         }
         // SAFETY: both in range and disjoint (checked above).
-        unsafe {
-            dst.bytes_mut(dst_off, len)
-                .copy_from_slice(src.bytes(src_off, len))
-        };
+        unsafe { dst.bytes_mut(dst_off, len).copy_from_slice(src.bytes(src_off, len)) };
         Ok(())
     }
 
@@ -135,21 +125,47 @@ impl Device for HostDevice {
         let d0 = dst.base() as usize + dst_off;
         let i0 = incoming.as_ptr() as usize;
         if len > 0 && d0 < i0 + len && i0 < d0 + len {
-            return Err(CollectiveError::device(
-                "reduce source overlaps its destination",
-            ));
+            return Err(CollectiveError::device("reduce source overlaps its destination"));
         }
         // SAFETY: ranges are in bounds; `dst` is disjoint from `incoming` and either
         // identical to or disjoint from `acc` (checked above), so the exclusive view does not
         // alias the shared ones.
         unsafe {
             let d = dst.bytes_mut(dst_off, len);
-            let a = if acc.same(dst) && acc_off == dst_off {
-                None
-            } else {
-                Some(acc.bytes(acc_off, len))
-            };
+            let a = if acc.same(dst) && acc_off == dst_off { None } else { Some(acc.bytes(acc_off, len)) };
             kernels::reduce(dtype, combine, d, a, incoming)
+        }
+    }
+
+    fn reduce_host_many(
+        &self,
+        dst: &HostMem,
+        dst_off: usize,
+        acc: &HostMem,
+        acc_off: usize,
+        incoming: &[&[u8]],
+        dtype: DType,
+        combine: Combine,
+    ) -> Result<()> {
+        let Some(len) = incoming.first().map(|s| s.len()) else { return Ok(()) };
+        check(dst, dst_off, len, "reduce destination")?;
+        check(acc, acc_off, len, "reduce accumulator")?;
+        if partial_overlap(acc, acc_off, dst, dst_off, len) {
+            return Err(CollectiveError::device("reduce between overlapping ranges"));
+        }
+        let d0 = dst.base() as usize + dst_off;
+        if incoming
+            .iter()
+            .any(|s| s.len() != len || (len > 0 && d0 < s.as_ptr() as usize + len && (s.as_ptr() as usize) < d0 + len))
+        {
+            return Err(CollectiveError::device("fused reduce sources differ in length or overlap the destination"));
+        }
+        // SAFETY: as in `reduce_host`: in bounds, destination disjoint from every source and
+        // identical to or disjoint from the accumulator.
+        unsafe {
+            let d = dst.bytes_mut(dst_off, len);
+            let a = if acc.same(dst) && acc_off == dst_off { None } else { Some(acc.bytes(acc_off, len)) };
+            kernels::reduce_many(dtype, combine, d, a, incoming)
         }
     }
 
@@ -163,9 +179,7 @@ impl Device for HostDevice {
         dtype: DType,
         scale: Scale,
     ) -> Result<()> {
-        let len = count
-            .checked_mul(dtype.size())
-            .ok_or_else(|| CollectiveError::device("scale length overflows"))?;
+        let len = count.checked_mul(dtype.size()).ok_or_else(|| CollectiveError::device("scale length overflows"))?;
         check(src, src_off, len, "scale source")?;
         check(dst, dst_off, len, "scale destination")?;
         if partial_overlap(src, src_off, dst, dst_off, len) {
@@ -174,11 +188,7 @@ impl Device for HostDevice {
         // SAFETY: in bounds; identical or disjoint ranges (checked above).
         unsafe {
             let d = dst.bytes_mut(dst_off, len);
-            let s = if src.same(dst) && src_off == dst_off {
-                None
-            } else {
-                Some(src.bytes(src_off, len))
-            };
+            let s = if src.same(dst) && src_off == dst_off { None } else { Some(src.bytes(src_off, len)) };
             kernels::scale(dtype, scale, d, s)
         }
     }

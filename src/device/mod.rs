@@ -79,14 +79,7 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// `Device` for out-of-range or overlapping ranges.
-    fn copy(
-        &self,
-        src: &Self::Buffer,
-        src_off: usize,
-        dst: &Self::Buffer,
-        dst_off: usize,
-        len: usize,
-    ) -> Result<()>;
+    fn copy(&self, src: &Self::Buffer, src_off: usize, dst: &Self::Buffer, dst_off: usize, len: usize) -> Result<()>;
 
     /// `dst[i] = combine(acc[i], incoming[i])` for `incoming.len() / dtype.size()` elements,
     /// where `incoming` is host memory (bytes received from a peer). `acc` and `dst` are
@@ -105,6 +98,35 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
         dtype: DType,
         combine: Combine,
     ) -> Result<()>;
+
+    /// `dst[i] = acc[i] ⊕ incoming[0][i] ⊕ incoming[1][i] ⊕ ...`, combined left to right, in
+    /// one pass where the device can (the host device tiles it through L1). The default runs
+    /// [`reduce_host`](Self::reduce_host) once per source.
+    ///
+    /// # Errors
+    /// As [`reduce_host`](Self::reduce_host).
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_host_many(
+        &self,
+        dst: &Self::Buffer,
+        dst_off: usize,
+        acc: &Self::Buffer,
+        acc_off: usize,
+        incoming: &[&[u8]],
+        dtype: DType,
+        combine: Combine,
+    ) -> Result<()> {
+        let mut first = true;
+        for src in incoming {
+            if first {
+                self.reduce_host(dst, dst_off, acc, acc_off, src, dtype, combine)?;
+                first = false;
+            } else {
+                self.reduce_host(dst, dst_off, dst, dst_off, src, dtype, combine)?;
+            }
+        }
+        Ok(())
+    }
 
     /// `dst[i] = scale(src[i])` for `count` elements; `src` and `dst` are the same range or
     /// disjoint.

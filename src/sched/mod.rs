@@ -33,11 +33,7 @@ pub(crate) enum Binding<'a, B> {
     /// (two bindings of the same memory share an id).
     Contig { buf: &'a B, base: usize, id: usize },
     /// One buffer per block of `block` bytes (all_gather into a list of tensors).
-    Blocks {
-        bufs: Vec<&'a B>,
-        block: usize,
-        id: usize,
-    },
+    Blocks { bufs: Vec<&'a B>, block: usize, id: usize },
 }
 
 /// The three slots of a plan.
@@ -85,34 +81,15 @@ impl<B> Bindings<'_, B> {
         };
         let (off, len) = (s.off * size, s.len * size);
         match b {
-            Binding::Contig { buf, base, id } => Ok(Resolved {
-                buf,
-                off: base + off,
-                len,
-                id: *id,
-            }),
+            Binding::Contig { buf, base, id } => Ok(Resolved { buf, off: base + off, len, id: *id }),
             Binding::Blocks { bufs, block, id } => {
-                let (k, inner) = if *block == 0 {
-                    (0, 0)
-                } else {
-                    (off / block, off % block)
-                };
+                let (k, inner) = if *block == 0 { (0, 0) } else { (off / block, off % block) };
                 match bufs.get(k) {
-                    Some(buf) if inner + len <= *block || len == 0 => Ok(Resolved {
-                        buf,
-                        off: inner,
-                        len,
-                        id: id + k,
-                    }),
-                    _ => Err(CollectiveError::protocol(format!(
-                        "plan span {s:?} does not fit the output list"
-                    ))),
+                    Some(buf) if inner + len <= *block || len == 0 => Ok(Resolved { buf, off: inner, len, id: id + k }),
+                    _ => Err(CollectiveError::protocol(format!("plan span {s:?} does not fit the output list"))),
                 }
             }
-            Binding::Unbound => Err(CollectiveError::protocol(format!(
-                "plan uses unbound slot {:?}",
-                s.slot
-            ))),
+            Binding::Unbound => Err(CollectiveError::protocol(format!("plan uses unbound slot {:?}", s.slot))),
         }
     }
 }
@@ -138,19 +115,26 @@ pub(crate) fn execute<D: Device>(
     let result = run.all(plan);
     let result = result.and_then(|()| run.wait_lends(|_| true));
     if let Err(e) = &result {
-        if !matches!(
-            e.kind(),
-            ErrorKind::InvalidArgument | ErrorKind::Unsupported
-        ) {
-            ctx.link.poison(
-                e.clone()
-                    .with_rank(ctx.rank)
-                    .with_op(ctx.fp.desc.to_string())
-                    .with_seq(ctx.seq),
-            );
+        if !matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported) {
+            ctx.link.poison(e.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string()).with_seq(ctx.seq));
         }
     }
     result
+}
+
+/// How many steps from the start of `steps` form a fusable run: receive-reduces from distinct
+/// peers into the same range, each after the first accumulating in place.
+fn fusable_run(steps: &[Step]) -> usize {
+    let Some(&Step::RecvReduce { dst, .. }) = steps.first() else { return 0 };
+    let mut n = 1;
+    while let Some(&Step::RecvReduce { peer, acc, dst: d }) = steps.get(n) {
+        let repeat = steps[..n].iter().any(|s| matches!(*s, Step::RecvReduce { peer: p, .. } if p == peer));
+        if d != dst || acc != dst || repeat {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 struct Run<'r, 'a, D: Device> {
@@ -167,10 +151,16 @@ struct Run<'r, 'a, D: Device> {
 impl<D: Device> Run<'_, '_, D> {
     fn all(&mut self, plan: &Plan) -> Result<()> {
         let size = self.ctx.dtype.size();
-        for (i, step) in plan.steps.iter().enumerate() {
-            trace_event!(rank = self.ctx.rank, step = i, ?step, "step");
-            let _ = i;
-            match *step {
+        let steps = &plan.steps;
+        let mut i = 0;
+        while i < steps.len() {
+            trace_event!(rank = self.ctx.rank, index = i, step = ?steps[i], "step");
+            let fused = fusable_run(&steps[i..]);
+            if fused > 1 && self.recv_reduce_many(&steps[i..i + fused], size)? {
+                i += fused;
+                continue;
+            }
+            match steps[i] {
                 Step::Send { peer, src } => self.send(peer, src, size)?,
                 Step::Recv { peer, dst } => self.recv(peer, dst, None, size)?,
                 Step::RecvReduce { peer, acc, dst } => self.recv(peer, dst, Some(acc), size)?,
@@ -185,82 +175,41 @@ impl<D: Device> Run<'_, '_, D> {
                     let d = self.bufs.resolve(span, size)?;
                     self.wait_hazards(d.id, d.off, d.len)?;
                     let n = self.ctx.world as u64;
-                    self.dev.scale(
-                        d.buf,
-                        d.off,
-                        d.buf,
-                        d.off,
-                        span.len,
-                        self.ctx.dtype,
-                        Scale::DivBy(n),
-                    )?;
+                    self.dev.scale(d.buf, d.off, d.buf, d.off, span.len, self.ctx.dtype, Scale::DivBy(n))?;
                 }
             }
+            i += 1;
         }
-        debug_event!(
-            rank = self.ctx.rank,
-            seq = self.ctx.seq,
-            steps = plan.steps.len(),
-            "plan done"
-        );
+        debug_event!(rank = self.ctx.rank, seq = self.ctx.seq, steps = plan.steps.len(), "plan done");
         Ok(())
     }
 
     fn header(&mut self, peer: Rank) -> Header {
         let index = self.sent[peer];
         self.sent[peer] += 1;
-        Header {
-            seq: self.ctx.seq,
-            p2p: self.ctx.p2p,
-            index,
-            fp: self.ctx.fp,
-        }
+        Header { seq: self.ctx.seq, p2p: self.ctx.p2p, index, fp: self.ctx.fp }
     }
 
     fn send(&mut self, peer: Rank, src: Span, size: usize) -> Result<()> {
         let s = self.bufs.resolve(src, size)?;
         let (region, range) = match self.dev.host_view(s.buf) {
-            Some(mem) => (
-                HostRegion {
-                    mem,
-                    off: s.off,
-                    len: s.len,
-                },
-                Some((s.id, s.off, s.len)),
-            ),
+            Some(mem) => (HostRegion { mem, off: s.off, len: s.len }, Some((s.id, s.off, s.len))),
             None => {
                 let mem = self.send_slot(s.len)?;
                 // SAFETY: the slot is not lent (send_slot only returns released slots) and is
                 // owned by this rank, so nobody else reads or writes it.
-                self.dev
-                    .download(s.buf, s.off, unsafe { mem.bytes_mut(0, s.len) })?;
-                (
-                    HostRegion {
-                        mem,
-                        off: 0,
-                        len: s.len,
-                    },
-                    None,
-                )
+                self.dev.download(s.buf, s.off, unsafe { mem.bytes_mut(0, s.len) })?;
+                (HostRegion { mem, off: 0, len: s.len }, None)
             }
         };
         let header = self.header(peer);
         let ticket = self.ctx.link.send(self.ctx.rank, peer, header, region);
         if range.is_none() {
-            if let Some(slot) = self
-                .stage
-                .send
-                .iter_mut()
-                .find(|x| x.held_by.is_none() && x.mem.len() >= s.len)
-            {
+            if let Some(slot) = self.stage.send.iter_mut().find(|x| x.held_by.is_none() && x.mem.len() >= s.len) {
                 slot.held_by = Some((peer, ticket));
             }
         }
-        self.lends.push(Lend {
-            peer,
-            ticket,
-            range,
-        });
+        self.lends.push(Lend { peer, ticket, range });
         Ok(())
     }
 
@@ -276,12 +225,7 @@ impl<D: Device> Run<'_, '_, D> {
                     }
                 }
             }
-            if let Some(slot) = self
-                .stage
-                .send
-                .iter()
-                .find(|x| x.held_by.is_none() && x.mem.len() >= len)
-            {
+            if let Some(slot) = self.stage.send.iter().find(|x| x.held_by.is_none() && x.mem.len() >= len) {
                 return Ok(slot.mem.clone());
             }
             if let Some(slot) = self.stage.send.iter_mut().find(|x| x.held_by.is_none()) {
@@ -289,10 +233,7 @@ impl<D: Device> Run<'_, '_, D> {
                 return Ok(slot.mem.clone());
             }
             if self.stage.send.len() < MAX_SEND_SLOTS {
-                self.stage.send.push(SendSlot {
-                    mem: HostMem::zeroed(len),
-                    held_by: None,
-                });
+                self.stage.send.push(SendSlot { mem: HostMem::zeroed(len), held_by: None });
                 continue;
             }
             let Some((p, t)) = self.stage.send.first().and_then(|s| s.held_by) else {
@@ -310,28 +251,19 @@ impl<D: Device> Run<'_, '_, D> {
             let what = move || format!("rank {peer} to send message {index} of this op");
             self.wait_for(peer, &what, &mut || link.has_message(me, peer))?;
         }
-        let msg = link.peek(me, peer).ok_or_else(|| {
-            CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer)
-        })?;
+        let msg = link
+            .peek(me, peer)
+            .ok_or_else(|| CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer))?;
         self.check_header(peer, &msg.header)?;
         let d = self.bufs.resolve(dst, size)?;
-        if msg.region.len != d.len || !msg.region.mem.check(msg.region.off, msg.region.len) {
-            return Err(CollectiveError::protocol(format!(
-                "rank {peer} sent {} bytes where {} were expected",
-                msg.region.len, d.len
-            ))
-            .with_peer(peer));
-        }
+        self.check_len(peer, &msg.region, d.len)?;
         self.received[peer] += 1;
         let hazard = d.len > 0 && self.hazard(d.id, d.off, d.len);
         let (mem, off) = if hazard {
             let st = self.stage.recv(d.len);
             // SAFETY: the peer does not write a lent range before we release it, and the
             // staging block is this rank's own and not lent.
-            unsafe {
-                st.bytes_mut(0, d.len)
-                    .copy_from_slice(msg.region.mem.bytes(msg.region.off, d.len))
-            };
+            unsafe { st.bytes_mut(0, d.len).copy_from_slice(msg.region.mem.bytes(msg.region.off, d.len)) };
             link.release(me, peer);
             self.wait_hazards(d.id, d.off, d.len)?;
             (st, 0)
@@ -345,19 +277,57 @@ impl<D: Device> Run<'_, '_, D> {
             None => self.dev.upload(d.buf, d.off, bytes)?,
             Some(a) => {
                 let a = self.bufs.resolve(a, size)?;
-                self.dev.reduce_host(
-                    d.buf,
-                    d.off,
-                    a.buf,
-                    a.off,
-                    bytes,
-                    self.ctx.dtype,
-                    self.ctx.combine,
-                )?;
+                self.dev.reduce_host(d.buf, d.off, a.buf, a.off, bytes, self.ctx.dtype, self.ctx.combine)?;
             }
         }
         if !hazard {
             link.release(me, peer);
+        }
+        Ok(())
+    }
+
+    /// Runs a run of receive-reduces into one range as one fused kernel: waits for every
+    /// message, checks each, reduces all sources in one pass, then releases them. Returns
+    /// `false` (having consumed nothing) when the destination is still lent out, so that the
+    /// caller falls back to one step at a time.
+    fn recv_reduce_many(&mut self, run: &[Step], size: usize) -> Result<bool> {
+        let Step::RecvReduce { acc: first_acc, dst, .. } = run[0] else { return Ok(false) };
+        let d = self.bufs.resolve(dst, size)?;
+        if d.len > 0 && self.hazard(d.id, d.off, d.len) {
+            return Ok(false);
+        }
+        let (me, link) = (self.ctx.rank, self.ctx.link);
+        let mut regions = Vec::with_capacity(run.len());
+        for step in run {
+            let Step::RecvReduce { peer, .. } = *step else { return Ok(false) };
+            if !link.has_message(me, peer) {
+                let index = self.received[peer];
+                let what = move || format!("rank {peer} to send message {index} of this op");
+                self.wait_for(peer, &what, &mut || link.has_message(me, peer))?;
+            }
+            let msg = link
+                .peek(me, peer)
+                .ok_or_else(|| CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer))?;
+            self.check_header(peer, &msg.header)?;
+            self.check_len(peer, &msg.region, d.len)?;
+            regions.push((peer, msg.region));
+        }
+        let a = self.bufs.resolve(first_acc, size)?;
+        // SAFETY: each region is lent to this rank and not written by its owner until released.
+        let srcs: Vec<&[u8]> = regions.iter().map(|(_, r)| unsafe { r.mem.bytes(r.off, r.len) }).collect();
+        let out = self.dev.reduce_host_many(d.buf, d.off, a.buf, a.off, &srcs, self.ctx.dtype, self.ctx.combine);
+        drop(srcs);
+        for (peer, _) in &regions {
+            self.received[*peer] += 1;
+            link.release(me, *peer);
+        }
+        out.map(|()| true)
+    }
+
+    fn check_len(&self, peer: Rank, region: &HostRegion, want: usize) -> Result<()> {
+        if region.len != want || !region.mem.check(region.off, region.len) {
+            return Err(CollectiveError::protocol(format!("rank {peer} sent {} bytes where {want} were expected", region.len))
+                .with_peer(peer));
         }
         Ok(())
     }
@@ -377,10 +347,7 @@ impl<D: Device> Run<'_, '_, D> {
             };
             return Err(CollectiveError::new(
                 ErrorKind::Mismatch,
-                format!(
-                    "rank {peer} called {theirs}, but rank {} called {ours}",
-                    c.rank
-                ),
+                format!("rank {peer} called {theirs}, but rank {} called {ours}", c.rank),
             )
             .with_peer(peer));
         }
@@ -394,10 +361,12 @@ impl<D: Device> Run<'_, '_, D> {
         Ok(())
     }
 
+    /// Whether an unreleased lend overlaps the range.
     fn hazard(&self, id: usize, off: usize, len: usize) -> bool {
+        let (link, me) = (self.ctx.link, self.ctx.rank);
         self.lends.iter().any(|l| {
-            l.range
-                .is_some_and(|(i, o, n)| i == id && n > 0 && o < off + len && off < o + n)
+            l.range.is_some_and(|(i, o, n)| i == id && n > 0 && o < off + len && off < o + n)
+                && !link.is_released(me, l.peer, l.ticket)
         })
     }
 
@@ -406,26 +375,17 @@ impl<D: Device> Run<'_, '_, D> {
         if len == 0 {
             return Ok(());
         }
-        self.wait_lends(|l| {
-            l.range
-                .is_some_and(|(i, o, n)| i == id && n > 0 && o < off + len && off < o + n)
-        })
+        self.wait_lends(|l| l.range.is_some_and(|(i, o, n)| i == id && n > 0 && o < off + len && off < o + n))
     }
 
     /// Waits for every lend selected by `which`; forgets the released ones.
     fn wait_lends(&mut self, which: impl Fn(&Lend) -> bool) -> Result<()> {
-        let pending: Vec<(Rank, u64)> = self
-            .lends
-            .iter()
-            .filter(|l| which(l))
-            .map(|l| (l.peer, l.ticket))
-            .collect();
+        let pending: Vec<(Rank, u64)> = self.lends.iter().filter(|l| which(l)).map(|l| (l.peer, l.ticket)).collect();
         for (p, t) in pending {
             self.wait_released(p, t)?;
         }
         let (link, me) = (self.ctx.link, self.ctx.rank);
-        self.lends
-            .retain(|l| !link.is_released(me, l.peer, l.ticket));
+        self.lends.retain(|l| !link.is_released(me, l.peer, l.ticket));
         Ok(())
     }
 
@@ -438,12 +398,7 @@ impl<D: Device> Run<'_, '_, D> {
         self.wait_for(peer, &what, &mut || link.is_released(me, peer, ticket))
     }
 
-    fn wait_for(
-        &mut self,
-        peer: Rank,
-        what: &dyn Fn() -> String,
-        ready: &mut dyn FnMut() -> bool,
-    ) -> Result<()> {
+    fn wait_for(&mut self, peer: Rank, what: &dyn Fn() -> String, ready: &mut dyn FnMut() -> bool) -> Result<()> {
         let c = self.ctx;
         let noted = &mut self.noted_wait;
         let mut slow = || -> Result<()> {
@@ -477,19 +432,13 @@ impl<D: Device> Run<'_, '_, D> {
             }
             WaitOutcome::TimedOut => Err(CollectiveError::new(
                 ErrorKind::Timeout,
-                format!(
-                    "gave up at the op's deadline waiting for {}; rank {peer} never got there",
-                    what()
-                ),
+                format!("gave up at the op's deadline waiting for {}; rank {peer} never got there", what()),
             )
             .with_peer(peer)
             .with_report(c.board.report(c.comm_name))),
             WaitOutcome::PeerGone => Err(CollectiveError::new(
                 ErrorKind::PeerLost,
-                format!(
-                    "rank {peer} dropped its communicator while this rank waited for {}",
-                    what()
-                ),
+                format!("rank {peer} dropped its communicator while this rank waited for {}", what()),
             )
             .with_peer(peer)),
             WaitOutcome::Poisoned => Err(match c.link.poisoned() {

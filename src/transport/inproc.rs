@@ -51,10 +51,7 @@ impl Fabric {
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, region: HostRegion) -> u64 {
         let b = self.mailbox(from, to);
-        b.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back((header, region));
+        b.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back((header, region));
         let ticket = b.sent.fetch_add(1, Ordering::SeqCst) + 1;
         self.events[to].ring();
         ticket
@@ -69,23 +66,13 @@ impl Fabric {
         if !self.has_message(me, from) {
             return None;
         }
-        let q = self
-            .mailbox(from, me)
-            .queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        q.front().map(|(h, r)| Message {
-            header: *h,
-            region: r.clone(),
-        })
+        let q = self.mailbox(from, me).queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.front().map(|(h, r)| Message { header: *h, region: r.clone() })
     }
 
     pub(super) fn release(&self, me: Rank, from: Rank) {
         let b = self.mailbox(from, me);
-        b.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front();
+        b.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
         b.released.fetch_add(1, Ordering::SeqCst);
         self.events[from].ring();
     }
@@ -105,11 +92,7 @@ impl Fabric {
         let stop = || {
             if self.failed.load(Ordering::SeqCst) {
                 Some(WaitOutcome::Poisoned)
-            } else if self
-                .departed
-                .get(peer)
-                .is_some_and(|d| d.load(Ordering::SeqCst))
-            {
+            } else if self.departed.get(peer).is_some_and(|d| d.load(Ordering::SeqCst)) {
                 Some(WaitOutcome::PeerGone)
             } else {
                 None
@@ -133,10 +116,7 @@ impl Fabric {
         if !self.failed.load(Ordering::SeqCst) {
             return None;
         }
-        self.poison
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.poison.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub(super) fn depart(&self, rank: Rank) {

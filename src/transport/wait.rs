@@ -86,10 +86,7 @@ impl Event {
                 continue;
             }
             let slice = PARK_SLICE.min(deadline.saturating_duration_since(now));
-            let (g, _) = self
-                .cv
-                .wait_timeout(g, slice)
-                .unwrap_or_else(|e| e.into_inner());
+            let (g, _) = self.cv.wait_timeout(g, slice).unwrap_or_else(|e| e.into_inner());
             self.parked.fetch_sub(1, Ordering::SeqCst);
             drop(g);
         }
