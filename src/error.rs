@@ -81,6 +81,12 @@ pub struct ErrorContext {
 /// ```
 #[derive(Clone, Debug)]
 pub struct CollectiveError {
+    // Boxed so that `Result<T, CollectiveError>` stays one pointer wide on the happy path.
+    inner: Box<Inner>,
+}
+
+#[derive(Clone, Debug)]
+struct Inner {
     kind: ErrorKind,
     message: String,
     context: ErrorContext,
@@ -94,76 +100,90 @@ pub type Result<T, E = CollectiveError> = std::result::Result<T, E>;
 impl CollectiveError {
     /// A new error of `kind` with a human-readable message.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        CollectiveError { kind, message: message.into(), context: ErrorContext::default(), report: None, source: None }
+        CollectiveError {
+            inner: Box::new(Inner {
+                kind,
+                message: message.into(),
+                context: ErrorContext::default(),
+                report: None,
+                source: None,
+            }),
+        }
     }
 
     /// Who is at fault.
     pub fn kind(&self) -> ErrorKind {
-        self.kind
+        self.inner.kind
     }
 
     /// The message without context.
     pub fn message(&self) -> &str {
-        &self.message
+        &self.inner.message
     }
 
     /// Where it happened.
     pub fn context(&self) -> &ErrorContext {
-        &self.context
+        &self.inner.context
     }
 
     /// The flight recorder's view of every rank at the time of a hang, when known.
     pub fn report(&self) -> Option<&str> {
-        self.report.as_deref()
+        self.inner.report.as_deref()
     }
 
     /// Sets the reporting rank (kept if already set).
     pub fn with_rank(mut self, rank: Rank) -> Self {
-        self.context.rank.get_or_insert(rank);
+        self.inner.context.rank.get_or_insert(rank);
         self
     }
 
     /// Sets the peer involved (kept if already set).
     pub fn with_peer(mut self, peer: Rank) -> Self {
-        self.context.peer.get_or_insert(peer);
+        self.inner.context.peer.get_or_insert(peer);
         self
     }
 
     /// Sets the operation (kept if already set).
     pub fn with_op(mut self, op: impl Into<String>) -> Self {
-        if self.context.op.is_none() {
-            self.context.op = Some(op.into());
+        if self.inner.context.op.is_none() {
+            self.inner.context.op = Some(op.into());
         }
         self
     }
 
     /// Sets the op sequence number (kept if already set).
     pub fn with_seq(mut self, seq: u64) -> Self {
-        self.context.seq.get_or_insert(seq);
+        self.inner.context.seq.get_or_insert(seq);
         self
     }
 
     /// Attaches a multi-line report (flight recorder) shown after the message.
     pub fn with_report(mut self, report: impl Into<String>) -> Self {
-        self.report = Some(report.into());
+        self.inner.report = Some(report.into());
         self
     }
 
     /// Attaches the underlying cause.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Arc::new(source));
+        self.inner.source = Some(Arc::new(source));
         self
     }
 
     /// How `rank` reports an error another rank hit first (same kind, the original message
     /// quoted, the original peer kept).
     pub(crate) fn relayed(&self, rank: Rank) -> Self {
-        let origin =
-            self.context.rank.filter(|&r| r != rank).map(|r| format!("rank {r} failed first: ")).unwrap_or_default();
-        let op = self.context.op.as_deref().map(|o| format!("in {o}: ")).unwrap_or_default();
-        let mut out = CollectiveError::new(self.kind, format!("{origin}{op}{}", self.message)).with_rank(rank);
-        out.context.peer = self.context.peer;
-        out.report = self.report.clone();
+        let origin = self
+            .inner
+            .context
+            .rank
+            .filter(|&r| r != rank)
+            .map(|r| format!("rank {r} failed first: "))
+            .unwrap_or_default();
+        let op = self.inner.context.op.as_deref().map(|o| format!("in {o}: ")).unwrap_or_default();
+        let mut out =
+            CollectiveError::new(self.inner.kind, format!("{origin}{op}{}", self.inner.message)).with_rank(rank);
+        out.inner.context.peer = self.inner.context.peer;
+        out.inner.report = self.inner.report.clone();
         out
     }
 
@@ -184,7 +204,7 @@ impl CollectiveError {
     }
 
     fn hint(&self) -> &'static str {
-        match self.kind {
+        match self.inner.kind {
             ErrorKind::InvalidArgument => "fix the arguments on this rank; the communicator is still usable",
             ErrorKind::Mismatch => {
                 "every rank must issue the same collectives, with the same counts, dtypes, reduce ops and roots, in the same order"
@@ -204,7 +224,7 @@ impl CollectiveError {
 
 impl fmt::Display for CollectiveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.context;
+        let c = &self.inner.context;
         if let Some(r) = c.rank {
             write!(f, "rank {r}: ")?;
         }
@@ -215,12 +235,12 @@ impl fmt::Display for CollectiveError {
             }
             f.write_str(": ")?;
         }
-        write!(f, "{}: {}", self.kind, self.message)?;
+        write!(f, "{}: {}", self.inner.kind, self.inner.message)?;
         if let Some(p) = c.peer {
             write!(f, " [peer: rank {p}]")?;
         }
         write!(f, ". What to do: {}.", self.hint())?;
-        if let Some(r) = &self.report {
+        if let Some(r) = &self.inner.report {
             write!(f, "\n{r}")?;
         }
         Ok(())
@@ -229,7 +249,7 @@ impl fmt::Display for CollectiveError {
 
 impl std::error::Error for CollectiveError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.inner.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 

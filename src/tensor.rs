@@ -166,7 +166,7 @@ impl<D: Device> Tensor<D> {
     /// `InvalidArgument` when the buffer is smaller than `shape` of `dtype` needs.
     pub fn from_buffer(device: &D, buf: D::Buffer, dtype: DType, shape: &[usize]) -> Result<Self> {
         let numel = numel_of(shape)?;
-        let need = numel.checked_mul(dtype.size()).unwrap_or(usize::MAX);
+        let need = numel.saturating_mul(dtype.size());
         if device.len(&buf) < need {
             return Err(CollectiveError::invalid(format!(
                 "buffer of {} bytes is too small for {shape:?} x {dtype}",

@@ -16,8 +16,7 @@ use crate::types::Rank;
 /// order, so results are deterministic), starting from `acc`; then `after(chunk)`.
 fn reduce_from_all(
     steps: &mut Vec<Step>,
-    r: Rank,
-    n: usize,
+    (r, n): (Rank, usize),
     acc: Span,
     dst: Span,
     chunk: usize,
@@ -63,7 +62,7 @@ pub(super) fn all_reduce(r: Rank, n: usize, count: usize, chunk: usize, avg: boo
         let k = (r + s) % n;
         lend(&mut steps, k, seg(Slot::Input, k), chunk);
     }
-    reduce_from_all(&mut steps, r, n, seg(Slot::Input, r), seg(Slot::Output, r), chunk, avg, true);
+    reduce_from_all(&mut steps, (r, n), seg(Slot::Input, r), seg(Slot::Output, r), chunk, avg, true);
     for s in 1..n {
         let k = sub_mod(r, s, n);
         for (o, l) in chunks(seg(Slot::Output, k).off, seg(Slot::Output, k).len, chunk) {
@@ -89,7 +88,7 @@ pub(super) fn reduce_scatter(r: Rank, n: usize, count: usize, chunk: usize, avg:
         let k = (r + s) % n;
         lend(&mut steps, k, block(k), chunk);
     }
-    reduce_from_all(&mut steps, r, n, block(r), out, chunk, avg, false);
+    reduce_from_all(&mut steps, (r, n), block(r), out, chunk, avg, false);
     steps
 }
 

@@ -80,7 +80,7 @@ pub(super) fn recursive_doubling(r: Rank, n: usize, count: usize, avg: bool) -> 
     let p = if n.is_power_of_two() { n } else { n.next_power_of_two() / 2 };
     let extra = n - p;
     let mut steps = Vec::new();
-    if r < 2 * extra && r % 2 == 0 {
+    if r < 2 * extra && r.is_multiple_of(2) {
         steps.push(Step::Send { peer: r + 1, src: all(Slot::Input) });
         steps.push(Step::Recv { peer: r + 1, dst: all(Slot::Output) });
         return steps;

@@ -313,8 +313,10 @@ fn next_seq<D: Device>(local: &mut Local<D>, desc: &OpDesc) -> u64 {
 }
 
 /// Makes `slot` hold a buffer of at least `bytes` (reused across ops, grown when needed).
+/// Even for 0 bytes: plans of empty ops still name zero-length scratch spans, which must
+/// resolve to a bound buffer.
 fn ensure<D: Device>(dev: &D, slot: &mut Option<D::Buffer>, bytes: usize) -> Result<()> {
-    if bytes == 0 || slot.as_ref().is_some_and(|b| dev.len(b) >= bytes) {
+    if slot.as_ref().is_some_and(|b| dev.len(b) >= bytes) {
         return Ok(());
     }
     *slot = Some(dev.alloc(bytes)?);

@@ -62,26 +62,24 @@ pub(crate) fn validate<'a, D: Device>(
     let n = world;
     // Ranks.
     for (what, r) in [("root", call.root), ("peer", call.peer)] {
-        if let Some(r) = r {
-            if r >= n {
-                return Err(fail(format!(
-                    "{what} {r} is out of range for a communicator of {n} ranks (valid: 0..{n})"
-                )));
-            }
+        if let Some(r) = r
+            && r >= n
+        {
+            return Err(fail(format!("{what} {r} is out of range for a communicator of {n} ranks (valid: 0..{n})")));
         }
     }
-    if let Some(p) = call.peer {
-        if p == rank {
-            return Err(fail(format!(
-                "rank {rank} cannot {} itself",
-                if call.kind == OpKind::Send { "send to" } else { "receive from" }
-            )));
-        }
+    if let Some(p) = call.peer
+        && p == rank
+    {
+        return Err(fail(format!(
+            "rank {rank} cannot {} itself",
+            if call.kind == OpKind::Send { "send to" } else { "receive from" }
+        )));
     }
-    if let Some(ReduceOp::PreMulSum(s)) = call.op {
-        if !s.is_finite() {
-            return Err(fail(format!("PreMulSum scalar {s} is not finite")));
-        }
+    if let Some(ReduceOp::PreMulSum(s)) = call.op
+        && !s.is_finite()
+    {
+        return Err(fail(format!("PreMulSum scalar {s} is not finite")));
     }
     // Devices and dtypes.
     let outs: Vec<&Tensor<D>> = match &call.output {
@@ -168,7 +166,7 @@ pub(crate) fn validate<'a, D: Device>(
         }
         OpKind::ReduceScatter => {
             let total = in_n.unwrap_or(0);
-            if total % n != 0 {
+            if !total.is_multiple_of(n) {
                 return Err(fail(format!("input has {total} elements, not divisible by the world size {n}")));
             }
             let c = if call.in_place { total / n } else { out_one.unwrap_or(0) };
@@ -177,7 +175,7 @@ pub(crate) fn validate<'a, D: Device>(
         }
         OpKind::AllToAll => {
             let total = in_n.unwrap_or(0);
-            if total % n != 0 {
+            if !total.is_multiple_of(n) {
                 return Err(fail(format!("input has {total} elements, not divisible by the world size {n}")));
             }
             need("output", out_one, total)?;

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::{Device, kernels};
+use super::{Device, kernels, stream};
 use crate::error::{CollectiveError, Result};
 use crate::mem::HostMem;
 use crate::types::{Combine, DType, Scale};
@@ -81,7 +81,7 @@ impl Device for HostDevice {
     fn upload(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
         check(dst, off, src.len(), "upload")?;
         // SAFETY: in range; the scheduler never writes a range that is lent or being read.
-        unsafe { dst.bytes_mut(off, src.len()) }.copy_from_slice(src);
+        stream::copy(unsafe { dst.bytes_mut(off, src.len()) }, src);
         Ok(())
     }
 
@@ -102,7 +102,7 @@ impl Device for HostDevice {
             return Err(CollectiveError::device("copy between overlapping ranges"));
         }
         // SAFETY: both in range and disjoint (checked above).
-        unsafe { dst.bytes_mut(dst_off, len).copy_from_slice(src.bytes(src_off, len)) };
+        unsafe { stream::copy(dst.bytes_mut(dst_off, len), src.bytes(src_off, len)) };
         Ok(())
     }
 

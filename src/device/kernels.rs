@@ -3,11 +3,12 @@
 
 use half::{bf16, f16};
 
+use super::stream;
 use crate::error::{CollectiveError, Result};
 use crate::types::{Combine, DType, Scale};
 
 /// Arithmetic a reduction kernel needs from an element type.
-trait Arith: Copy + bytemuck_free::Plain {
+trait Arith: Copy + Default + bytemuck_free::Plain {
     fn add(a: Self, b: Self) -> Self;
     fn mul(a: Self, b: Self) -> Self;
     fn min(a: Self, b: Self) -> Self;
@@ -40,13 +41,32 @@ macro_rules! float_arith {
             }
             #[inline(always)]
             fn min(a: Self, b: Self) -> Self {
-                // Symmetric in its arguments (min(+0, -0) is -0 either way), so ranks that
-                // combine the same pair in opposite order get the same bits.
-                if b < a || (b == a && b.is_sign_negative()) { b } else { a }
+                // Symmetric in its arguments, so ranks that combine the same pair in opposite
+                // order get the same bits: equal values (+0 and -0) and NaNs merge their bits
+                // (min(+0, -0) = -0, and a NaN stays a NaN).
+                let merged = <$t>::from_bits(a.to_bits() | b.to_bits());
+                if a < b {
+                    a
+                } else if b < a {
+                    b
+                } else {
+                    merged
+                }
             }
             #[inline(always)]
             fn max(a: Self, b: Self) -> Self {
-                if b > a || (b == a && a.is_sign_negative()) { b } else { a }
+                let merged = if a == b {
+                    <$t>::from_bits(a.to_bits() & b.to_bits())
+                } else {
+                    <$t>::from_bits(a.to_bits() | b.to_bits())
+                };
+                if a > b {
+                    a
+                } else if b > a {
+                    b
+                } else {
+                    merged
+                }
             }
             #[inline(always)]
             fn div_n(a: Self, n: u64) -> Self {
@@ -139,6 +159,16 @@ int_arith!(u32);
 int_arith!(i64);
 int_arith!(u64);
 
+fn as_bytes<T: Arith>(v: &[T]) -> &[u8] {
+    // SAFETY: `T: Plain` has no padding, so all its bytes are initialised.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+fn as_bytes_mut<T: Arith>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: `T: Plain`: any bytes written are a valid `T`.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
 fn view<T: Arith>(b: &[u8]) -> Result<&[T]> {
     // SAFETY: `T: Plain`, so any bytes are valid `T`s; `align_to` only yields the aligned
     // middle part, and we reject inputs where that is not all of it.
@@ -177,13 +207,6 @@ fn zip_with<T: Arith>(dst: &mut [T], acc: Option<&[T]>, src: &[T], f: impl Fn(T,
     }
 }
 
-fn reduce_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, src: &[u8], combine: Combine) -> Result<()> {
-    let d = view_mut::<T>(dst)?;
-    let a = acc.map(view::<T>).transpose()?;
-    zip_dispatch(d, a, view::<T>(src)?, combine);
-    Ok(())
-}
-
 /// Elements per tile of the fused multi-source reduction (16 KiB of f32: stays in L1).
 const TILE: usize = 4096;
 
@@ -191,14 +214,83 @@ fn reduce_many_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]
     let d = view_mut::<T>(dst)?;
     let a = acc.map(view::<T>).transpose()?;
     let s: Vec<&[T]> = srcs.iter().map(|x| view::<T>(x)).collect::<Result<_>>()?;
+    // Large destinations: reduce each tile into an L1-resident buffer, then stream it out
+    // with non-temporal stores (no read-for-ownership of the destination).
+    let streaming = std::mem::size_of_val(d) >= stream::STREAM_MIN_BYTES;
+    let mut tmp = [T::default(); TILE];
     let mut start = 0;
     while start < d.len() {
         let end = (start + TILE).min(d.len());
-        let dt = &mut d[start..end];
+        let w = end - start;
         for (i, src) in s.iter().enumerate() {
-            let acc_tile = if i == 0 { a.map(|a| &a[start..end]) } else { None };
-            zip_dispatch(dt, acc_tile, &src[start..end], combine);
+            let src = &src[start..end];
+            match (i, streaming) {
+                (0, true) => {
+                    zip_dispatch(&mut tmp[..w], Some(a.map_or(&d[start..end], |a| &a[start..end])), src, combine)
+                }
+                (_, true) => zip_dispatch(&mut tmp[..w], None, src, combine),
+                (0, false) => zip_dispatch(&mut d[start..end], a.map(|a| &a[start..end]), src, combine),
+                (_, false) => zip_dispatch(&mut d[start..end], None, src, combine),
+            }
         }
+        if streaming {
+            stream::copy(as_bytes_mut(&mut d[start..end]), as_bytes(&tmp[..w]));
+        }
+        start = end;
+    }
+    Ok(())
+}
+
+/// 16-bit floats, combined in `f32`: each tile is widened with the `half` crate's slice
+/// conversions (SIMD where the CPU has them), reduced over every source, and rounded once.
+trait Half: Arith {
+    fn widen(src: &[Self], dst: &mut [f32]);
+    fn narrow(src: &[f32], dst: &mut [Self]);
+}
+
+impl Half for f16 {
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst);
+    }
+    fn narrow(src: &[f32], dst: &mut [Self]) {
+        half::slice::HalfFloatSliceExt::convert_from_f32_slice(dst, src);
+    }
+}
+
+// bfloat16 is the top half of an f32: widening is a shift, narrowing rounds to nearest even
+// (NaNs stay quiet NaNs). Written as plain loops, which vectorise.
+impl Half for bf16 {
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f32::from_bits(u32::from(s.to_bits()) << 16);
+        }
+    }
+    fn narrow(src: &[f32], dst: &mut [Self]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            let b = s.to_bits();
+            let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+            let nan = ((b >> 16) as u16) | 0x40;
+            *d = bf16::from_bits(if s.is_nan() { nan } else { rounded });
+        }
+    }
+}
+
+fn reduce_many_half<H: Half>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]], combine: Combine) -> Result<()> {
+    let d = view_mut::<H>(dst)?;
+    let a = acc.map(view::<H>).transpose()?;
+    let s: Vec<&[H]> = srcs.iter().map(|x| view::<H>(x)).collect::<Result<_>>()?;
+    const HT: usize = 1024;
+    let (mut t_acc, mut t_src) = ([0f32; HT], [0f32; HT]);
+    let mut start = 0;
+    while start < d.len() {
+        let end = (start + HT).min(d.len());
+        let w = end - start;
+        H::widen(a.map_or(&d[start..end], |a| &a[start..end]), &mut t_acc[..w]);
+        for src in &s {
+            H::widen(&src[start..end], &mut t_src[..w]);
+            zip_dispatch::<f32>(&mut t_acc[..w], None, &t_src[..w], combine);
+        }
+        H::narrow(&t_acc[..w], &mut d[start..end]);
         start = end;
     }
     Ok(())
@@ -251,14 +343,7 @@ macro_rules! by_dtype {
 
 /// `dst = combine(acc or dst, src)` element-wise; lengths must agree.
 pub(crate) fn reduce(dtype: DType, combine: Combine, dst: &mut [u8], acc: Option<&[u8]>, src: &[u8]) -> Result<()> {
-    if dst.len() != src.len() || acc.is_some_and(|a| a.len() != dst.len()) || dst.len() % dtype.size() != 0 {
-        return Err(CollectiveError::device(format!(
-            "reduce kernel got mismatched lengths (dst {}, src {}) for {dtype}",
-            dst.len(),
-            src.len()
-        )));
-    }
-    by_dtype!(dtype, reduce_typed, dst, acc, src, combine)
+    reduce_many(dtype, combine, dst, acc, &[src])
 }
 
 /// `dst = combine(acc or dst, srcs[0], srcs[1], ...)` element-wise, left to right, tiled.
@@ -271,16 +356,20 @@ pub(crate) fn reduce_many(
 ) -> Result<()> {
     if srcs.iter().any(|x| x.len() != dst.len())
         || acc.is_some_and(|a| a.len() != dst.len())
-        || dst.len() % dtype.size() != 0
+        || !dst.len().is_multiple_of(dtype.size())
     {
         return Err(CollectiveError::device(format!("fused reduce kernel got mismatched lengths for {dtype}")));
     }
-    by_dtype!(dtype, reduce_many_typed, dst, acc, srcs, combine)
+    match dtype {
+        DType::F16 => reduce_many_half::<f16>(dst, acc, srcs, combine),
+        DType::BF16 => reduce_many_half::<bf16>(dst, acc, srcs, combine),
+        _ => by_dtype!(dtype, reduce_many_typed, dst, acc, srcs, combine),
+    }
 }
 
 /// `dst = scale(src or dst)` element-wise.
 pub(crate) fn scale(dtype: DType, scale: Scale, dst: &mut [u8], src: Option<&[u8]>) -> Result<()> {
-    if src.is_some_and(|s| s.len() != dst.len()) || dst.len() % dtype.size() != 0 {
+    if src.is_some_and(|s| s.len() != dst.len()) || !dst.len().is_multiple_of(dtype.size()) {
         return Err(CollectiveError::device(format!("scale kernel got mismatched lengths for {dtype}")));
     }
     by_dtype!(dtype, scale_typed, dst, src, scale)
@@ -348,5 +437,48 @@ mod tests {
         let s = aligned(&[0; 4]);
         assert!(unsafe { reduce(DType::F32, Combine::Sum, d.bytes_mut(0, 8), None, s.bytes(0, 4),) }.is_err());
         assert!(unsafe { reduce(DType::F32, Combine::Sum, d.bytes_mut(0, 3), None, s.bytes(0, 3),) }.is_err());
+    }
+
+    #[test]
+    fn fused_reduce_streams_large_outputs_exactly() {
+        // Large enough for the non-temporal path, odd length so the tail is exercised.
+        let n = stream::STREAM_MIN_BYTES / 4 + 4099;
+        let mk = |k: u32| aligned(&bytes(&(0..n as u32).map(|i| ((i + k) % 13) as f32).collect::<Vec<_>>()));
+        let (a, s1, s2, s3) = (mk(0), mk(1), mk(2), mk(3));
+        let len = 4 * n;
+        let out = aligned(&vec![0u8; len]);
+        let srcs = unsafe { [s1.bytes(0, len), s2.bytes(0, len), s3.bytes(0, len)] };
+        unsafe { reduce_many(DType::F32, Combine::Sum, out.bytes_mut(0, len), Some(a.bytes(0, len)), &srcs) }.unwrap();
+        let want: Vec<f32> = (0..n as u32).map(|i| (0..4).map(|k| ((i + k) % 13) as f32).sum()).collect();
+        assert_eq!(unsafe { out.bytes(0, len) }, &bytes(&want)[..]);
+        // In place (no separate accumulator).
+        unsafe { reduce_many(DType::F32, Combine::Max, a.bytes_mut(0, len), None, &srcs) }.unwrap();
+        let want: Vec<f32> = (0..n as u32).map(|i| (0..4).map(|k| ((i + k) % 13) as f32).fold(0.0, f32::max)).collect();
+        assert_eq!(unsafe { a.bytes(0, len) }, &bytes(&want)[..]);
+    }
+
+    #[test]
+    fn bf16_narrowing_matches_the_half_crate() {
+        let mut x = 0x3f80_0000u32;
+        let vals: Vec<f32> = (0..20000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                f32::from_bits(x)
+            })
+            .chain([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, 1.0 + f32::EPSILON])
+            .filter(|v| !v.is_nan())
+            .collect();
+        let mut ours = vec![bf16::ZERO; vals.len()];
+        <bf16 as Half>::narrow(&vals, &mut ours);
+        for (v, o) in vals.iter().zip(&ours) {
+            assert_eq!(o.to_bits(), bf16::from_f32(*v).to_bits(), "{v:e}");
+        }
+        let mut back = vec![0f32; ours.len()];
+        <bf16 as Half>::widen(&ours, &mut back);
+        for (o, b) in ours.iter().zip(&back) {
+            assert_eq!(*b, o.to_f32());
+        }
     }
 }

@@ -10,6 +10,7 @@
 
 mod host;
 mod kernels;
+mod stream;
 
 use std::fmt;
 use std::time::Instant;

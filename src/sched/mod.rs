@@ -114,10 +114,10 @@ pub(crate) fn execute<D: Device>(
     };
     let result = run.all(plan);
     let result = result.and_then(|()| run.wait_lends(|_| true));
-    if let Err(e) = &result {
-        if !matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported) {
-            ctx.link.poison(e.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string()).with_seq(ctx.seq));
-        }
+    if let Err(e) = &result
+        && !matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported)
+    {
+        ctx.link.poison(e.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string()).with_seq(ctx.seq));
     }
     result
 }
@@ -204,10 +204,10 @@ impl<D: Device> Run<'_, '_, D> {
         };
         let header = self.header(peer);
         let ticket = self.ctx.link.send(self.ctx.rank, peer, header, region);
-        if range.is_none() {
-            if let Some(slot) = self.stage.send.iter_mut().find(|x| x.held_by.is_none() && x.mem.len() >= s.len) {
-                slot.held_by = Some((peer, ticket));
-            }
+        if range.is_none()
+            && let Some(slot) = self.stage.send.iter_mut().find(|x| x.held_by.is_none() && x.mem.len() >= s.len)
+        {
+            slot.held_by = Some((peer, ticket));
         }
         self.lends.push(Lend { peer, ticket, range });
         Ok(())
@@ -219,10 +219,10 @@ impl<D: Device> Run<'_, '_, D> {
             let link = self.ctx.link;
             let me = self.ctx.rank;
             for slot in &mut self.stage.send {
-                if let Some((p, t)) = slot.held_by {
-                    if link.is_released(me, p, t) {
-                        slot.held_by = None;
-                    }
+                if let Some((p, t)) = slot.held_by
+                    && link.is_released(me, p, t)
+                {
+                    slot.held_by = None;
                 }
             }
             if let Some(slot) = self.stage.send.iter().find(|x| x.held_by.is_none() && x.mem.len() >= len) {
@@ -326,8 +326,11 @@ impl<D: Device> Run<'_, '_, D> {
 
     fn check_len(&self, peer: Rank, region: &HostRegion, want: usize) -> Result<()> {
         if region.len != want || !region.mem.check(region.off, region.len) {
-            return Err(CollectiveError::protocol(format!("rank {peer} sent {} bytes where {want} were expected", region.len))
-                .with_peer(peer));
+            return Err(CollectiveError::protocol(format!(
+                "rank {peer} sent {} bytes where {want} were expected",
+                region.len
+            ))
+            .with_peer(peer));
         }
         Ok(())
     }
@@ -406,19 +409,18 @@ impl<D: Device> Run<'_, '_, D> {
                 c.board.set_waiting(c.rank, Some(what()));
                 *noted = true;
             }
-            if !c.p2p {
-                if let Some(theirs) = c.board.collective_at(peer, c.seq) {
-                    if !theirs.compatible(&c.fp) {
-                        return Err(CollectiveError::new(
-                            ErrorKind::Mismatch,
-                            format!(
-                                "rank {peer} called {} as op #{}, but rank {} called {}",
-                                theirs.desc, c.seq, c.rank, c.fp.desc
-                            ),
-                        )
-                        .with_peer(peer));
-                    }
-                }
+            if !c.p2p
+                && let Some(theirs) = c.board.collective_at(peer, c.seq)
+                && !theirs.compatible(&c.fp)
+            {
+                return Err(CollectiveError::new(
+                    ErrorKind::Mismatch,
+                    format!(
+                        "rank {peer} called {} as op #{}, but rank {} called {}",
+                        theirs.desc, c.seq, c.rank, c.fp.desc
+                    ),
+                )
+                .with_peer(peer));
             }
             Ok(())
         };
