@@ -12,8 +12,8 @@ mod staging;
 
 use std::time::Instant;
 
+use staging::SendSlot;
 pub use staging::Staging;
-use staging::{MAX_SEND_SLOTS, SendSlot};
 
 use crate::algo::{Plan, Slot, Span, Step};
 use crate::comm::flight::Board;
@@ -192,55 +192,50 @@ impl<D: Device> Run<'_, '_, D> {
 
     fn send(&mut self, peer: Rank, src: Span, size: usize) -> Result<()> {
         let s = self.bufs.resolve(src, size)?;
-        let (region, range) = match self.dev.host_view(s.buf) {
-            Some(mem) => (HostRegion { mem, off: s.off, len: s.len }, Some((s.id, s.off, s.len))),
+        let (region, range, slot) = match self.dev.host_view(s.buf) {
+            Some(mem) => (HostRegion { mem, off: s.off, len: s.len }, Some((s.id, s.off, s.len)), None),
             None => {
-                let mem = self.send_slot(s.len)?;
+                let i = self.send_slot(s.len);
+                let mem = self.stage.send[i].mem.clone();
                 // SAFETY: the slot is not lent (send_slot only returns released slots) and is
                 // owned by this rank, so nobody else reads or writes it.
                 self.dev.download(s.buf, s.off, unsafe { mem.bytes_mut(0, s.len) })?;
-                (HostRegion { mem, off: 0, len: s.len }, None)
+                (HostRegion { mem, off: 0, len: s.len }, None, Some(i))
             }
         };
         let header = self.header(peer);
         let ticket = self.ctx.link.send(self.ctx.rank, peer, header, region);
-        if range.is_none()
-            && let Some(slot) = self.stage.send.iter_mut().find(|x| x.held_by.is_none() && x.mem.len() >= s.len)
-        {
-            slot.held_by = Some((peer, ticket));
+        if let Some(i) = slot {
+            self.stage.send[i].held_by = Some((peer, ticket));
         }
         self.lends.push(Lend { peer, ticket, range });
         Ok(())
     }
 
-    /// A free send staging slot of at least `len` bytes (marked by the caller once lent).
-    fn send_slot(&mut self, len: usize) -> Result<HostMem> {
-        loop {
-            let link = self.ctx.link;
-            let me = self.ctx.rank;
-            for slot in &mut self.stage.send {
-                if let Some((p, t)) = slot.held_by
-                    && link.is_released(me, p, t)
-                {
-                    slot.held_by = None;
-                }
+    /// The index of a free send staging slot of at least `len` bytes. Slots come back when
+    /// their lend is released; when none is free the pool grows, never waits: a plan may
+    /// lend many chunks before it receives anything, and waiting here for a peer that first
+    /// needs this rank's later messages would deadlock. The pool is kept across ops, so it
+    /// grows to the largest in-flight volume once and is reused after that.
+    fn send_slot(&mut self, len: usize) -> usize {
+        let (link, me) = (self.ctx.link, self.ctx.rank);
+        let slots = &mut self.stage.send;
+        for slot in slots.iter_mut() {
+            if let Some((p, t)) = slot.held_by
+                && link.is_released(me, p, t)
+            {
+                slot.held_by = None;
             }
-            if let Some(slot) = self.stage.send.iter().find(|x| x.held_by.is_none() && x.mem.len() >= len) {
-                return Ok(slot.mem.clone());
-            }
-            if let Some(slot) = self.stage.send.iter_mut().find(|x| x.held_by.is_none()) {
-                slot.mem = HostMem::zeroed(len);
-                return Ok(slot.mem.clone());
-            }
-            if self.stage.send.len() < MAX_SEND_SLOTS {
-                self.stage.send.push(SendSlot { mem: HostMem::zeroed(len), held_by: None });
-                continue;
-            }
-            let Some((p, t)) = self.stage.send.first().and_then(|s| s.held_by) else {
-                continue;
-            };
-            self.wait_released(p, t)?;
         }
+        if let Some(i) = slots.iter().position(|x| x.held_by.is_none() && x.mem.len() >= len) {
+            return i;
+        }
+        if let Some(i) = slots.iter().position(|x| x.held_by.is_none()) {
+            slots[i].mem = HostMem::zeroed(len);
+            return i;
+        }
+        slots.push(SendSlot { mem: HostMem::zeroed(len), held_by: None });
+        slots.len() - 1
     }
 
     fn recv(&mut self, peer: Rank, dst: Span, acc: Option<Span>, size: usize) -> Result<()> {

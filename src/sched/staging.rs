@@ -5,9 +5,6 @@
 use crate::mem::HostMem;
 use crate::types::Rank;
 
-/// Most send staging slots a rank keeps before it waits for one to come back.
-pub(crate) const MAX_SEND_SLOTS: usize = 8;
-
 /// One send staging slot and the lend that holds it, if any.
 #[derive(Debug)]
 pub(crate) struct SendSlot {
