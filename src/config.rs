@@ -13,7 +13,11 @@ use crate::error::{CollectiveError, Result};
 /// ```
 /// use ruccl::Algorithm;
 /// assert_eq!("ring".parse::<Algorithm>().unwrap(), Algorithm::Ring);
+/// assert_eq!("kary:3".parse::<Algorithm>().unwrap(), Algorithm::KaryTree(3));
+/// assert_eq!(Algorithm::KaryTree(3).to_string(), "kary:3");
+/// assert_eq!("centralized".parse::<Algorithm>().unwrap(), Algorithm::Centralized);
 /// assert!("warp".parse::<Algorithm>().is_err());
+/// assert!("kary:0".parse::<Algorithm>().is_err());
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -30,10 +34,17 @@ pub enum Algorithm {
     /// Direct reads between ranks that share memory (all_reduce, reduce_scatter, all_gather):
     /// each rank reduces its block from every peer in one pass.
     Direct,
+    /// A pipelined k-ary tree (broadcast, reduce; all_reduce as tree reduce to rank 0 + tree
+    /// broadcast): every rank has at most `k` children. Arity 1 is a chain; 0 counts as 1.
+    KaryTree(u32),
+    /// Centralized (broadcast, reduce, all_reduce): every rank sends to the root, which
+    /// reduces and sends the result back — the k-ary tree with `k = world_size - 1`.
+    Centralized,
 }
 
 impl Algorithm {
-    /// The short name (`auto`, `ring`, `tree`, `rd`).
+    /// The short name (`auto`, `ring`, `tree`, `rd`, `direct`, `kary`, `centralized`). The
+    /// arity of `KaryTree` is not part of it; `Display` writes it (`kary:3`).
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Auto => "auto",
@@ -41,13 +52,18 @@ impl Algorithm {
             Algorithm::Tree => "tree",
             Algorithm::RecursiveDoubling => "rd",
             Algorithm::Direct => "direct",
+            Algorithm::KaryTree(_) => "kary",
+            Algorithm::Centralized => "centralized",
         }
     }
 }
 
 impl std::fmt::Display for Algorithm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Algorithm::KaryTree(k) => write!(f, "kary:{k}"),
+            other => f.write_str(other.name()),
+        }
     }
 }
 
@@ -60,9 +76,16 @@ impl std::str::FromStr for Algorithm {
             "tree" => Ok(Algorithm::Tree),
             "rd" | "recursive_doubling" | "recursive-doubling" => Ok(Algorithm::RecursiveDoubling),
             "direct" => Ok(Algorithm::Direct),
-            other => Err(CollectiveError::invalid(format!(
-                "unknown algorithm {other:?}: use auto, ring, tree, rd or direct"
-            ))),
+            "centralized" | "central" | "star" => Ok(Algorithm::Centralized),
+            other => match other.strip_prefix("kary:").map(|k| k.trim().parse::<u32>()) {
+                Some(Ok(k)) if k >= 1 => Ok(Algorithm::KaryTree(k)),
+                Some(_) => Err(CollectiveError::invalid(format!(
+                    "bad k-ary tree {other:?}: write kary:K with an arity K of at least 1, e.g. kary:2"
+                ))),
+                None => Err(CollectiveError::invalid(format!(
+                    "unknown algorithm {other:?}: use auto, ring, tree, rd, direct, kary:K or centralized"
+                ))),
+            },
         }
     }
 }
@@ -70,8 +93,8 @@ impl std::str::FromStr for Algorithm {
 /// Settings for one communicator.
 ///
 /// Environment overrides, read by [`CommConfig::from_env`] (which `Communicator::new` uses):
-/// `RUCCL_TIMEOUT` (seconds, may be fractional), `RUCCL_ALGO` (`auto|ring|tree|rd|direct`),
-/// `RUCCL_CHUNK_BYTES`.
+/// `RUCCL_TIMEOUT` (seconds, may be fractional),
+/// `RUCCL_ALGO` (`auto|ring|tree|rd|direct|kary:K|centralized`), `RUCCL_CHUNK_BYTES`.
 ///
 /// ```
 /// use std::time::Duration;

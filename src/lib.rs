@@ -57,7 +57,10 @@
 //! ## Environment
 //! `RUCCL_TIMEOUT` (seconds), `RUCCL_ALGO` (`auto`, `ring`, `tree`, `rd`), `RUCCL_CHUNK_BYTES`
 //! override the defaults of [`Communicator::new`] (see [`CommConfig::from_env`]).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
 pub mod algo;
+pub mod api;
 mod comm;
 pub mod config;
 pub mod device;
@@ -71,6 +74,10 @@ pub(crate) mod transport;
 pub mod types;
 pub mod unique_id;
 
+pub use api::{
+    Backend, CollectiveConfig, HostBackend, PeerId, ReduceOperation, Strategy, all_gather, all_reduce, barrier,
+    broadcast, finish_collective, reduce, reduce_scatter, register, reset_collective,
+};
 pub use comm::{Communicator, FLIGHT_DEPTH, FlightEntry, OpState};
 pub use config::{Algorithm, CommConfig};
 pub use device::{Device, HostDevice};

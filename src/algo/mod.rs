@@ -6,8 +6,8 @@
 //!
 //! | op | `Auto` picks | alternatives |
 //! |---|---|---|
-//! | all_reduce | recursive doubling up to [`SMALL_BYTES`]; direct above (ranks share memory) | `Ring` (pipelined reduce-scatter + all-gather), `Tree` (binomial reduce + broadcast) |
-//! | broadcast, reduce | binomial tree up to [`SMALL_BYTES`]; pipelined chain above | — |
+//! | all_reduce | recursive doubling up to [`SMALL_BYTES`]; direct above (ranks share memory) | `Ring` (pipelined reduce-scatter + all-gather), `Tree` (binomial reduce + broadcast), `KaryTree(k)` and `Centralized` (k-ary / star reduce + broadcast) |
+//! | broadcast, reduce | binomial tree up to [`SMALL_BYTES`]; pipelined chain above | `KaryTree(k)` (pipelined k-ary tree), `Centralized` (the root talks to every rank) |
 //! | all_gather, reduce_scatter | direct (ranks share memory) | `Ring` |
 //! | all_to_all | pairwise exchange | — |
 //! | gather, scatter | direct (root talks to each rank) | — |
@@ -17,6 +17,7 @@
 //! that peer's k-th receive from it in the same op; every builder keeps that invariant.
 
 mod direct;
+mod kary;
 mod ring;
 mod simple;
 mod tree;
@@ -162,6 +163,9 @@ pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm) -> Algorithm {
 pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_elems: usize) -> Plan {
     debug_assert!(rank < world);
     let algorithm = choose(desc, world, forced);
+    if let Some(plan) = kary::build(desc, rank, world, algorithm, chunk_elems.max(1)) {
+        return plan;
+    }
     let avg = desc.op == Some(ReduceOp::Avg);
     let n = desc.count;
     let c = chunk_elems.max(1);

@@ -320,3 +320,48 @@ fn auto_thresholds() {
     d.count = 1;
     assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Tree);
 }
+
+/// The k-ary and centralized plans (the peer API's `Tree(k)` and `Centralized` strategies):
+/// every world size 1..=9, every count below 64, several roots, both reduce ops, in and out of
+/// place, and chunkings that split and do not split the message.
+#[test]
+fn kary_and_centralized_plans_for_every_world_and_count() {
+    let algos = [
+        Algorithm::KaryTree(1),
+        Algorithm::KaryTree(2),
+        Algorithm::KaryTree(3),
+        Algorithm::KaryTree(4),
+        Algorithm::KaryTree(8),
+        Algorithm::Centralized,
+    ];
+    let mut cases = 0;
+    for n in 1..=9 {
+        for count in 0..64 {
+            for algo in algos {
+                for kind in [OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce] {
+                    let mut roots = vec![0, n - 1, (count + 1) % n];
+                    roots.dedup();
+                    if kind == OpKind::AllReduce {
+                        roots.truncate(1);
+                    }
+                    for root in roots {
+                        for (op, in_place) in [(ReduceOp::Sum, false), (ReduceOp::Avg, true), (ReduceOp::Sum, true)] {
+                            let mut d = OpDesc::new(kind, DType::I64, count);
+                            d.op = Some(op);
+                            d.in_place = in_place;
+                            d.root = (kind != OpKind::AllReduce).then_some(root);
+                            let chunks: &[usize] = if count < 8 { &[1, 64] } else { &[5, 64] };
+                            for &chunk in chunks {
+                                assert_eq!(choose(&d, n, algo), algo);
+                                check(&d, n, algo, chunk, (n * 977 + count * 13 + chunk + root) as u64)
+                                    .unwrap_or_else(|e| panic!("{d} on {n} ranks, {algo}, chunk {chunk}: {e}"));
+                                cases += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases > 20_000, "{cases}");
+}

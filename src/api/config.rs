@@ -1,0 +1,461 @@
+//! `CollectiveConfig`: what every peer of one registration must agree on — the number of
+//! peers, the plan each operation runs ([`Strategy`]), the deadline, and the multi-node
+//! settings that the TCP transport will honour.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Algorithm, DEFAULT_TIMEOUT};
+use crate::error::{CollectiveError, ErrorKind, Result};
+
+/// The plan an operation runs. Each one is a distinct plan of the core scheduler (see
+/// [`crate::algo`]), checked by its simulator for every world size.
+///
+/// ```
+/// use ruccl::api::Strategy;
+/// use ruccl::Algorithm;
+/// assert_eq!(Strategy::Tree(3).algorithm(), Algorithm::KaryTree(3));
+/// assert_eq!(Strategy::Ring.to_string(), "ring");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// Let the core choose by message size (latency-optimal plans for small messages,
+    /// bandwidth-optimal ones for large). Not in burn; the default here.
+    #[default]
+    Auto,
+    /// Every peer sends to the root, which reduces and sends the result back.
+    Centralized,
+    /// A pipelined tree in which every peer has at most `arity` children (at least 2).
+    Tree(u32),
+    /// Ring all_reduce (reduce-scatter + all-gather); pipelined chain for reduce and broadcast.
+    Ring,
+}
+
+impl Strategy {
+    /// The core algorithm this strategy runs.
+    ///
+    /// ```
+    /// use ruccl::{Algorithm, api::Strategy};
+    /// assert_eq!(Strategy::Centralized.algorithm(), Algorithm::Centralized);
+    /// ```
+    pub fn algorithm(self) -> Algorithm {
+        match self {
+            Strategy::Auto => Algorithm::Auto,
+            Strategy::Centralized => Algorithm::Centralized,
+            Strategy::Tree(k) => Algorithm::KaryTree(k),
+            Strategy::Ring => Algorithm::Ring,
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Strategy::Auto => f.write_str("auto"),
+            Strategy::Centralized => f.write_str("centralized"),
+            Strategy::Tree(k) => write!(f, "tree({k})"),
+            Strategy::Ring => f.write_str("ring"),
+        }
+    }
+}
+
+/// The strategies of one level (the peers of a node, or the nodes of a job).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+struct Strategies {
+    all_reduce: Strategy,
+    reduce: Strategy,
+    broadcast: Strategy,
+}
+
+/// Settings every peer of one registration passes to [`register`](crate::api::register); the
+/// peers must pass identical configs.
+///
+/// The *local* strategies choose the plans among this process's peers. The *global* ones and
+/// the multi-node settings (`num_nodes`, `global_address`, `node_address`,
+/// `data_service_port`) belong to the multi-node transport: they are validated and compared
+/// today, and a config asking for more than one node is rejected with
+/// [`ErrorKind::Unsupported`] by `register` until that transport lands.
+///
+/// It is serde-serialisable so a launcher can ship it to every process.
+///
+/// ```
+/// use std::time::Duration;
+/// use ruccl::api::{CollectiveConfig, Strategy};
+/// let config = CollectiveConfig::default()
+///     .with_num_devices(4)
+///     .with_local_all_reduce_strategy(Strategy::Ring)
+///     .with_local_broadcast_strategy(Strategy::Tree(2))
+///     .with_timeout(Duration::from_secs(30));
+/// config.validate()?;
+/// assert_eq!(config.num_devices(), 4);
+/// let json = serde_json::to_string(&config).unwrap();
+/// assert_eq!(serde_json::from_str::<CollectiveConfig>(&json).unwrap(), config);
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CollectiveConfig {
+    num_devices: usize,
+    local: Strategies,
+    global: Strategies,
+    num_nodes: Option<u32>,
+    global_address: Option<String>,
+    node_address: Option<String>,
+    data_service_port: Option<u16>,
+    timeout: Duration,
+}
+
+impl Default for CollectiveConfig {
+    /// One device, [`Strategy::Auto`] everywhere, no multi-node settings, and the core's
+    /// default deadline (10 minutes).
+    fn default() -> Self {
+        CollectiveConfig {
+            num_devices: 1,
+            local: Strategies::default(),
+            global: Strategies::default(),
+            num_nodes: None,
+            global_address: None,
+            node_address: None,
+            data_service_port: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+macro_rules! strategy_setters {
+    ($($(#[$doc:meta])* $set:ident, $get:ident, $level:ident . $op:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $set(mut self, strategy: Strategy) -> Self {
+            self.$level.$op = strategy;
+            self
+        }
+
+        #[doc = concat!("The strategy set by [`", stringify!($set), "`](Self::", stringify!($set), ").")]
+        pub fn $get(&self) -> Strategy {
+            self.$level.$op
+        }
+    )*};
+}
+
+impl CollectiveConfig {
+    /// Sets how many peers of this process take part (each calls `register` once).
+    ///
+    /// ```
+    /// use ruccl::api::CollectiveConfig;
+    /// assert_eq!(CollectiveConfig::default().with_num_devices(8).num_devices(), 8);
+    /// ```
+    pub fn with_num_devices(mut self, num_devices: usize) -> Self {
+        self.num_devices = num_devices;
+        self
+    }
+
+    /// The number of peers of this process.
+    pub fn num_devices(&self) -> usize {
+        self.num_devices
+    }
+
+    strategy_setters! {
+        /// Sets the plan of `all_reduce` among this process's peers.
+        ///
+        /// ```
+        /// use ruccl::api::{CollectiveConfig, Strategy};
+        /// let c = CollectiveConfig::default().with_local_all_reduce_strategy(Strategy::Centralized);
+        /// assert_eq!(c.local_all_reduce_strategy(), Strategy::Centralized);
+        /// ```
+        with_local_all_reduce_strategy, local_all_reduce_strategy, local.all_reduce;
+        /// Sets the plan of `reduce` among this process's peers.
+        ///
+        /// ```
+        /// use ruccl::api::{CollectiveConfig, Strategy};
+        /// let c = CollectiveConfig::default().with_local_reduce_strategy(Strategy::Tree(3));
+        /// assert_eq!(c.local_reduce_strategy(), Strategy::Tree(3));
+        /// ```
+        with_local_reduce_strategy, local_reduce_strategy, local.reduce;
+        /// Sets the plan of `broadcast` among this process's peers.
+        ///
+        /// ```
+        /// use ruccl::api::{CollectiveConfig, Strategy};
+        /// let c = CollectiveConfig::default().with_local_broadcast_strategy(Strategy::Ring);
+        /// assert_eq!(c.local_broadcast_strategy(), Strategy::Ring);
+        /// ```
+        with_local_broadcast_strategy, local_broadcast_strategy, local.broadcast;
+        /// Sets the plan of `all_reduce` between nodes (used by the multi-node transport).
+        ///
+        /// ```
+        /// use ruccl::api::{CollectiveConfig, Strategy};
+        /// let c = CollectiveConfig::default().with_global_all_reduce_strategy(Strategy::Ring);
+        /// assert_eq!(c.global_all_reduce_strategy(), Strategy::Ring);
+        /// ```
+        with_global_all_reduce_strategy, global_all_reduce_strategy, global.all_reduce;
+        /// Sets the plan of `reduce` between nodes (used by the multi-node transport).
+        ///
+        /// ```
+        /// use ruccl::api::{CollectiveConfig, Strategy};
+        /// let c = CollectiveConfig::default().with_global_reduce_strategy(Strategy::Tree(2));
+        /// assert_eq!(c.global_reduce_strategy(), Strategy::Tree(2));
+        /// ```
+        with_global_reduce_strategy, global_reduce_strategy, global.reduce;
+        /// Sets the plan of `broadcast` between nodes (used by the multi-node transport).
+        ///
+        /// ```
+        /// use ruccl::api::{CollectiveConfig, Strategy};
+        /// let c = CollectiveConfig::default().with_global_broadcast_strategy(Strategy::Centralized);
+        /// assert_eq!(c.global_broadcast_strategy(), Strategy::Centralized);
+        /// ```
+        with_global_broadcast_strategy, global_broadcast_strategy, global.broadcast;
+    }
+
+    /// Sets the number of nodes (processes) of the job. More than one is rejected by
+    /// `register` until the multi-node transport lands.
+    ///
+    /// ```
+    /// use ruccl::api::CollectiveConfig;
+    /// assert_eq!(CollectiveConfig::default().with_num_nodes(2).num_nodes(), Some(2));
+    /// ```
+    pub fn with_num_nodes(mut self, num_nodes: u32) -> Self {
+        self.num_nodes = Some(num_nodes);
+        self
+    }
+
+    /// The number of nodes, when set.
+    pub fn num_nodes(&self) -> Option<u32> {
+        self.num_nodes
+    }
+
+    /// Sets the address of the global coordinator every node connects to (`host:port`).
+    ///
+    /// ```
+    /// use ruccl::api::CollectiveConfig;
+    /// let c = CollectiveConfig::default().with_global_address("10.0.0.1:3000");
+    /// assert_eq!(c.global_address(), Some("10.0.0.1:3000"));
+    /// ```
+    pub fn with_global_address(mut self, address: impl Into<String>) -> Self {
+        self.global_address = Some(address.into());
+        self
+    }
+
+    /// The global coordinator's address, when set.
+    pub fn global_address(&self) -> Option<&str> {
+        self.global_address.as_deref()
+    }
+
+    /// Sets this node's address as other nodes reach it (`host:port`).
+    ///
+    /// ```
+    /// use ruccl::api::CollectiveConfig;
+    /// let c = CollectiveConfig::default().with_node_address("10.0.0.2:3001");
+    /// assert_eq!(c.node_address(), Some("10.0.0.2:3001"));
+    /// ```
+    pub fn with_node_address(mut self, address: impl Into<String>) -> Self {
+        self.node_address = Some(address.into());
+        self
+    }
+
+    /// This node's address, when set.
+    pub fn node_address(&self) -> Option<&str> {
+        self.node_address.as_deref()
+    }
+
+    /// Sets the port this node's data service listens on for tensors from other nodes.
+    ///
+    /// ```
+    /// use ruccl::api::CollectiveConfig;
+    /// assert_eq!(CollectiveConfig::default().with_data_service_port(3002).data_service_port(), Some(3002));
+    /// ```
+    pub fn with_data_service_port(mut self, port: u16) -> Self {
+        self.data_service_port = Some(port);
+        self
+    }
+
+    /// The data service port, when set.
+    pub fn data_service_port(&self) -> Option<u16> {
+        self.data_service_port
+    }
+
+    /// Sets the deadline of every wait: registering, and each operation.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruccl::api::CollectiveConfig;
+    /// let c = CollectiveConfig::default().with_timeout(Duration::from_secs(5));
+    /// assert_eq!(c.timeout(), Duration::from_secs(5));
+    /// ```
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The deadline of every wait.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Checks the config on its own and says precisely what is inconsistent: every problem,
+    /// by setting name, in one message.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `num_devices` is 0, a tree arity is below 2, the timeout is zero,
+    /// the multi-node settings are set only in part (they go together: all four or none),
+    /// `num_nodes` is 0, an address is empty, or the data service port is 0.
+    ///
+    /// ```
+    /// use ruccl::api::{CollectiveConfig, Strategy};
+    /// let bad = CollectiveConfig::default()
+    ///     .with_num_devices(0)
+    ///     .with_local_reduce_strategy(Strategy::Tree(1))
+    ///     .with_num_nodes(2);
+    /// let msg = bad.validate().unwrap_err().to_string();
+    /// assert!(msg.contains("num_devices is 0"), "{msg}");
+    /// assert!(msg.contains("local reduce strategy tree(1)"), "{msg}");
+    /// assert!(msg.contains("global_address, node_address, data_service_port"), "{msg}");
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        let mut problems = Vec::new();
+        if self.num_devices == 0 {
+            problems.push("num_devices is 0: at least one peer must take part".to_string());
+        }
+        if self.timeout.is_zero() {
+            problems.push("the timeout is zero: every wait would fail at once".to_string());
+        }
+        for (level, s) in [("local", &self.local), ("global", &self.global)] {
+            for (op, strategy) in [("all_reduce", s.all_reduce), ("reduce", s.reduce), ("broadcast", s.broadcast)] {
+                if let Strategy::Tree(k) = strategy
+                    && k < 2
+                {
+                    problems.push(format!("{level} {op} strategy {strategy} has arity {k}: a tree needs at least 2"));
+                }
+            }
+        }
+        let multi = [
+            ("num_nodes", self.num_nodes.is_some()),
+            ("global_address", self.global_address.is_some()),
+            ("node_address", self.node_address.is_some()),
+            ("data_service_port", self.data_service_port.is_some()),
+        ];
+        let (set, unset): (Vec<_>, Vec<_>) = multi.iter().partition(|(_, is_set)| *is_set);
+        if !set.is_empty() && !unset.is_empty() {
+            let names = |v: &[&(&str, bool)]| v.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+            problems.push(format!(
+                "the multi-node settings go together, but {} {} set and {} {} not",
+                names(&set),
+                if set.len() == 1 { "is" } else { "are" },
+                names(&unset),
+                if unset.len() == 1 { "is" } else { "are" },
+            ));
+        }
+        if self.num_nodes == Some(0) {
+            problems.push("num_nodes is 0: a job has at least one node".to_string());
+        }
+        for (name, addr) in [("global_address", &self.global_address), ("node_address", &self.node_address)] {
+            if addr.as_deref().is_some_and(|a| a.trim().is_empty()) {
+                problems.push(format!("{name} is empty"));
+            }
+        }
+        if self.data_service_port == Some(0) {
+            problems.push("data_service_port is 0: other nodes need a fixed port to connect to".to_string());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(CollectiveError::invalid(format!("inconsistent CollectiveConfig: {}", problems.join("; ")))
+                .with_op("CollectiveConfig::validate"))
+        }
+    }
+
+    /// [`validate`](Self::validate), then reject what this build cannot do yet.
+    pub(crate) fn check_supported(&self) -> Result<()> {
+        self.validate()?;
+        if let Some(n) = self.num_nodes.filter(|&n| n > 1) {
+            return Err(CollectiveError::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "this config asks for {n} nodes, but the peer API is single-node until the multi-node (TCP) \
+                     transport lands; leave num_nodes, global_address, node_address and data_service_port unset \
+                     (or set num_nodes to 1) to run the peers of this process"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The settings that differ between two configs, as `(name, ours, theirs)`.
+    pub(crate) fn differences(&self, other: &CollectiveConfig) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        let mut cmp = |name: &str, a: String, b: String| {
+            if a != b {
+                out.push((name.to_string(), a, b));
+            }
+        };
+        cmp("num_devices", self.num_devices.to_string(), other.num_devices.to_string());
+        for (level, a, b) in [("local", &self.local, &other.local), ("global", &self.global, &other.global)] {
+            cmp(&format!("{level} all_reduce strategy"), a.all_reduce.to_string(), b.all_reduce.to_string());
+            cmp(&format!("{level} reduce strategy"), a.reduce.to_string(), b.reduce.to_string());
+            cmp(&format!("{level} broadcast strategy"), a.broadcast.to_string(), b.broadcast.to_string());
+        }
+        cmp("num_nodes", format!("{:?}", self.num_nodes), format!("{:?}", other.num_nodes));
+        cmp("global_address", format!("{:?}", self.global_address), format!("{:?}", other.global_address));
+        cmp("node_address", format!("{:?}", self.node_address), format!("{:?}", other.node_address));
+        cmp("data_service_port", format!("{:?}", self.data_service_port), format!("{:?}", other.data_service_port));
+        cmp("timeout", format!("{:?}", self.timeout), format!("{:?}", other.timeout));
+        out
+    }
+
+    /// The distinct core algorithms a registration needs: `Auto` first (the agreement step,
+    /// all_gather, reduce_scatter and barrier), then those of the local strategies.
+    pub(crate) fn algorithms(&self) -> Vec<Algorithm> {
+        let mut out = vec![Algorithm::Auto];
+        for s in [self.local.all_reduce, self.local.reduce, self.local.broadcast] {
+            if !out.contains(&s.algorithm()) {
+                out.push(s.algorithm());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_node_settings_go_together() {
+        let all = CollectiveConfig::default()
+            .with_num_nodes(2)
+            .with_global_address("a:1")
+            .with_node_address("b:2")
+            .with_data_service_port(3);
+        assert!(all.validate().is_ok());
+        assert_eq!(all.check_supported().map_err(|e| e.kind()), Err(ErrorKind::Unsupported));
+        let one = all.clone().with_num_nodes(1);
+        assert!(one.check_supported().is_ok());
+        let partial = CollectiveConfig::default().with_global_address("a:1").with_data_service_port(3);
+        let msg = partial.validate().map_err(|e| e.to_string()).err().unwrap_or_default();
+        assert!(msg.contains("global_address, data_service_port are set and num_nodes, node_address are not"), "{msg}");
+        assert!(CollectiveConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn differences_and_algorithms() {
+        let a = CollectiveConfig::default().with_num_devices(4);
+        let b = a.clone().with_local_all_reduce_strategy(Strategy::Ring).with_num_devices(3);
+        let d: Vec<String> = a.differences(&b).into_iter().map(|(n, x, y)| format!("{n}: {x} vs {y}")).collect();
+        assert_eq!(d, vec!["num_devices: 4 vs 3", "local all_reduce strategy: auto vs ring"]);
+        assert!(a.differences(&a).is_empty());
+        let c = a.with_local_reduce_strategy(Strategy::Tree(2)).with_local_broadcast_strategy(Strategy::Tree(2));
+        assert_eq!(c.algorithms(), vec![Algorithm::Auto, Algorithm::KaryTree(2)]);
+    }
+
+    #[test]
+    fn partial_json_uses_defaults() {
+        let c: CollectiveConfig =
+            serde_json::from_str(r#"{"num_devices": 3, "local": {"all_reduce": {"Tree": 4}}}"#).unwrap_or_default();
+        assert_eq!(c.num_devices(), 3);
+        assert_eq!(c.local_all_reduce_strategy(), Strategy::Tree(4));
+        assert_eq!(c.local_reduce_strategy(), Strategy::Auto);
+        assert_eq!(c.timeout(), DEFAULT_TIMEOUT);
+    }
+}

@@ -1,0 +1,176 @@
+//! The tensor-framework peer API: `register` / `all_reduce` / `reduce` / `broadcast` /
+//! `all_gather` / `reduce_scatter` / `barrier` / `finish_collective` / `reset_collective`,
+//! generic over a [`Backend`] — what burn's `burn-collective` offered, on top of
+//! [`Communicator`](crate::Communicator).
+//!
+//! A framework does not manage communicators: each *peer* (a device driven by one thread of
+//! this process) registers with a [`PeerId`], its device and a [`CollectiveConfig`], and then
+//! calls operations by id. Registration blocks until `config.num_devices()` peers have
+//! registered with identical configs; ranks are the peers in id order.
+//!
+//! ```
+//! use ruccl::api::{self, CollectiveConfig, HostBackend, PeerId, ReduceOperation, Strategy};
+//! use ruccl::{HostDevice, Tensor};
+//!
+//! let config = CollectiveConfig::default()
+//!     .with_num_devices(3)
+//!     .with_local_all_reduce_strategy(Strategy::Tree(2));
+//! let peers: Vec<_> = (0..3u32)
+//!     .map(|i| {
+//!         let config = config.clone();
+//!         std::thread::spawn(move || -> ruccl::Result<Vec<f32>> {
+//!             let (peer, dev) = (PeerId::from(i), HostDevice::new(i));
+//!             api::register::<HostBackend>(peer, dev, config)?;
+//!             let grad = Tensor::from_slice(&dev, &[i as f32, 3.0], &[2])?;
+//!             let grad = api::all_reduce::<HostBackend>(peer, grad, ReduceOperation::Mean)?;
+//!             api::finish_collective::<HostBackend>(peer)?;
+//!             grad.to_vec::<f32>()
+//!         })
+//!     })
+//!     .collect();
+//! for p in peers {
+//!     assert_eq!(p.join().unwrap()?, vec![1.0, 3.0]);
+//! }
+//! # Ok::<(), ruccl::CollectiveError>(())
+//! ```
+//!
+//! # The call contract
+//! Every registered peer calls the same operations in the same order, with the same shapes,
+//! dtypes, reduce ops and roots; exactly one peer sends each broadcast. A peer's calls come
+//! from one thread at a time (they are serialised if not).
+//!
+//! # Errors, and where they are reported
+//! Every operation starts with an *agreement step*: each peer contributes a small record of
+//! what it called, the records are all-gathered, and every peer checks all of them the same
+//! way before any tensor data moves. So each error below is reported on **every** peer of
+//! the session, none hangs, and after the agreement-step errors the registration stays
+//! usable (no data was sent).
+//!
+//! | situation | kind | reported on |
+//! |---|---|---|
+//! | registering a peer twice | `InvalidArgument` | the second caller (the first registration stands) |
+//! | an operation before `register` (or after `finish_collective` / a reset) | `InvalidArgument` | the caller |
+//! | `finish_collective` on an unregistered peer | `InvalidArgument` | the caller |
+//! | peers registering with different configs | `Mismatch`, naming the settings that differ | every peer of that round |
+//! | a config asking for several nodes | `Unsupported` | the caller |
+//! | a peer that never registers | `Timeout`, naming it | every waiting peer |
+//! | different operations, shapes, dtypes, reduce ops or roots | `Mismatch`, naming who passed what | every peer |
+//! | zero broadcast senders / several | `InvalidArgument` / `Mismatch` naming the senders | every peer |
+//! | one peer's bad argument (wrong device, dtype, root) | its own error there, `InvalidArgument` naming it elsewhere | every peer |
+//! | a peer that stops calling, finishes early, or a reset | `Timeout` / `PeerLost` / `Aborted` | every peer waiting on it |
+//!
+//! Failures *during* data movement (a timeout, a departed peer, a reset) abort the session's
+//! communicators, as in the core: later operations fail at once until the peers finish (or
+//! reset) and register again.
+//!
+//! # Strategies
+//! [`Strategy::Centralized`], [`Strategy::Tree`] and [`Strategy::Ring`] each run their own
+//! plan of the core scheduler ([`Algorithm::Centralized`](crate::Algorithm::Centralized),
+//! [`Algorithm::KaryTree`](crate::Algorithm::KaryTree), [`Algorithm::Ring`](crate::Algorithm::Ring));
+//! [`Strategy::Auto`] (the default) lets the core choose by size. A registration holds one
+//! communicator per distinct algorithm its local strategies name, all over the same ranks;
+//! the agreement step keeps them in step.
+//!
+//! # The registry, and why it is keyed by `Backend` type
+//! Registrations are process-wide, as in burn: any thread can call by peer id. They are kept
+//! per `Backend` **type** (one service per `TypeId`), which is what separates two frameworks
+//! in one process. It is also how independent tests share one test binary without colliding:
+//! each test registers through its own `Backend` type (a zero-sized wrapper around
+//! [`HostBackend`]), so tests run in parallel threads with no global lock and no test can see
+//! or reset another's peers. A per-call key would have put a name in every call of the API;
+//! a test mutex would have serialised the tests and still shared state between them.
+
+mod agree;
+mod backend;
+mod config;
+mod ops;
+mod registry;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub use backend::{Backend, HostBackend};
+pub use config::{CollectiveConfig, Strategy};
+pub use ops::{
+    all_gather, all_reduce, barrier, broadcast, finish_collective, reduce, reduce_scatter, register, reset_collective,
+};
+
+use crate::types::ReduceOp;
+
+/// A peer of this process: a device driven by one thread. Ranks are peers in id order, so
+/// ids need not be contiguous.
+///
+/// ```
+/// use ruccl::api::PeerId;
+/// assert_eq!(PeerId::from(3u32), PeerId::from(3usize));
+/// assert_eq!(PeerId::new(3).get(), 3);
+/// assert_eq!(PeerId::new(3).to_string(), "3");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PeerId(u64);
+
+impl PeerId {
+    /// The peer with id `id`.
+    pub const fn new(id: u64) -> Self {
+        PeerId(id)
+    }
+
+    /// The id.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl From<u32> for PeerId {
+    fn from(id: u32) -> Self {
+        PeerId(u64::from(id))
+    }
+}
+
+impl From<u64> for PeerId {
+    fn from(id: u64) -> Self {
+        PeerId(id)
+    }
+}
+
+impl From<usize> for PeerId {
+    /// Lossless: `usize` is at most 64 bits on every target Rust supports.
+    fn from(id: usize) -> Self {
+        PeerId(id as u64)
+    }
+}
+
+impl fmt::Display for PeerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// burn's name for the reductions a framework asks for. It converts into [`ReduceOp`]
+/// (`Mean` is [`ReduceOp::Avg`]); every peer-API function also takes a [`ReduceOp`] directly.
+///
+/// ```
+/// use ruccl::ReduceOp;
+/// use ruccl::api::ReduceOperation;
+/// assert_eq!(ReduceOp::from(ReduceOperation::Mean), ReduceOp::Avg);
+/// assert_eq!(ReduceOp::from(ReduceOperation::Sum), ReduceOp::Sum);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceOperation {
+    /// Element-wise sum.
+    Sum,
+    /// Element-wise mean over the peers (sum, then divide by the number of peers).
+    Mean,
+}
+
+impl From<ReduceOperation> for ReduceOp {
+    fn from(op: ReduceOperation) -> Self {
+        match op {
+            ReduceOperation::Sum => ReduceOp::Sum,
+            ReduceOperation::Mean => ReduceOp::Avg,
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Checks that need the API's internals: each strategy reaches the core as its own plan.
+
+use super::registry::service;
+use super::*;
+use crate::config::Algorithm;
+use crate::device::HostDevice;
+use crate::error::Result;
+use crate::tensor::Tensor;
+use crate::types::{DType, ReduceOp};
+
+/// A backend of its own, so that this test's registrations are its alone.
+struct Private;
+
+impl Backend for Private {
+    type Device = HostDevice;
+    type FloatTensorPrimitive = Tensor<HostDevice>;
+    type CommDevice = HostDevice;
+    const FLOAT_DTYPES: &'static [DType] = HostBackend::FLOAT_DTYPES;
+    fn comm_device(device: &HostDevice) -> Result<HostDevice> {
+        HostBackend::comm_device(device)
+    }
+    fn float_device(tensor: &Tensor<HostDevice>) -> HostDevice {
+        HostBackend::float_device(tensor)
+    }
+    fn to_ruccl(tensor: Tensor<HostDevice>, device: &HostDevice) -> Result<Tensor<HostDevice>> {
+        HostBackend::to_ruccl(tensor, device)
+    }
+    fn from_ruccl(tensor: Tensor<HostDevice>, device: &HostDevice) -> Result<Tensor<HostDevice>> {
+        HostBackend::from_ruccl(tensor, device)
+    }
+}
+
+#[test]
+fn each_strategy_runs_its_own_core_plan() -> Result<()> {
+    let n = 5u32;
+    let cases = [
+        (Strategy::Centralized, Algorithm::Centralized),
+        (Strategy::Tree(2), Algorithm::KaryTree(2)),
+        (Strategy::Tree(3), Algorithm::KaryTree(3)),
+        (Strategy::Ring, Algorithm::Ring),
+    ];
+    for (strategy, algorithm) in cases {
+        let config = CollectiveConfig::default()
+            .with_num_devices(n as usize)
+            .with_local_all_reduce_strategy(strategy)
+            .with_local_reduce_strategy(strategy)
+            .with_local_broadcast_strategy(strategy);
+        let seen: Vec<Result<Vec<Algorithm>>> = std::thread::scope(|s| {
+            let peers: Vec<_> = (0..n)
+                .map(|i| {
+                    let config = config.clone();
+                    s.spawn(move || -> Result<Vec<Algorithm>> {
+                        let (peer, dev) = (PeerId::from(i), HostDevice::new(i));
+                        register::<Private>(peer, dev, config)?;
+                        let h = service::<Private>()?.handle(peer, "test")?;
+                        let last = || h.comm(strategy).flight_recorder().last().map(|e| e.algorithm);
+                        let mut seen = Vec::new();
+                        let t = Tensor::from_slice(&dev, &[1.0f32; 7], &[7])?;
+                        let t = all_reduce::<Private>(peer, t, ReduceOp::Sum)?;
+                        seen.extend(last());
+                        let t = reduce::<Private>(peer, t, ReduceOp::Sum, PeerId::new(2))?;
+                        seen.extend(last());
+                        broadcast::<Private>(peer, t)?;
+                        seen.extend(last());
+                        finish_collective::<Private>(peer)?;
+                        Ok(seen)
+                    })
+                })
+                .collect();
+            peers.into_iter().map(|p| p.join().unwrap_or_else(|_| Ok(Vec::new()))).collect()
+        });
+        for s in seen {
+            assert_eq!(s?, vec![algorithm; 3], "{strategy}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! Sessions end and begin again: `finish_collective` ends a peer's session cleanly, the same
+//! ids register again, and `reset_collective` wakes every blocked caller with an error.
+
+use std::time::{Duration, Instant};
+
+use ruccl::api::{ReduceOperation, Strategy, all_reduce, barrier, finish_collective, register, reset_collective};
+use ruccl::{ErrorKind, ReduceOp};
+
+use crate::{Tb, config, ids_for, on_threads, reduced, session, tensor, values};
+
+#[test]
+fn the_same_ids_register_again_after_every_peer_finished() {
+    let n = 4;
+    let ids = ids_for(n, 40);
+    let strategies = [Strategy::Ring, Strategy::Tree(2), Strategy::Centralized, Strategy::Auto];
+    for (round, s) in strategies.into_iter().enumerate() {
+        let cfg = config(n).with_local_all_reduce_strategy(s);
+        let got = session::<Tb<40>, _>(&ids, &cfg, round as u64, |p| {
+            let salt = round as u64;
+            let t =
+                all_reduce::<Tb<40>>(p.id, tensor(&p.dev, &crate::input(p.rank, 7, salt), &[7]), ReduceOperation::Mean);
+            values(&t.unwrap())
+        });
+        assert_eq!(got, vec![reduced(n, 7, round as u64, true); n], "round {round} ({s})");
+    }
+}
+
+#[test]
+fn operations_after_finish_are_rejected() {
+    let n = 2;
+    let ids = ids_for(n, 41);
+    let ids_now: Vec<_> = session::<Tb<41>, _>(&ids, &config(n), 41, |p| p.id);
+    for id in ids_now {
+        let err = barrier::<Tb<41>>(id).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert_eq!(finish_collective::<Tb<41>>(id).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    }
+}
+
+#[test]
+fn a_peer_that_finished_early_makes_the_others_fail_not_hang() {
+    let n = 3;
+    let cfg = config(n).with_timeout(Duration::from_secs(20));
+    let start = Instant::now();
+    let outcomes = on_threads(&ids_for(n, 42), 42, |p| {
+        register::<Tb<42>>(p.id, p.dev, cfg.clone()).unwrap();
+        barrier::<Tb<42>>(p.id).unwrap();
+        if p.rank == 0 {
+            finish_collective::<Tb<42>>(p.id).unwrap();
+            return None;
+        }
+        let r = all_reduce::<Tb<42>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum);
+        finish_collective::<Tb<42>>(p.id).unwrap();
+        Some(r.map(|_| ()).unwrap_err())
+    });
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    for e in outcomes.into_iter().filter_map(|(_, e)| e) {
+        assert!(matches!(e.kind(), ErrorKind::PeerLost | ErrorKind::Aborted), "{e}");
+    }
+}
+
+#[test]
+fn a_finished_peer_may_register_for_the_next_session_at_once() {
+    let n = 3;
+    let cfg = config(n);
+    let ids = ids_for(n, 43);
+    on_threads(&ids, 43, |p| {
+        for round in 0..5 {
+            register::<Tb<43>>(p.id, p.dev, cfg.clone()).unwrap();
+            let t = all_reduce::<Tb<43>>(p.id, tensor(&p.dev, &[round as f32], &[1]), ReduceOp::Sum).unwrap();
+            assert_eq!(values(&t), vec![(3 * round) as f32]);
+            finish_collective::<Tb<43>>(p.id).unwrap();
+            p.rng.pause();
+        }
+    });
+}
+
+#[test]
+fn reset_wakes_peers_waiting_to_register() {
+    let cfg = config(3);
+    let start = Instant::now();
+    let errs = std::thread::scope(|s| {
+        let waiting: Vec<_> = [0u32, 1]
+            .into_iter()
+            .map(|i| {
+                let cfg = cfg.clone();
+                s.spawn(move || register::<Tb<44>>(i.into(), ruccl::HostDevice::new(i), cfg))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        reset_collective::<Tb<44>>();
+        waiting.into_iter().map(|h| h.join().unwrap().unwrap_err()).collect::<Vec<_>>()
+    });
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    for e in errs {
+        assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
+        assert!(e.to_string().contains("reset_collective"), "{e}");
+    }
+    session::<Tb<44>, _>(&[0, 1, 2], &cfg, 44, |p| barrier::<Tb<44>>(p.id).unwrap());
+}
+
+#[test]
+fn reset_wakes_peers_blocked_in_an_operation() {
+    let n = 4;
+    let ids = ids_for(n, 45);
+    let cfg = config(n); // 30 s: only the reset can end the wait in time
+    let start = Instant::now();
+    let outcomes = std::thread::scope(|s| {
+        let peers: Vec<_> = ids
+            .iter()
+            .map(|&id| {
+                let (cfg, ids) = (cfg.clone(), &ids);
+                s.spawn(move || {
+                    let p = crate::peer_of(id, ids, 45);
+                    register::<Tb<45>>(p.id, p.dev, cfg).unwrap();
+                    barrier::<Tb<45>>(p.id).unwrap();
+                    if p.rank == 0 {
+                        return None; // never calls the all_reduce
+                    }
+                    Some(all_reduce::<Tb<45>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum).map(|_| ()))
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        reset_collective::<Tb<45>>();
+        peers.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    });
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    for r in outcomes.into_iter().flatten() {
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
+        assert!(e.to_string().contains("reset_collective"), "{e}");
+    }
+    // Everything was discarded: the peers are unknown now, and register afresh.
+    for &id in &ids {
+        assert_eq!(barrier::<Tb<45>>(id.into()).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    }
+    let sums = session::<Tb<45>, _>(&ids, &cfg, 45, |p| {
+        values(&all_reduce::<Tb<45>>(p.id, tensor(&p.dev, &[2.0], &[1]), ReduceOp::Sum).unwrap())
+    });
+    assert_eq!(sums, vec![vec![8.0]; n]);
+}

@@ -1,0 +1,148 @@
+//! Every operation of the peer API, with 1–8 peers arriving in random order and many
+//! consecutive operations per registration (burn's global barrier hung on the second one).
+
+use half::{bf16, f16};
+use ruccl::api::{ReduceOperation, Strategy, all_gather, all_reduce, barrier, broadcast, reduce, reduce_scatter};
+use ruccl::{ReduceOp, Tensor};
+
+use crate::{HostLike, Peer, Tb, config, elem, ids_for, input, reduced, session, tensor, values};
+
+/// One round of every operation; returns how many ran.
+fn round<B: HostLike>(p: &mut Peer, it: usize) -> usize {
+    let n = p.n;
+    let what = |op: &str| format!("{n} peers, round {it}, {op} on peer {}", p.id);
+    let salt = it as u64;
+    p.rng.pause();
+
+    let shape = [3, 1 + it % 4];
+    let len = shape[0] * shape[1];
+    let got = all_reduce::<B>(p.id, tensor(&p.dev, &input(p.rank, len, salt), &shape), ReduceOp::Sum)
+        .unwrap_or_else(|e| panic!("{}: {e}", what("all_reduce")));
+    assert_eq!((got.shape(), values(&got)), (&shape[..], reduced(n, len, salt, false)), "{}", what("all_reduce"));
+
+    p.rng.pause();
+    let root = p.ids[it % n];
+    let got = reduce::<B>(p.id, tensor(&p.dev, &input(p.rank, 5, salt), &[5]), ReduceOperation::Mean, root)
+        .unwrap_or_else(|e| panic!("{}: {e}", what("reduce")));
+    assert_eq!(got.map(|t| values(&t)), (p.id == root).then(|| reduced(n, 5, salt, true)), "{}", what("reduce"));
+
+    p.rng.pause();
+    let sender = (it * 3) % n;
+    let mine = (p.rank == sender).then(|| tensor(&p.dev, &input(sender, 6, salt), &[2, 3]));
+    let got = broadcast::<B>(p.id, mine).unwrap_or_else(|e| panic!("{}: {e}", what("broadcast")));
+    assert_eq!((got.shape(), values(&got)), (&[2, 3][..], input(sender, 6, salt)), "{}", what("broadcast"));
+
+    p.rng.pause();
+    let got = all_gather::<B>(p.id, tensor(&p.dev, &input(p.rank, 4, salt), &[2, 2]))
+        .unwrap_or_else(|e| panic!("{}: {e}", what("all_gather")));
+    let want: Vec<f32> = (0..n).flat_map(|r| input(r, 4, salt)).collect();
+    assert_eq!((got.shape(), values(&got)), (&[2 * n, 2][..], want), "{}", what("all_gather"));
+
+    p.rng.pause();
+    let got = reduce_scatter::<B>(p.id, tensor(&p.dev, &input(p.rank, 6 * n, salt), &[2 * n, 3]), ReduceOperation::Sum)
+        .unwrap_or_else(|e| panic!("{}: {e}", what("reduce_scatter")));
+    let want = reduced(n, 6 * n, salt, false)[6 * p.rank..6 * (p.rank + 1)].to_vec();
+    assert_eq!((got.shape(), values(&got)), (&[2, 3][..], want), "{}", what("reduce_scatter"));
+
+    p.rng.pause();
+    barrier::<B>(p.id).unwrap_or_else(|e| panic!("{}: {e}", what("barrier")));
+    6
+}
+
+#[test]
+fn every_operation_many_times_with_1_to_8_peers_in_random_order() {
+    for n in 1..=8 {
+        let ids = ids_for(n, 70 + n as u64);
+        let ran =
+            session::<Tb<10>, usize>(&ids, &config(n), n as u64, |p| (0..40).map(|it| round::<Tb<10>>(p, it)).sum());
+        assert_eq!(ran, vec![240usize; n], "{n} peers");
+    }
+}
+
+#[test]
+fn every_operation_with_every_strategy() {
+    for (i, s) in [Strategy::Centralized, Strategy::Tree(2), Strategy::Tree(5), Strategy::Ring].into_iter().enumerate()
+    {
+        let n = 3 + i;
+        let config = config(n)
+            .with_local_all_reduce_strategy(s)
+            .with_local_reduce_strategy(Strategy::Ring)
+            .with_local_broadcast_strategy(s);
+        let ran = session::<Tb<11>, _>(&ids_for(n, 90 + i as u64), &config, 9, |p| {
+            (0..10).map(|it| round::<Tb<11>>(p, it)).sum::<usize>()
+        });
+        assert_eq!(ran, vec![60; n], "{s}");
+    }
+}
+
+#[test]
+fn a_thousand_consecutive_small_all_reduces() {
+    let n = 4;
+    let ids = ids_for(n, 5);
+    let sums = session::<Tb<12>, _>(&ids, &config(n), 12, |p| {
+        let mut last = 0.0;
+        for it in 0..1000 {
+            let t = all_reduce::<Tb<12>>(p.id, tensor(&p.dev, &[(p.rank + it) as f32], &[1]), ReduceOp::Sum).unwrap();
+            last = values(&t)[0];
+            assert_eq!(last, (6 + 4 * it) as f32, "round {it} on peer {}", p.id);
+        }
+        last
+    });
+    assert_eq!(sums, vec![(6 + 4 * 999) as f32; n]);
+}
+
+#[test]
+fn every_float_dtype() {
+    let n = 3;
+    session::<Tb<13>, _>(&ids_for(n, 6), &config(n), 13, |p| {
+        let len = 9;
+        let want = reduced(n, len, 1, false);
+        let mine = input(p.rank, len, 1);
+        let t = Tensor::from_vec(&p.dev, mine.iter().map(|&x| f64::from(x)).collect::<Vec<_>>(), &[len]).unwrap();
+        let got = all_reduce::<Tb<13>>(p.id, t, ReduceOp::Max).unwrap().to_vec::<f64>().unwrap();
+        let max: Vec<f64> =
+            (0..len).map(|i| (0..n).map(|r| f64::from(elem(r, i, 1))).fold(f64::MIN, f64::max)).collect();
+        assert_eq!(got, max);
+        let t = Tensor::from_vec(&p.dev, mine.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>(), &[len]).unwrap();
+        let got = all_reduce::<Tb<13>>(p.id, t, ReduceOperation::Sum).unwrap().to_vec::<f16>().unwrap();
+        assert_eq!(got, want.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>());
+        let t = Tensor::from_vec(&p.dev, mine.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>(), &[len]).unwrap();
+        let sender = (p.rank == 2).then_some(t);
+        let got = broadcast::<Tb<13>>(p.id, sender).unwrap().to_vec::<bf16>().unwrap();
+        assert_eq!(got, input(2, len, 1).iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn scalars_and_tensors_of_many_dimensions() {
+    let n = 3;
+    session::<Tb<14>, _>(&ids_for(n, 7), &config(n), 14, |p| {
+        let got = all_gather::<Tb<14>>(p.id, tensor(&p.dev, &[p.rank as f32], &[])).unwrap();
+        assert_eq!((got.shape(), values(&got)), (&[3][..], vec![0.0, 1.0, 2.0]));
+        // Eight dimensions: more than an agreement record carries, so broadcast sends the
+        // shape in a second step.
+        let shape = [2, 1, 3, 1, 1, 2, 1, 2];
+        let data = input(1, 24, 3);
+        let mine = (p.rank == 1).then(|| tensor(&p.dev, &data, &shape));
+        let got = broadcast::<Tb<14>>(p.id, mine).unwrap();
+        assert_eq!((got.shape(), values(&got)), (&shape[..], data));
+        let got = all_reduce::<Tb<14>>(p.id, tensor(&p.dev, &input(p.rank, 24, 4), &shape), ReduceOp::Sum).unwrap();
+        assert_eq!((got.shape(), values(&got)), (&shape[..], reduced(n, 24, 4, false)));
+        let got = all_reduce::<Tb<14>>(p.id, tensor(&p.dev, &[2.0], &[]), ReduceOperation::Mean).unwrap();
+        assert_eq!((got.shape(), values(&got)), (&[][..], vec![2.0]));
+    });
+}
+
+#[test]
+fn ranks_follow_peer_id_order_not_arrival() {
+    // Ids 40, 7, 1000 register in shuffled order; ranks are 7 -> 0, 40 -> 1, 1000 -> 2.
+    let ids = [40u64, 7, 1000];
+    let ranks = session::<Tb<15>, _>(&ids, &config(3), 15, |p| {
+        let got = all_gather::<Tb<15>>(p.id, tensor(&p.dev, &[p.id.get() as f32], &[1])).unwrap();
+        assert_eq!(values(&got), vec![7.0, 40.0, 1000.0]);
+        let got = reduce_scatter::<Tb<15>>(p.id, tensor(&p.dev, &[1.0, 2.0, 3.0], &[3]), ReduceOp::Sum).unwrap();
+        assert_eq!(values(&got), vec![3.0 * (p.rank + 1) as f32]);
+        p.id.get()
+    });
+    assert_eq!(ranks, vec![7, 40, 1000]);
+}
