@@ -55,8 +55,14 @@
 //! | `tracing` | a span per collective (communicator, rank, op, sequence number, bytes, algorithm), `debug!` per plan, `trace!` per step; the library never installs a subscriber |
 //!
 //! ## Environment
-//! `RUCCL_TIMEOUT` (seconds), `RUCCL_ALGO` (`auto`, `ring`, `tree`, `rd`), `RUCCL_CHUNK_BYTES`
-//! override the defaults of [`Communicator::new`] (see [`CommConfig::from_env`]).
+//! `RUCCL_TIMEOUT` (seconds), `RUCCL_ALGO` (`auto`, `ring`, `tree`, `rd`, `direct`, `kary:K`,
+//! `centralized`), `RUCCL_CHUNK_BYTES` override the defaults of [`Communicator::new`] (see
+//! [`CommConfig::from_env`]).
+//!
+//! ## For tensor frameworks
+//! [`api`] offers the peer API frameworks want instead of one communicator per rank:
+//! `register` / `all_reduce` / `reduce` / `broadcast` / `finish_collective` /
+//! `reset_collective` over a [`api::Backend`] contract.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod algo;

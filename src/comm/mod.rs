@@ -228,7 +228,20 @@ impl<D: Device> Communicator<D> {
                 .with_op(desc.to_string()));
         }
         if let Some(e) = self.shared.link.poisoned() {
-            let err = e.relayed(self.rank).with_op(desc.to_string());
+            // A rank arriving late at the very collective that failed elsewhere is involved:
+            // it gets that error (a `Timeout` naming it, a `Mismatch` naming both sides).
+            // Any other call finds an aborted communicator.
+            let involved = desc.kind.is_collective() && e.context().seq == Some(local.seq);
+            let err = if involved {
+                e.relayed(self.rank)
+            } else {
+                CollectiveError::new(
+                    ErrorKind::Aborted,
+                    format!("the communicator was aborted before this call ({})", e.relayed(self.rank).message()),
+                )
+                .with_rank(self.rank)
+            };
+            let err = err.with_op(desc.to_string());
             local.failed = Some(err.clone());
             return Err(err);
         }

@@ -16,6 +16,8 @@ struct Pending {
     world: usize,
     joined: Vec<Option<CommConfig>>,
     result: Option<Result<Arc<Shared>>>,
+    /// Ranks that came but left at their deadline (so a later timeout does not blame them).
+    gave_up: Vec<bool>,
     /// Set when the room left the registry; a late joiner must find or make a new one.
     closed: bool,
 }
@@ -54,7 +56,13 @@ fn try_join(
             .entry(id.clone())
             .or_insert_with(|| {
                 Arc::new(Room {
-                    state: Mutex::new(Pending { world, joined: vec![None; world], result: None, closed: false }),
+                    state: Mutex::new(Pending {
+                        world,
+                        joined: vec![None; world],
+                        result: None,
+                        gave_up: vec![false; world],
+                        closed: false,
+                    }),
                     cv: Condvar::new(),
                 })
             })
@@ -80,6 +88,7 @@ fn try_join(
         .with_rank(rank)));
     }
     st.joined[rank] = Some(config.clone());
+    st.gave_up[rank] = false;
     if st.joined.iter().all(Option::is_some) {
         let first = st.joined.iter().flatten().next().cloned().unwrap_or_default();
         let differ: Vec<usize> = st
@@ -111,9 +120,12 @@ fn try_join(
         }
         let now = Instant::now();
         if now >= deadline {
-            let missing: Vec<usize> =
-                st.joined.iter().enumerate().filter(|(_, c)| c.is_none()).map(|(r, _)| r).collect();
+            let absent = |gave_up: bool| -> Vec<usize> {
+                (0..world).filter(|&r| st.joined[r].is_none() && st.gave_up[r] == gave_up).collect()
+            };
+            let (missing, left) = (absent(false), absent(true));
             st.joined[rank] = None;
+            st.gave_up[rank] = true;
             if st.joined.iter().all(Option::is_none) {
                 st.closed = true;
                 ROOMS.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
@@ -121,10 +133,19 @@ fn try_join(
             return Some(Err(CollectiveError::new(
                 ErrorKind::Timeout,
                 format!(
-                    "communicator {} ({world} ranks) was not complete after {:?}: rank(s) {} never called Communicator::new",
+                    "communicator {} ({world} ranks) was not complete after {:?}: {}",
                     id.short(),
                     config.timeout(),
-                    ranks_list(&missing)
+                    match (missing.is_empty(), left.is_empty()) {
+                        (false, true) => format!("rank(s) {} never called Communicator::new", ranks_list(&missing)),
+                        (true, _) =>
+                            format!("rank(s) {} called Communicator::new but gave up first", ranks_list(&left)),
+                        (false, false) => format!(
+                            "rank(s) {} never called Communicator::new; rank(s) {} called it but gave up first",
+                            ranks_list(&missing),
+                            ranks_list(&left)
+                        ),
+                    }
                 ),
             )
             .with_rank(rank)

@@ -117,7 +117,10 @@ pub(crate) fn execute<D: Device>(
     if let Err(e) = &result
         && !matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported)
     {
-        ctx.link.poison(e.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string()).with_seq(ctx.seq));
+        // Only a collective's sequence number goes with the poison: it is how a rank that
+        // arrives late at the same collective knows it is involved (see `Communicator::submit`).
+        let poison = e.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string());
+        ctx.link.poison(if ctx.p2p { poison } else { poison.with_seq(ctx.seq) });
     }
     result
 }

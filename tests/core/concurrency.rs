@@ -1,0 +1,163 @@
+//! Many operations and many communicators: 1,000 consecutive small collectives on one
+//! communicator, and several communicators driven from the same rank threads, both
+//! interleaved on one thread and concurrently from several threads per rank.
+
+use ruccl::{CommConfig, Communicator, ReduceOp, UniqueId};
+
+use crate::harness::{Ctx, Opts, TEST_TIMEOUT, TestDevice, run};
+use crate::reference::{data, reduce_input, reduced, sentinel};
+
+pub fn thousand_small_all_reduces<D: TestDevice>() {
+    let opts = Opts { shuffle: false, ..Opts::default() };
+    run::<D, _>(4, &opts, |ctx| {
+        for i in 0..1000 {
+            let n = 1 + i % 8;
+            let op = ReduceOp::ALL[i % ReduceOp::ALL.len()];
+            let mut t = ctx.tensor(&reduce_input::<f32>(op, ctx.rank, n, i));
+            // A few shuffled arrivals keep the ranks out of lockstep.
+            if i % 50 == 0 {
+                ctx.arrive();
+            }
+            ctx.ok(ctx.comm.all_reduce(&mut t, op), format!("all_reduce #{i}"));
+            ctx.check(&t, &reduced::<f32>(op, 4, n, i), format!("all_reduce #{i}"));
+        }
+        let log = ctx.comm.flight_recorder();
+        assert_eq!(log.last().map(|e| e.seq), Some(999), "flight recorder: {log:?}");
+    });
+}
+
+/// 1,000 consecutive ops cycling through every collective.
+pub fn thousand_mixed_ops<D: TestDevice>() {
+    let opts = Opts { shuffle: false, ..Opts::default() };
+    run::<D, _>(3, &opts, |ctx| {
+        let (w, r) = (ctx.world, ctx.rank);
+        for i in 0..1000 {
+            let n = i % 5;
+            let root = i % w;
+            let what = format!("op #{i}");
+            match i % 8 {
+                0 => {
+                    let op = ReduceOp::ALL[(i / 8) % ReduceOp::ALL.len()];
+                    let mut t = ctx.tensor(&reduce_input::<i64>(op, r, n, i));
+                    ctx.ok(ctx.comm.all_reduce(&mut t, op), &what);
+                    ctx.check(&t, &reduced::<i64>(op, w, n, i), &what);
+                }
+                1 => {
+                    let mut t = ctx.tensor(&data::<u8>(r, n, i));
+                    ctx.ok(ctx.comm.broadcast(&mut t, root), &what);
+                    ctx.check(&t, &data::<u8>(root, n, i), &what);
+                }
+                2 => {
+                    let op = ReduceOp::Max;
+                    let mut t = ctx.tensor(&reduce_input::<f64>(op, r, n, i));
+                    ctx.ok(ctx.comm.reduce(&mut t, op, root), &what);
+                    if r == root {
+                        ctx.check(&t, &reduced::<f64>(op, w, n, i), &what);
+                    }
+                }
+                3 => {
+                    let x = ctx.tensor(&data::<i32>(r, n, i));
+                    let mut y = ctx.tensor(&sentinel::<i32>(w * n));
+                    ctx.ok(ctx.comm.all_gather_into_tensor(&mut y, &x), &what);
+                    let want: Vec<i32> = (0..w).flat_map(|k| data::<i32>(k, n, i)).collect();
+                    ctx.check(&y, &want, &what);
+                }
+                4 => {
+                    let op = ReduceOp::Sum;
+                    let x = ctx.tensor(&reduce_input::<u32>(op, r, w * n, i));
+                    let mut y = ctx.tensor(&sentinel::<u32>(n));
+                    ctx.ok(ctx.comm.reduce_scatter_tensor(&mut y, &x, op), &what);
+                    let all = reduced::<u32>(op, w, w * n, i);
+                    ctx.check(&y, &all[r * n..(r + 1) * n], &what);
+                }
+                5 => {
+                    let mut t = ctx.tensor(&data::<i8>(r, w * n, i));
+                    ctx.ok(ctx.comm.all_to_all_single_in_place(&mut t), &what);
+                    let want: Vec<i8> =
+                        (0..w).flat_map(|k| data::<i8>(k, w * n, i)[r * n..(r + 1) * n].to_vec()).collect();
+                    ctx.check(&t, &want, &what);
+                }
+                6 => {
+                    let x = ctx.tensor(&data::<f32>(r, n, i));
+                    let mut y = ctx.tensor(&sentinel::<f32>(w * n));
+                    ctx.ok(ctx.comm.gather(&x, Some(&mut y), root), &what);
+                    if r == root {
+                        let want: Vec<f32> = (0..w).flat_map(|k| data::<f32>(k, n, i)).collect();
+                        ctx.check(&y, &want, &what);
+                    }
+                }
+                _ => ctx.ok(ctx.comm.barrier(), &what),
+            }
+        }
+    });
+}
+
+fn join_extra<D: TestDevice>(ctx: &Ctx<D>, id: &UniqueId) -> Communicator<D> {
+    let cfg = CommConfig::default().with_timeout(TEST_TIMEOUT);
+    Communicator::with_config(ctx.dev.clone(), ctx.world, id.clone(), ctx.rank, cfg)
+        .unwrap_or_else(|e| panic!("joining an extra communicator: {e}"))
+}
+
+/// Three communicators on the same threads, calls interleaved in the same order on every
+/// rank.
+pub fn communicators_interleaved<D: TestDevice>() {
+    let ids = [UniqueId::new().unwrap(), UniqueId::new().unwrap()];
+    run::<D, _>(3, &Opts::default(), |ctx| {
+        let (w, r) = (ctx.world, ctx.rank);
+        let extra: Vec<_> = ids.iter().map(|id| join_extra(ctx, id)).collect();
+        let comms = [&ctx.comm, &extra[0], &extra[1]];
+        for i in 0..60 {
+            let c = comms[i % 3];
+            let op = ReduceOp::ALL[i % ReduceOp::ALL.len()];
+            let mut t = ctx.tensor(&reduce_input::<f32>(op, r, 9, i));
+            ctx.arrive();
+            ctx.ok(c.all_reduce(&mut t, op), format!("all_reduce #{i} on communicator {}", i % 3));
+            ctx.check(&t, &reduced::<f32>(op, w, 9, i), format!("all_reduce #{i}"));
+            let c = comms[(i + 1) % 3];
+            let mut t = ctx.tensor(&data::<half::f16>(r, 4, i));
+            ctx.arrive();
+            ctx.ok(c.broadcast(&mut t, i % w), format!("broadcast #{i}"));
+            ctx.check(&t, &data::<half::f16>(i % w, 4, i), format!("broadcast #{i}"));
+        }
+    });
+}
+
+/// Each rank drives two communicators from two threads at once (and the harness's one from
+/// a third).
+pub fn communicators_on_separate_threads<D: TestDevice>() {
+    let ids = [UniqueId::new().unwrap(), UniqueId::new().unwrap()];
+    run::<D, _>(4, &Opts::default(), |ctx| {
+        let (w, r) = (ctx.world, ctx.rank);
+        let extra: Vec<_> = ids.iter().map(|id| join_extra(ctx, id)).collect();
+        std::thread::scope(|s| {
+            let a = &extra[0];
+            s.spawn(move || {
+                for i in 0..200 {
+                    let op = ReduceOp::Sum;
+                    let mut t = ctx.tensor(&reduce_input::<i32>(op, r, 33, i));
+                    ctx.ok(a.all_reduce(&mut t, op), format!("thread A: all_reduce #{i}"));
+                    ctx.check(&t, &reduced::<i32>(op, w, 33, i), format!("thread A: #{i}"));
+                }
+            });
+            let b = &extra[1];
+            s.spawn(move || {
+                for i in 0..200 {
+                    let x = ctx.tensor(&data::<f64>(r, 17, i));
+                    let mut y = ctx.tensor(&sentinel::<f64>(w * 17));
+                    ctx.ok(b.all_gather_into_tensor(&mut y, &x), format!("thread B: all_gather #{i}"));
+                    let want: Vec<f64> = (0..w).flat_map(|k| data::<f64>(k, 17, i)).collect();
+                    ctx.check(&y, &want, format!("thread B: #{i}"));
+                }
+            });
+            for i in 0..200 {
+                let mut t = ctx.tensor(&data::<u8>(r, 3, i));
+                ctx.ok(ctx.comm.broadcast(&mut t, i % w), format!("main thread: broadcast #{i}"));
+                ctx.check(&t, &data::<u8>(i % w, 3, i), format!("main thread: #{i}"));
+            }
+        });
+        for c in [&ctx.comm, &extra[0], &extra[1]] {
+            assert!(c.is_usable());
+            ctx.ok(c.barrier(), "barrier");
+        }
+    });
+}

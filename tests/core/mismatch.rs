@@ -1,0 +1,134 @@
+//! Mismatched calls: ranks that disagree on the op, count, dtype, reduce op or root — or pair
+//! a send with a receive of another size, or with a collective — all get `Mismatch` naming
+//! both sides, well before the (modest) deadline, so a missed detection shows up as a
+//! `Timeout` rather than a hang. Afterwards the communicator is aborted.
+
+use std::time::{Duration, Instant};
+
+use ruccl::{DType, ErrorKind, Rank, ReduceOp, Tensor};
+
+use crate::harness::{Ctx, Opts, TestDevice, run};
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Every rank runs `call`; every rank must get `Mismatch` mentioning all of `needles`.
+fn expect_mismatch<D, F>(world: usize, needles: &[&str], call: F)
+where
+    D: TestDevice,
+    F: Fn(&Ctx<D>) -> ruccl::Result<()> + Sync,
+{
+    run::<D, _>(world, &Opts::timed(TIMEOUT), |ctx| {
+        let t0 = Instant::now();
+        let r = call(ctx);
+        let took = t0.elapsed();
+        ctx.expect_err(r, ErrorKind::Mismatch, needles, "a mismatched call");
+        assert!(took < TIMEOUT, "rank {}: the mismatch took {took:?}", ctx.rank);
+        ctx.expect_err(ctx.comm.barrier(), ErrorKind::Aborted, &[], "barrier after a mismatch");
+    });
+}
+
+fn zeros<D: TestDevice>(ctx: &Ctx<D>, dtype: DType, n: usize) -> Tensor<D> {
+    Tensor::zeros(&ctx.dev, dtype, &[n]).unwrap()
+}
+
+pub fn different_op<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["all_reduce(sum, 4 x f32)", "broadcast(4 x f32, root 0)"], |ctx| {
+        let mut t = zeros(ctx, DType::F32, 4);
+        if ctx.rank == 0 { ctx.comm.all_reduce(&mut t, ReduceOp::Sum) } else { ctx.comm.broadcast(&mut t, 0) }
+    });
+}
+
+pub fn different_count<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["4 x f32", "5 x f32"], |ctx| {
+        let mut t = zeros(ctx, DType::F32, 4 + ctx.rank);
+        ctx.comm.all_reduce(&mut t, ReduceOp::Sum)
+    });
+}
+
+pub fn different_dtype<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["4 x f32", "4 x i32"], |ctx| {
+        let dtype = if ctx.rank == 0 { DType::F32 } else { DType::I32 };
+        let mut t = zeros(ctx, dtype, 4);
+        ctx.comm.all_reduce(&mut t, ReduceOp::Sum)
+    });
+}
+
+pub fn different_reduce_op<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["all_reduce(sum", "all_reduce(max"], |ctx| {
+        let op = if ctx.rank == 0 { ReduceOp::Sum } else { ReduceOp::Max };
+        let mut t = zeros(ctx, DType::F64, 3);
+        ctx.comm.all_reduce(&mut t, op)
+    });
+}
+
+/// Both ranks think they are the root: each sends to the other.
+pub fn different_root<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["root 0", "root 1"], |ctx| {
+        let mut t = zeros(ctx, DType::U8, 8);
+        ctx.comm.broadcast(&mut t, ctx.rank)
+    });
+}
+
+/// Both ranks think they are the root of a reduce: each waits to receive and nothing is ever
+/// sent, so only the flight recorder can tell.
+pub fn different_root_no_messages<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["root 0", "root 1"], |ctx| {
+        let mut t = zeros(ctx, DType::I64, 8);
+        ctx.comm.reduce(&mut t, ReduceOp::Sum, ctx.rank)
+    });
+}
+
+/// One of four ranks calls something else; every rank finds out, directly or relayed.
+pub fn different_op_world4<D: TestDevice>() {
+    expect_mismatch::<D, _>(4, &["all_reduce", "all_gather"], |ctx| {
+        let x = zeros(ctx, DType::F32, 6);
+        if ctx.rank == 3 {
+            let mut y = zeros(ctx, DType::F32, 24);
+            ctx.comm.all_gather_into_tensor(&mut y, &x)
+        } else {
+            let mut t = x;
+            ctx.comm.all_reduce(&mut t, ReduceOp::Sum)
+        }
+    });
+}
+
+pub fn send_recv_mismatch<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["send(4 x i32, to 1)", "recv(5 x i32, from 0)"], |ctx| {
+        if ctx.rank == 0 {
+            ctx.comm.send(&zeros(ctx, DType::I32, 4), 1)
+        } else {
+            ctx.comm.recv(&mut zeros(ctx, DType::I32, 5), 0)
+        }
+    });
+}
+
+pub fn send_vs_collective<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["send", "all_reduce"], |ctx| {
+        let mut t = zeros(ctx, DType::F32, 4);
+        if ctx.rank == 0 { ctx.comm.send(&t, 1) } else { ctx.comm.all_reduce(&mut t, ReduceOp::Sum) }
+    });
+}
+
+/// Members that pass different lists to `split_from` both get `Mismatch`; a rank left out
+/// gets `None`.
+pub fn split_lists_differ<D: TestDevice>() {
+    run::<D, _>(3, &Opts::timed(TIMEOUT), |ctx| {
+        let list: &[Rank] = match ctx.rank {
+            0 => &[0, 1],
+            1 => &[1, 0],
+            _ => &[],
+        };
+        let r = ctx.comm.split_from(list);
+        if ctx.rank == 2 {
+            assert!(ctx.ok(r, "split_from([])").is_none());
+        } else {
+            let other = 1 - ctx.rank;
+            ctx.expect_err(
+                r.map(|_| ()),
+                ErrorKind::Mismatch,
+                &["split", &format!("rank {other}")],
+                "split_from with different lists",
+            );
+        }
+    });
+}

@@ -1,0 +1,187 @@
+//! Sweeps of the data-movement collectives (broadcast, all_gather in its three forms,
+//! all_to_all, gather, scatter): every dtype × the counts of [`counts`], every root in turn,
+//! out of place and in place, with shuffled arrival, compared bit for bit.
+
+use ruccl::{DType, ReduceOp, Tensor};
+
+use crate::harness::{Ctx, Opts, TestDevice, run};
+use crate::reference::{Elem, counts, data, reduce_input, reduced, sentinel};
+
+fn sweep<D: TestDevice>(world: usize, each: fn(&Ctx<D>, DType)) {
+    run::<D, _>(world, &Opts::default(), |ctx| {
+        for dt in DType::ALL {
+            each(ctx, dt);
+        }
+    });
+}
+
+pub fn broadcast<D: TestDevice>(world: usize) {
+    sweep::<D>(world, |ctx, dt| per_dtype!(dt, broadcast_as::<D>(ctx)));
+}
+
+fn broadcast_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+    let (w, r) = (ctx.world, ctx.rank);
+    for (salt, n) in counts(w).into_iter().enumerate() {
+        for root in 0..w {
+            let what = format!("broadcast({n} x {}, root {root})", T::DTYPE);
+            let mine = data::<T>(r, n, salt);
+            let want = data::<T>(root, n, salt);
+
+            let x = ctx.tensor(&mine);
+            let mut y = ctx.tensor(&sentinel::<T>(n));
+            ctx.arrive();
+            ctx.ok(ctx.comm.broadcast_into(&x, &mut y, root), &what);
+            ctx.check(&y, &want, format!("{what} out of place"));
+            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+
+            let mut t = ctx.tensor(&mine);
+            ctx.arrive();
+            ctx.ok(ctx.comm.broadcast(&mut t, root), &what);
+            ctx.check(&t, &want, format!("{what} in place"));
+        }
+    }
+}
+
+pub fn all_gather<D: TestDevice>(world: usize) {
+    sweep::<D>(world, |ctx, dt| per_dtype!(dt, all_gather_as::<D>(ctx)));
+}
+
+fn all_gather_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+    let (w, r) = (ctx.world, ctx.rank);
+    for (salt, n) in counts(w).into_iter().enumerate() {
+        let what = format!("all_gather({n} x {} per rank)", T::DTYPE);
+        let mine = data::<T>(r, n, salt);
+        let want: Vec<T> = (0..w).flat_map(|k| data::<T>(k, n, salt)).collect();
+        let x = ctx.tensor(&mine);
+
+        let mut list: Vec<Tensor<D>> = (0..w).map(|_| ctx.tensor(&sentinel::<T>(n))).collect();
+        ctx.arrive();
+        ctx.ok(ctx.comm.all_gather(&mut list, &x), format!("{what} into a list"));
+        for (k, t) in list.iter().enumerate() {
+            ctx.check(t, &want[k * n..(k + 1) * n], format!("{what}: list[{k}]"));
+        }
+
+        let mut y = ctx.tensor(&sentinel::<T>(w * n));
+        ctx.arrive();
+        ctx.ok(ctx.comm.all_gather_into_tensor(&mut y, &x), &what);
+        ctx.check(&y, &want, format!("{what} into a tensor"));
+        ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+
+        let mut block = sentinel::<T>(w * n);
+        block[r * n..(r + 1) * n].copy_from_slice(&mine);
+        let mut t = ctx.tensor(&block);
+        ctx.arrive();
+        ctx.ok(ctx.comm.all_gather_into_tensor_in_place(&mut t), &what);
+        ctx.check(&t, &want, format!("{what} in place"));
+    }
+}
+
+pub fn all_to_all<D: TestDevice>(world: usize) {
+    sweep::<D>(world, |ctx, dt| per_dtype!(dt, all_to_all_as::<D>(ctx)));
+}
+
+fn all_to_all_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+    let (w, r) = (ctx.world, ctx.rank);
+    for (salt, n) in counts(w).into_iter().enumerate() {
+        let what = format!("all_to_all({n} x {} per peer)", T::DTYPE);
+        let mine = data::<T>(r, w * n, salt);
+        // Block k of the result is block r of rank k's input.
+        let want: Vec<T> = (0..w).flat_map(|k| data::<T>(k, w * n, salt)[r * n..(r + 1) * n].to_vec()).collect();
+
+        let x = ctx.tensor(&mine);
+        let mut y = ctx.tensor(&sentinel::<T>(w * n));
+        ctx.arrive();
+        ctx.ok(ctx.comm.all_to_all_single(&mut y, &x), &what);
+        ctx.check(&y, &want, format!("{what} out of place"));
+        ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+
+        let mut t = ctx.tensor(&mine);
+        ctx.arrive();
+        ctx.ok(ctx.comm.all_to_all_single_in_place(&mut t), &what);
+        ctx.check(&t, &want, format!("{what} in place"));
+    }
+}
+
+pub fn gather<D: TestDevice>(world: usize) {
+    sweep::<D>(world, |ctx, dt| per_dtype!(dt, gather_as::<D>(ctx)));
+}
+
+fn gather_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+    let (w, r) = (ctx.world, ctx.rank);
+    for (salt, n) in counts(w).into_iter().enumerate() {
+        for root in 0..w {
+            let what = format!("gather({n} x {}, root {root})", T::DTYPE);
+            let mine = data::<T>(r, n, salt);
+            let want: Vec<T> = (0..w).flat_map(|k| data::<T>(k, n, salt)).collect();
+            let x = ctx.tensor(&mine);
+            let mut y = ctx.tensor(&sentinel::<T>(w * n));
+            // Non-roots pass no output half the time and an ignored one otherwise.
+            let pass_output = r == root || (salt + root) % 2 == 0;
+            ctx.arrive();
+            ctx.ok(ctx.comm.gather(&x, pass_output.then_some(&mut y), root), &what);
+            if r == root {
+                ctx.check(&y, &want, format!("{what} on the root"));
+            } else {
+                ctx.check(&y, &sentinel::<T>(w * n), format!("{what}: a non-root output must not be written"));
+            }
+            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+        }
+    }
+}
+
+pub fn scatter<D: TestDevice>(world: usize) {
+    sweep::<D>(world, |ctx, dt| per_dtype!(dt, scatter_as::<D>(ctx)));
+}
+
+fn scatter_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+    let (w, r) = (ctx.world, ctx.rank);
+    for (salt, n) in counts(w).into_iter().enumerate() {
+        for root in 0..w {
+            let what = format!("scatter({n} x {}, root {root})", T::DTYPE);
+            let mine = data::<T>(r, w * n, salt);
+            let want = &data::<T>(root, w * n, salt)[r * n..(r + 1) * n];
+            let x = ctx.tensor(&mine);
+            let mut y = ctx.tensor(&sentinel::<T>(n));
+            let pass_input = r == root || (salt + root) % 2 == 1;
+            ctx.arrive();
+            ctx.ok(ctx.comm.scatter(&mut y, pass_input.then_some(&x), root), &what);
+            ctx.check(&y, want, &what);
+            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+        }
+    }
+}
+
+/// `broadcast_into` reads `input` only on the root: elsewhere its size does not matter.
+pub fn broadcast_into_ignores_non_root_input<D: TestDevice>() {
+    run::<D, _>(3, &Opts::default(), |ctx| {
+        let root = 1;
+        let n = 10;
+        let x = if ctx.rank == root {
+            ctx.tensor(&data::<i32>(root, n, 0))
+        } else {
+            ctx.tensor(&data::<i32>(ctx.rank, ctx.rank, 0))
+        };
+        let mut y = ctx.tensor(&sentinel::<i32>(n));
+        ctx.arrive();
+        ctx.ok(ctx.comm.broadcast_into(&x, &mut y, root), "broadcast_into");
+        ctx.check(&y, &data::<i32>(root, n, 0), "broadcast_into");
+    });
+}
+
+/// Collectives look at element counts, not shapes: a 2-D tensor reduces like its 1-D view.
+pub fn shapes_are_free<D: TestDevice>() {
+    run::<D, _>(4, &Opts::default(), |ctx| {
+        let op = ReduceOp::Sum;
+        let mine = reduce_input::<f32>(op, ctx.rank, 12, 3);
+        let mut t = Tensor::from_slice(&ctx.dev, &mine, &[3, 4]).unwrap();
+        ctx.arrive();
+        ctx.ok(ctx.comm.all_reduce(&mut t, op), "all_reduce of a 3x4 tensor");
+        assert_eq!(t.shape(), &[3, 4]);
+        ctx.check(&t, &reduced::<f32>(op, 4, 12, 3), "all_reduce of a 3x4 tensor");
+        let x = Tensor::from_slice(&ctx.dev, &mine, &[2, 6]).unwrap();
+        let mut y = Tensor::zeros(&ctx.dev, DType::F32, &[4, 2, 6]).unwrap();
+        ctx.ok(ctx.comm.all_gather_into_tensor(&mut y, &x), "all_gather of 2x6 into 4x2x6");
+        let want: Vec<f32> = (0..4).flat_map(|k| reduce_input::<f32>(op, k, 12, 3)).collect();
+        ctx.check(&y, &want, "all_gather of 2x6 into 4x2x6");
+    });
+}

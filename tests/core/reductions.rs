@@ -1,0 +1,115 @@
+//! Sweeps of the reducing collectives (all_reduce, reduce, reduce_scatter): every dtype ×
+//! every reduce op × the element counts of [`counts`], out of place and in place, with
+//! shuffled arrival, compared bit for bit with the host reference. Every rank compares with
+//! the same reference, so every rank holding identical bits is checked too.
+
+use ruccl::{DType, ReduceOp};
+
+use crate::harness::{Ctx, Opts, TestDevice, run};
+use crate::reference::{Elem, counts, reduce_input, reduced, sentinel};
+
+pub fn all_reduce<D: TestDevice>(world: usize) {
+    run::<D, _>(world, &Opts::default(), |ctx| {
+        for dt in DType::ALL {
+            per_dtype!(dt, all_reduce_as::<D>(ctx));
+        }
+    });
+}
+
+fn all_reduce_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+    for (salt, n) in counts(ctx.world).into_iter().enumerate() {
+        for op in ReduceOp::ALL {
+            let what = format!("all_reduce({op}, {n} x {})", T::DTYPE);
+            let mine = reduce_input::<T>(op, ctx.rank, n, salt);
+            let want = reduced::<T>(op, ctx.world, n, salt);
+
+            let x = ctx.tensor(&mine);
+            let mut y = ctx.tensor(&sentinel::<T>(n));
+            ctx.arrive();
+            ctx.ok(ctx.comm.all_reduce_into(&x, &mut y, op), &what);
+            ctx.check(&y, &want, format!("{what} out of place"));
+            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+
+            let mut t = ctx.tensor(&mine);
+            ctx.arrive();
+            ctx.ok(ctx.comm.all_reduce(&mut t, op), &what);
+            ctx.check(&t, &want, format!("{what} in place"));
+        }
+    }
+}
+
+pub fn reduce<D: TestDevice>(world: usize) {
+    run::<D, _>(world, &Opts::default(), |ctx| {
+        for dt in DType::ALL {
+            per_dtype!(dt, reduce_as::<D>(ctx));
+        }
+    });
+}
+
+fn reduce_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+    let mut call = 0;
+    for (salt, n) in counts(ctx.world).into_iter().enumerate() {
+        for op in ReduceOp::ALL {
+            // Every root in turn (roots other than 0 included).
+            let root = call % ctx.world;
+            call += 1;
+            let what = format!("reduce({op}, {n} x {}, root {root})", T::DTYPE);
+            let mine = reduce_input::<T>(op, ctx.rank, n, salt);
+            let want = reduced::<T>(op, ctx.world, n, salt);
+
+            let x = ctx.tensor(&mine);
+            let mut y = ctx.tensor(&sentinel::<T>(n));
+            ctx.arrive();
+            ctx.ok(ctx.comm.reduce_into(&x, &mut y, op, root), &what);
+            if ctx.rank == root {
+                ctx.check(&y, &want, format!("{what} out of place, on the root"));
+            } else {
+                ctx.check(&y, &sentinel::<T>(n), format!("{what} out of place: a non-root output must not be written"));
+            }
+            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+
+            let mut t = ctx.tensor(&mine);
+            ctx.arrive();
+            ctx.ok(ctx.comm.reduce(&mut t, op, root), &what);
+            if ctx.rank == root {
+                ctx.check(&t, &want, format!("{what} in place, on the root"));
+            } else {
+                ctx.check(&t, &mine, format!("{what} in place: a non-root tensor must be unchanged"));
+            }
+        }
+    }
+}
+
+pub fn reduce_scatter<D: TestDevice>(world: usize) {
+    run::<D, _>(world, &Opts::default(), |ctx| {
+        for dt in DType::ALL {
+            per_dtype!(dt, reduce_scatter_as::<D>(ctx));
+        }
+    });
+}
+
+fn reduce_scatter_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+    let (w, r) = (ctx.world, ctx.rank);
+    for (salt, n) in counts(w).into_iter().enumerate() {
+        for op in ReduceOp::ALL {
+            let what = format!("reduce_scatter({op}, {n} x {} per rank)", T::DTYPE);
+            let mine = reduce_input::<T>(op, r, w * n, salt);
+            let all = reduced::<T>(op, w, w * n, salt);
+            let want = &all[r * n..(r + 1) * n];
+
+            let x = ctx.tensor(&mine);
+            let mut y = ctx.tensor(&sentinel::<T>(n));
+            ctx.arrive();
+            ctx.ok(ctx.comm.reduce_scatter_tensor(&mut y, &x, op), &what);
+            ctx.check(&y, want, format!("{what} out of place"));
+            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+
+            let mut t = ctx.tensor(&mine);
+            ctx.arrive();
+            ctx.ok(ctx.comm.reduce_scatter_tensor_in_place(&mut t, op), &what);
+            // Only this rank's block is specified after an in-place reduce_scatter.
+            let got = t.to_vec::<T>().unwrap();
+            crate::harness::assert_bits(&got[r * n..(r + 1) * n], want, format!("{what} in place, block {r}"));
+        }
+    }
+}
