@@ -174,7 +174,7 @@ pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_e
             Algorithm::Ring => (ring::all_reduce(rank, world, n, c, avg), 0),
             Algorithm::Tree => (tree::all_reduce(rank, world, n, avg), 0),
             Algorithm::Direct => (direct::all_reduce(rank, world, n, c, avg), 0),
-            _ => (tree::recursive_doubling(rank, world, n, avg), 0),
+            _ => (tree::recursive_doubling(rank, world, n, avg), n),
         },
         OpKind::Broadcast => {
             let root = desc.root.unwrap_or(0);

@@ -75,10 +75,17 @@ pub(super) fn all_reduce(r: Rank, n: usize, count: usize, avg: bool) -> Vec<Step
 /// Recursive-doubling all_reduce. For a world that is not a power of two, the first
 /// `2 * extra` ranks pair up: even ones hand their input to the odd neighbour before the
 /// exchange rounds and get the result back after them.
+///
+/// Each round writes the buffer the rank did *not* lend in that round (output and scratch
+/// alternate, arranged so the last round lands in the output), so no round waits for its
+/// partner to finish reading before it can write.
 pub(super) fn recursive_doubling(r: Rank, n: usize, count: usize, avg: bool) -> Vec<Step> {
     let all = |slot| Span::new(slot, 0, count);
     let p = if n.is_power_of_two() { n } else { n.next_power_of_two() / 2 };
     let extra = n - p;
+    let rounds = p.trailing_zeros() as usize;
+    // The buffer round `k` writes; the fold writes the one round 0 does not (as round 1).
+    let dst_of = |k: usize| if (rounds + k) % 2 == 1 { Slot::Output } else { Slot::Scratch };
     let mut steps = Vec::new();
     if r < 2 * extra && r.is_multiple_of(2) {
         steps.push(Step::Send { peer: r + 1, src: all(Slot::Input) });
@@ -87,21 +94,20 @@ pub(super) fn recursive_doubling(r: Rank, n: usize, count: usize, avg: bool) -> 
     }
     let mut cur = Slot::Input;
     if r < 2 * extra {
-        steps.push(Step::RecvReduce { peer: r - 1, acc: all(Slot::Input), dst: all(Slot::Output) });
-        cur = Slot::Output;
+        let fold = dst_of(1);
+        steps.push(Step::RecvReduce { peer: r - 1, acc: all(Slot::Input), dst: all(fold) });
+        cur = fold;
     }
     let v = if r < 2 * extra { r / 2 } else { r - extra };
     let to_real = |u: usize| if u < extra { 2 * u + 1 } else { u + extra };
-    let mut mask = 1;
-    while mask < p {
-        let peer = to_real(v ^ mask);
+    for k in 0..rounds {
+        let peer = to_real(v ^ (1 << k));
         steps.push(Step::Send { peer, src: all(cur) });
-        steps.push(Step::RecvReduce { peer, acc: all(cur), dst: all(Slot::Output) });
-        cur = Slot::Output;
-        mask <<= 1;
+        steps.push(Step::RecvReduce { peer, acc: all(cur), dst: all(dst_of(k)) });
+        cur = dst_of(k);
     }
-    if cur == Slot::Input {
-        steps.push(Step::Copy { src: all(Slot::Input), dst: all(Slot::Output) });
+    if cur != Slot::Output {
+        steps.push(Step::Copy { src: all(cur), dst: all(Slot::Output) });
     }
     if avg {
         steps.push(Step::Average { span: all(Slot::Output) });
