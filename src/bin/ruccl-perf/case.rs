@@ -1,0 +1,172 @@
+//! One half-row on one rank: the tensors a collective needs for a given count and placement,
+//! how to fill them, the one ruCCL call that is timed, and what the result must be.
+//!
+//! Buffer sizes follow nccl-tests (`count` is the count passed to the call): all_gather and
+//! gather receive `count * ranks`, reduce_scatter and scatter send `count * ranks`,
+//! all_to_all sends and receives `count * ranks`; the rest move `count` each way. In-place
+//! runs use one tensor of the larger size, laid out as NCCL's in-place convention.
+
+use std::marker::PhantomData;
+
+use ruccl::{Communicator, HostDevice, ReduceOp, Result, Tensor};
+
+use crate::check::{Gen, Num, count_wrong, tolerance};
+use crate::table::Coll;
+
+/// What one rank runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    pub coll: Coll,
+    /// `None` for collectives that do not reduce.
+    pub op: Option<ReduceOp>,
+    pub root: usize,
+    pub rank: usize,
+    pub ranks: usize,
+    pub count: usize,
+    pub in_place: bool,
+}
+
+/// The tensors of one half-row.
+pub struct Case<T: Num> {
+    spec: Spec,
+    /// Out-of-place input (absent in place, and on scatter's non-roots).
+    input: Option<Tensor<HostDevice>>,
+    /// The output, or the single in-place tensor.
+    output: Tensor<HostDevice>,
+    _elem: PhantomData<fn() -> T>,
+}
+
+impl<T: Num> Case<T> {
+    /// Allocates zeroed tensors for `spec` on `dev`.
+    pub fn new(dev: &HostDevice, spec: Spec) -> Result<Self> {
+        let (c, n) = (spec.count, spec.ranks);
+        let (in_len, out_len) = match spec.coll {
+            Coll::AllReduce | Coll::Broadcast | Coll::Reduce | Coll::SendRecv => (c, c),
+            Coll::AllGather | Coll::Gather => (c, c * n),
+            Coll::ReduceScatter | Coll::Scatter => (c * n, c),
+            Coll::AllToAll => (c * n, c * n),
+        };
+        let zeros = |len: usize| Tensor::zeros(dev, T::DTYPE, &[len]);
+        let (input, output) = if spec.in_place {
+            (None, zeros(in_len.max(out_len))?)
+        } else if spec.coll == Coll::Scatter && spec.rank != spec.root {
+            (None, zeros(out_len)?)
+        } else {
+            (Some(zeros(in_len)?), zeros(out_len)?)
+        };
+        Ok(Case { spec, input, output, _elem: PhantomData })
+    }
+
+    /// Writes this rank's inputs for `seed` and clears the output (so a stale result from
+    /// an earlier run cannot pass the check).
+    pub fn fill(&mut self, seed: u64) -> Result<()> {
+        let s = self.spec;
+        let g = Gen::new::<T>(s.op, s.ranks, seed);
+        let r = s.rank;
+        if s.in_place {
+            let len = self.output.numel();
+            let data: Vec<T> = if s.coll == Coll::AllGather {
+                // NCCL's in-place all_gather: this rank's block already sits at `rank`.
+                (0..len).map(|j| if j / s.count == r { g.value(r, j % s.count) } else { T::default() }).collect()
+            } else {
+                (0..len).map(|j| g.value(r, j)).collect()
+            };
+            self.output.copy_from_slice(&data)
+        } else {
+            if let Some(input) = &mut self.input {
+                let data: Vec<T> = (0..input.numel()).map(|j| g.value(r, j)).collect();
+                input.copy_from_slice(&data)?;
+            }
+            self.output.copy_from_slice(&vec![T::default(); self.output.numel()])
+        }
+    }
+
+    /// Runs the collective once (the timed unit).
+    pub fn run(&mut self, comm: &Communicator<HostDevice>) -> Result<()> {
+        let s = self.spec;
+        let op = s.op.unwrap_or(ReduceOp::Sum);
+        let out = &mut self.output;
+        if s.in_place {
+            return match s.coll {
+                Coll::AllReduce => comm.all_reduce(out, op),
+                Coll::AllGather => comm.all_gather_into_tensor_in_place(out),
+                Coll::ReduceScatter => comm.reduce_scatter_tensor_in_place(out, op),
+                Coll::Broadcast => comm.broadcast(out, s.root),
+                Coll::Reduce => comm.reduce(out, op, s.root),
+                Coll::AllToAll => comm.all_to_all_single_in_place(out),
+                // The caller never asks: these have no in-place form.
+                Coll::SendRecv | Coll::Gather | Coll::Scatter => Ok(()),
+            };
+        }
+        let Some(inp) = self.input.as_ref() else {
+            // Only scatter's non-roots have no input.
+            return comm.scatter(out, None, s.root);
+        };
+        match s.coll {
+            Coll::AllReduce => comm.all_reduce_into(inp, out, op),
+            Coll::AllGather => comm.all_gather_into_tensor(out, inp),
+            Coll::ReduceScatter => comm.reduce_scatter_tensor(out, inp, op),
+            Coll::Broadcast => comm.broadcast_into(inp, out, s.root),
+            Coll::Reduce => comm.reduce_into(inp, out, op, s.root),
+            Coll::AllToAll => comm.all_to_all_single(out, inp),
+            Coll::Gather => comm.gather(inp, Some(out), s.root),
+            Coll::Scatter => comm.scatter(out, Some(inp), s.root),
+            Coll::SendRecv => send_recv(comm, inp, out, s.rank, s.ranks),
+        }
+    }
+
+    /// Counts this rank's wrong elements after a run on inputs from [`fill`](Self::fill)
+    /// with the same `seed`.
+    pub fn wrong(&self, seed: u64) -> Result<u64> {
+        let s = self.spec;
+        let g = Gen::new::<T>(s.op, s.ranks, seed);
+        let ulps = tolerance::<T>(s.op);
+        let got = self.output.to_vec::<T>()?;
+        let (c, r, n, root) = (s.count, s.rank, s.ranks, s.root);
+        let op = s.op.unwrap_or(ReduceOp::Sum);
+        let red = |j: usize| g.reduced::<T>(op, n, j);
+        Ok(match s.coll {
+            Coll::AllReduce => count_wrong(&got, ulps, red),
+            Coll::AllGather => count_wrong(&got, ulps, |j| g.value(j / c, j % c)),
+            Coll::ReduceScatter => {
+                // In place, only block `rank` is defined afterwards.
+                let mine = if s.in_place { &got[r * c..(r + 1) * c] } else { &got[..] };
+                count_wrong(mine, ulps, |i| red(r * c + i))
+            }
+            Coll::Broadcast => count_wrong(&got, ulps, |j| g.value(root, j)),
+            Coll::Reduce if r == root => count_wrong(&got, ulps, red),
+            // Non-roots' buffers must be left alone.
+            Coll::Reduce if s.in_place => count_wrong(&got, 0, |j| g.value(r, j)),
+            Coll::Reduce => count_wrong(&got, 0, |_| T::default()),
+            Coll::AllToAll => count_wrong(&got, ulps, |j| g.value(j / c, r * c + j % c)),
+            Coll::Gather if r == root => count_wrong(&got, ulps, |j| g.value(j / c, j % c)),
+            Coll::Gather => count_wrong(&got, 0, |_| T::default()),
+            Coll::Scatter => count_wrong(&got, ulps, |i| g.value(root, r * c + i)),
+            Coll::SendRecv => count_wrong(&got, ulps, |i| g.value((r + n - 1) % n, i)),
+        })
+    }
+}
+
+/// Sends `input` to rank `rank + 1` and receives from `rank - 1` (ring order, as
+/// nccl-tests' sendrecv). ruCCL's `send` returns only once the peer has received, so the
+/// order matters: even ranks send first, odd ranks receive first. Every even rank's send
+/// then targets an odd rank that is already receiving, except (for odd `n`) rank `n - 1`'s
+/// send to rank 0, which rank 0 takes once its own send to rank 1 (receiving first) is done.
+/// No cycle of waits exists for any `n >= 2`. The caller skips `n == 1`.
+fn send_recv(
+    comm: &Communicator<HostDevice>,
+    input: &Tensor<HostDevice>,
+    output: &mut Tensor<HostDevice>,
+    rank: usize,
+    n: usize,
+) -> Result<()> {
+    let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
+    // `%` rather than `is_multiple_of`, which is newer than the crate's rust-version.
+    if matches!(rank % 2, 0) {
+        comm.send(input, next)?;
+        comm.recv(output, prev)
+    } else {
+        comm.recv(output, prev)?;
+        comm.send(input, next)
+    }
+}

@@ -1,0 +1,204 @@
+//! `ruccl-perf`: the nccl-tests-compatible benchmark and correctness tool for ruCCL.
+//!
+//! ```text
+//! cargo run --release --bin ruccl-perf -- all_reduce -b 8 -e 64M -f 4 -g 4
+//! ```
+//!
+//! Same flags, columns and bandwidth arithmetic as nccl-tests' `*_perf` binaries, so the
+//! numbers read side by side with NCCL's. Ranks are threads of this process. `--help` says
+//! everything; `PERFORMANCE.md` holds measured tables.
+
+mod args;
+mod case;
+mod check;
+mod report;
+mod run;
+mod table;
+
+use std::process::ExitCode;
+use std::sync::mpsc;
+
+use ruccl::{CommConfig, UniqueId};
+
+use crate::args::{DEVICES, Parsed};
+use crate::report::Report;
+use crate::run::{Ctx, Failure, Gate, Plan};
+
+const HELP: &str = "\
+ruccl-perf: nccl-tests-compatible benchmark and correctness check for ruCCL
+
+USAGE: ruccl-perf <collective> [flags]
+  collectives: all_reduce all_gather reduce_scatter broadcast reduce all_to_all
+               sendrecv gather scatter   (nccl-tests names such as alltoall_perf work too)
+
+FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
+  -b, --minbytes <size>     smallest size (default 32M); K, M, G suffixes are binary (1K = 1024)
+  -e, --maxbytes <size>     largest size (default 32M)
+  -f, --stepfactor <n>      multiply the size by n each step (default 1: use -i)
+  -i, --stepbytes <size>    add this much each step when -f is 1 (default 1M)
+  -g, --ngpus <n>           ranks in this process, one thread each (default 1)
+  -t, --nthreads <n>        multiplies -g (nccl-tests threads x GPUs); ranks = t * g
+  -n, --iters <n>           timed iterations per row (default 20)
+  -w, --warmup_iters <n>    warm-up iterations at the largest and smallest size (default 5)
+  -c, --check <n>           check runs per row (default 1; 0 disables, #wrong prints N/A)
+  -o, --op <op>             sum|prod|min|max|avg|premulsum (alias mulsum)|all (default sum)
+  -d, --datatype <type>     float|half|bfloat16|double|int8|uint8|int32|uint32|int64|uint64|all
+                            (aliases: float32 fp32 f32, float16 fp16 f16, bf16, float64 fp64
+                            f64, char i8, u8, int i32, u32, i64, u64; default float)
+  -r, --root <rank>         root of broadcast/reduce/gather/scatter (default 0; -1 = every root)
+  -z, --blocking <0/1>      accepted for compatibility: ruCCL collectives always block until
+                            done, so every timed call is already synchronous
+  -T, --timeout <secs>      deadline of every wait inside ruCCL (0 or absent: the library
+                            default, 600 s, or RUCCL_TIMEOUT)
+  -a, --average <0-3>       how ranks' times combine: 0 rank 0, 1 mean (default), 2 min, 3 max
+      --device <name>       compiled-in devices: DEVICES (wgpu, vulkan, metal, cuda: not in
+                            this build)
+      --transport <name>    inproc (default); tcp is not built yet
+      --algo <name>         auto (default) or a plan ruCCL should force: ring, tree, rd
+                            (recursive doubling), direct, ... (any name this ruCCL accepts; a
+                            wrong one lists them). Ops with a single algorithm ignore it.
+                            RUCCL_ALGO and RUCCL_CHUNK_BYTES apply too
+      --json <file>         also write one JSON record per table row (JSON Lines)
+      --ref                 after each row print a '#' line: one thread's memcpy of the row's
+                            size, measured in the same run (the ceiling to read busbw against)
+  -h, --help                this text
+
+SIZES, as nccl-tests (so rows compare with NCCL's):
+  size  is max(send bytes, receive bytes) per rank; count is the count passed to the call.
+  all_reduce, broadcast, reduce, sendrecv: count = size / typesize.
+  all_gather, gather: each rank sends count = size / typesize / ranks and receives size.
+  reduce_scatter, scatter: each rank (scatter: the root) sends size and receives count.
+  all_to_all: each rank sends and receives size, count = size / typesize / ranks per peer.
+BANDWIDTH (decimal GB/s): algbw = bytes / time, with bytes = count * typesize, times ranks
+  for the gather/scatter family; busbw = algbw * factor: all_reduce 2(n-1)/n; all_gather,
+  reduce_scatter, all_to_all, gather, scatter (n-1)/n; broadcast, reduce, sendrecv 1.
+TIME: each rank times -n calls back to back after one untimed call and a barrier, and divides
+  by -n; the printed time combines ranks with -a (the mean, as nccl-tests).
+IN PLACE: all_reduce, all_gather, reduce_scatter, broadcast, reduce and all_to_all run their
+  in-place forms; ruCCL has no in-place gather, scatter or sendrecv: those columns print N/A.
+SENDRECV: each rank sends to rank+1 and receives from rank-1 (even ranks send first, odd
+  ranks receive first: deadlock-free for every rank count). Needs at least 2 ranks.
+CHECK: inputs are small integers chosen so every reduction is exact in any order; results
+  are compared bit for bit, except float avg and premulsum, allowed 1 ULP (one rounding at
+  the end may round twice); integer avg is exact (wrapping sum, then truncating division).
+  premulsum uses the scalar 3 on every rank. Non-root outputs of reduce and gather must be
+  left untouched. #wrong sums the ranks' wrong elements; 'Out of bounds values' counts the
+  rank checks that found any.
+EXIT STATUS: 0 all good; 1 wrong values or a failed collective; 2 bad command line (also an
+  unknown device or a transport that is not built).
+";
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match args::parse(&argv) {
+        Ok(Parsed::Help) => {
+            print!("{}", HELP.replace("DEVICES", &DEVICES.join(", ")));
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Run(o)) => o,
+        Err(e) => {
+            eprintln!("ruccl-perf: {e}");
+            eprintln!("run `ruccl-perf --help` for usage");
+            return ExitCode::from(2);
+        }
+    };
+    let mut config = match CommConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ruccl-perf: {}", e.message());
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(t) = opts.timeout {
+        config = config.with_timeout(t);
+    }
+    if opts.algo != ruccl::Algorithm::Auto {
+        config = config.with_algorithm(opts.algo);
+    }
+    let json = match &opts.json {
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("ruccl-perf: cannot create --json file {path:?}: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let id = match UniqueId::new() {
+        Ok(id) => id,
+        Err(e) => {
+            eprintln!("ruccl-perf: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let plan = Plan::new(&opts);
+    for line in report::header(&opts, &plan, &config) {
+        println!("{line}");
+    }
+    let mut report = Report::new(&opts, &plan, json);
+    // The harness barrier is not what -T bounds: ranks wait there while rank 0 runs the
+    // memcpy reference or others check results. It only guards against a rank that never
+    // comes back, with the longer of -T and ten minutes.
+    let gate = Gate::new(opts.ranks(), config.timeout().max(std::time::Duration::from_secs(600)));
+    let ctx = Ctx { opts: &opts, plan: &plan, id, gate, config };
+    let mut io_error = None;
+    if !plan.rows.is_empty() {
+        std::thread::scope(|s| {
+            let (tx, rx) = mpsc::channel();
+            for rank in 0..opts.ranks() {
+                let tx = tx.clone();
+                let ctx = &ctx;
+                let spawned = std::thread::Builder::new()
+                    .name(format!("rank-{rank}"))
+                    .spawn_scoped(s, move || run::rank_main(ctx, rank, tx));
+                if let Err(e) = spawned {
+                    ctx.gate.abort();
+                    report.failures.push((rank, Failure::Harness(format!("cannot start rank {rank}'s thread: {e}"))));
+                    break;
+                }
+            }
+            drop(tx);
+            for msg in rx {
+                if let Err(e) = report.on(msg) {
+                    io_error.get_or_insert(e);
+                }
+            }
+        });
+    }
+    let any_wrong = match report.footer() {
+        Ok(w) => w,
+        Err(e) => {
+            io_error.get_or_insert(e);
+            false
+        }
+    };
+    if let Some(e) = io_error {
+        eprintln!("ruccl-perf: writing results failed: {e}");
+        return ExitCode::FAILURE;
+    }
+    if !report.failures.is_empty() {
+        // The first failure that is not just "aborted because another rank failed" is the
+        // cause; the rest are its echo.
+        let cause = report.failures.iter().position(|(_, f)| !is_echo(f)).unwrap_or(0);
+        let (rank, f) = &report.failures[cause];
+        eprintln!("ruccl-perf: rank {rank} failed: {f}");
+        let others = report.failures.len() - 1;
+        if others > 0 {
+            eprintln!("ruccl-perf: ({others} other rank(s) stopped after it)");
+        }
+        return ExitCode::FAILURE;
+    }
+    if any_wrong {
+        eprintln!("ruccl-perf: some results were wrong (see #wrong)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn is_echo(f: &Failure) -> bool {
+    match f {
+        Failure::Lib(e) => e.kind() == ruccl::ErrorKind::Aborted,
+        Failure::Harness(s) => s == "another rank failed",
+    }
+}

@@ -1,0 +1,236 @@
+//! The printing thread's side: the run header, collecting every rank's half-rows into table
+//! rows (printed in plan order as soon as complete), the `--json` records (one per row,
+//! JSON Lines), and the nccl-tests footer.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+
+use ruccl::CommConfig;
+use serde_json::{Value, json};
+
+use crate::args::{Average, Options, PREMUL_SCALAR};
+use crate::check::FLOAT_ULPS;
+use crate::run::{Failure, Msg, Plan};
+use crate::table::{self, Coll};
+
+/// The lines printed before the table.
+pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
+    let n = o.ranks();
+    let mut h = vec![
+        format!(
+            "# ruccl-perf {} (ruCCL {}): nccl-tests columns, bandwidth in decimal GB/s",
+            o.coll.name(),
+            env!("CARGO_PKG_VERSION")
+        ),
+        format!(
+            "# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: 1 validation: {} graph: 0",
+            o.threads,
+            o.gpus,
+            o.min_bytes,
+            o.max_bytes,
+            if o.step_factor > 1 { o.step_factor } else { o.step_bytes },
+            if o.step_factor > 1 { "factor" } else { "bytes" },
+            o.warmup,
+            o.iters,
+            o.check
+        ),
+        format!(
+            "# ranks: {n} (threads in this process)  device: host  transport: inproc  algo: {}  timeout: {:?}  time: {}",
+            o.algo,
+            config.timeout(),
+            o.average.name()
+        ),
+    ];
+    if o.blocking {
+        h.push("# Blocking: every ruCCL collective blocks until done; -z changes nothing".into());
+    }
+    if o.check > 0 {
+        h.push(format!(
+            "# check: small-integer inputs compared bit for bit (float avg and mulsum within {FLOAT_ULPS} ULP); mulsum scalar {PREMUL_SCALAR}"
+        ));
+    }
+    if !o.coll.reduces() && o.ops.is_some() {
+        h.push(format!("# note: {} does not reduce: -o is ignored (redop column: none)", o.coll.name()));
+    }
+    if !o.coll.rooted() && o.root.is_some() {
+        h.push(format!("# note: {} has no root: -r is ignored (root column: -1)", o.coll.name()));
+    }
+    if !o.coll.has_in_place() {
+        h.push(format!("# note: ruCCL has no in-place {}: the in-place columns print N/A", o.coll.name()));
+    }
+    if o.reference {
+        h.push("# --ref: after each row, a '#' line with one thread's memcpy of the row's size (same run)".into());
+    }
+    h.push("#".into());
+    h.push("# Using devices".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    for r in 0..n {
+        h.push(format!(
+            "#  Rank {r:>2} Group  0 Pid {:>6} on {host:>10} device {r:>2} [host] host:{r}",
+            std::process::id()
+        ));
+    }
+    h.push("#".into());
+    if o.coll == Coll::SendRecv && n < 2 {
+        h.push(
+            "# sendrecv: skipped: it needs at least 2 ranks (a rank cannot send to itself); use -g 2 or more".into(),
+        );
+    }
+    if plan.rows.is_empty() && o.coll != Coll::SendRecv {
+        h.push("# no sizes in range: nothing to run".into());
+    }
+    h.extend(table::header_lines());
+    h
+}
+
+#[derive(Default)]
+struct Pending {
+    halves: [Vec<(usize, f64, Option<u64>)>; 2],
+    reference: Option<f64>,
+}
+
+/// Collects messages and prints rows, JSON records and the footer.
+pub struct Report<'a> {
+    opts: &'a Options,
+    plan: &'a Plan,
+    json: Option<BufWriter<File>>,
+    pending: Vec<Pending>,
+    next: usize,
+    /// (rank, half) checks that found wrong elements: nccl-tests' "Out of bounds values".
+    bad_checks: u64,
+    bw_sum: f64,
+    bw_count: usize,
+    pub failures: Vec<(usize, Failure)>,
+}
+
+impl<'a> Report<'a> {
+    pub fn new(opts: &'a Options, plan: &'a Plan, json: Option<File>) -> Self {
+        Report {
+            opts,
+            plan,
+            json: json.map(BufWriter::new),
+            pending: (0..plan.rows.len()).map(|_| Pending::default()).collect(),
+            next: 0,
+            bad_checks: 0,
+            bw_sum: 0.0,
+            bw_count: 0,
+            failures: Vec::new(),
+        }
+    }
+
+    /// Takes one message; prints every row that is now complete.
+    pub fn on(&mut self, msg: Msg) -> io::Result<()> {
+        match msg {
+            Msg::Half { row, in_place, rank, secs, wrong } => {
+                if let Some(p) = self.pending.get_mut(row) {
+                    p.halves[usize::from(in_place)].push((rank, secs, wrong));
+                }
+            }
+            Msg::Ref { row, secs } => {
+                if let Some(p) = self.pending.get_mut(row) {
+                    p.reference = Some(secs);
+                }
+            }
+            Msg::Failed { rank, failure } => self.failures.push((rank, failure)),
+        }
+        while self.next < self.plan.rows.len() && self.complete(self.next) {
+            self.print_row(self.next)?;
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    fn complete(&self, k: usize) -> bool {
+        let n = self.opts.ranks();
+        let p = &self.pending[k];
+        p.halves[0].len() == n
+            && (!self.opts.coll.has_in_place() || p.halves[1].len() == n)
+            && (!self.opts.reference || p.reference.is_some())
+    }
+
+    fn combine(&self, times: &[(usize, f64, Option<u64>)]) -> f64 {
+        let it = times.iter().map(|t| t.1);
+        match self.opts.average {
+            Average::Rank0 => times.iter().find(|t| t.0 == 0).map_or(0.0, |t| t.1),
+            Average::Mean => it.sum::<f64>() / times.len().max(1) as f64,
+            Average::Min => it.fold(f64::INFINITY, f64::min),
+            Average::Max => it.fold(0.0, f64::max),
+        }
+    }
+
+    fn print_row(&mut self, k: usize) -> io::Result<()> {
+        let o = self.opts;
+        let n = o.ranks();
+        let row = self.plan.rows[k];
+        let combo = self.plan.combos[row.combo];
+        let root = combo.root.map_or(-1, |r| r as i64);
+        let mut line = table::row_prefix(row.shape.bytes, row.shape.count, combo.dtype, combo.op, root);
+        let mut records: [Value; 2] = [Value::Null, Value::Null];
+        for (h, rec) in records.iter_mut().enumerate() {
+            if h == 1 && !o.coll.has_in_place() {
+                line.push_str(&table::half_na());
+                continue;
+            }
+            let times = &self.pending[k].halves[h];
+            let secs = self.combine(times);
+            let (alg, bus) = o.coll.bandwidth(row.shape.count, combo.dtype, n, secs);
+            let wrong = (o.check > 0).then(|| times.iter().filter_map(|t| t.2).sum::<u64>());
+            self.bad_checks += times.iter().filter(|t| t.2.is_some_and(|w| w > 0)).count() as u64;
+            self.bw_sum += bus;
+            self.bw_count += 1;
+            line.push_str(&table::half(secs * 1e6, alg, bus, wrong));
+            *rec = json!({
+                "time_us": secs * 1e6,
+                "algbw_gbps": alg,
+                "busbw_gbps": bus,
+                "wrong": wrong,
+            });
+        }
+        println!("{line}");
+        let reference = self.pending[k].reference.map(|secs| {
+            let gbps = if secs > 0.0 { row.shape.bytes as f64 / 1e9 / secs } else { 0.0 };
+            println!("{}", table::ref_line(row.shape.bytes, secs * 1e6, gbps));
+            json!({ "what": "memcpy, 1 thread", "time_us": secs * 1e6, "bw_gbps": gbps })
+        });
+        if let Some(w) = &mut self.json {
+            let [oop, ip] = records;
+            let rec = json!({
+                "collective": o.coll.name(),
+                "size_bytes": row.shape.bytes,
+                "count": row.shape.count,
+                "type": table::dtype_name(combo.dtype),
+                "redop": table::op_name(combo.op),
+                "op": combo.op.map(|op| op.to_string()),
+                "root": root,
+                "ranks": n,
+                "device": "host",
+                "transport": "inproc",
+                "algo": o.algo.to_string(),
+                "iters": o.iters,
+                "warmup_iters": o.warmup,
+                "time_average": o.average.name(),
+                "out_of_place": oop,
+                "in_place": ip,
+                "ref": reference,
+            });
+            writeln!(w, "{rec}")?;
+            w.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Prints the footer; returns whether any element was wrong.
+    pub fn footer(&mut self) -> io::Result<bool> {
+        if let Some(w) = &mut self.json {
+            w.flush()?;
+        }
+        let avg = if self.bw_count > 0 { self.bw_sum / self.bw_count as f64 } else { 0.0 };
+        let verdict = if self.bad_checks > 0 { "FAILED" } else { "OK" };
+        println!("# Out of bounds values : {} {verdict}", self.bad_checks);
+        println!("# Avg bus bandwidth    : {}", table::fmt_g(avg));
+        println!("#");
+        Ok(self.bad_checks > 0)
+    }
+}

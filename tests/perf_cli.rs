@@ -1,0 +1,262 @@
+//! Runs the `ruccl-perf` binary on small ranges and reads its output the way a person (or a
+//! script written for nccl-tests) would: every table row checked, `#wrong` 0 everywhere, the
+//! footer OK, `--json` one valid record per row, and bad command lines rejected with a
+//! message and exit status 2.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn perf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ruccl-perf"))
+        .args(args)
+        .env_remove("RUCCL_ALGO")
+        .env_remove("RUCCL_TIMEOUT")
+        .env_remove("RUCCL_CHUNK_BYTES")
+        .output()
+        .expect("ruccl-perf runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// One table row: the five leading columns and the two halves.
+#[derive(Debug)]
+struct Row {
+    size: u64,
+    count: u64,
+    dtype: String,
+    redop: String,
+    root: i64,
+    /// (time, algbw, busbw, #wrong) out of place and in place, as printed.
+    halves: [[String; 4]; 2],
+}
+
+fn rows(out: &str) -> Vec<Row> {
+    out.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 13, "a row has 13 columns: {l:?}");
+            let half = |i: usize| -> [String; 4] { std::array::from_fn(|k| f[i + k].to_string()) };
+            Row {
+                size: f[0].parse().unwrap(),
+                count: f[1].parse().unwrap(),
+                dtype: f[2].to_string(),
+                redop: f[3].to_string(),
+                root: f[4].parse().unwrap(),
+                halves: [half(5), half(9)],
+            }
+        })
+        .collect()
+}
+
+/// Asserts a clean run: exit 0, footer OK, every checked half `#wrong` 0, numbers parse.
+fn assert_clean(o: &Output, in_place: bool) -> Vec<Row> {
+    let out = stdout(o);
+    assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{}", o.status, stderr(o));
+    assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
+    assert!(out.contains("# Avg bus bandwidth    : "), "{out}");
+    let rows = rows(&out);
+    assert!(!rows.is_empty(), "{out}");
+    for r in &rows {
+        for (h, half) in r.halves.iter().enumerate() {
+            if h == 1 && !in_place {
+                assert!(half.iter().all(|c| c == "N/A"), "{r:?}");
+                continue;
+            }
+            for c in &half[..3] {
+                let v: f64 = c.parse().unwrap_or_else(|_| panic!("number in {r:?}"));
+                assert!(v >= 0.0, "{r:?}");
+            }
+            assert_eq!(half[3], "0", "wrong elements in {r:?}");
+        }
+    }
+    rows
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("ruccl-perf-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn all_reduce_every_dtype_and_op_is_exact_and_json_matches_the_table() {
+    let json = temp("all_reduce.jsonl");
+    let o = perf(&[
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "4K",
+        "-f",
+        "4",
+        "-g",
+        "3",
+        "-d",
+        "all",
+        "-o",
+        "all",
+        "-c",
+        "1",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let rows = assert_clean(&o, true);
+    // 10 dtypes x 6 ops x sizes 8, 32, 128, 512, 2048.
+    assert_eq!(rows.len(), 10 * 6 * 5);
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &rows {
+        assert_eq!(r.root, -1);
+        seen.insert((r.dtype.clone(), r.redop.clone()));
+    }
+    assert_eq!(seen.len(), 60, "{seen:?}");
+    for (d, op) in [("bfloat16", "mulsum"), ("int8", "avg"), ("double", "prod")] {
+        assert!(seen.contains(&(d.to_string(), op.to_string())));
+    }
+    let text = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let records: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).expect("each line is one JSON record")).collect();
+    assert_eq!(records.len(), rows.len(), "one record per table row");
+    for (rec, row) in records.iter().zip(&rows) {
+        assert_eq!(rec["collective"], "all_reduce");
+        assert_eq!(rec["size_bytes"].as_u64(), Some(row.size));
+        assert_eq!(rec["count"].as_u64(), Some(row.count));
+        assert_eq!(rec["type"].as_str(), Some(row.dtype.as_str()));
+        assert_eq!(rec["redop"].as_str(), Some(row.redop.as_str()));
+        assert_eq!(rec["ranks"], 3);
+        assert_eq!(rec["out_of_place"]["wrong"], 0);
+        assert_eq!(rec["in_place"]["wrong"], 0);
+        assert!(rec["out_of_place"]["busbw_gbps"].as_f64().unwrap() >= 0.0);
+        assert!(rec["ref"].is_null());
+    }
+}
+
+#[test]
+fn data_movement_collectives_check_clean_for_every_dtype() {
+    for (args, in_place) in [
+        (&["all_gather", "-b", "8", "-e", "1K", "-f", "8", "-g", "3"][..], true),
+        (&["reduce_scatter", "-b", "8", "-e", "1K", "-f", "8", "-g", "2", "-o", "all"][..], true),
+        (&["broadcast", "-b", "8", "-e", "1K", "-f", "8", "-g", "3", "-r", "-1"][..], true),
+        (&["reduce", "-b", "8", "-e", "1K", "-f", "8", "-g", "3", "-r", "2", "-o", "max"][..], true),
+        (&["all_to_all", "-b", "8", "-e", "1K", "-f", "8", "-g", "3"][..], true),
+        (&["sendrecv", "-b", "8", "-e", "1K", "-f", "8", "-g", "3"][..], false),
+        (&["gather", "-b", "8", "-e", "1K", "-f", "8", "-g", "3", "-r", "1"][..], false),
+        (&["scatter", "-b", "8", "-e", "1K", "-f", "8", "-g", "3", "-r", "-1"][..], false),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["-d", "all", "-c", "1", "-n", "2", "-w", "1"]);
+        let rows = assert_clean(&perf(&a), in_place);
+        let coll = args[0];
+        if coll == "broadcast" || coll == "scatter" {
+            let roots: std::collections::BTreeSet<i64> = rows.iter().map(|r| r.root).collect();
+            assert_eq!(roots.into_iter().collect::<Vec<_>>(), vec![0, 1, 2], "{coll}");
+        }
+        if coll == "all_gather" {
+            // nccl-tests sizes: size = count * ranks * typesize, count = size / typesize / ranks.
+            let r = rows.iter().find(|r| r.dtype == "float").unwrap();
+            assert_eq!((r.size, r.count), (0, 0));
+            let r = rows.iter().rfind(|r| r.dtype == "float").unwrap();
+            assert_eq!((r.size, r.count), (504, 42));
+            assert_eq!(r.redop, "none");
+        }
+    }
+}
+
+/// Counts of 0 (8 B of double over 3 ranks) are valid calls; the first in-place all_to_all
+/// of 0 elements once failed with "plan uses unbound slot Scratch".
+#[test]
+fn all_to_all_with_zero_counts() {
+    let args = ["all_to_all", "-b", "8", "-e", "64", "-f", "2", "-g", "3", "-d", "double", "-n", "1", "-w", "0"];
+    let rows = assert_clean(&perf(&args), true);
+    assert_eq!(rows[0].count, 0);
+}
+
+#[test]
+fn ref_lines_follow_rows() {
+    let json = temp("ref.jsonl");
+    let o = perf(&[
+        "all_gather",
+        "-b",
+        "1K",
+        "-e",
+        "16K",
+        "-f",
+        "4",
+        "-g",
+        "2",
+        "-n",
+        "2",
+        "-w",
+        "0",
+        "--ref",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let rows = assert_clean(&o, true);
+    let out = stdout(&o);
+    let refs = out.lines().filter(|l| l.contains("ref: memcpy, 1 thread")).count();
+    assert_eq!(refs, rows.len(), "{out}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    for l in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert!(v["ref"]["bw_gbps"].as_f64().unwrap() > 0.0, "{l}");
+    }
+}
+
+#[test]
+fn one_rank_sendrecv_is_skipped_with_a_reason() {
+    let o = perf(&["sendrecv", "-b", "8", "-e", "64", "-g", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("sendrecv: skipped"), "{out}");
+    assert!(rows(&out).is_empty());
+    assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
+}
+
+#[test]
+fn bad_command_lines_fail_with_a_message() {
+    for (args, needle) in [
+        (&["all_reduce", "--bogus"][..], "unknown option"),
+        (&["all_reduce", "-d", "float128"][..], "unknown datatype"),
+        (&["all_reduce", "-o", "xor"][..], "unknown reduce op"),
+        (&["all_reduce", "-b", "1M", "-e", "1K"][..], "invalid sizes"),
+        (&["all_reduce", "-b", "lots"][..], "invalid size"),
+        (&["all_reduce", "-n"][..], "needs a value"),
+        (&["broadcast", "-g", "2", "-r", "5"][..], "out of range"),
+        (&["allscan"][..], "unknown collective"),
+        (&["-g", "2"][..], "no collective"),
+        (&["all_reduce", "--transport", "tcp"][..], "not built yet"),
+        (&["all_reduce", "--device", "cuda"][..], "compiled-in devices: host"),
+        (&["all_reduce", "--algo", "warp"][..], "unknown algorithm"),
+    ] {
+        let o = perf(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        assert!(rows(&stdout(&o)).is_empty());
+    }
+}
+
+#[test]
+fn help_documents_the_flags() {
+    let o = perf(&["--help"]);
+    assert!(o.status.success());
+    let h = stdout(&o);
+    for flag in ["-b,", "-e,", "-f,", "-g,", "-n,", "-w,", "-c,", "-o,", "-d,", "-r,", "-z,", "-T,"] {
+        assert!(h.contains(flag), "{flag} missing from --help");
+    }
+    for word in ["--device", "--transport", "--algo", "--json", "--ref", "always block"] {
+        assert!(h.contains(word), "{word} missing from --help");
+    }
+}
