@@ -116,25 +116,7 @@ impl Device for HostDevice {
         dtype: DType,
         combine: Combine,
     ) -> Result<()> {
-        let len = incoming.len();
-        check(dst, dst_off, len, "reduce destination")?;
-        check(acc, acc_off, len, "reduce accumulator")?;
-        if partial_overlap(acc, acc_off, dst, dst_off, len) {
-            return Err(CollectiveError::device("reduce between overlapping ranges"));
-        }
-        let d0 = dst.base() as usize + dst_off;
-        let i0 = incoming.as_ptr() as usize;
-        if len > 0 && d0 < i0 + len && i0 < d0 + len {
-            return Err(CollectiveError::device("reduce source overlaps its destination"));
-        }
-        // SAFETY: ranges are in bounds; `dst` is disjoint from `incoming` and either
-        // identical to or disjoint from `acc` (checked above), so the exclusive view does not
-        // alias the shared ones.
-        unsafe {
-            let d = dst.bytes_mut(dst_off, len);
-            let a = if acc.same(dst) && acc_off == dst_off { None } else { Some(acc.bytes(acc_off, len)) };
-            kernels::reduce(dtype, combine, d, a, incoming)
-        }
+        self.reduce_host_many(dst, dst_off, acc, acc_off, &[incoming], dtype, combine)
     }
 
     fn reduce_host_many(

@@ -341,11 +341,6 @@ macro_rules! by_dtype {
     };
 }
 
-/// `dst = combine(acc or dst, src)` element-wise; lengths must agree.
-pub(crate) fn reduce(dtype: DType, combine: Combine, dst: &mut [u8], acc: Option<&[u8]>, src: &[u8]) -> Result<()> {
-    reduce_many(dtype, combine, dst, acc, &[src])
-}
-
 /// `dst = combine(acc or dst, srcs[0], srcs[1], ...)` element-wise, left to right, tiled.
 pub(crate) fn reduce_many(
     dtype: DType,
@@ -413,12 +408,12 @@ mod tests {
                 let s = aligned(&mk(4.0));
                 let n = d.len();
                 // SAFETY: two distinct fresh blocks, single thread.
-                unsafe { reduce(dt, c, d.bytes_mut(0, n), None, s.bytes(0, n)) }.unwrap();
+                unsafe { reduce_many(dt, c, d.bytes_mut(0, n), None, &[s.bytes(0, n)]) }.unwrap();
                 assert_eq!(unsafe { d.bytes(0, n) }, &mk(expect)[..], "{dt} {c:?}");
                 // out of place
                 let a = aligned(&mk(3.0));
                 let o = aligned(&mk(0.0));
-                unsafe { reduce(dt, c, o.bytes_mut(0, n), Some(a.bytes(0, n)), s.bytes(0, n)) }.unwrap();
+                unsafe { reduce_many(dt, c, o.bytes_mut(0, n), Some(a.bytes(0, n)), &[s.bytes(0, n)]) }.unwrap();
                 assert_eq!(unsafe { o.bytes(0, n) }, &mk(expect)[..], "{dt} {c:?} out of place");
             }
         }
@@ -435,8 +430,8 @@ mod tests {
     fn bad_lengths_are_errors() {
         let d = aligned(&[0; 8]);
         let s = aligned(&[0; 4]);
-        assert!(unsafe { reduce(DType::F32, Combine::Sum, d.bytes_mut(0, 8), None, s.bytes(0, 4),) }.is_err());
-        assert!(unsafe { reduce(DType::F32, Combine::Sum, d.bytes_mut(0, 3), None, s.bytes(0, 3),) }.is_err());
+        assert!(unsafe { reduce_many(DType::F32, Combine::Sum, d.bytes_mut(0, 8), None, &[s.bytes(0, 4)]) }.is_err());
+        assert!(unsafe { reduce_many(DType::F32, Combine::Sum, d.bytes_mut(0, 3), None, &[s.bytes(0, 3)]) }.is_err());
     }
 
     #[test]

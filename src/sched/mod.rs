@@ -22,7 +22,7 @@ use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::{HostMem, HostRegion};
 use crate::op::Fingerprint;
 use crate::trace::{debug_event, trace_event};
-use crate::transport::{Header, Link, WaitOutcome};
+use crate::transport::{Header, Link, Message, WaitOutcome};
 use crate::types::{Combine, DType, Rank, Scale};
 
 /// Where a slot's spans live.
@@ -242,17 +242,8 @@ impl<D: Device> Run<'_, '_, D> {
     }
 
     fn recv(&mut self, peer: Rank, dst: Span, acc: Option<Span>, size: usize) -> Result<()> {
-        let me = self.ctx.rank;
-        let link = self.ctx.link;
-        if !link.has_message(me, peer) {
-            let index = self.received[peer];
-            let what = move || format!("rank {peer} to send message {index} of this op");
-            self.wait_for(peer, &what, &mut || link.has_message(me, peer))?;
-        }
-        let msg = link
-            .peek(me, peer)
-            .ok_or_else(|| CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer))?;
-        self.check_header(peer, &msg.header)?;
+        let (me, link) = (self.ctx.rank, self.ctx.link);
+        let msg = self.next_message(peer)?;
         let d = self.bufs.resolve(dst, size)?;
         self.check_len(peer, &msg.region, d.len)?;
         self.received[peer] += 1;
@@ -298,15 +289,7 @@ impl<D: Device> Run<'_, '_, D> {
         let mut regions = Vec::with_capacity(run.len());
         for step in run {
             let Step::RecvReduce { peer, .. } = *step else { return Ok(false) };
-            if !link.has_message(me, peer) {
-                let index = self.received[peer];
-                let what = move || format!("rank {peer} to send message {index} of this op");
-                self.wait_for(peer, &what, &mut || link.has_message(me, peer))?;
-            }
-            let msg = link
-                .peek(me, peer)
-                .ok_or_else(|| CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer))?;
-            self.check_header(peer, &msg.header)?;
+            let msg = self.next_message(peer)?;
             self.check_len(peer, &msg.region, d.len)?;
             regions.push((peer, msg.region));
         }
@@ -320,6 +303,22 @@ impl<D: Device> Run<'_, '_, D> {
             link.release(me, *peer);
         }
         out.map(|()| true)
+    }
+
+    /// Waits for the next message from `peer` and checks its header; it stays queued until
+    /// released.
+    fn next_message(&mut self, peer: Rank) -> Result<Message> {
+        let (me, link) = (self.ctx.rank, self.ctx.link);
+        if !link.has_message(me, peer) {
+            let index = self.received[peer];
+            let what = move || format!("rank {peer} to send message {index} of this op");
+            self.wait_for(peer, &what, &mut || link.has_message(me, peer))?;
+        }
+        let msg = link
+            .peek(me, peer)
+            .ok_or_else(|| CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer))?;
+        self.check_header(peer, &msg.header)?;
+        Ok(msg)
     }
 
     fn check_len(&self, peer: Rank, region: &HostRegion, want: usize) -> Result<()> {
