@@ -27,7 +27,9 @@ fn kernels(c: &mut Criterion) {
             b.iter(|| dev.reduce_host(&dst, 0, &acc, 0, &srcs[0], dt, Combine::Sum).unwrap())
         });
     }
-    g.bench_function("f32 max", |b| b.iter(|| dev.reduce_host(&dst, 0, &acc, 0, &srcs[0], DType::F32, Combine::Max).unwrap()));
+    g.bench_function("f32 max", |b| {
+        b.iter(|| dev.reduce_host(&dst, 0, &acc, 0, &srcs[0], DType::F32, Combine::Max).unwrap())
+    });
     let views: Vec<&[u8]> = srcs.iter().map(Vec::as_slice).collect();
     g.bench_function("f32 sum fused 4 sources", |b| {
         b.iter(|| dev.reduce_host_many(&dst, 0, &acc, 0, &views, DType::F32, Combine::Sum).unwrap())

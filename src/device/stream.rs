@@ -40,7 +40,8 @@ unsafe fn stream_x86_64(dst: &mut [u8], src: &[u8]) {
         unsafe {
             let s = src.as_ptr().add(i).cast::<__m128i>();
             let d = dst.as_mut_ptr().add(i).cast::<__m128i>();
-            let (a, b, c, e) = (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)), _mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
+            let (a, b, c, e) =
+                (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)), _mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
             _mm_stream_si128(d, a);
             _mm_stream_si128(d.add(1), b);
             _mm_stream_si128(d.add(2), c);
