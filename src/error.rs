@@ -217,7 +217,9 @@ impl CollectiveError {
             ErrorKind::Unsupported => "choose another dtype, device, algorithm or operation",
             ErrorKind::Device => "check the device and its driver",
             ErrorKind::Io => "check the network and the peer's host",
-            ErrorKind::Protocol => "a peer sent malformed data: check that every rank runs the same ruCCL version",
+            ErrorKind::Protocol => {
+                "a peer sent malformed data or ruCCL broke one of its own invariants: check that every rank runs the same ruCCL version, and if they do, report this message as a bug"
+            }
         }
     }
 }
