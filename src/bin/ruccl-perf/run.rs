@@ -250,9 +250,10 @@ fn run_combo<T: Num>(
                 continue;
             }
             let mut case = Case::<T>::new(&dev, spec(row.shape.count, in_place))?;
-            if o.check > 0 {
-                case.fill(99)?;
-            }
+            // Always write real inputs (as nccl-tests does): a buffer never written stays the
+            // kernel's shared zero page, which reads far faster than memory and would
+            // flatter the out-of-place column.
+            case.fill(99)?;
             // One untimed call, then line the ranks up, then time `iters` calls.
             case.run(comm)?;
             ctx.gate.wait()?;
