@@ -157,6 +157,12 @@ impl CollectiveError {
         self
     }
 
+    /// Sets the op sequence number, replacing any set before.
+    pub(crate) fn at_seq(mut self, seq: u64) -> Self {
+        self.inner.context.seq = Some(seq);
+        self
+    }
+
     /// Attaches a multi-line report (flight recorder) shown after the message.
     pub fn with_report(mut self, report: impl Into<String>) -> Self {
         self.inner.report = Some(report.into());
@@ -182,7 +188,10 @@ impl CollectiveError {
         let op = self.inner.context.op.as_deref().map(|o| format!("in {o}: ")).unwrap_or_default();
         let mut out =
             CollectiveError::new(self.inner.kind, format!("{origin}{op}{}", self.inner.message)).with_rank(rank);
-        out.inner.context.peer = self.inner.context.peer;
+        // The peer stays the one the first rank named — unless that is the relaying rank
+        // itself, which then names the rank that failed first.
+        let c = &self.inner.context;
+        out.inner.context.peer = c.peer.filter(|&p| p != rank).or(c.rank.filter(|&r| r != rank));
         out.inner.report = self.inner.report.clone();
         out
     }

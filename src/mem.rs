@@ -1,89 +1,254 @@
 //! Shared host memory: the one kind of bytes the transport moves and the host device stores.
 //!
 //! A [`HostMem`] is a reference-counted, 8-byte-aligned block that several threads may read
-//! and write *disjoint* ranges of at once. The scheduler upholds that rule: a range lent to a
-//! peer is never written until the peer has released it, and a peer only reads ranges lent to
-//! it. The storage is `[AtomicU64]` so the type is `Send + Sync` without an `unsafe impl`;
-//! the bytes are accessed non-atomically through raw pointers, which the atomic types allow
-//! when accesses do not race.
+//! and write at once, *disjoint* ranges only. That rule is not left to the callers: every
+//! access goes through a guard ([`HostMem::read`], [`HostMem::write`]) that registers its
+//! range with the block, and a range that would overlap a live write (or a write that would
+//! overlap a live read) is refused with a `Device` error instead of racing. Clones of one
+//! block on two threads, a tensor used as input and output of one call, a peer reading a lent
+//! range while its owner writes: each either runs on disjoint bytes or fails cleanly.
+//!
+//! The scheduler never relies on a refusal for correctness (it waits for lent ranges before
+//! writing them); the check is what makes the safe API sound whatever a caller builds.
+//!
+//! The storage is `[AtomicU64]` so the type is `Send + Sync` without an `unsafe impl`; the
+//! bytes are accessed non-atomically through raw pointers, which the atomic types allow when
+//! accesses do not race — and the guards make sure they do not.
 
+use std::alloc::Layout;
 use std::fmt;
-use std::sync::Arc;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{CollectiveError, Result};
+
+/// One registered access: a byte range and whether it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Borrow {
+    off: usize,
+    len: usize,
+    write: bool,
+}
+
+impl Borrow {
+    fn conflicts(&self, other: &Borrow) -> bool {
+        (self.write || other.write) && self.off < other.off + other.len && other.off < self.off + self.len
+    }
+}
+
+struct Block {
+    words: Box<[AtomicU64]>,
+    len: usize,
+    /// Live guards. Short: one entry per access in progress on this block.
+    borrows: Mutex<Vec<Borrow>>,
+}
+
+/// `words` zeroed `u64`s, or `None` when the memory cannot be had (never aborts).
+fn alloc_zeroed_words(words: usize) -> Option<Box<[AtomicU64]>> {
+    if words == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = Layout::array::<AtomicU64>(words).ok()?;
+    // SAFETY: `layout` has a non-zero size (words > 0).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicU64>();
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[AtomicU64;
+    // words]`, as `Box<[AtomicU64]>` requires; all-zero bytes are valid `AtomicU64`s; the box
+    // takes sole ownership.
+    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) })
+}
 
 /// A block of host memory that ranks in one process can share without copying.
+///
+/// ```
+/// use ruccl::mem::HostMem;
+/// let m = HostMem::zeroed(8)?;
+/// m.write(0, 4)?.copy_from_slice(&[1, 2, 3, 4]);
+/// let r = m.read(2, 4)?;
+/// assert_eq!(&*r, &[3, 4, 0, 0]);
+/// assert!(m.write(3, 1).is_err()); // overlaps the live read
+/// assert!(m.write(6, 2).is_ok()); // disjoint ranges are fine
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
 #[derive(Clone)]
 pub struct HostMem {
-    words: Arc<[AtomicU64]>,
-    len: usize,
+    block: Arc<Block>,
 }
 
 impl HostMem {
     /// Allocates `len` zeroed bytes.
-    pub fn zeroed(len: usize) -> Self {
-        let words = len.div_ceil(8);
-        let uninit = Arc::<[AtomicU64]>::new_zeroed_slice(words);
-        // SAFETY: an all-zero bit pattern is a valid `AtomicU64` (it is a valid `u64`).
-        let words = unsafe { uninit.assume_init() };
-        HostMem { words, len }
+    ///
+    /// # Errors
+    /// `Device` when the memory cannot be had (the process is never aborted).
+    pub fn zeroed(len: usize) -> Result<Self> {
+        let words = alloc_zeroed_words(len.div_ceil(8))
+            .ok_or_else(|| CollectiveError::device(format!("cannot allocate {len} bytes of host memory")))?;
+        Ok(HostMem { block: Arc::new(Block { words, len, borrows: Mutex::new(Vec::new()) }) })
     }
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.block.len
     }
 
     /// Whether the block holds no bytes.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.block.len == 0
     }
 
     /// Whether two handles name the same block.
     pub fn same(&self, other: &HostMem) -> bool {
-        Arc::ptr_eq(&self.words, &other.words)
+        Arc::ptr_eq(&self.block, &other.block)
     }
 
-    /// Base pointer; 8-byte aligned.
-    pub(crate) fn base(&self) -> *mut u8 {
-        // `as_ptr` of the first atomic is the start of the block; for an empty block the
-        // pointer is dangling but never dereferenced (every range has length 0).
-        match self.words.first() {
-            Some(w) => w.as_ptr().cast::<u8>(),
-            None => std::ptr::NonNull::<u64>::dangling().as_ptr().cast::<u8>(),
-        }
+    /// A number naming the block: equal for every handle on it, distinct between blocks that
+    /// are alive at the same time.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.block) as usize
     }
 
     /// Checks that `off..off + len` lies inside the block.
-    pub(crate) fn check(&self, off: usize, len: usize) -> bool {
-        off.checked_add(len).is_some_and(|end| end <= self.len)
+    pub fn check(&self, off: usize, len: usize) -> bool {
+        off.checked_add(len).is_some_and(|end| end <= self.block.len)
     }
 
-    /// A shared view of `off..off + len`.
-    ///
-    /// # Safety
-    /// Nobody may write the range while the returned slice lives.
-    pub(crate) unsafe fn bytes(&self, off: usize, len: usize) -> &[u8] {
-        debug_assert!(self.check(off, len), "range {off}+{len} outside {} bytes", self.len);
-        // SAFETY: in bounds (checked by every caller through `check`), and the caller
-        // guarantees no concurrent writer.
-        unsafe { std::slice::from_raw_parts(self.base().add(off), len) }
+    /// Base pointer, 8-byte aligned, with provenance over the whole block.
+    fn base(&self) -> *mut u8 {
+        // Derived from the whole slice (not its first element), so offsets anywhere in the
+        // block stay inside the pointer's provenance. Writing through it is allowed because
+        // the words are atomics (interior mutability).
+        self.block.words.as_ptr().cast::<u8>().cast_mut()
     }
 
-    /// An exclusive view of `off..off + len`.
+    fn acquire(&self, off: usize, len: usize, write: bool) -> Result<Borrow> {
+        if !self.check(off, len) {
+            return Err(CollectiveError::device(format!(
+                "range {off}..{} is outside a {}-byte host buffer",
+                off.saturating_add(len),
+                self.block.len
+            )));
+        }
+        let b = Borrow { off, len, write };
+        if len == 0 {
+            return Ok(b);
+        }
+        let mut live = self.block.borrows.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = live.iter().find(|c| c.conflicts(&b)) {
+            return Err(CollectiveError::device(format!(
+                "host buffer bytes {off}..{} cannot be {} while bytes {}..{} are being {} (the same memory \
+                 is used twice at once: a buffer shared between tensors, threads or an op's input and output)",
+                off + len,
+                if write { "written" } else { "read" },
+                c.off,
+                c.off + c.len,
+                if c.write { "written" } else { "read" },
+            )));
+        }
+        live.push(b);
+        Ok(b)
+    }
+
+    fn unregister(&self, b: Borrow) {
+        if b.len == 0 {
+            return;
+        }
+        let mut live = self.block.borrows.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = live.iter().position(|c| *c == b) {
+            live.swap_remove(i);
+        }
+    }
+
+    /// Reads `off..off + len`. Other reads of the range may run at the same time; writes
+    /// that overlap it are refused while the guard lives.
     ///
-    /// # Safety
-    /// Nobody else may read or write the range while the returned slice lives.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn bytes_mut(&self, off: usize, len: usize) -> &mut [u8] {
-        debug_assert!(self.check(off, len), "range {off}+{len} outside {} bytes", self.len);
-        // SAFETY: in bounds, and the caller guarantees exclusive access to the range.
-        unsafe { std::slice::from_raw_parts_mut(self.base().add(off), len) }
+    /// # Errors
+    /// `Device` when the range is out of bounds or overlaps a live write.
+    pub fn read(&self, off: usize, len: usize) -> Result<ReadGuard<'_>> {
+        let borrow = self.acquire(off, len, false)?;
+        // SAFETY: in bounds (checked by `acquire`); no live write overlaps the range and none
+        // can start while the guard (which owns the registration) lives.
+        let bytes = unsafe { std::slice::from_raw_parts(self.base().add(off), len) };
+        Ok(ReadGuard { mem: self, borrow, bytes })
+    }
+
+    /// Writes `off..off + len`, exclusively: any overlapping access is refused while the
+    /// guard lives.
+    ///
+    /// # Errors
+    /// `Device` when the range is out of bounds or overlaps a live read or write.
+    pub fn write(&self, off: usize, len: usize) -> Result<WriteGuard<'_>> {
+        let borrow = self.acquire(off, len, true)?;
+        // SAFETY: in bounds; no other live access overlaps the range, and none can start
+        // while the guard lives, so this is the only reference to these bytes.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.base().add(off), len) };
+        Ok(WriteGuard { mem: self, borrow, bytes })
+    }
+}
+
+/// Shared access to a range of a [`HostMem`]; dereferences to `[u8]`.
+pub struct ReadGuard<'a> {
+    mem: &'a HostMem,
+    borrow: Borrow,
+    bytes: &'a [u8],
+}
+
+impl Deref for ReadGuard<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl Drop for ReadGuard<'_> {
+    fn drop(&mut self) {
+        self.mem.unregister(self.borrow);
+    }
+}
+
+/// Exclusive access to a range of a [`HostMem`]; dereferences to `[u8]`.
+pub struct WriteGuard<'a> {
+    mem: &'a HostMem,
+    borrow: Borrow,
+    bytes: &'a mut [u8],
+}
+
+impl Deref for WriteGuard<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl DerefMut for WriteGuard<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.bytes
+    }
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        self.mem.unregister(self.borrow);
+    }
+}
+
+impl fmt::Debug for ReadGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ReadGuard({}..{} of {:?})", self.borrow.off, self.borrow.off + self.borrow.len, self.mem)
+    }
+}
+
+impl fmt::Debug for WriteGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WriteGuard({}..{} of {:?})", self.borrow.off, self.borrow.off + self.borrow.len, self.mem)
     }
 }
 
 impl fmt::Debug for HostMem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "HostMem({} bytes @ {:p})", self.len, self.base())
+        write!(f, "HostMem({} bytes @ {:#x})", self.block.len, self.id())
     }
 }
 
@@ -103,6 +268,14 @@ impl HostRegion {
     pub fn overlaps(&self, other: &HostRegion) -> bool {
         self.mem.same(&other.mem) && self.off < other.off + other.len && other.off < self.off + self.len
     }
+
+    /// Reads the whole region.
+    ///
+    /// # Errors
+    /// As [`HostMem::read`].
+    pub fn read(&self) -> Result<ReadGuard<'_>> {
+        self.mem.read(self.off, self.len)
+    }
 }
 
 #[cfg(test)]
@@ -111,21 +284,63 @@ mod tests {
 
     #[test]
     fn zeroed_aligned_and_overlap() {
-        let m = HostMem::zeroed(13);
+        let m = HostMem::zeroed(13).unwrap();
         assert_eq!(m.len(), 13);
         assert_eq!(m.base() as usize % 8, 0);
-        // SAFETY: single-threaded test.
-        unsafe {
-            assert!(m.bytes(0, 13).iter().all(|&b| b == 0));
-            m.bytes_mut(3, 2).copy_from_slice(&[7, 8]);
-            assert_eq!(m.bytes(2, 4), &[0, 7, 8, 0]);
-        }
+        assert!(m.read(0, 13).unwrap().iter().all(|&b| b == 0));
+        m.write(3, 2).unwrap().copy_from_slice(&[7, 8]);
+        assert_eq!(&*m.read(2, 4).unwrap(), &[0, 7, 8, 0]);
         let a = HostRegion { mem: m.clone(), off: 0, len: 4 };
         let b = HostRegion { mem: m.clone(), off: 4, len: 4 };
         let c = HostRegion { mem: m, off: 3, len: 2 };
         assert!(!a.overlaps(&b));
         assert!(a.overlaps(&c) && b.overlaps(&c));
-        assert!(!a.overlaps(&HostRegion { mem: HostMem::zeroed(8), off: 0, len: 4 }));
-        assert!(HostMem::zeroed(0).is_empty());
+        assert!(!a.overlaps(&HostRegion { mem: HostMem::zeroed(8).unwrap(), off: 0, len: 4 }));
+        assert!(HostMem::zeroed(0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn guards_refuse_overlapping_access_and_release_on_drop() {
+        let m = HostMem::zeroed(64).unwrap();
+        let clone = m.clone();
+        let r1 = m.read(0, 16).unwrap();
+        let r2 = clone.read(8, 16).unwrap(); // reads share
+        assert_eq!(clone.write(15, 1).unwrap_err().kind(), crate::ErrorKind::Device);
+        let w = clone.write(24, 8).unwrap(); // disjoint
+        assert!(m.read(30, 4).is_err());
+        assert!(m.write(0, 1).is_err());
+        drop((r1, r2, w));
+        assert!(m.write(0, 64).is_ok());
+        assert!(m.read(60, 5).is_err(), "out of bounds");
+        assert!(m.read(usize::MAX, 2).is_err(), "overflow");
+        assert!(m.write(64, 0).is_ok(), "empty range at the end");
+    }
+
+    #[test]
+    fn clones_on_two_threads_never_race() {
+        let m = HostMem::zeroed(4096).unwrap();
+        let (a, b) = (m.clone(), m);
+        let writer = |mem: HostMem, v: u8| {
+            std::thread::spawn(move || {
+                let mut ok = 0;
+                for _ in 0..50 {
+                    if let Ok(mut g) = mem.write(0, 4096) {
+                        g.fill(v);
+                        assert!(g.iter().all(|&x| x == v), "another thread wrote under a write guard");
+                        ok += 1;
+                    }
+                }
+                ok
+            })
+        };
+        let (t1, t2) = (writer(a, 1), writer(b, 2));
+        assert!(t1.join().unwrap() + t2.join().unwrap() > 0);
+    }
+
+    #[test]
+    fn impossible_sizes_are_errors_not_aborts() {
+        assert!(HostMem::zeroed(usize::MAX).is_err());
+        #[cfg(not(miri))]
+        assert!(HostMem::zeroed(1 << 50).is_err());
     }
 }

@@ -35,9 +35,7 @@ fn numel_of(shape: &[usize]) -> Result<usize> {
 }
 
 fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
-    // SAFETY: every `Element` is a plain numeric type without padding, so its bytes may be
-    // read; the length is the slice's exact size.
-    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
+    bytemuck::cast_slice(data)
 }
 
 impl<D: Device> Tensor<D> {
@@ -95,11 +93,12 @@ impl<D: Device> Tensor<D> {
         if T::DTYPE != self.dtype {
             return Err(CollectiveError::invalid(format!("to_vec::<{}>() on a tensor of {}", T::DTYPE, self.dtype)));
         }
-        let mut out = vec![T::default(); self.numel];
-        // SAFETY: `T` is plain numeric, so writing arbitrary bytes into it is sound.
-        let bytes =
-            unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(&out[..])) };
-        self.device.download(&self.buf, 0, bytes)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.numel).map_err(|_| {
+            CollectiveError::device(format!("cannot allocate {} bytes of host memory for to_vec", self.byte_len()))
+        })?;
+        out.resize(self.numel, T::default());
+        self.device.download(&self.buf, 0, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
     }
 

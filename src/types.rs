@@ -121,7 +121,9 @@ mod sealed {
 /// use ruccl::{DType, Element};
 /// assert_eq!(<half::bf16 as Element>::DTYPE, DType::BF16);
 /// ```
-pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + Default + 'static + sealed::Sealed {
+pub trait Element:
+    Copy + Send + Sync + PartialEq + fmt::Debug + Default + bytemuck::Pod + 'static + sealed::Sealed
+{
     /// The matching [`DType`].
     const DTYPE: DType;
     /// Converts from `f64` the way `as` does (used to build test data and scale factors).

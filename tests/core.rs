@@ -57,8 +57,12 @@ mod movement;
 mod p2p;
 #[path = "core/reductions.rs"]
 mod reductions;
+#[path = "core/soundness.rs"]
+mod soundness;
 #[path = "core/splits.rs"]
 mod splits;
+#[path = "core/truth.rs"]
+mod truth;
 
 /// `Communicator` must be `Send + Sync` (checked at compile time, for every device).
 const _: fn() = || {
@@ -135,6 +139,8 @@ macro_rules! core_suite {
                 algorithms::tree,
                 algorithms::recursive_doubling,
                 algorithms::identical_bits,
+                soundness::aliased_all_reduce_runs_in_place,
+                soundness::aliased_outputs_of_every_collective,
             );
             single!($dev;
                 movement::broadcast_into_ignores_non_root_input,
@@ -182,6 +188,14 @@ macro_rules! core_suite {
                 mismatch::send_recv_mismatch,
                 mismatch::send_vs_collective,
                 mismatch::split_lists_differ,
+                soundness::tensor_is_free_after_a_failed_op,
+                soundness::buffer_clones_on_two_threads,
+                soundness::impossible_allocations_are_errors,
+                truth::root_mismatch_reaches_every_rank,
+                truth::cut_short_by_a_later_failure_is_aborted,
+                truth::timeout_names_the_rank_furthest_behind,
+                truth::recv_recv_deadlock_is_named,
+                truth::departure_never_overtakes_a_delivery,
             );
         }
     };
@@ -189,6 +203,11 @@ macro_rules! core_suite {
 
 core_suite!(host, ruccl::HostDevice);
 core_suite!(staged, crate::staged_device::StagedDevice);
+
+#[test]
+fn local_failure_stops_peers_at_once() {
+    truth::local_failure_stops_peers_at_once();
+}
 
 #[test]
 fn communicator_is_send_and_sync() {

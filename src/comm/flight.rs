@@ -120,6 +120,81 @@ impl Board {
         .flatten()
     }
 
+    /// Who to blame when `me`, waiting on `peer` in collective op `seq` (or in a
+    /// point-to-point op, `None`), times out: the root cause, not the nearest peer. Returns the
+    /// rank and a sentence for the error's headline.
+    ///
+    /// In a collective, that is the rank furthest behind among those that never reached op
+    /// `seq`. When every rank got there (or in a point-to-point op), it is `peer`, described by
+    /// what it is doing — including when it is itself waiting for `me` (a deadlock).
+    pub(crate) fn blame(&self, me: Rank, peer: Rank, seq: Option<u64>) -> (Rank, String) {
+        if let Some(seq) = seq {
+            let mut behind: Vec<(Rank, Option<FlightEntry>, bool)> = (0..self.ranks.len())
+                .filter(|&r| r != me)
+                .filter_map(|r| {
+                    self.with(r, |s| {
+                        let last = s.history.iter().rev().find(|e| e.op.kind.is_collective()).cloned();
+                        // A history holding only point-to-point ops says nothing about collectives.
+                        let unknown = last.is_none() && !s.history.is_empty();
+                        let reached = last.as_ref().is_some_and(|e| e.seq >= seq);
+                        (!reached && !unknown).then_some((r, last, s.departed))
+                    })
+                    .flatten()
+                })
+                .collect();
+            if !behind.is_empty() {
+                behind.sort_by_key(|(r, last, _)| (last.as_ref().map(|e| e.seq), *r));
+                let list = behind.iter().map(|(r, ..)| r.to_string()).collect::<Vec<_>>().join(", ");
+                let (culprit, last, departed) = &behind[0];
+                let mut detail = match last {
+                    None => "it has not issued any collective".to_string(),
+                    Some(e) => format!("its last collective is op #{} {}, {}", e.seq, e.op, state_word(e.state)),
+                };
+                if *departed {
+                    detail.push_str(", and it dropped its communicator");
+                }
+                let plural = if behind.len() > 1 { "s" } else { "" };
+                return (
+                    *culprit,
+                    format!(
+                        "rank{plural} {list} never reached op #{seq}; rank {culprit} is furthest behind ({detail})"
+                    ),
+                );
+            }
+        }
+        let why = self
+            .with(peer, |s| match (s.history.back(), &s.waiting) {
+                (None, _) => format!("rank {peer} has not issued any operation"),
+                (Some(e), Some(w)) if e.state == OpState::Running => {
+                    // Waits are described as "rank N to ...", N being the awaited rank.
+                    if w.starts_with(&format!("rank {me} ")) {
+                        format!(
+                            "rank {peer} is itself waiting, in op #{} {}, for {w}: the two ranks wait for each other \
+                             (a deadlock: check the order of sends, receives and collectives on both)",
+                            e.seq, e.op
+                        )
+                    } else {
+                        format!("rank {peer} is stuck in op #{} {}, waiting for {w}", e.seq, e.op)
+                    }
+                }
+                (Some(e), None) if e.state == OpState::Running => {
+                    format!(
+                        "rank {peer} is in op #{} {} and not waiting on anyone (busy, or not scheduled)",
+                        e.seq, e.op
+                    )
+                }
+                (Some(e), _) => format!(
+                    "rank {peer} never got there: its last op is #{} {}, {}{}",
+                    e.seq,
+                    e.op,
+                    state_word(e.state),
+                    if s.departed { ", and it dropped its communicator" } else { "" }
+                ),
+            })
+            .unwrap_or_else(|| format!("rank {peer} never got there"));
+        (peer, why)
+    }
+
     /// A per-rank summary for hang reports.
     pub(crate) fn report(&self, comm: &str) -> String {
         let now = Instant::now();
@@ -157,5 +232,13 @@ impl Board {
             let _ = write!(out, "\n  rank {r}: {line}");
         }
         out
+    }
+}
+
+fn state_word(s: OpState) -> &'static str {
+    match s {
+        OpState::Running => "still running",
+        OpState::Done => "finished",
+        OpState::Failed => "failed",
     }
 }

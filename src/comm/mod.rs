@@ -15,7 +15,6 @@ mod split;
 mod validate;
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 pub use flight::{FLIGHT_DEPTH, FlightEntry, OpState};
 
@@ -24,7 +23,7 @@ use crate::config::CommConfig;
 use crate::device::Device;
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::OpDesc;
-use crate::sched::{self, Binding, Bindings, OpCtx, Staging};
+use crate::sched::{self, Binding, Bindings, Now, OpCtx, Staging};
 use crate::transport::{Link, inproc::Fabric};
 use crate::types::{Rank, ReduceOp, Scale};
 use crate::unique_id::UniqueId;
@@ -228,20 +227,10 @@ impl<D: Device> Communicator<D> {
                 .with_op(desc.to_string()));
         }
         if let Some(e) = self.shared.link.poisoned() {
-            // A rank arriving late at the very collective that failed elsewhere is involved:
-            // it gets that error (a `Timeout` naming it, a `Mismatch` naming both sides).
-            // Any other call finds an aborted communicator.
-            let involved = desc.kind.is_collective() && e.context().seq == Some(local.seq);
-            let err = if involved {
-                e.relayed(self.rank)
-            } else {
-                CollectiveError::new(
-                    ErrorKind::Aborted,
-                    format!("the communicator was aborted before this call ({})", e.relayed(self.rank).message()),
-                )
-                .with_rank(self.rank)
-            };
-            let err = err.with_op(desc.to_string());
+            // Where this call stands relative to the op that failed decides what it reports:
+            // the original error if it is that op (arriving late) or past it, `Aborted` if not.
+            let now = if desc.kind.is_collective() { Now::Collective(local.seq) } else { Now::NewP2p };
+            let err = sched::after_failure(&e, self.rank, now).with_op(desc.to_string());
             local.failed = Some(err.clone());
             return Err(err);
         }
@@ -272,43 +261,49 @@ impl<D: Device> Communicator<D> {
         self.shared.board.start(self.rank, seq, *desc, plan.algorithm);
         #[cfg(feature = "tracing")]
         let _span = tracing::debug_span!("collective", comm = %self.shared.name, rank = self.rank, op = %desc, seq, bytes = desc.bytes(), algorithm = %plan.algorithm).entered();
+        let ctx = OpCtx {
+            rank: self.rank,
+            world,
+            seq,
+            p2p: !desc.kind.is_collective(),
+            fp: desc.fingerprint(),
+            deadline: sched::deadline_after(cfg.timeout()),
+            dtype: desc.dtype,
+            combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
+            link: &self.shared.link,
+            board: &self.shared.board,
+            comm_name: &self.shared.name,
+        };
+        let dev = &self.device;
         let out = (|| {
             let scratch_bytes = plan.scratch_elems * size;
-            ensure(&self.device, &mut local.scratch, scratch_bytes)?;
+            ensure(dev, &mut local.scratch, scratch_bytes)?;
             let mut io = io;
             if let Some(ReduceOp::PreMulSum(s)) = desc.op {
                 let bytes = io.input_elems * size;
-                ensure(&self.device, &mut local.premul, bytes)?;
+                ensure(dev, &mut local.premul, bytes)?;
                 if let (Binding::Contig { buf, base, .. }, Some(pre)) = (&io.input, &local.premul) {
-                    self.device.scale(buf, *base, pre, 0, io.input_elems, desc.dtype, Scale::MulBy(s))?;
-                    io.input = Binding::Contig { buf: pre, base: 0, id: 3 };
+                    dev.scale(buf, *base, pre, 0, io.input_elems, desc.dtype, Scale::MulBy(s))?;
+                    io.input = Binding::Contig { buf: pre, base: 0, id: dev.mem_id(pre) };
                 }
             }
             let bindings = Bindings {
                 input: io.input,
                 output: io.output,
                 scratch: match &local.scratch {
-                    Some(b) => Binding::Contig { buf: b, base: 0, id: 2 },
+                    Some(b) => Binding::Contig { buf: b, base: 0, id: dev.mem_id(b) },
                     None => Binding::Unbound,
                 },
             };
-            let ctx = OpCtx {
-                rank: self.rank,
-                world,
-                seq,
-                p2p: !desc.kind.is_collective(),
-                fp: desc.fingerprint(),
-                deadline: Instant::now() + cfg.timeout(),
-                dtype: desc.dtype,
-                combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
-                link: &self.shared.link,
-                board: &self.shared.board,
-                comm_name: &self.shared.name,
-            };
-            sched::execute(&self.device, &plan, &bindings, &ctx, &mut local.staging)?;
-            self.device.synchronize(Some(ctx.deadline))
+            sched::execute(dev, &plan, &bindings, &ctx, &mut local.staging)?;
+            dev.synchronize(Some(ctx.deadline))
         })()
         .map_err(ctx_err);
+        if let Err(e) = &out {
+            // A failure before or after the plan ran (scratch allocation, a device error)
+            // must stop the peers at once too, not leave them waiting out the timeout.
+            sched::fail(&ctx, e);
+        }
         self.shared.board.finish(self.rank, out.is_ok());
         out
     }

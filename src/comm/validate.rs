@@ -43,10 +43,6 @@ pub(crate) struct Io<'a, B> {
     pub input_elems: usize,
 }
 
-pub(crate) const INPUT_ID: usize = 0;
-pub(crate) const OUTPUT_ID: usize = 1;
-pub(crate) const LIST_ID: usize = 16;
-
 fn name(call_kind: OpKind, in_place: bool) -> String {
     if in_place { format!("{} (in place)", call_kind.name()) } else { call_kind.name().to_string() }
 }
@@ -199,6 +195,7 @@ pub(crate) fn validate<'a, D: Device>(
         OpKind::Recv => out_one.unwrap_or(0),
         OpKind::Barrier => 0,
     };
+    let aliased = if call.in_place { false } else { aliasing(call, rank, device).map_err(fail)? };
     let desc = OpDesc {
         kind: call.kind,
         dtype,
@@ -206,23 +203,70 @@ pub(crate) fn validate<'a, D: Device>(
         op: call.op,
         root: call.root,
         peer: call.peer,
-        in_place: call.in_place,
+        in_place: call.in_place || aliased,
     };
     let size = dtype.size();
-    let contig = |t: &'a Tensor<D>, base: usize, id: usize| Binding::Contig { buf: t.buffer(), base: base * size, id };
+    let id = |t: &Tensor<D>| device.mem_id(t.buffer());
+    let contig = |t: &'a Tensor<D>, base: usize| Binding::Contig { buf: t.buffer(), base: base * size, id: id(t) };
     let input = match call.input {
         None => Binding::Unbound,
-        Some(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count, OUTPUT_ID),
-        Some(t) if call.in_place => contig(t, 0, OUTPUT_ID),
-        Some(t) => contig(t, 0, INPUT_ID),
+        Some(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count),
+        Some(t) => contig(t, 0),
     };
     let output = match &call.output {
         Output::None => Binding::Unbound,
-        Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => contig(t, rank * count, OUTPUT_ID),
-        Output::One(t) => contig(t, 0, OUTPUT_ID),
+        Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => contig(t, rank * count),
+        Output::One(t) => contig(t, 0),
         Output::List(l) => {
-            Binding::Blocks { bufs: l.iter().map(Tensor::buffer).collect(), block: count * size, id: LIST_ID }
+            Binding::Blocks { bufs: l.iter().map(|t| (t.buffer(), id(t))).collect(), block: count * size }
         }
     };
     Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0) }))
+}
+
+/// Whether an out-of-place call's input and output share memory, judged by memory (the
+/// device's `mem_id`), never by which argument a tensor was passed as. An output that is
+/// exactly where the op's in-place form keeps its data — the input itself, or block `rank`
+/// for all_gather / gather (input inside the output) and reduce_scatter / scatter (output
+/// inside the input), as NCCL defines in place — runs in place (`Ok(true)`). Any other
+/// overlap would let the op overwrite bytes it still has to read: an error naming the two.
+fn aliasing<D: Device>(call: &Call<'_, D>, rank: Rank, device: &D) -> std::result::Result<bool, String> {
+    let id = |t: &Tensor<D>| device.mem_id(t.buffer());
+    let overlap = |a: &Tensor<D>, b: &Tensor<D>| a.byte_len() > 0 && b.byte_len() > 0 && id(a) == id(b);
+    match (&call.output, call.input) {
+        (Output::List(outs), input) => {
+            for (i, a) in outs.iter().enumerate() {
+                if let Some(j) = outs[i + 1..].iter().position(|b| overlap(a, b)) {
+                    return Err(format!("output[{i}] and output[{}] are the same memory", i + 1 + j));
+                }
+            }
+            let Some(x) = input else { return Ok(false) };
+            match outs.iter().position(|o| overlap(o, x)) {
+                None => Ok(false),
+                Some(k) if k == rank => Ok(true),
+                Some(k) => Err(format!(
+                    "the input is the same memory as output[{k}]; in place, rank {rank}'s input must be output[{rank}]"
+                )),
+            }
+        }
+        (Output::One(y), Some(x)) if overlap(x, y) => {
+            // Both tensors start at byte 0 of the shared buffer; block `rank` does only on rank 0.
+            let exact = match call.kind {
+                OpKind::AllGather | OpKind::Gather | OpKind::ReduceScatter | OpKind::Scatter => rank == 0,
+                _ => x.byte_len() == y.byte_len(),
+            };
+            if exact {
+                Ok(true)
+            } else {
+                Err(format!(
+                    "the output overlaps the input without being where the in-place form of {} keeps it (same \
+                     memory, {} and {} bytes): pass the same tensor for an in-place call, or disjoint tensors",
+                    call.kind.name(),
+                    x.byte_len(),
+                    y.byte_len()
+                ))
+            }
+        }
+        _ => Ok(false),
+    }
 }

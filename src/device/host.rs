@@ -38,21 +38,14 @@ impl HostDevice {
     }
 }
 
-fn check(mem: &HostMem, off: usize, len: usize, what: &str) -> Result<()> {
-    if mem.check(off, len) {
-        Ok(())
-    } else {
-        Err(CollectiveError::device(format!(
-            "{what}: range {off}..{} is outside a {}-byte host buffer",
-            off.saturating_add(len),
-            mem.len()
-        )))
-    }
-}
-
 /// Whether two ranges of the same block overlap without being identical.
 fn partial_overlap(a: &HostMem, a_off: usize, b: &HostMem, b_off: usize, len: usize) -> bool {
     a.same(b) && a_off != b_off && a_off < b_off + len && b_off < a_off + len
+}
+
+/// Whether `a_off..a_off + len` of `a` is exactly `b_off..b_off + len` of `b`.
+fn identical(a: &HostMem, a_off: usize, b: &HostMem, b_off: usize) -> bool {
+    a.same(b) && a_off == b_off
 }
 
 impl Device for HostDevice {
@@ -71,7 +64,11 @@ impl Device for HostDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<HostMem> {
-        Ok(HostMem::zeroed(bytes))
+        HostMem::zeroed(bytes)
+    }
+
+    fn mem_id(&self, buf: &HostMem) -> usize {
+        buf.id()
     }
 
     fn len(&self, buf: &HostMem) -> usize {
@@ -79,30 +76,25 @@ impl Device for HostDevice {
     }
 
     fn upload(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
-        check(dst, off, src.len(), "upload")?;
-        // SAFETY: in range; the scheduler never writes a range that is lent or being read.
-        stream::copy(unsafe { dst.bytes_mut(off, src.len()) }, src);
+        stream::copy(&mut dst.write(off, src.len())?, src);
         Ok(())
     }
 
     fn download(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
-        check(src, off, dst.len(), "download")?;
-        // SAFETY: in range; reading is allowed while nobody writes the range.
-        dst.copy_from_slice(unsafe { src.bytes(off, dst.len()) });
+        dst.copy_from_slice(&src.read(off, dst.len())?);
         Ok(())
     }
 
     fn copy(&self, src: &HostMem, src_off: usize, dst: &HostMem, dst_off: usize, len: usize) -> Result<()> {
-        check(src, src_off, len, "copy source")?;
-        check(dst, dst_off, len, "copy destination")?;
-        if src.same(dst) && src_off == dst_off {
-            return Ok(());
+        if identical(src, src_off, dst, dst_off) {
+            // Still a bounds check, but nothing to move.
+            return src.read(src_off, len).map(drop);
         }
         if partial_overlap(src, src_off, dst, dst_off, len) {
             return Err(CollectiveError::device("copy between overlapping ranges"));
         }
-        // SAFETY: both in range and disjoint (checked above).
-        unsafe { stream::copy(dst.bytes_mut(dst_off, len), src.bytes(src_off, len)) };
+        let s = src.read(src_off, len)?;
+        stream::copy(&mut dst.write(dst_off, len)?, &s);
         Ok(())
     }
 
@@ -130,25 +122,17 @@ impl Device for HostDevice {
         combine: Combine,
     ) -> Result<()> {
         let Some(len) = incoming.first().map(|s| s.len()) else { return Ok(()) };
-        check(dst, dst_off, len, "reduce destination")?;
-        check(acc, acc_off, len, "reduce accumulator")?;
         if partial_overlap(acc, acc_off, dst, dst_off, len) {
             return Err(CollectiveError::device("reduce between overlapping ranges"));
         }
-        let d0 = dst.base() as usize + dst_off;
-        if incoming
-            .iter()
-            .any(|s| s.len() != len || (len > 0 && d0 < s.as_ptr() as usize + len && (s.as_ptr() as usize) < d0 + len))
-        {
-            return Err(CollectiveError::device("fused reduce sources differ in length or overlap the destination"));
+        if incoming.iter().any(|s| s.len() != len) {
+            return Err(CollectiveError::device("fused reduce sources differ in length"));
         }
-        // SAFETY: as in `reduce_host`: in bounds, destination disjoint from every source and
-        // identical to or disjoint from the accumulator.
-        unsafe {
-            let d = dst.bytes_mut(dst_off, len);
-            let a = if acc.same(dst) && acc_off == dst_off { None } else { Some(acc.bytes(acc_off, len)) };
-            kernels::reduce_many(dtype, combine, d, a, incoming)
-        }
+        // The accumulator is read before the destination is claimed; an incoming slice that
+        // aliases the destination is held by a read guard of its own, so the write is refused.
+        let a = if identical(acc, acc_off, dst, dst_off) { None } else { Some(acc.read(acc_off, len)?) };
+        let mut d = dst.write(dst_off, len)?;
+        kernels::reduce_many(dtype, combine, &mut d, a.as_deref(), incoming)
     }
 
     fn scale(
@@ -162,17 +146,12 @@ impl Device for HostDevice {
         scale: Scale,
     ) -> Result<()> {
         let len = count.checked_mul(dtype.size()).ok_or_else(|| CollectiveError::device("scale length overflows"))?;
-        check(src, src_off, len, "scale source")?;
-        check(dst, dst_off, len, "scale destination")?;
         if partial_overlap(src, src_off, dst, dst_off, len) {
             return Err(CollectiveError::device("scale between overlapping ranges"));
         }
-        // SAFETY: in bounds; identical or disjoint ranges (checked above).
-        unsafe {
-            let d = dst.bytes_mut(dst_off, len);
-            let s = if src.same(dst) && src_off == dst_off { None } else { Some(src.bytes(src_off, len)) };
-            kernels::scale(dtype, scale, d, s)
-        }
+        let s = if identical(src, src_off, dst, dst_off) { None } else { Some(src.read(src_off, len)?) };
+        let mut d = dst.write(dst_off, len)?;
+        kernels::scale(dtype, scale, &mut d, s.as_deref())
     }
 
     fn host_view(&self, buf: &HostMem) -> Option<HostMem> {

@@ -8,7 +8,7 @@ use crate::error::{CollectiveError, Result};
 use crate::types::{Combine, DType, Scale};
 
 /// Arithmetic a reduction kernel needs from an element type.
-trait Arith: Copy + Default + bytemuck_free::Plain {
+trait Arith: Copy + Default + bytemuck::Pod {
     fn add(a: Self, b: Self) -> Self;
     fn mul(a: Self, b: Self) -> Self;
     fn min(a: Self, b: Self) -> Self;
@@ -17,19 +17,8 @@ trait Arith: Copy + Default + bytemuck_free::Plain {
     fn mul_s(a: Self, s: f64) -> Self;
 }
 
-mod bytemuck_free {
-    /// Types for which every bit pattern is valid and which have no padding, so a byte
-    /// range may be viewed as a slice of them.
-    ///
-    /// # Safety
-    /// Implement only for such types.
-    pub unsafe trait Plain {}
-}
-
 macro_rules! float_arith {
     ($t:ty) => {
-        // SAFETY: floats have no padding and every bit pattern is a valid value.
-        unsafe impl bytemuck_free::Plain for $t {}
         impl Arith for $t {
             #[inline(always)]
             fn add(a: Self, b: Self) -> Self {
@@ -82,8 +71,6 @@ macro_rules! float_arith {
 
 macro_rules! half_arith {
     ($t:ty) => {
-        // SAFETY: 16-bit floats are plain `u16` bit patterns.
-        unsafe impl bytemuck_free::Plain for $t {}
         impl Arith for $t {
             #[inline(always)]
             fn add(a: Self, b: Self) -> Self {
@@ -117,8 +104,6 @@ macro_rules! half_arith {
 
 macro_rules! int_arith {
     ($t:ty) => {
-        // SAFETY: integers have no padding and every bit pattern is a valid value.
-        unsafe impl bytemuck_free::Plain for $t {}
         impl Arith for $t {
             #[inline(always)]
             fn add(a: Self, b: Self) -> Self {
@@ -160,35 +145,28 @@ int_arith!(i64);
 int_arith!(u64);
 
 fn as_bytes<T: Arith>(v: &[T]) -> &[u8] {
-    // SAFETY: `T: Plain` has no padding, so all its bytes are initialised.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+    bytemuck::cast_slice(v)
 }
 
 fn as_bytes_mut<T: Arith>(v: &mut [T]) -> &mut [u8] {
-    // SAFETY: `T: Plain`: any bytes written are a valid `T`.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+    bytemuck::cast_slice_mut(v)
 }
 
+fn misaligned<T>(len: usize) -> CollectiveError {
+    CollectiveError::device(format!(
+        "a host buffer of {len} bytes is not aligned to {} bytes or not a whole number of elements",
+        std::mem::align_of::<T>()
+    ))
+}
+
+/// The bytes as elements; alignment and length are checked explicitly (never assumed).
 fn view<T: Arith>(b: &[u8]) -> Result<&[T]> {
-    // SAFETY: `T: Plain`, so any bytes are valid `T`s; `align_to` only yields the aligned
-    // middle part, and we reject inputs where that is not all of it.
-    let (pre, mid, post) = unsafe { b.align_to::<T>() };
-    if pre.is_empty() && post.is_empty() {
-        Ok(mid)
-    } else {
-        Err(CollectiveError::device(format!("host buffer of {} bytes is not aligned for its dtype", b.len())))
-    }
+    bytemuck::try_cast_slice(b).map_err(|_| misaligned::<T>(b.len()))
 }
 
 fn view_mut<T: Arith>(b: &mut [u8]) -> Result<&mut [T]> {
     let n = b.len();
-    // SAFETY: as in `view`; writes of any `T` leave valid bytes behind.
-    let (pre, mid, post) = unsafe { b.align_to_mut::<T>() };
-    if pre.is_empty() && post.is_empty() {
-        Ok(mid)
-    } else {
-        Err(CollectiveError::device(format!("host buffer of {n} bytes is not aligned for its dtype")))
-    }
+    bytemuck::try_cast_slice_mut(b).map_err(|_| misaligned::<T>(n))
 }
 
 #[inline(always)]
@@ -374,16 +352,20 @@ pub(crate) fn scale(dtype: DType, scale: Scale, dst: &mut [u8], src: Option<&[u8
 mod tests {
     use super::*;
 
-    fn bytes<T: Copy>(v: &[T]) -> Vec<u8> {
-        // SAFETY: test helper over plain numeric types.
-        unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)).to_vec() }
+    use crate::mem::HostMem;
+
+    fn bytes<T: bytemuck::Pod>(v: &[T]) -> Vec<u8> {
+        bytemuck::cast_slice(v).to_vec()
     }
 
-    fn aligned(v: &[u8]) -> crate::mem::HostMem {
-        let m = crate::mem::HostMem::zeroed(v.len());
-        // SAFETY: fresh, unshared block.
-        unsafe { m.bytes_mut(0, v.len()).copy_from_slice(v) };
+    fn aligned(v: &[u8]) -> HostMem {
+        let m = HostMem::zeroed(v.len()).unwrap();
+        m.write(0, v.len()).unwrap().copy_from_slice(v);
         m
+    }
+
+    fn all(m: &HostMem) -> Vec<u8> {
+        m.read(0, m.len()).unwrap().to_vec()
     }
 
     #[test]
@@ -407,14 +389,20 @@ mod tests {
                 let d = aligned(&mk(3.0));
                 let s = aligned(&mk(4.0));
                 let n = d.len();
-                // SAFETY: two distinct fresh blocks, single thread.
-                unsafe { reduce_many(dt, c, d.bytes_mut(0, n), None, &[s.bytes(0, n)]) }.unwrap();
-                assert_eq!(unsafe { d.bytes(0, n) }, &mk(expect)[..], "{dt} {c:?}");
+                reduce_many(dt, c, &mut d.write(0, n).unwrap(), None, &[&s.read(0, n).unwrap()]).unwrap();
+                assert_eq!(all(&d), mk(expect), "{dt} {c:?}");
                 // out of place
                 let a = aligned(&mk(3.0));
                 let o = aligned(&mk(0.0));
-                unsafe { reduce_many(dt, c, o.bytes_mut(0, n), Some(a.bytes(0, n)), &[s.bytes(0, n)]) }.unwrap();
-                assert_eq!(unsafe { o.bytes(0, n) }, &mk(expect)[..], "{dt} {c:?} out of place");
+                reduce_many(
+                    dt,
+                    c,
+                    &mut o.write(0, n).unwrap(),
+                    Some(&a.read(0, n).unwrap()),
+                    &[&s.read(0, n).unwrap()],
+                )
+                .unwrap();
+                assert_eq!(all(&o), mk(expect), "{dt} {c:?} out of place");
             }
         }
     }
@@ -422,16 +410,22 @@ mod tests {
     #[test]
     fn integer_avg_truncates_like_nccl() {
         let d = aligned(&bytes(&[-7i32, 7, 9]));
-        unsafe { scale(DType::I32, Scale::DivBy(2), d.bytes_mut(0, 12), None) }.unwrap();
-        assert_eq!(unsafe { d.bytes(0, 12) }, &bytes(&[-3i32, 3, 4])[..]);
+        scale(DType::I32, Scale::DivBy(2), &mut d.write(0, 12).unwrap(), None).unwrap();
+        assert_eq!(all(&d), bytes(&[-3i32, 3, 4]));
     }
 
     #[test]
     fn bad_lengths_are_errors() {
         let d = aligned(&[0; 8]);
         let s = aligned(&[0; 4]);
-        assert!(unsafe { reduce_many(DType::F32, Combine::Sum, d.bytes_mut(0, 8), None, &[s.bytes(0, 4)]) }.is_err());
-        assert!(unsafe { reduce_many(DType::F32, Combine::Sum, d.bytes_mut(0, 3), None, &[s.bytes(0, 3)]) }.is_err());
+        let src = s.read(0, 4).unwrap();
+        assert!(reduce_many(DType::F32, Combine::Sum, &mut d.write(0, 8).unwrap(), None, &[&src]).is_err());
+        let src = s.read(0, 3).unwrap();
+        assert!(reduce_many(DType::F32, Combine::Sum, &mut d.write(0, 3).unwrap(), None, &[&src]).is_err());
+        // Misaligned views are refused explicitly, not assumed away.
+        let big = aligned(&[0; 16]);
+        let src = s.read(0, 4).unwrap();
+        assert!(reduce_many(DType::F32, Combine::Sum, &mut big.write(1, 4).unwrap(), None, &[&src]).is_err());
     }
 
     #[test]
@@ -442,14 +436,16 @@ mod tests {
         let (a, s1, s2, s3) = (mk(0), mk(1), mk(2), mk(3));
         let len = 4 * n;
         let out = aligned(&vec![0u8; len]);
-        let srcs = unsafe { [s1.bytes(0, len), s2.bytes(0, len), s3.bytes(0, len)] };
-        unsafe { reduce_many(DType::F32, Combine::Sum, out.bytes_mut(0, len), Some(a.bytes(0, len)), &srcs) }.unwrap();
+        let guards = [s1.read(0, len).unwrap(), s2.read(0, len).unwrap(), s3.read(0, len).unwrap()];
+        let srcs: Vec<&[u8]> = guards.iter().map(|g| &**g).collect();
+        reduce_many(DType::F32, Combine::Sum, &mut out.write(0, len).unwrap(), Some(&a.read(0, len).unwrap()), &srcs)
+            .unwrap();
         let want: Vec<f32> = (0..n as u32).map(|i| (0..4).map(|k| ((i + k) % 13) as f32).sum()).collect();
-        assert_eq!(unsafe { out.bytes(0, len) }, &bytes(&want)[..]);
+        assert_eq!(all(&out), bytes(&want));
         // In place (no separate accumulator).
-        unsafe { reduce_many(DType::F32, Combine::Max, a.bytes_mut(0, len), None, &srcs) }.unwrap();
+        reduce_many(DType::F32, Combine::Max, &mut a.write(0, len).unwrap(), None, &srcs).unwrap();
         let want: Vec<f32> = (0..n as u32).map(|i| (0..4).map(|k| ((i + k) % 13) as f32).fold(0.0, f32::max)).collect();
-        assert_eq!(unsafe { a.bytes(0, len) }, &bytes(&want)[..]);
+        assert_eq!(all(&a), bytes(&want));
     }
 
     #[test]

@@ -64,6 +64,12 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// The size of a buffer in bytes.
     fn len(&self, buf: &Self::Buffer) -> usize;
 
+    /// A number naming the memory behind `buf`: the same for every handle on that memory,
+    /// distinct between buffers alive at the same time. The communicator compares it to tell
+    /// an in-place call (an output that is exactly the input) from overlapping buffers, and
+    /// the scheduler tracks lent ranges by memory, never by the role a buffer plays.
+    fn mem_id(&self, buf: &Self::Buffer) -> usize;
+
     /// Copies host bytes into `dst[off..]`. `src` may be reused as soon as this returns.
     ///
     /// # Errors

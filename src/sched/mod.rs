@@ -4,36 +4,45 @@
 //! - a `Send` lends the source range (or a host staging copy of it) and does not wait;
 //! - a range that is lent is never written until the peer releases it: a receive into it
 //!   first copies the message to host staging and releases it, then waits;
+//! - hazards are tracked by memory (the device's `mem_id` and byte ranges), never by the role
+//!   a buffer plays, so an input that is also an output is protected like any other range;
 //! - every wait has the op's deadline, and ends early on abort, on a departed peer, or on a
 //!   mismatch seen in a message header or in the peer's flight recorder;
-//! - the op ends only when every lend has been released.
+//! - the op ends only when every lend has been released — on success — or, on failure, once
+//!   the link is poisoned (peers learn at once) and every lend is reclaimed: unopened messages
+//!   taken back, readers in progress awaited. A returned tensor is never read by anyone else.
 
+mod failure;
 mod staging;
+mod wait;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+pub(crate) use failure::{Now, after_failure};
 use staging::SendSlot;
 pub use staging::Staging;
+pub(crate) use wait::deadline_after;
 
 use crate::algo::{Plan, Slot, Span, Step};
 use crate::comm::flight::Board;
 use crate::device::Device;
-use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::error::{CollectiveError, Result};
 use crate::mem::{HostMem, HostRegion};
 use crate::op::Fingerprint;
 use crate::trace::{debug_event, trace_event};
-use crate::transport::{Header, Link, Message, WaitOutcome};
+use crate::transport::{Header, Link, Opened};
 use crate::types::{Combine, DType, Rank, Scale};
 
 /// Where a slot's spans live.
 pub(crate) enum Binding<'a, B> {
     /// Not used by this op.
     Unbound,
-    /// One buffer, spans offset by `base` bytes. `id` names the buffer for hazard checks
-    /// (two bindings of the same memory share an id).
+    /// One buffer, spans offset by `base` bytes. `id` is the buffer's memory id
+    /// ([`Device::mem_id`]): two bindings of the same memory share it.
     Contig { buf: &'a B, base: usize, id: usize },
-    /// One buffer per block of `block` bytes (all_gather into a list of tensors).
-    Blocks { bufs: Vec<&'a B>, block: usize, id: usize },
+    /// One buffer per block of `block` bytes (all_gather into a list of tensors), with their
+    /// memory ids.
+    Blocks { bufs: Vec<(&'a B, usize)>, block: usize },
 }
 
 /// The three slots of a plan.
@@ -82,10 +91,10 @@ impl<B> Bindings<'_, B> {
         let (off, len) = (s.off * size, s.len * size);
         match b {
             Binding::Contig { buf, base, id } => Ok(Resolved { buf, off: base + off, len, id: *id }),
-            Binding::Blocks { bufs, block, id } => {
+            Binding::Blocks { bufs, block } => {
                 let (k, inner) = if *block == 0 { (0, 0) } else { (off / block, off % block) };
                 match bufs.get(k) {
-                    Some(buf) if inner + len <= *block || len == 0 => Ok(Resolved { buf, off: inner, len, id: id + k }),
+                    Some(&(buf, id)) if inner + len <= *block || len == 0 => Ok(Resolved { buf, off: inner, len, id }),
                     _ => Err(CollectiveError::protocol(format!("plan span {s:?} does not fit the output list"))),
                 }
             }
@@ -94,7 +103,12 @@ impl<B> Bindings<'_, B> {
     }
 }
 
-/// Runs `plan` to completion (or to the first error, which also poisons the link).
+/// How long a failed op waits, past its own deadline if need be, for a peer that is in the
+/// middle of reading this rank's memory (a copy or a kernel, never a wait) to finish.
+const RECLAIM_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs `plan` to completion. On failure the link is poisoned first (so peers stop at once,
+/// with this error) and then every lend is reclaimed before returning.
 pub(crate) fn execute<D: Device>(
     dev: &D,
     plan: &Plan,
@@ -112,17 +126,23 @@ pub(crate) fn execute<D: Device>(
         received: vec![0; ctx.world],
         noted_wait: false,
     };
-    let result = run.all(plan);
-    let result = result.and_then(|()| run.wait_lends(|_| true));
-    if let Err(e) = &result
-        && !matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported)
-    {
-        // Only a collective's sequence number goes with the poison: it is how a rank that
-        // arrives late at the same collective knows it is involved (see `Communicator::submit`).
-        let poison = e.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string());
-        ctx.link.poison(if ctx.p2p { poison } else { poison.with_seq(ctx.seq) });
-    }
-    result
+    let result = run.all(plan).and_then(|()| run.wait_lends(|_| true));
+    result.map_err(|e| {
+        fail(ctx, &e);
+        run.reclaim();
+        // The poison may name an earlier op (where the ranks diverged); the caller's error
+        // is about the call it made.
+        if ctx.p2p { e } else { e.at_seq(ctx.seq) }
+    })
+}
+
+/// Poisons the communicator's link with `err`, so every peer's wait ends at once with it.
+/// Only a collective's sequence number goes with the poison (the op's own, unless `err`
+/// already names the earlier op where ranks diverged): it is how other ranks tell whether
+/// they are in the failed op, behind it or past it ([`after_failure`]).
+pub(crate) fn fail(ctx: &OpCtx<'_>, err: &CollectiveError) {
+    let poison = err.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string());
+    ctx.link.poison(if ctx.p2p { poison } else { poison.with_seq(ctx.seq) });
 }
 
 /// How many steps from the start of `steps` form a fusable run: receive-reduces from distinct
@@ -151,7 +171,7 @@ struct Run<'r, 'a, D: Device> {
     noted_wait: bool,
 }
 
-impl<D: Device> Run<'_, '_, D> {
+impl<'r, D: Device> Run<'r, '_, D> {
     fn all(&mut self, plan: &Plan) -> Result<()> {
         let size = self.ctx.dtype.size();
         let steps = &plan.steps;
@@ -198,11 +218,9 @@ impl<D: Device> Run<'_, '_, D> {
         let (region, range, slot) = match self.dev.host_view(s.buf) {
             Some(mem) => (HostRegion { mem, off: s.off, len: s.len }, Some((s.id, s.off, s.len)), None),
             None => {
-                let i = self.send_slot(s.len);
+                let i = self.send_slot(s.len)?;
                 let mem = self.stage.send[i].mem.clone();
-                // SAFETY: the slot is not lent (send_slot only returns released slots) and is
-                // owned by this rank, so nobody else reads or writes it.
-                self.dev.download(s.buf, s.off, unsafe { mem.bytes_mut(0, s.len) })?;
+                self.dev.download(s.buf, s.off, &mut mem.write(0, s.len)?)?;
                 (HostRegion { mem, off: 0, len: s.len }, None, Some(i))
             }
         };
@@ -220,7 +238,7 @@ impl<D: Device> Run<'_, '_, D> {
     /// lend many chunks before it receives anything, and waiting here for a peer that first
     /// needs this rank's later messages would deadlock. The pool is kept across ops, so it
     /// grows to the largest in-flight volume once and is reused after that.
-    fn send_slot(&mut self, len: usize) -> usize {
+    fn send_slot(&mut self, len: usize) -> Result<usize> {
         let (link, me) = (self.ctx.link, self.ctx.rank);
         let slots = &mut self.stage.send;
         for slot in slots.iter_mut() {
@@ -231,93 +249,102 @@ impl<D: Device> Run<'_, '_, D> {
             }
         }
         if let Some(i) = slots.iter().position(|x| x.held_by.is_none() && x.mem.len() >= len) {
-            return i;
+            return Ok(i);
         }
         if let Some(i) = slots.iter().position(|x| x.held_by.is_none()) {
-            slots[i].mem = HostMem::zeroed(len);
-            return i;
+            slots[i].mem = HostMem::zeroed(len)?;
+            return Ok(i);
         }
-        slots.push(SendSlot { mem: HostMem::zeroed(len), held_by: None });
-        slots.len() - 1
+        slots.push(SendSlot { mem: HostMem::zeroed(len)?, held_by: None });
+        Ok(slots.len() - 1)
     }
 
     fn recv(&mut self, peer: Rank, dst: Span, acc: Option<Span>, size: usize) -> Result<()> {
-        let (me, link) = (self.ctx.rank, self.ctx.link);
         let msg = self.next_message(peer)?;
         let d = self.bufs.resolve(dst, size)?;
-        self.check_len(peer, &msg.region, d.len)?;
+        self.check_len(peer, msg.region(), d.len)?;
         self.received[peer] += 1;
-        let hazard = d.len > 0 && self.hazard(d.id, d.off, d.len);
-        let (mem, off) = if hazard {
-            let st = self.stage.recv(d.len);
-            // SAFETY: the peer does not write a lent range before we release it, and the
-            // staging block is this rank's own and not lent.
-            unsafe { st.bytes_mut(0, d.len).copy_from_slice(msg.region.mem.bytes(msg.region.off, d.len)) };
-            link.release(me, peer);
+        if d.len > 0 && self.hazard(d.id, d.off, d.len) {
+            // The destination is still lent out: take the bytes into staging and release the
+            // message at once (the peer may be waiting for it before it reads our lend).
+            let st = self.stage.recv(d.len)?;
+            st.write(0, d.len)?.copy_from_slice(&msg.region().read()?);
+            msg.release();
             self.wait_hazards(d.id, d.off, d.len)?;
-            (st, 0)
-        } else {
-            (msg.region.mem.clone(), msg.region.off)
-        };
-        // SAFETY: either the peer's lent range, which it does not write until released, or
-        // our own staging block.
-        let bytes = unsafe { mem.bytes(off, d.len) };
-        match acc {
-            None => self.dev.upload(d.buf, d.off, bytes)?,
-            Some(a) => {
-                let a = self.bufs.resolve(a, size)?;
-                self.dev.reduce_host(d.buf, d.off, a.buf, a.off, bytes, self.ctx.dtype, self.ctx.combine)?;
-            }
+            return self.land(&st.read(0, d.len)?, &d, acc, size);
         }
-        if !hazard {
-            link.release(me, peer);
-        }
+        self.land(&msg.region().read()?, &d, acc, size)?;
+        msg.release();
         Ok(())
     }
 
+    /// Writes received bytes into their destination: a copy, or a reduction with `acc`.
+    fn land(&self, bytes: &[u8], d: &Resolved<'_, D::Buffer>, acc: Option<Span>, size: usize) -> Result<()> {
+        match acc {
+            None => self.dev.upload(d.buf, d.off, bytes),
+            Some(a) => {
+                let a = self.bufs.resolve(a, size)?;
+                self.dev.reduce_host(d.buf, d.off, a.buf, a.off, bytes, self.ctx.dtype, self.ctx.combine)
+            }
+        }
+    }
+
     /// Runs a run of receive-reduces into one range as one fused kernel: waits for every
-    /// message, checks each, reduces all sources in one pass, then releases them. Returns
-    /// `false` (having consumed nothing) when the destination is still lent out, so that the
-    /// caller falls back to one step at a time.
+    /// message, opens and checks each, reduces all sources in one pass, then releases them.
+    /// Returns `false` (having consumed nothing) when the destination is still lent out, so
+    /// that the caller falls back to one step at a time.
     fn recv_reduce_many(&mut self, run: &[Step], size: usize) -> Result<bool> {
         let Step::RecvReduce { acc: first_acc, dst, .. } = run[0] else { return Ok(false) };
         let d = self.bufs.resolve(dst, size)?;
         if d.len > 0 && self.hazard(d.id, d.off, d.len) {
             return Ok(false);
         }
-        let (me, link) = (self.ctx.rank, self.ctx.link);
-        let mut regions = Vec::with_capacity(run.len());
-        for step in run {
-            let Step::RecvReduce { peer, .. } = *step else { return Ok(false) };
+        let peers: Vec<Rank> =
+            run.iter().filter_map(|s| if let Step::RecvReduce { peer, .. } = *s { Some(peer) } else { None }).collect();
+        // Wait for all before opening any: an opened message must never be held across a wait.
+        for &peer in &peers {
+            self.await_message(peer)?;
+        }
+        let mut msgs = Vec::with_capacity(peers.len());
+        for &peer in &peers {
             let msg = self.next_message(peer)?;
-            self.check_len(peer, &msg.region, d.len)?;
-            regions.push((peer, msg.region));
+            self.check_len(peer, msg.region(), d.len)?;
+            msgs.push(msg);
         }
         let a = self.bufs.resolve(first_acc, size)?;
-        // SAFETY: each region is lent to this rank and not written by its owner until released.
-        let srcs: Vec<&[u8]> = regions.iter().map(|(_, r)| unsafe { r.mem.bytes(r.off, r.len) }).collect();
-        let out = self.dev.reduce_host_many(d.buf, d.off, a.buf, a.off, &srcs, self.ctx.dtype, self.ctx.combine);
-        drop(srcs);
-        for (peer, _) in &regions {
-            self.received[*peer] += 1;
-            link.release(me, *peer);
+        let guards = msgs.iter().map(|m| m.region().read()).collect::<Result<Vec<_>>>()?;
+        let srcs: Vec<&[u8]> = guards.iter().map(|g| &**g).collect();
+        self.dev.reduce_host_many(d.buf, d.off, a.buf, a.off, &srcs, self.ctx.dtype, self.ctx.combine)?;
+        drop(guards);
+        for (msg, peer) in msgs.into_iter().zip(peers) {
+            self.received[peer] += 1;
+            msg.release();
         }
-        out.map(|()| true)
+        Ok(true)
     }
 
-    /// Waits for the next message from `peer` and checks its header; it stays queued until
-    /// released.
-    fn next_message(&mut self, peer: Rank) -> Result<Message> {
+    /// Waits until a message from `peer` has arrived.
+    fn await_message(&mut self, peer: Rank) -> Result<()> {
         let (me, link) = (self.ctx.rank, self.ctx.link);
         if !link.has_message(me, peer) {
             let index = self.received[peer];
             let what = move || format!("rank {peer} to send message {index} of this op");
             self.wait_for(peer, &what, &mut || link.has_message(me, peer))?;
         }
-        let msg = link
-            .peek(me, peer)
-            .ok_or_else(|| CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer))?;
-        self.check_header(peer, &msg.header)?;
+        Ok(())
+    }
+
+    /// Waits for the next message from `peer`, opens it and checks its header. Dropping the
+    /// result unreleased (on any error) puts the message back unread.
+    fn next_message(&mut self, peer: Rank) -> Result<Opened<'r>> {
+        self.await_message(peer)?;
+        let Some(msg) = self.ctx.link.open(self.ctx.rank, peer) else {
+            // Only a sender that failed takes messages back, and it poisons the link first.
+            return Err(self
+                .poisoned()
+                .unwrap_or_else(|| CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer)));
+        };
+        self.check_header(peer, msg.header())?;
         Ok(msg)
     }
 
@@ -326,35 +353,6 @@ impl<D: Device> Run<'_, '_, D> {
             return Err(CollectiveError::protocol(format!(
                 "rank {peer} sent {} bytes where {want} were expected",
                 region.len
-            ))
-            .with_peer(peer));
-        }
-        Ok(())
-    }
-
-    fn check_header(&self, peer: Rank, h: &Header) -> Result<()> {
-        let c = self.ctx;
-        if h.p2p != c.p2p || h.seq != c.seq || !h.fp.compatible(&c.fp) {
-            let theirs = if h.p2p {
-                format!("{} (point-to-point #{})", h.fp.desc, h.seq)
-            } else {
-                format!("{} as op #{}", h.fp.desc, h.seq)
-            };
-            let ours = if c.p2p {
-                format!("{} (point-to-point #{})", c.fp.desc, c.seq)
-            } else {
-                format!("{} as op #{}", c.fp.desc, c.seq)
-            };
-            return Err(CollectiveError::new(
-                ErrorKind::Mismatch,
-                format!("rank {peer} called {theirs}, but rank {} called {ours}", c.rank),
-            )
-            .with_peer(peer));
-        }
-        if h.index != self.received[peer] {
-            return Err(CollectiveError::protocol(format!(
-                "message {} from rank {peer} arrived where message {} was expected",
-                h.index, self.received[peer]
             ))
             .with_peer(peer));
         }
@@ -389,61 +387,18 @@ impl<D: Device> Run<'_, '_, D> {
         Ok(())
     }
 
-    fn wait_released(&mut self, peer: Rank, ticket: u64) -> Result<()> {
-        let (link, me) = (self.ctx.link, self.ctx.rank);
-        if link.is_released(me, peer, ticket) {
-            return Ok(());
+    /// After a failure: takes back every message still lent, and waits (with a grace period,
+    /// as the op's own deadline may be what failed) for peers reading one in place.
+    fn reclaim(&mut self) {
+        let deadline = self.ctx.deadline.max(wait::deadline_after(RECLAIM_GRACE));
+        let mut peers: Vec<Rank> = self.lends.iter().map(|l| l.peer).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        for peer in peers {
+            if !self.ctx.link.reclaim(self.ctx.rank, peer, deadline) {
+                debug_event!(rank = self.ctx.rank, peer, "a peer kept reading a lent range past the grace period");
+            }
         }
-        let what = move || format!("rank {peer} to read message #{ticket} this rank sent it");
-        self.wait_for(peer, &what, &mut || link.is_released(me, peer, ticket))
-    }
-
-    fn wait_for(&mut self, peer: Rank, what: &dyn Fn() -> String, ready: &mut dyn FnMut() -> bool) -> Result<()> {
-        let c = self.ctx;
-        let noted = &mut self.noted_wait;
-        let mut slow = || -> Result<()> {
-            if !*noted {
-                c.board.set_waiting(c.rank, Some(what()));
-                *noted = true;
-            }
-            if !c.p2p
-                && let Some(theirs) = c.board.collective_at(peer, c.seq)
-                && !theirs.compatible(&c.fp)
-            {
-                return Err(CollectiveError::new(
-                    ErrorKind::Mismatch,
-                    format!(
-                        "rank {peer} called {} as op #{}, but rank {} called {}",
-                        theirs.desc, c.seq, c.rank, c.fp.desc
-                    ),
-                )
-                .with_peer(peer));
-            }
-            Ok(())
-        };
-        match c.link.wait(c.rank, peer, c.deadline, ready, &mut slow)? {
-            WaitOutcome::Ready => {
-                if self.noted_wait {
-                    c.board.set_waiting(c.rank, None);
-                    self.noted_wait = false;
-                }
-                Ok(())
-            }
-            WaitOutcome::TimedOut => Err(CollectiveError::new(
-                ErrorKind::Timeout,
-                format!("gave up at the op's deadline waiting for {}; rank {peer} never got there", what()),
-            )
-            .with_peer(peer)
-            .with_report(c.board.report(c.comm_name))),
-            WaitOutcome::PeerGone => Err(CollectiveError::new(
-                ErrorKind::PeerLost,
-                format!("rank {peer} dropped its communicator while this rank waited for {}", what()),
-            )
-            .with_peer(peer)),
-            WaitOutcome::Poisoned => Err(match c.link.poisoned() {
-                Some(e) => e.relayed(c.rank),
-                None => CollectiveError::new(ErrorKind::Aborted, "the communicator was aborted"),
-            }),
-        }
+        self.lends.clear();
     }
 }

@@ -2,6 +2,7 @@
 //! when their destination is still lent out, and where a device that the host cannot read
 //! directly puts the bytes it sends.
 
+use crate::error::Result;
 use crate::mem::HostMem;
 use crate::types::Rank;
 
@@ -21,13 +22,16 @@ pub struct Staging {
 
 impl Staging {
     /// The receive staging block, grown to at least `len` bytes.
-    pub(crate) fn recv(&mut self, len: usize) -> HostMem {
+    ///
+    /// # Errors
+    /// `Device` when the memory cannot be had.
+    pub(crate) fn recv(&mut self, len: usize) -> Result<HostMem> {
         match &self.recv {
-            Some(m) if m.len() >= len => m.clone(),
+            Some(m) if m.len() >= len => Ok(m.clone()),
             _ => {
-                let m = HostMem::zeroed(len);
+                let m = HostMem::zeroed(len)?;
                 self.recv = Some(m.clone());
-                m
+                Ok(m)
             }
         }
     }

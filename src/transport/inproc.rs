@@ -14,11 +14,25 @@ use crate::error::{CollectiveError, Result};
 use crate::mem::HostRegion;
 use crate::types::Rank;
 
+/// A message in a mailbox. `opened` while the receiver reads it in place.
+#[derive(Debug)]
+struct Entry {
+    header: Header,
+    region: HostRegion,
+    opened: bool,
+}
+
 #[derive(Debug, Default)]
 struct Mailbox {
-    queue: Mutex<VecDeque<(Header, HostRegion)>>,
+    queue: Mutex<VecDeque<Entry>>,
     sent: AtomicU64,
     released: AtomicU64,
+}
+
+impl Mailbox {
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Entry>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// The shared state of one communicator's in-process transport.
@@ -51,8 +65,11 @@ impl Fabric {
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, region: HostRegion) -> u64 {
         let b = self.mailbox(from, to);
-        b.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back((header, region));
-        let ticket = b.sent.fetch_add(1, Ordering::SeqCst) + 1;
+        let ticket = {
+            let mut q = b.queue();
+            q.push_back(Entry { header, region, opened: false });
+            b.sent.fetch_add(1, Ordering::SeqCst) + 1
+        };
         self.events[to].ring();
         ticket
     }
@@ -62,19 +79,45 @@ impl Fabric {
         b.sent.load(Ordering::SeqCst) > b.released.load(Ordering::SeqCst)
     }
 
-    pub(super) fn peek(&self, me: Rank, from: Rank) -> Option<Message> {
+    pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Message> {
         if !self.has_message(me, from) {
             return None;
         }
-        let q = self.mailbox(from, me).queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.front().map(|(h, r)| Message { header: *h, region: r.clone() })
+        let mut q = self.mailbox(from, me).queue();
+        let e = q.iter_mut().find(|e| !e.opened)?;
+        e.opened = true;
+        Some(Message { header: e.header, region: e.region.clone() })
     }
 
     pub(super) fn release(&self, me: Rank, from: Rank) {
         let b = self.mailbox(from, me);
-        b.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-        b.released.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut q = b.queue();
+            q.pop_front();
+            b.released.fetch_add(1, Ordering::SeqCst);
+        }
         self.events[from].ring();
+    }
+
+    pub(super) fn close(&self, me: Rank, from: Rank) {
+        if let Some(e) = self.mailbox(from, me).queue().iter_mut().find(|e| e.opened) {
+            e.opened = false;
+        }
+        self.events[from].ring();
+    }
+
+    /// Takes back every message `me` sent `to` that `to` has not opened; true while `to`
+    /// still reads one in place.
+    pub(super) fn revoke(&self, me: Rank, to: Rank) -> bool {
+        let b = self.mailbox(me, to);
+        let mut q = b.queue();
+        let before = q.len();
+        q.retain(|e| e.opened);
+        let taken = (before - q.len()) as u64;
+        if taken > 0 {
+            b.sent.fetch_sub(taken, Ordering::SeqCst);
+        }
+        !q.is_empty()
     }
 
     pub(super) fn is_released(&self, me: Rank, to: Rank, ticket: u64) -> bool {
@@ -89,16 +132,22 @@ impl Fabric {
         ready: &mut dyn FnMut() -> bool,
         slow: &mut dyn FnMut() -> Result<()>,
     ) -> Result<WaitOutcome> {
-        let stop = || {
-            if self.failed.load(Ordering::SeqCst) {
-                Some(WaitOutcome::Poisoned)
-            } else if self.departed.get(peer).is_some_and(|d| d.load(Ordering::SeqCst)) {
-                Some(WaitOutcome::PeerGone)
-            } else {
-                None
-            }
-        };
-        self.events[me].wait(deadline, ready, &stop, slow)
+        self.events[me].wait(deadline, ready, &|| self.stop(peer), slow)
+    }
+
+    /// Waits, ignoring abort and departure, until `ready()` or the deadline.
+    pub(super) fn wait_quietly(&self, me: Rank, deadline: Instant, ready: &mut dyn FnMut() -> bool) -> bool {
+        matches!(self.events[me].wait(deadline, ready, &|| None, &mut || Ok(())), Ok(WaitOutcome::Ready))
+    }
+
+    fn stop(&self, peer: Rank) -> Option<WaitOutcome> {
+        if self.failed.load(Ordering::SeqCst) {
+            Some(WaitOutcome::Poisoned)
+        } else if self.departed.get(peer).is_some_and(|d| d.load(Ordering::SeqCst)) {
+            Some(WaitOutcome::PeerGone)
+        } else {
+            None
+        }
     }
 
     pub(super) fn poison(&self, err: CollectiveError) {

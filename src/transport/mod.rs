@@ -7,7 +7,11 @@
 //!   written until `is_released(ticket)` (in-process the peer reads it in place; a socket
 //!   transport releases once the bytes are on the wire).
 //! - messages between two ranks arrive in the order they were sent;
-//! - `release` tells the sender the receiver is done with the oldest message;
+//! - `open` lets the receiver read the oldest message in place; [`Opened::release`] tells the
+//!   sender it is done, and dropping an [`Opened`] without releasing puts the message back
+//!   (a receiver that fails never tells a sender its data was consumed);
+//! - `reclaim` takes back every message a failed sender lent that was not opened yet, and
+//!   waits for the ones being read, so a failed op never returns memory a peer still reads;
 //! - `wait` blocks with a deadline and wakes on any message, release, abort or departure.
 
 pub mod inproc;
@@ -45,6 +49,47 @@ pub struct Message {
     pub region: HostRegion,
 }
 
+/// A message opened for reading in place. [`release`](Self::release) hands it back to the
+/// sender as consumed; dropping it unreleased puts it back unread.
+#[derive(Debug)]
+pub struct Opened<'l> {
+    link: &'l Link,
+    me: Rank,
+    from: Rank,
+    msg: Message,
+    done: bool,
+}
+
+impl Opened<'_> {
+    /// The sender's header.
+    pub fn header(&self) -> &Header {
+        &self.msg.header
+    }
+
+    /// The lent bytes.
+    pub fn region(&self) -> &HostRegion {
+        &self.msg.region
+    }
+
+    /// Tells the sender this rank is done with the message.
+    pub fn release(mut self) {
+        self.done = true;
+        match self.link {
+            Link::InProc(f) => f.release(self.me, self.from),
+        }
+    }
+}
+
+impl Drop for Opened<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            match self.link {
+                Link::InProc(f) => f.close(self.me, self.from),
+            }
+        }
+    }
+}
+
 /// The transports a scheduler can drive.
 #[derive(Clone, Debug)]
 pub enum Link {
@@ -60,18 +105,21 @@ impl Link {
         }
     }
 
-    /// The oldest unreleased message from `from` to `me`, if one has arrived. It stays queued
-    /// until [`release`](Self::release).
-    pub fn peek(&self, me: Rank, from: Rank) -> Option<Message> {
-        match self {
-            Link::InProc(f) => f.peek(me, from),
-        }
+    /// Opens the oldest unopened message from `from` to `me`, if one has arrived. It stays
+    /// queued (and its sender's memory lent) until the returned handle is released.
+    pub fn open(&self, me: Rank, from: Rank) -> Option<Opened<'_>> {
+        let msg = match self {
+            Link::InProc(f) => f.open(me, from)?,
+        };
+        Some(Opened { link: self, me, from, msg, done: false })
     }
 
-    /// Tells `from` that `me` is done with its oldest message.
-    pub fn release(&self, me: Rank, from: Rank) {
+    /// Takes back every message `me` lent `to` that `to` has not opened, then waits until
+    /// `to` is done with the ones it is reading (ignoring abort and departure: those readers
+    /// are in the middle of a copy). False when `deadline` passed first.
+    pub fn reclaim(&self, me: Rank, to: Rank, deadline: Instant) -> bool {
         match self {
-            Link::InProc(f) => f.release(me, from),
+            Link::InProc(f) => f.wait_quietly(me, deadline, &mut || !f.revoke(me, to)),
         }
     }
 

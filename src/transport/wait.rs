@@ -43,7 +43,10 @@ impl Event {
         }
     }
 
-    /// The wait loop. `stop` reports abort / departure; it is checked alongside `ready`.
+    /// The wait loop. `stop` reports abort / departure; it is checked alongside `ready`, and
+    /// `ready` is looked at once more after `stop` fires, so that whatever a peer did before
+    /// it left or failed (sent its last message, released a lend) is never overtaken by the
+    /// news of its departure.
     pub(crate) fn wait(
         &self,
         deadline: Instant,
@@ -63,7 +66,7 @@ impl Event {
                 return Ok(WaitOutcome::Ready);
             }
             if let Some(s) = stop() {
-                return Ok(s);
+                return Ok(if ready() { WaitOutcome::Ready } else { s });
             }
             std::thread::yield_now();
         }
@@ -72,7 +75,7 @@ impl Event {
                 return Ok(WaitOutcome::Ready);
             }
             if let Some(s) = stop() {
-                return Ok(s);
+                return Ok(if ready() { WaitOutcome::Ready } else { s });
             }
             let now = Instant::now();
             if now >= deadline {

@@ -18,7 +18,7 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A device the suite runs on: which device each rank uses, and one that is *not* the
 /// communicator's (for the wrong-device error).
-pub trait TestDevice: Device {
+pub trait TestDevice: Device<Buffer: Clone> {
     /// The device rank `rank` builds its communicator and tensors on.
     fn for_rank(rank: Rank) -> Self;
     /// A device other than `for_rank(rank)`.

@@ -56,6 +56,10 @@ impl Device for StagedDevice {
         self.0.len(buf)
     }
 
+    fn mem_id(&self, buf: &HostMem) -> usize {
+        self.0.mem_id(buf)
+    }
+
     fn upload(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
         self.0.upload(dst, off, src)
     }

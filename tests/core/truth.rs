@@ -1,0 +1,258 @@
+//! Errors that tell the truth on every rank: a root mismatch reaches every rank (on that call
+//! or, where a rank exchanged nothing that disagreed, on its next one); a rank cut short by
+//! someone else's later failure gets `Aborted` naming it; a timeout names the rank furthest
+//! behind (or the deadlock); a local device failure stops the peers at once; a peer's last
+//! message is delivered even when it leaves right after sending it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ruccl::{Algorithm, CommConfig, DType, ErrorKind, Rank, ReduceOp, Tensor};
+
+use crate::harness::{Ctx, Opts, TestDevice, names_rank, run, run_owned};
+
+/// A rooted collective where ranks below `split` use root 0 and the others root `world - 1`.
+fn rooted_call<D: TestDevice>(ctx: &Ctx<D>, which: usize, split: usize) -> ruccl::Result<()> {
+    let (w, r) = (ctx.world, ctx.rank);
+    let root: Rank = if r < split { 0 } else { w - 1 };
+    let n = 6;
+    match which {
+        0 => {
+            let mut t = ctx.tensor(&[r as f32; 6]);
+            ctx.comm.broadcast(&mut t, root)
+        }
+        1 => {
+            let mut t = ctx.tensor(&[r as i32; 6]);
+            ctx.comm.reduce(&mut t, ReduceOp::Sum, root)
+        }
+        2 => {
+            let x = ctx.tensor(&[r as u8; 6]);
+            let mut y = Tensor::zeros(&ctx.dev, DType::U8, &[n * w]).unwrap();
+            ctx.comm.gather(&x, (r == root).then_some(&mut y), root)
+        }
+        _ => {
+            let x = Tensor::zeros(&ctx.dev, DType::F64, &[n * w]).unwrap();
+            let mut y = Tensor::zeros(&ctx.dev, DType::F64, &[n]).unwrap();
+            ctx.comm.scatter(&mut y, (r == root).then_some(&x), root)
+        }
+    }
+}
+
+/// Ranks that disagree on the root: every rank gets `Mismatch` — from that call, or, when
+/// nothing it exchanged disagreed and it returned `Ok`, from its very next call, naming the
+/// earlier op. Broadcast, reduce, gather and scatter, world sizes 2 to 8, every split.
+pub fn root_mismatch_reaches_every_rank<D: TestDevice>() {
+    for world in 2..=8 {
+        for which in 0..4 {
+            for split in [1, world / 2, world - 1] {
+                run::<D, _>(world, &Opts::timed(Duration::from_secs(10)), |ctx| {
+                    let what = format!("rooted op {which}, world {world}, split {split}");
+                    let e = match rooted_call(ctx, which, split) {
+                        Err(e) => e,
+                        Ok(()) => {
+                            let e = ctx.comm.barrier().expect_err("the call after an unseen mismatch must fail");
+                            assert!(e.message().contains("op #0"), "{what}: {e}");
+                            e
+                        }
+                    };
+                    assert_eq!(e.kind(), ErrorKind::Mismatch, "{what}, rank {}: {e}", ctx.rank);
+                    assert!(e.to_string().contains("root"), "{what}: the error does not show the roots: {e}");
+                });
+            }
+        }
+    }
+}
+
+/// World 4, ring plans: ranks 0 and 1 finish a broadcast (a chain 0→1→2→3) while rank 3 has
+/// not arrived and rank 2 waits for it; then 0 and 1 mismatch on the next all_reduce. Rank
+/// 2, still in its correct broadcast, and rank 3, arriving at it late, are cut short: both
+/// get `Aborted` naming op #1 and the rank that failed first — not a `Mismatch` they never
+/// had a part in.
+pub fn cut_short_by_a_later_failure_is_aborted<D: TestDevice>() {
+    let config = CommConfig::default().with_timeout(Duration::from_secs(10)).with_algorithm(Algorithm::Ring);
+    let failed = AtomicUsize::new(0);
+    run::<D, _>(4, &Opts { shuffle: false, ..Opts::with_config(config) }, |ctx| {
+        let mut t = ctx.tensor(&[ctx.rank as f32; 8]);
+        if ctx.rank == 3 {
+            let t0 = Instant::now();
+            while failed.load(Ordering::SeqCst) < 2 && t0.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let first = ctx.comm.broadcast(&mut t, 0);
+        if ctx.rank >= 2 {
+            let e = ctx.expect_err(first, ErrorKind::Aborted, &["op #1", "failed first"], "the cut-short broadcast");
+            assert!(matches!(e.context().peer, Some(0 | 1)), "{e}");
+            return;
+        }
+        ctx.ok(first, "broadcast");
+        let op = if ctx.rank == 0 { ReduceOp::Sum } else { ReduceOp::Max };
+        let e = ctx.comm.all_reduce(&mut t, op).expect_err("mismatched all_reduce");
+        failed.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(e.kind(), ErrorKind::Mismatch, "{e}");
+    });
+}
+
+/// A rank that never calls: every other rank's timeout names it (the root cause), not the
+/// neighbour it happened to wait on — with a ring, rank 1 waits on rank 0.
+pub fn timeout_names_the_rank_furthest_behind<D: TestDevice>() {
+    let config = CommConfig::default().with_timeout(Duration::from_millis(600)).with_algorithm(Algorithm::Ring);
+    run::<D, _>(4, &Opts { shuffle: false, ..Opts::with_config(config) }, |ctx| {
+        if ctx.rank == 3 {
+            ctx.sync.wait();
+            return;
+        }
+        let mut t = ctx.tensor(&[1u32; 64]);
+        let e = ctx.comm.all_reduce(&mut t, ReduceOp::Sum).expect_err("rank 3 never comes");
+        ctx.sync.wait();
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        assert_eq!(e.context().peer, Some(3), "rank {}: blames the wrong rank: {e}", ctx.rank);
+        assert!(names_rank(e.message(), 3) && e.message().contains("never reached op #0"), "{e}");
+        assert!(!e.message().contains(&format!("rank {} never", ctx.rank)), "blames itself: {e}");
+    });
+}
+
+/// Two ranks that both receive from each other: the timeout says it is a deadlock, and no
+/// rank names itself as its peer.
+pub fn recv_recv_deadlock_is_named<D: TestDevice>() {
+    run::<D, _>(2, &Opts::timed(Duration::from_millis(400)), |ctx| {
+        let mut t = ctx.tensor(&[0i64; 3]);
+        let e = ctx.comm.recv(&mut t, 1 - ctx.rank).expect_err("both ranks receive");
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        assert_eq!(e.context().peer, Some(1 - ctx.rank), "{e}");
+        assert!(e.message().contains("deadlock"), "{e}");
+    });
+}
+
+/// A peer that sends its last message and drops its communicator at once: the message is
+/// delivered (the departure never overtakes it). Split children dropped right after their
+/// all_reduce, many times, under load.
+pub fn departure_never_overtakes_a_delivery<D: TestDevice>() {
+    run_owned::<D, _>(3, &Opts { shuffle: false, ..Opts::default() }, |ctx| {
+        for i in 0..40 {
+            let child = ctx.ok(ctx.comm.split_all(), "split_all");
+            let mut t = Tensor::from_slice(&ctx.dev, &[ctx.rank as u64 + i; 5], &[5]).unwrap();
+            ctx.ok(child.all_reduce(&mut t, ReduceOp::Sum), format!("child all_reduce {i}"));
+            drop(child);
+            ctx.check(&t, &[3 * i + 3; 5], "child all_reduce");
+        }
+    });
+}
+
+/// Helpers for [`local_failure_stops_peers_at_once`]: the host device, except that the next
+/// allocation on a thread that asked for it fails.
+pub mod flaky {
+    use std::cell::Cell;
+    use std::time::Instant;
+
+    use ruccl::mem::HostMem;
+    use ruccl::types::{Combine, Scale};
+    use ruccl::{CollectiveError, DType, Device, ErrorKind, HostDevice, Rank, Result};
+
+    use crate::harness::TestDevice;
+
+    thread_local! {
+        static FAIL_NEXT_ALLOC: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Makes the next allocation on this thread fail.
+    pub fn fail_next_alloc() {
+        FAIL_NEXT_ALLOC.with(|f| f.set(true));
+    }
+
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct FlakyDevice(HostDevice);
+
+    impl TestDevice for FlakyDevice {
+        fn for_rank(rank: Rank) -> Self {
+            FlakyDevice(HostDevice::for_rank(rank))
+        }
+        fn foreign(rank: Rank) -> Self {
+            FlakyDevice(HostDevice::foreign(rank))
+        }
+    }
+
+    impl Device for FlakyDevice {
+        type Buffer = HostMem;
+        fn describe(&self) -> String {
+            format!("flaky {}", self.0.describe())
+        }
+        fn same_device(&self, other: &Self) -> bool {
+            self.0.same_device(&other.0)
+        }
+        fn supports(&self, dtype: DType) -> bool {
+            self.0.supports(dtype)
+        }
+        fn alloc(&self, bytes: usize) -> Result<HostMem> {
+            if FAIL_NEXT_ALLOC.with(|f| f.replace(false)) {
+                return Err(CollectiveError::new(ErrorKind::Device, format!("out of memory allocating {bytes} bytes")));
+            }
+            self.0.alloc(bytes)
+        }
+        fn len(&self, buf: &HostMem) -> usize {
+            self.0.len(buf)
+        }
+        fn mem_id(&self, buf: &HostMem) -> usize {
+            self.0.mem_id(buf)
+        }
+        fn upload(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
+            self.0.upload(dst, off, src)
+        }
+        fn download(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
+            self.0.download(src, off, dst)
+        }
+        fn copy(&self, src: &HostMem, so: usize, dst: &HostMem, dof: usize, len: usize) -> Result<()> {
+            self.0.copy(src, so, dst, dof, len)
+        }
+        fn reduce_host(
+            &self,
+            dst: &HostMem,
+            dst_off: usize,
+            acc: &HostMem,
+            acc_off: usize,
+            incoming: &[u8],
+            dtype: DType,
+            combine: Combine,
+        ) -> Result<()> {
+            self.0.reduce_host(dst, dst_off, acc, acc_off, incoming, dtype, combine)
+        }
+        fn scale(
+            &self,
+            src: &HostMem,
+            src_off: usize,
+            dst: &HostMem,
+            dst_off: usize,
+            count: usize,
+            dtype: DType,
+            scale: Scale,
+        ) -> Result<()> {
+            self.0.scale(src, src_off, dst, dst_off, count, dtype, scale)
+        }
+        fn host_view(&self, buf: &HostMem) -> Option<HostMem> {
+            self.0.host_view(buf)
+        }
+        fn synchronize(&self, deadline: Option<Instant>) -> Result<()> {
+            self.0.synchronize(deadline)
+        }
+    }
+}
+
+/// Rank 1 cannot allocate its scratch memory before its plan starts: the peers fail at once
+/// with that cause (a `Device` error naming rank 1), not after the whole timeout.
+pub fn local_failure_stops_peers_at_once() {
+    let timeout = Duration::from_secs(20);
+    run::<flaky::FlakyDevice, _>(3, &Opts::timed(timeout), |ctx| {
+        let mut t = ctx.tensor(&[1.0f32; 16]);
+        if ctx.rank == 1 {
+            flaky::fail_next_alloc();
+        }
+        let t0 = Instant::now();
+        let e = ctx.comm.all_reduce(&mut t, ReduceOp::Sum).expect_err("rank 1 cannot allocate");
+        assert!(t0.elapsed() < timeout / 4, "rank {} waited {:?} for a local failure", ctx.rank, t0.elapsed());
+        assert_eq!(e.kind(), ErrorKind::Device, "{e}");
+        assert!(e.to_string().contains("out of memory"), "{e}");
+        if ctx.rank != 1 {
+            assert!(e.to_string().contains("rank 1 failed first"), "{e}");
+        }
+    });
+}
