@@ -1,0 +1,139 @@
+//! The Miri subset: small counts, worlds 2–4, every algorithm, both device paths (lent host
+//! memory and host staging), the error paths that must reclaim every lend, and the aliasing
+//! cases — the places where the scheduler and the host device's guarded memory could race.
+//!
+//! `.ci/run` runs it as `cargo +nightly miri test --test miri` (plus the library's unit
+//! tests); it also runs as an ordinary test binary with `cargo test`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+// Shared with the core suite, which uses more of them.
+#[allow(dead_code)]
+#[path = "core/harness.rs"]
+mod harness;
+#[allow(dead_code)]
+#[path = "core/reference.rs"]
+mod reference;
+#[path = "core/staged_device.rs"]
+mod staged_device;
+
+use ruccl::{Algorithm, CommConfig, DType, ErrorKind, ReduceOp, Tensor};
+
+use harness::{Opts, TestDevice, run};
+use reference::{data, reduce_input, reduced};
+
+/// Small chunks, so that pipelined plans really pipeline (several messages per peer).
+fn opts(algorithm: Algorithm) -> Opts {
+    Opts::with_config(
+        CommConfig::default().with_timeout(harness::TEST_TIMEOUT).with_algorithm(algorithm).with_chunk_bytes(8),
+    )
+}
+
+const ALGORITHMS: [Algorithm; 6] = [
+    Algorithm::RecursiveDoubling,
+    Algorithm::Ring,
+    Algorithm::Direct,
+    Algorithm::Tree,
+    Algorithm::KaryTree(2),
+    Algorithm::Centralized,
+];
+
+fn all_reduce_every_algorithm<D: TestDevice>() {
+    for world in 2..=4 {
+        for algorithm in ALGORITHMS {
+            run::<D, _>(world, &opts(algorithm), |ctx| {
+                let op = ReduceOp::Sum;
+                let mut t = ctx.tensor(&reduce_input::<f32>(op, ctx.rank, 7, world));
+                ctx.ok(ctx.comm.all_reduce(&mut t, op), format!("all_reduce {algorithm}"));
+                ctx.check(&t, &reduced::<f32>(op, ctx.world, 7, world), format!("all_reduce {algorithm}"));
+            });
+        }
+    }
+}
+
+fn every_collective<D: TestDevice>() {
+    for algorithm in [Algorithm::Ring, Algorithm::Tree, Algorithm::Direct] {
+        run::<D, _>(3, &opts(algorithm), |ctx| {
+            let (r, w, n) = (ctx.rank, ctx.world, 4);
+            let mut t = ctx.tensor(&data::<i32>(r, n, 1));
+            ctx.ok(ctx.comm.broadcast(&mut t, 1), "broadcast");
+            ctx.check(&t, &data::<i32>(1, n, 1), "broadcast");
+            let mut t = ctx.tensor(&reduce_input::<i64>(ReduceOp::Max, r, n, 2));
+            ctx.ok(ctx.comm.reduce(&mut t, ReduceOp::Max, 2), "reduce");
+            if r == 2 {
+                ctx.check(&t, &reduced::<i64>(ReduceOp::Max, w, n, 2), "reduce");
+            }
+            let x = ctx.tensor(&data::<i32>(r, n, 3));
+            let mut y = Tensor::zeros(&ctx.dev, DType::I32, &[n * w]).unwrap();
+            ctx.ok(ctx.comm.all_gather_into_tensor(&mut y, &x), "all_gather");
+            let want: Vec<i32> = (0..w).flat_map(|k| data::<i32>(k, n, 3)).collect();
+            ctx.check(&y, &want, "all_gather");
+            let x = ctx.tensor(&reduce_input::<f64>(ReduceOp::Sum, r, n * w, 4));
+            let mut y = Tensor::zeros(&ctx.dev, DType::F64, &[n]).unwrap();
+            ctx.ok(ctx.comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Sum), "reduce_scatter");
+            ctx.check(&y, &reduced::<f64>(ReduceOp::Sum, w, n * w, 4)[r * n..(r + 1) * n], "reduce_scatter");
+            let x = ctx.tensor(&data::<u8>(r, n * w, 5));
+            let mut y = Tensor::zeros(&ctx.dev, DType::U8, &[n * w]).unwrap();
+            ctx.ok(ctx.comm.all_to_all_single(&mut y, &x), "all_to_all");
+            let want: Vec<u8> = (0..w).flat_map(|k| data::<u8>(k, n * w, 5)[r * n..(r + 1) * n].to_vec()).collect();
+            ctx.check(&y, &want, "all_to_all");
+            let mut t = ctx.tensor(&data::<u32>(r, n, 6));
+            if r == 0 {
+                ctx.ok(ctx.comm.send(&t, 1), "send");
+            } else if r == 1 {
+                ctx.ok(ctx.comm.recv(&mut t, 0), "recv");
+                ctx.check(&t, &data::<u32>(0, n, 6), "recv");
+            }
+            ctx.ok(ctx.comm.barrier(), "barrier");
+        });
+    }
+}
+
+/// The reported race: an output on the input's memory, recursive doubling, 4 ranks.
+fn aliased_output<D: TestDevice>() {
+    run::<D, _>(4, &opts(Algorithm::RecursiveDoubling), |ctx| {
+        let x = ctx.tensor(&reduce_input::<i32>(ReduceOp::Sum, ctx.rank, 5, 7));
+        let mut y = Tensor::from_buffer(&ctx.dev, x.buffer().clone(), DType::I32, &[5]).unwrap();
+        ctx.ok(ctx.comm.all_reduce_into(&x, &mut y, ReduceOp::Sum), "aliased all_reduce_into");
+        ctx.check(&y, &reduced::<i32>(ReduceOp::Sum, 4, 5, 7), "aliased all_reduce_into");
+    });
+}
+
+/// The reported race: ranks disagree (max vs sum), then every rank rewrites its input at
+/// once. The failed op must have reclaimed every lend first.
+fn reuse_after_failure<D: TestDevice>() {
+    for algorithm in [Algorithm::RecursiveDoubling, Algorithm::Direct] {
+        run::<D, _>(3, &opts(algorithm), |ctx| {
+            let mut t = ctx.tensor(&[ctx.rank as f32; 6]);
+            let op = if ctx.rank == 0 { ReduceOp::Max } else { ReduceOp::Sum };
+            let e = ctx.comm.all_reduce(&mut t, op).unwrap_err();
+            assert!(matches!(e.kind(), ErrorKind::Mismatch | ErrorKind::Aborted), "{e}");
+            t.copy_from_slice(&[9.0f32; 6]).unwrap();
+        });
+    }
+}
+
+macro_rules! miri_suite {
+    ($suite:ident, $dev:ty) => {
+        mod $suite {
+            #[test]
+            fn all_reduce_every_algorithm() {
+                super::all_reduce_every_algorithm::<$dev>();
+            }
+            #[test]
+            fn every_collective() {
+                super::every_collective::<$dev>();
+            }
+            #[test]
+            fn aliased_output() {
+                super::aliased_output::<$dev>();
+            }
+            #[test]
+            fn reuse_after_failure() {
+                super::reuse_after_failure::<$dev>();
+            }
+        }
+    };
+}
+
+miri_suite!(host, ruccl::HostDevice);
+miri_suite!(staged, crate::staged_device::StagedDevice);
