@@ -55,6 +55,9 @@ pub struct FlightEntry {
 #[derive(Debug, Default)]
 struct RankStatus {
     history: VecDeque<FlightEntry>,
+    /// The sequence number of the latest collective issued (kept apart from `history`, which
+    /// point-to-point ops may have filled).
+    last_collective: Option<u64>,
     waiting: Option<String>,
     departed: bool,
 }
@@ -63,11 +66,18 @@ struct RankStatus {
 #[derive(Debug)]
 pub(crate) struct Board {
     ranks: Vec<Mutex<RankStatus>>,
+    /// How long a wait lasts before it logs which ranks are behind (see `comm::watch`).
+    warn_after: Duration,
 }
 
 impl Board {
-    pub(crate) fn new(world: usize) -> Self {
-        Board { ranks: (0..world).map(|_| Mutex::new(RankStatus::default())).collect() }
+    pub(crate) fn new(world: usize, warn_after: Duration) -> Self {
+        Board { ranks: (0..world).map(|_| Mutex::new(RankStatus::default())).collect(), warn_after }
+    }
+
+    /// How long a wait lasts before it logs which ranks are behind.
+    pub(crate) fn warn_after(&self) -> Duration {
+        self.warn_after
     }
 
     fn with<R>(&self, rank: Rank, f: impl FnOnce(&mut RankStatus) -> R) -> Option<R> {
@@ -78,6 +88,9 @@ impl Board {
         self.with(rank, |s| {
             if s.history.len() == FLIGHT_DEPTH {
                 s.history.pop_front();
+            }
+            if op.kind.is_collective() {
+                s.last_collective = Some(seq);
             }
             s.history.push_back(FlightEntry {
                 seq,
@@ -120,6 +133,16 @@ impl Board {
         .flatten()
     }
 
+    /// The ranks that have not issued collective op `seq` yet (in rank order): the ones a
+    /// rank waiting in that op is waiting for.
+    // Only the slow-wait warning reads it, and warnings need the `tracing` feature.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn not_reached(&self, seq: u64) -> Vec<Rank> {
+        (0..self.ranks.len())
+            .filter(|&r| self.with(r, |s| s.last_collective.is_none_or(|l| l < seq)) == Some(true))
+            .collect()
+    }
+
     /// A per-rank summary for hang reports.
     pub(crate) fn report(&self, comm: &str) -> String {
         let now = Instant::now();
@@ -157,5 +180,28 @@ impl Board {
             let _ = write!(out, "\n  rank {r}: {line}");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::OpKind;
+    use crate::types::DType;
+
+    #[test]
+    fn not_reached_counts_collectives_only() {
+        let b = Board::new(3, Duration::from_secs(1));
+        let (coll, p2p) = (OpDesc::new(OpKind::Barrier, DType::U8, 0), OpDesc::new(OpKind::Send, DType::U8, 1));
+        assert_eq!(b.not_reached(0), vec![0, 1, 2]);
+        b.start(0, 0, coll, Algorithm::Auto);
+        b.finish(0, true);
+        b.start(0, 1, coll, Algorithm::Auto);
+        b.start(1, 0, coll, Algorithm::Auto);
+        // Rank 2's send #5 is not collective op #5.
+        b.start(2, 5, p2p, Algorithm::Auto);
+        assert_eq!(b.not_reached(0), vec![2]);
+        assert_eq!(b.not_reached(1), vec![1, 2]);
+        assert_eq!(b.warn_after(), Duration::from_secs(1));
     }
 }

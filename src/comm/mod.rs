@@ -13,9 +13,9 @@ pub(crate) mod flight;
 mod rendezvous;
 mod split;
 mod validate;
+pub(crate) mod watch;
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 pub use flight::{FLIGHT_DEPTH, FlightEntry, OpState};
 
@@ -40,17 +40,20 @@ pub(crate) struct Shared {
     link: Link,
     board: Board,
     config: CommConfig,
+    /// This group's claim on `id` (see [`rendezvous`]); dropped with the last rank.
+    instance: rendezvous::Instance,
 }
 
 impl Shared {
-    pub(crate) fn new(id: UniqueId, world: usize, config: CommConfig) -> Self {
+    pub(crate) fn new(id: UniqueId, world: usize, config: CommConfig, instance: rendezvous::Instance) -> Self {
         Shared {
             name: id.short(),
             id,
             world,
             link: Link::InProc(Arc::new(Fabric::new(world))),
-            board: Board::new(world),
+            board: Board::new(world, config.warn_after()),
             config,
+            instance,
         }
     }
 }
@@ -298,7 +301,7 @@ impl<D: Device> Communicator<D> {
                 seq,
                 p2p: !desc.kind.is_collective(),
                 fp: desc.fingerprint(),
-                deadline: Instant::now() + cfg.timeout(),
+                deadline: crate::config::deadline_after(cfg.timeout()),
                 dtype: desc.dtype,
                 combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
                 link: &self.shared.link,

@@ -401,7 +401,12 @@ impl<D: Device> Run<'_, '_, D> {
     fn wait_for(&mut self, peer: Rank, what: &dyn Fn() -> String, ready: &mut dyn FnMut() -> bool) -> Result<()> {
         let c = self.ctx;
         let noted = &mut self.noted_wait;
+        let mut watch = crate::comm::watch::WaitWatch::new(Instant::now(), c.board.warn_after());
         let mut slow = || -> Result<()> {
+            let now = Instant::now();
+            if watch.tick(now) {
+                crate::comm::watch::warn_op(c, peer, &what(), watch.waited(now));
+            }
             if !*noted {
                 c.board.set_waiting(c.rank, Some(what()));
                 *noted = true;
