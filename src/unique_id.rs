@@ -17,6 +17,11 @@ pub const UNIQUE_ID_BYTES: usize = 128;
 /// today it is 16 random bytes after a tag, and the TCP transport will carry the root's
 /// address in the rest.
 ///
+/// An id names one group at a time: while any communicator made with it exists, joining with
+/// it again is refused (`InvalidArgument`), and two groups that join with it at the same time
+/// are refused rather than paired at random. Once every communicator of the group is dropped,
+/// the id may form a new group.
+///
 /// ```
 /// use ruccl::UniqueId;
 /// let id = UniqueId::new()?;

@@ -121,8 +121,11 @@ impl<D: Device> Communicator<D> {
     /// rank, each from its own thread; it returns when all ranks have joined.
     ///
     /// # Errors
-    /// `InvalidArgument` for a rank out of range, a rank that joined twice, or disagreeing
-    /// world sizes; `Timeout` naming the ranks that never came.
+    /// `InvalidArgument` for a rank out of range, disagreeing world sizes, an id still in use
+    /// by a communicator that exists, or an id that two groups join at once (a rank number
+    /// joining twice fails everyone waiting in that rendezvous); `Timeout` naming the ranks
+    /// that never came. A join that waits longer than [`CommConfig::with_warn_after`] logs
+    /// the missing ranks (with the `tracing` feature).
     pub fn new(device: D, world_size: usize, unique_id: UniqueId, rank: Rank) -> Result<Self> {
         Self::with_config(device, world_size, unique_id, rank, CommConfig::from_env()?)
     }
