@@ -86,11 +86,16 @@ pub fn join_warns_missing_rank<D: TestDevice>() {
                     let warnings = log.messages();
                     // At 40, 80, 160, 320, 640 ms: a few, not one per wake-up.
                     assert!((2..=8).contains(&warnings.len()), "rank {rank}: {warnings:#?}");
+                    let missing =
+                        |w: &str| w.split("have not joined").next().unwrap().rsplit(';').next().unwrap().to_string();
                     for w in &warnings {
-                        let missing = w.split("have not joined").next().unwrap().rsplit(';').next().unwrap();
-                        assert!(names_rank(missing, 2) && !names_rank(missing, 1 - rank), "rank {rank}: {w}");
+                        assert!(names_rank(&missing(w), 2), "rank {rank}: {w}");
                         assert!(w.contains(&id.short()) && w.contains("one thread per rank"), "{w}");
                     }
+                    // The other rank came at once (on a loaded machine, maybe only after the
+                    // first warning).
+                    let last = warnings.last().unwrap();
+                    assert!(!names_rank(&missing(last), 1 - rank), "rank {rank}: {last}");
                 });
             }
         });
@@ -127,15 +132,19 @@ pub fn collective_warns_missing_rank<D: TestDevice>() {
                     let mut t = Tensor::from_slice(&dev, &[rank as u32 + 1; 5], &[5]).unwrap();
                     log.during(|| comm.all_reduce(&mut t, ReduceOp::Sum)).unwrap();
                     assert_eq!(t.to_vec::<u32>().unwrap(), vec![6; 5]);
-                    let warnings = log.messages();
+                    // Once rank 2 has come, a slow machine may still make a rank wait long
+                    // enough to warn; such a warning names no missing rank.
+                    let (missing, other): (Vec<String>, Vec<String>) =
+                        log.messages().into_iter().partition(|w| w.contains("have not reached"));
+                    assert!(other.iter().all(|w| w.contains("every rank has reached")), "{other:#?}");
                     if rank == 2 {
-                        assert!(warnings.is_empty(), "rank 2 did not wait: {warnings:#?}");
+                        assert!(missing.is_empty(), "rank 2 came last: {missing:#?}");
                         return;
                     }
-                    assert!((1..=8).contains(&warnings.len()), "rank {rank}: {warnings:#?}");
-                    for w in &warnings {
-                        let missing = w.split("have not reached").next().unwrap().rsplit(':').next().unwrap();
-                        assert!(names_rank(missing, 2) && !names_rank(missing, 1 - rank), "rank {rank}: {w}");
+                    assert!((1..=8).contains(&missing.len()), "rank {rank}: {missing:#?}");
+                    for w in &missing {
+                        let list = w.split("have not reached").next().unwrap().rsplit(':').next().unwrap();
+                        assert!(names_rank(list, 2) && !names_rank(list, 1 - rank), "rank {rank}: {w}");
                         assert!(w.contains("op #1") && w.contains(&id.short()), "{w}");
                     }
                 });
