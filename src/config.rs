@@ -1,7 +1,8 @@
-//! `CommConfig`: per-communicator settings (deadline, chunking, algorithm override) and
-//! the environment variables that override them.
+//! `CommConfig`: per-communicator settings (deadline, warning interval, chunking, algorithm
+//! override), the environment variables that override them, and `deadline_after`, the one
+//! place a timeout becomes a deadline.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -93,14 +94,16 @@ impl std::str::FromStr for Algorithm {
 /// Settings for one communicator.
 ///
 /// Environment overrides, read by [`CommConfig::from_env`] (which `Communicator::new` uses):
-/// `RUCCL_TIMEOUT` (seconds, may be fractional),
-/// `RUCCL_ALGO` (`auto|ring|tree|rd|direct|kary:K|centralized`), `RUCCL_CHUNK_BYTES`.
+/// `RUCCL_TIMEOUT` and `RUCCL_WARN_AFTER` (seconds, may be fractional; `inf` or any huge
+/// value means never), `RUCCL_ALGO` (`auto|ring|tree|rd|direct|kary:K|centralized`),
+/// `RUCCL_CHUNK_BYTES`.
 ///
 /// ```
 /// use std::time::Duration;
 /// use ruccl::{Algorithm, CommConfig};
 /// let cfg = CommConfig::default()
 ///     .with_timeout(Duration::from_secs(5))
+///     .with_warn_after(Duration::from_secs(1))
 ///     .with_algorithm(Algorithm::Ring)
 ///     .with_chunk_bytes(1 << 20);
 /// assert_eq!(cfg.timeout(), Duration::from_secs(5));
@@ -108,18 +111,55 @@ impl std::str::FromStr for Algorithm {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CommConfig {
     timeout: Duration,
+    warn_after: Duration,
     chunk_bytes: usize,
     algorithm: Algorithm,
 }
 
 /// The default deadline of every wait (as torch.distributed's NCCL default).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// The default time a join or a collective waits before it logs who is missing.
+pub const DEFAULT_WARN_AFTER: Duration = Duration::from_secs(30);
 /// The default pipelining chunk.
 pub const DEFAULT_CHUNK_BYTES: usize = 1 << 20;
 
+/// The longest wait a deadline stands for: a timeout beyond it means "no deadline".
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The deadline `timeout` from now. Saturates: a timeout too large for an `Instant` (up to
+/// `Duration::MAX`) gives a deadline about a century away, which no wait reaches.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    let mut wait = timeout.min(FAR_FUTURE);
+    loop {
+        // A platform whose clock cannot reach a century ahead gets the furthest it can; the
+        // loop ends at zero at the latest.
+        if let Some(deadline) = now.checked_add(wait) {
+            return deadline;
+        }
+        wait /= 2;
+    }
+}
+
+/// Parses a positive number of seconds from the environment variable `name`. Values too large
+/// for a `Duration` (`1e30`, `inf`) saturate to `Duration::MAX`: a wait that never ends.
+fn parse_secs(name: &str, v: &str) -> Result<Duration> {
+    let bad = || CollectiveError::invalid(format!("{name}={v:?} is not a positive number of seconds"));
+    let secs: f64 = v.trim().parse().map_err(|_| bad())?;
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(bad());
+    }
+    Ok(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
+}
+
 impl Default for CommConfig {
     fn default() -> Self {
-        CommConfig { timeout: DEFAULT_TIMEOUT, chunk_bytes: DEFAULT_CHUNK_BYTES, algorithm: Algorithm::Auto }
+        CommConfig {
+            timeout: DEFAULT_TIMEOUT,
+            warn_after: DEFAULT_WARN_AFTER,
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            algorithm: Algorithm::Auto,
+        }
     }
 }
 
@@ -129,19 +169,25 @@ impl CommConfig {
     /// # Errors
     /// `InvalidArgument` naming the variable when one is set but malformed.
     pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// The defaults with the overrides that `get` (a variable's value by name) returns: the
+    /// parsing of [`from_env`](Self::from_env) without touching the process environment.
+    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut c = CommConfig::default();
-        if let Ok(v) = std::env::var("RUCCL_TIMEOUT") {
-            let secs: f64 = v.trim().parse().ok().filter(|s: &f64| s.is_finite() && *s > 0.0).ok_or_else(|| {
-                CollectiveError::invalid(format!("RUCCL_TIMEOUT={v:?} is not a positive number of seconds"))
-            })?;
-            c.timeout = Duration::from_secs_f64(secs);
+        if let Some(v) = get("RUCCL_TIMEOUT") {
+            c.timeout = parse_secs("RUCCL_TIMEOUT", &v)?;
         }
-        if let Ok(v) = std::env::var("RUCCL_ALGO") {
+        if let Some(v) = get("RUCCL_WARN_AFTER") {
+            c.warn_after = parse_secs("RUCCL_WARN_AFTER", &v)?;
+        }
+        if let Some(v) = get("RUCCL_ALGO") {
             c.algorithm = v
                 .parse()
                 .map_err(|e: CollectiveError| CollectiveError::invalid(format!("RUCCL_ALGO: {}", e.message())))?;
         }
-        if let Ok(v) = std::env::var("RUCCL_CHUNK_BYTES") {
+        if let Some(v) = get("RUCCL_CHUNK_BYTES") {
             c.chunk_bytes = v.trim().parse().ok().filter(|&b: &usize| b > 0).ok_or_else(|| {
                 CollectiveError::invalid(format!("RUCCL_CHUNK_BYTES={v:?} is not a positive integer"))
             })?;
@@ -149,9 +195,34 @@ impl CommConfig {
         Ok(c)
     }
 
-    /// Sets the deadline of every wait (joining, each collective).
+    /// Sets the deadline of every wait (joining, each collective). A timeout too large to
+    /// add to the clock, up to `Duration::MAX`, means no deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruccl::CommConfig;
+    /// let cfg = CommConfig::default().with_timeout(Duration::MAX);
+    /// assert_eq!(cfg.timeout(), Duration::MAX);
+    /// ```
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets how long a join (`Communicator::new`) or a collective waits before it logs, with
+    /// `tracing::warn!`, which ranks it is still waiting for; it logs again each time the wait
+    /// has doubled. Default [`DEFAULT_WARN_AFTER`]; `Duration::MAX` never warns. The warnings
+    /// need the `tracing` feature (on by default) and a subscriber installed by the
+    /// application.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruccl::CommConfig;
+    /// let cfg = CommConfig::default().with_warn_after(Duration::from_secs(5));
+    /// assert_eq!(cfg.warn_after(), Duration::from_secs(5));
+    /// ```
+    pub fn with_warn_after(mut self, after: Duration) -> Self {
+        self.warn_after = after;
         self
     }
 
@@ -172,6 +243,11 @@ impl CommConfig {
         self.timeout
     }
 
+    /// How long a wait lasts before it logs who is missing.
+    pub fn warn_after(&self) -> Duration {
+        self.warn_after
+    }
+
     /// The pipelining chunk size in bytes.
     pub fn chunk_bytes(&self) -> usize {
         self.chunk_bytes
@@ -180,5 +256,50 @@ impl CommConfig {
     /// The algorithm override.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secs_saturate_and_reject() {
+        assert_eq!(parse_secs("T", "1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_secs("T", " 1e30 ").unwrap(), Duration::MAX);
+        assert_eq!(parse_secs("T", "inf").unwrap(), Duration::MAX);
+        for bad in ["0", "-1", "-inf", "NaN", "", "ten"] {
+            let e = parse_secs("T", bad).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{bad}");
+            assert!(e.message().contains('T'), "names the variable: {e}");
+        }
+    }
+
+    #[test]
+    fn environment_saturates_huge_timeouts() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            CommConfig::from_lookup(move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+        };
+        let c = env(&[("RUCCL_TIMEOUT", "1e30"), ("RUCCL_WARN_AFTER", "2.5")]).unwrap();
+        assert_eq!(c.timeout(), Duration::MAX);
+        assert_eq!(c.warn_after(), Duration::from_millis(2500));
+        assert_eq!(env(&[]).unwrap(), CommConfig::default());
+        for bad in ["-3", "nan", "0"] {
+            let vars: &'static [(&str, &str)] = Box::leak(Box::new([("RUCCL_TIMEOUT", bad)]));
+            let e = env(vars).unwrap_err();
+            assert!(e.message().contains("RUCCL_TIMEOUT"), "{e}");
+        }
+        let e = env(&[("RUCCL_WARN_AFTER", "-1")]).unwrap_err();
+        assert!(e.message().contains("RUCCL_WARN_AFTER"), "{e}");
+    }
+
+    #[test]
+    fn deadlines_saturate() {
+        let now = Instant::now();
+        let far = deadline_after(Duration::MAX);
+        assert!(far >= now + Duration::from_secs(50 * 365 * 24 * 3600), "{:?}", far - now);
+        let near = deadline_after(Duration::from_secs(1));
+        assert!(near >= now + Duration::from_secs(1) && near < far);
+        assert!(deadline_after(Duration::ZERO) <= Instant::now());
     }
 }

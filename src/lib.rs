@@ -52,7 +52,7 @@
 //! | feature | enables |
 //! |---|---|
 //! | *(default)* | the communication core and the host device; no GPU crate is compiled |
-//! | `tracing` | a span per collective (communicator, rank, op, sequence number, bytes, algorithm), `debug!` per plan, `trace!` per step; the library never installs a subscriber |
+//! | `tracing` (default) | a span per collective (communicator, rank, op, sequence number, bytes, algorithm), `debug!` per plan, `trace!` per step, and `warn!` naming the missing ranks when a join or a collective waits longer than [`CommConfig::with_warn_after`] (30 s by default); the library never installs a subscriber |
 //!
 //! ## Environment
 //! `RUCCL_TIMEOUT` (seconds), `RUCCL_ALGO` (`auto`, `ring`, `tree`, `rd`, `direct`, `kary:K`,
@@ -71,6 +71,7 @@ mod comm;
 pub mod config;
 pub mod device;
 pub mod error;
+mod hash;
 pub mod mem;
 pub mod op;
 mod sched;

@@ -5,6 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{CollectiveError, Result};
+use crate::hash::{FNV_OFFSET, fnv1a};
 
 /// The number of bytes in a [`UniqueId`] (as NCCL's `ncclUniqueId`).
 pub const UNIQUE_ID_BYTES: usize = 128;
@@ -15,6 +16,11 @@ pub const UNIQUE_ID_BYTES: usize = 128;
 /// to every rank — by cloning, or as bytes / hex through any channel. The layout is opaque;
 /// today it is 16 random bytes after a tag, and the TCP transport will carry the root's
 /// address in the rest.
+///
+/// An id names one group at a time: while any communicator made with it exists, joining with
+/// it again is refused (`InvalidArgument`), and two groups that join with it at the same time
+/// are refused rather than paired at random. Once every communicator of the group is dropped,
+/// the id may form a new group.
 ///
 /// ```
 /// use ruccl::UniqueId;
@@ -66,15 +72,18 @@ impl UniqueId {
     }
 
     /// A derived id (for splits): the same for every rank that derives it from the same
-    /// parent with the same salt, different from the parent.
-    pub(crate) fn derive(&self, salt: &[u64]) -> UniqueId {
+    /// parent instance with the same salt, different from the parent. `nonce` names the
+    /// parent's instance (see `comm::rendezvous`): two groups that used the same id one after
+    /// the other have different nonces, so their children never share an id.
+    pub(crate) fn derive(&self, nonce: u128, salt: &[u64]) -> UniqueId {
+        let data = |seed: u64| {
+            let h = fnv1a(fnv1a(seed, &self.bytes[4..20]), &nonce.to_le_bytes());
+            salt.iter().fold(h, |h, s| fnv1a(h, &s.to_le_bytes()))
+        };
+        // Two independent 64-bit digests of the same data fill the 16 random bytes.
+        let (h1, h2) = (data(FNV_OFFSET), data(FNV_OFFSET ^ 0x9e37_79b9_7f4a_7c15));
         let mut bytes = self.bytes;
-        let mut h = fnv(0xcbf2_9ce4_8422_2325, &self.bytes[4..20]);
-        for s in salt {
-            h = fnv(h, &s.to_le_bytes());
-        }
-        let h2 = fnv(h ^ 0x9e37_79b9_7f4a_7c15, &h.to_le_bytes());
-        bytes[4..12].copy_from_slice(&h.to_le_bytes());
+        bytes[4..12].copy_from_slice(&h1.to_le_bytes());
         bytes[12..20].copy_from_slice(&h2.to_le_bytes());
         UniqueId { bytes }
     }
@@ -83,14 +92,6 @@ impl UniqueId {
     pub fn short(&self) -> String {
         hex(&self.bytes[4..10])
     }
-}
-
-fn fnv(mut h: u64, data: &[u8]) -> u64 {
-    for &b in data {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 fn hex(b: &[u8]) -> String {
@@ -129,9 +130,10 @@ mod tests {
     #[test]
     fn derive_is_stable_and_distinct() {
         let id = UniqueId::new().unwrap();
-        assert_eq!(id.derive(&[1, 2]), id.derive(&[1, 2]));
-        assert_ne!(id.derive(&[1, 2]), id.derive(&[1, 3]));
-        assert_ne!(id.derive(&[1]), id);
+        assert_eq!(id.derive(7, &[1, 2]), id.derive(7, &[1, 2]));
+        assert_ne!(id.derive(7, &[1, 2]), id.derive(7, &[1, 3]));
+        assert_ne!(id.derive(7, &[1, 2]), id.derive(8, &[1, 2]), "another instance of the parent id");
+        assert_ne!(id.derive(7, &[1]), id);
         assert!(UniqueId::from_bytes(&[0; 128]).is_err());
         assert!(UniqueId::from_bytes(&[0; 3]).is_err());
         assert!(format!("{id:?}").len() > 256);

@@ -63,6 +63,8 @@ mod soundness;
 mod splits;
 #[path = "core/truth.rs"]
 mod truth;
+#[path = "core/warnings.rs"]
+mod warnings;
 
 /// `Communicator` must be `Send + Sync` (checked at compile time, for every device).
 const _: fn() = || {
@@ -178,6 +180,12 @@ macro_rules! core_suite {
                 joining::new_world_mismatch,
                 joining::new_rank_out_of_range,
                 joining::new_config_mismatch,
+                joining::new_live_id_refused,
+                joining::new_same_id_concurrently,
+                joining::split_children_of_reused_id_differ,
+                joining::new_timeout_max,
+                warnings::join_warns_missing_rank,
+                warnings::collective_warns_missing_rank,
                 mismatch::different_op,
                 mismatch::different_count,
                 mismatch::different_dtype,

@@ -61,9 +61,7 @@ pub(crate) struct Shape {
 
 impl Shape {
     pub(crate) fn of(dims: &[usize]) -> Self {
-        let hash = dims.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &d| {
-            (h ^ d as u64).wrapping_mul(0x0100_0000_01b3).rotate_left(7) ^ 0x9e37_79b9
-        });
+        let hash = crate::hash::fnv1a_words(dims.iter().map(|&d| d as u64));
         Shape {
             ndim: dims.len() as u64,
             numel: dims.iter().fold(1u64, |a, &d| a.saturating_mul(d as u64)),

@@ -160,7 +160,7 @@ impl<B: Backend> Service<B> {
     /// Registers `peer` and blocks until its registration is formed, fails or times out.
     pub(crate) fn register(&self, peer: PeerId, device: B::Device, config: &CollectiveConfig) -> Result<()> {
         let comm_device = B::comm_device(&device)?;
-        let deadline = Instant::now() + config.timeout();
+        let deadline = crate::config::deadline_after(config.timeout());
         let ticket = TICKETS.fetch_add(1, Ordering::Relaxed);
         let mut st = lock(&self.state);
         if let Some(entry) = st.peers.get(&peer) {
@@ -238,7 +238,7 @@ impl<B: Backend> Service<B> {
         for (p, m) in std::mem::take(&mut room.members) {
             st.peers.insert(p, Entry::Delivered(m.ticket, Err(error.clone())));
         }
-        let until = Instant::now() + room.config.timeout().max(config.timeout());
+        let until = crate::config::deadline_after(room.config.timeout().max(config.timeout()));
         if told.len() >= expected {
             st.room = None;
         } else if let Some(room) = st.room.as_mut() {

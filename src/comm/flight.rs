@@ -55,6 +55,9 @@ pub struct FlightEntry {
 #[derive(Debug, Default)]
 struct RankStatus {
     history: VecDeque<FlightEntry>,
+    /// The sequence number of the latest collective issued (kept apart from `history`, which
+    /// point-to-point ops may have filled).
+    last_collective: Option<u64>,
     waiting: Option<String>,
     departed: bool,
 }
@@ -63,11 +66,18 @@ struct RankStatus {
 #[derive(Debug)]
 pub(crate) struct Board {
     ranks: Vec<Mutex<RankStatus>>,
+    /// How long a wait lasts before it logs which ranks are behind (see `comm::watch`).
+    warn_after: Duration,
 }
 
 impl Board {
-    pub(crate) fn new(world: usize) -> Self {
-        Board { ranks: (0..world).map(|_| Mutex::new(RankStatus::default())).collect() }
+    pub(crate) fn new(world: usize, warn_after: Duration) -> Self {
+        Board { ranks: (0..world).map(|_| Mutex::new(RankStatus::default())).collect(), warn_after }
+    }
+
+    /// How long a wait lasts before it logs which ranks are behind.
+    pub(crate) fn warn_after(&self) -> Duration {
+        self.warn_after
     }
 
     fn with<R>(&self, rank: Rank, f: impl FnOnce(&mut RankStatus) -> R) -> Option<R> {
@@ -78,6 +88,9 @@ impl Board {
         self.with(rank, |s| {
             if s.history.len() == FLIGHT_DEPTH {
                 s.history.pop_front();
+            }
+            if op.kind.is_collective() {
+                s.last_collective = Some(seq);
             }
             s.history.push_back(FlightEntry {
                 seq,
@@ -129,33 +142,32 @@ impl Board {
     /// what it is doing — including when it is itself waiting for `me` (a deadlock).
     pub(crate) fn blame(&self, me: Rank, peer: Rank, seq: Option<u64>) -> (Rank, String) {
         if let Some(seq) = seq {
-            let mut behind: Vec<(Rank, Option<FlightEntry>, bool)> = (0..self.ranks.len())
-                .filter(|&r| r != me)
-                .filter_map(|r| {
-                    self.with(r, |s| {
-                        let last = s.history.iter().rev().find(|e| e.op.kind.is_collective()).cloned();
-                        // A history holding only point-to-point ops says nothing about collectives.
-                        let unknown = last.is_none() && !s.history.is_empty();
-                        let reached = last.as_ref().is_some_and(|e| e.seq >= seq);
-                        (!reached && !unknown).then_some((r, last, s.departed))
+            let behind: Vec<Rank> = self.not_reached(seq).into_iter().filter(|&r| r != me).collect();
+            // The furthest behind: the lowest last collective (none at all is lowest).
+            let culprit = behind.iter().copied().min_by_key(|&r| self.with(r, |s| s.last_collective).flatten());
+            if let Some(culprit) = culprit {
+                let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+                let detail = self
+                    .with(culprit, |s| {
+                        let last = s
+                            .last_collective
+                            .and_then(|l| s.history.iter().rev().find(|e| e.seq == l && e.op.kind.is_collective()));
+                        let mut d = match (s.last_collective, last) {
+                            (None, _) => "it has not issued any collective".to_string(),
+                            (Some(_), Some(e)) => {
+                                format!("its last collective is op #{} {}, {}", e.seq, e.op, state_word(e.state))
+                            }
+                            (Some(l), None) => format!("its last collective is op #{l}"),
+                        };
+                        if s.departed {
+                            d.push_str(", and it dropped its communicator");
+                        }
+                        d
                     })
-                    .flatten()
-                })
-                .collect();
-            if !behind.is_empty() {
-                behind.sort_by_key(|(r, last, _)| (last.as_ref().map(|e| e.seq), *r));
-                let list = behind.iter().map(|(r, ..)| r.to_string()).collect::<Vec<_>>().join(", ");
-                let (culprit, last, departed) = &behind[0];
-                let mut detail = match last {
-                    None => "it has not issued any collective".to_string(),
-                    Some(e) => format!("its last collective is op #{} {}, {}", e.seq, e.op, state_word(e.state)),
-                };
-                if *departed {
-                    detail.push_str(", and it dropped its communicator");
-                }
+                    .unwrap_or_default();
                 let plural = if behind.len() > 1 { "s" } else { "" };
                 return (
-                    *culprit,
+                    culprit,
                     format!(
                         "rank{plural} {list} never reached op #{seq}; rank {culprit} is furthest behind ({detail})"
                     ),
@@ -193,6 +205,14 @@ impl Board {
             })
             .unwrap_or_else(|| format!("rank {peer} never got there"));
         (peer, why)
+    }
+
+    /// The ranks that have not issued collective op `seq` yet (in rank order): the ones a
+    /// rank waiting in that op is waiting for.
+    pub(crate) fn not_reached(&self, seq: u64) -> Vec<Rank> {
+        (0..self.ranks.len())
+            .filter(|&r| self.with(r, |s| s.last_collective.is_none_or(|l| l < seq)) == Some(true))
+            .collect()
     }
 
     /// A per-rank summary for hang reports.
@@ -240,5 +260,28 @@ fn state_word(s: OpState) -> &'static str {
         OpState::Running => "still running",
         OpState::Done => "finished",
         OpState::Failed => "failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::OpKind;
+    use crate::types::DType;
+
+    #[test]
+    fn not_reached_counts_collectives_only() {
+        let b = Board::new(3, Duration::from_secs(1));
+        let (coll, p2p) = (OpDesc::new(OpKind::Barrier, DType::U8, 0), OpDesc::new(OpKind::Send, DType::U8, 1));
+        assert_eq!(b.not_reached(0), vec![0, 1, 2]);
+        b.start(0, 0, coll, Algorithm::Auto);
+        b.finish(0, true);
+        b.start(0, 1, coll, Algorithm::Auto);
+        b.start(1, 0, coll, Algorithm::Auto);
+        // Rank 2's send #5 is not collective op #5.
+        b.start(2, 5, p2p, Algorithm::Auto);
+        assert_eq!(b.not_reached(0), vec![2]);
+        assert_eq!(b.not_reached(1), vec![1, 2]);
+        assert_eq!(b.warn_after(), Duration::from_secs(1));
     }
 }

@@ -13,6 +13,7 @@ pub(crate) mod flight;
 mod rendezvous;
 mod split;
 mod validate;
+pub(crate) mod watch;
 
 use std::sync::{Arc, Mutex};
 
@@ -39,17 +40,20 @@ pub(crate) struct Shared {
     link: Link,
     board: Board,
     config: CommConfig,
+    /// This group's claim on `id` (see [`rendezvous`]); dropped with the last rank.
+    instance: rendezvous::Instance,
 }
 
 impl Shared {
-    pub(crate) fn new(id: UniqueId, world: usize, config: CommConfig) -> Self {
+    pub(crate) fn new(id: UniqueId, world: usize, config: CommConfig, instance: rendezvous::Instance) -> Self {
         Shared {
             name: id.short(),
             id,
             world,
             link: Link::InProc(Arc::new(Fabric::new(world))),
-            board: Board::new(world),
+            board: Board::new(world, config.warn_after()),
             config,
+            instance,
         }
     }
 }
@@ -117,8 +121,11 @@ impl<D: Device> Communicator<D> {
     /// rank, each from its own thread; it returns when all ranks have joined.
     ///
     /// # Errors
-    /// `InvalidArgument` for a rank out of range, a rank that joined twice, or disagreeing
-    /// world sizes; `Timeout` naming the ranks that never came.
+    /// `InvalidArgument` for a rank out of range, disagreeing world sizes, an id still in use
+    /// by a communicator that exists, or an id that two groups join at once (a rank number
+    /// joining twice fails everyone waiting in that rendezvous); `Timeout` naming the ranks
+    /// that never came. A join that waits longer than [`CommConfig::with_warn_after`] logs
+    /// the missing ranks (with the `tracing` feature).
     pub fn new(device: D, world_size: usize, unique_id: UniqueId, rank: Rank) -> Result<Self> {
         Self::with_config(device, world_size, unique_id, rank, CommConfig::from_env()?)
     }
@@ -267,7 +274,7 @@ impl<D: Device> Communicator<D> {
             seq,
             p2p: !desc.kind.is_collective(),
             fp: desc.fingerprint(),
-            deadline: sched::deadline_after(cfg.timeout()),
+            deadline: crate::config::deadline_after(cfg.timeout()),
             dtype: desc.dtype,
             combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
             link: &self.shared.link,

@@ -1,156 +1,263 @@
 //! In-process rendezvous: ranks that call `Communicator::new` with the same `UniqueId` meet
-//! here, agree on the world size and config, and leave with one shared state. Every wait has
-//! the config's deadline; a rank that never comes is named in the `Timeout` error.
+//! here, agree on the world size and config, and leave with one shared state.
+//!
+//! The registry also keeps an id from naming two groups at once:
+//! - while any communicator of a group exists, its id is *live* and refused (the group's
+//!   [`Instance`], owned by its `Shared`, holds the entry and removes it when dropped);
+//! - a rank number that joins a pending room twice means two groups use the id at the same
+//!   time: the room fails for everyone in it, and the id is refused until the latest deadline
+//!   of those joiners, so the rest of both groups are refused too instead of pairing up;
+//! - each group gets a random instance nonce, which split children mix into their ids.
+//!
+//! Every wait has the config's deadline; a rank that never comes is named in the `Timeout`
+//! error, and a wait longer than the config's warning interval logs who is missing.
+//!
+//! One mutex guards the whole registry: joins are rare and short, and one lock makes the
+//! hand-over from "pending" to "live" atomic. Rule: no `Shared` is ever dropped while the
+//! lock is held (its `Instance` takes the lock in `Drop`); outcomes are only moved out.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, LazyLock, Mutex};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::Shared;
-use crate::config::CommConfig;
+use super::watch::WaitWatch;
+use crate::config::{CommConfig, deadline_after};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::types::Rank;
 use crate::unique_id::UniqueId;
 
+#[derive(Default)]
+struct Registry {
+    /// Rooms still waiting for ranks.
+    pending: HashMap<UniqueId, Pending>,
+    /// Ids whose group exists, with the group's instance nonce.
+    live: HashMap<UniqueId, u128>,
+    /// Ids seen used by two groups at once, refused until the instant given.
+    reused: HashMap<UniqueId, Instant>,
+    /// The outcome of a completed or failed room, per joiner ticket, until the joiner takes it.
+    outcomes: HashMap<u64, Result<Arc<Shared>>>,
+    next_ticket: u64,
+}
+
 struct Pending {
     world: usize,
-    joined: Vec<Option<CommConfig>>,
-    result: Option<Result<Arc<Shared>>>,
+    /// Per rank: the ticket and config of the joiner waiting there.
+    joined: Vec<Option<(u64, CommConfig)>>,
     /// Ranks that came but left at their deadline (so a later timeout does not blame them).
     gave_up: Vec<bool>,
-    /// Set when the room left the registry; a late joiner must find or make a new one.
-    closed: bool,
+    /// The latest deadline of anyone who joined: how long a reuse of the id is remembered.
+    latest: Instant,
+    cv: Arc<Condvar>,
 }
 
-struct Room {
-    state: Mutex<Pending>,
-    cv: Condvar,
-}
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registry::default()));
 
-static ROOMS: LazyLock<Mutex<HashMap<UniqueId, Arc<Room>>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+fn registry() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn ranks_list(v: &[usize]) -> String {
     v.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
 }
 
-/// Joins the communicator named `id` as `rank` of `world`; returns once all have joined.
-pub(crate) fn join(id: &UniqueId, world: usize, rank: Rank, config: &CommConfig) -> Result<Arc<Shared>> {
-    let deadline = Instant::now() + config.timeout();
-    loop {
-        if let Some(res) = try_join(id, world, rank, config, deadline) {
-            return res;
+/// One group's claim on its id: the nonce that tells this group from any other that used
+/// the same id, and the registry entry that refuses the id while the group exists.
+#[derive(Debug)]
+pub(crate) struct Instance {
+    id: UniqueId,
+    nonce: u128,
+}
+
+impl Instance {
+    /// This group's nonce (random, the same on every rank of the group).
+    pub(crate) fn nonce(&self) -> u128 {
+        self.nonce
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let mut reg = registry();
+        if reg.live.get(&self.id) == Some(&self.nonce) {
+            reg.live.remove(&self.id);
         }
     }
 }
 
-fn try_join(
-    id: &UniqueId,
-    world: usize,
-    rank: Rank,
-    config: &CommConfig,
-    deadline: Instant,
-) -> Option<Result<Arc<Shared>>> {
-    let room = {
-        let mut rooms = ROOMS.lock().unwrap_or_else(|e| e.into_inner());
-        rooms
-            .entry(id.clone())
-            .or_insert_with(|| {
-                Arc::new(Room {
-                    state: Mutex::new(Pending {
-                        world,
-                        joined: vec![None; world],
-                        result: None,
-                        gave_up: vec![false; world],
-                        closed: false,
-                    }),
-                    cv: Condvar::new(),
-                })
-            })
-            .clone()
-    };
-    let mut st = room.state.lock().unwrap_or_else(|e| e.into_inner());
-    if st.closed {
-        return None;
+/// A random nonce; if the OS has no randomness, a process-wide counter and the clock, which
+/// still tell apart every group of this process.
+fn fresh_nonce() -> u128 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut b = [0u8; 16];
+    if getrandom::fill(&mut b).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        b[..8].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+        b[8..].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
     }
-    if st.world != world {
-        return Some(Err(CollectiveError::invalid(format!(
+    u128::from_le_bytes(b)
+}
+
+/// Joins the communicator named `id` as `rank` of `world`; returns once all have joined.
+pub(crate) fn join(id: &UniqueId, world: usize, rank: Rank, config: &CommConfig) -> Result<Arc<Shared>> {
+    let started = Instant::now();
+    let deadline = deadline_after(config.timeout());
+    let fail = |e: CollectiveError| e.with_rank(rank).with_op("Communicator::new");
+    let mut reg = registry();
+    reg.reused.retain(|_, until| *until > started);
+    if reg.reused.contains_key(id) {
+        return Err(fail(CollectiveError::invalid(format!(
+            "communicator id {} looks used by two groups of ranks at once (a rank number joined it twice), so it is refused for now; give each group its own UniqueId",
+            id.short()
+        ))));
+    }
+    if reg.live.contains_key(id) {
+        return Err(fail(CollectiveError::invalid(format!(
+            "communicator id {} is in use by a communicator that still exists; give each group its own UniqueId (an id can be reused once every communicator made with it is dropped)",
+            id.short()
+        ))));
+    }
+    let ticket = reg.next_ticket;
+    reg.next_ticket += 1;
+    let room = reg.pending.entry(id.clone()).or_insert_with(|| Pending {
+        world,
+        joined: vec![None; world],
+        gave_up: vec![false; world],
+        latest: deadline,
+        cv: Arc::new(Condvar::new()),
+    });
+    if room.world != world {
+        return Err(fail(CollectiveError::invalid(format!(
             "world_size {world} differs from the {} that other ranks of communicator {} use",
-            st.world,
+            room.world,
             id.short()
-        ))
-        .with_rank(rank)));
+        ))));
     }
-    if st.joined[rank].is_some() {
-        return Some(Err(CollectiveError::invalid(format!(
-            "rank {rank} of communicator {} has already joined",
-            id.short()
-        ))
-        .with_rank(rank)));
+    let cv = room.cv.clone();
+    room.latest = room.latest.max(deadline);
+    if room.joined[rank].is_some() {
+        return Err(fail(reuse(&mut reg, id, rank)));
     }
-    st.joined[rank] = Some(config.clone());
-    st.gave_up[rank] = false;
-    if st.joined.iter().all(Option::is_some) {
-        let first = st.joined.iter().flatten().next().cloned().unwrap_or_default();
-        let differ: Vec<usize> = st
-            .joined
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| {
-                c.as_ref().is_some_and(|c| c.chunk_bytes() != first.chunk_bytes() || c.algorithm() != first.algorithm())
-            })
-            .map(|(r, _)| r)
-            .collect();
-        st.result = Some(if differ.is_empty() {
-            Ok(Arc::new(Shared::new(id.clone(), world, first)))
-        } else {
-            Err(CollectiveError::invalid(format!(
-                "ranks {} use a CommConfig whose chunk size or algorithm differs from rank 0's (chunk {} bytes, algorithm {}); all ranks must agree",
-                ranks_list(&differ),
-                first.chunk_bytes(),
-                first.algorithm()
-            )))
-        });
-        st.closed = true;
-        ROOMS.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
-        room.cv.notify_all();
+    room.joined[rank] = Some((ticket, config.clone()));
+    room.gave_up[rank] = false;
+    if room.joined.iter().all(Option::is_some) {
+        complete(&mut reg, id);
     }
+    let mut watch = WaitWatch::new(started, config.warn_after());
     loop {
-        if let Some(res) = &st.result {
-            return Some(res.clone().map_err(|e| e.with_rank(rank)));
+        if let Some(out) = reg.outcomes.remove(&ticket) {
+            return out.map_err(fail);
         }
         let now = Instant::now();
         if now >= deadline {
-            let absent = |gave_up: bool| -> Vec<usize> {
-                (0..world).filter(|&r| st.joined[r].is_none() && st.gave_up[r] == gave_up).collect()
-            };
-            let (missing, left) = (absent(false), absent(true));
-            st.joined[rank] = None;
-            st.gave_up[rank] = true;
-            if st.joined.iter().all(Option::is_none) {
-                st.closed = true;
-                ROOMS.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
-            }
-            return Some(Err(CollectiveError::new(
-                ErrorKind::Timeout,
-                format!(
-                    "communicator {} ({world} ranks) was not complete after {:?}: {}",
-                    id.short(),
-                    config.timeout(),
-                    match (missing.is_empty(), left.is_empty()) {
-                        (false, true) => format!("rank(s) {} never called Communicator::new", ranks_list(&missing)),
-                        (true, _) =>
-                            format!("rank(s) {} called Communicator::new but gave up first", ranks_list(&left)),
-                        (false, false) => format!(
-                            "rank(s) {} never called Communicator::new; rank(s) {} called it but gave up first",
-                            ranks_list(&missing),
-                            ranks_list(&left)
-                        ),
-                    }
-                ),
-            )
-            .with_rank(rank)
-            .with_op("Communicator::new")));
+            return Err(fail(give_up(&mut reg, id, rank, ticket, config)));
         }
-        st = room.cv.wait_timeout(st, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        if watch.tick(now) {
+            warn_missing(&reg, id, rank, watch.waited(now));
+        }
+        let wake = watch.next_at().map_or(deadline, |w| w.min(deadline));
+        reg = cv.wait_timeout(reg, wake.saturating_duration_since(now)).unwrap_or_else(|e| e.into_inner()).0;
     }
+}
+
+/// Hands the full room's outcome to its members: a new live group, or the config error.
+fn complete(reg: &mut Registry, id: &UniqueId) {
+    let Some(room) = reg.pending.remove(id) else { return };
+    let members: Vec<(u64, CommConfig)> = room.joined.into_iter().flatten().collect();
+    let Some(first) = members.first().map(|(_, c)| c.clone()) else { return };
+    let differ: Vec<usize> = members
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, c))| c.chunk_bytes() != first.chunk_bytes() || c.algorithm() != first.algorithm())
+        .map(|(r, _)| r)
+        .collect();
+    let outcome = if differ.is_empty() {
+        let nonce = fresh_nonce();
+        reg.live.insert(id.clone(), nonce);
+        Ok(Arc::new(Shared::new(id.clone(), room.world, first, Instance { id: id.clone(), nonce })))
+    } else {
+        Err(CollectiveError::invalid(format!(
+            "ranks {} use a CommConfig whose chunk size or algorithm differs from rank 0's (chunk {} bytes, algorithm {}); all ranks must agree",
+            ranks_list(&differ),
+            first.chunk_bytes(),
+            first.algorithm()
+        )))
+    };
+    // Every member gets a clone; the original is dropped here, never the last reference.
+    for (ticket, _) in members {
+        reg.outcomes.insert(ticket, outcome.clone());
+    }
+    room.cv.notify_all();
+}
+
+/// A second joiner for a rank number already in the room: two groups are using `id`. Fails
+/// the room for everyone in it and refuses the id until their latest deadline.
+fn reuse(reg: &mut Registry, id: &UniqueId, rank: Rank) -> CollectiveError {
+    let err = CollectiveError::invalid(format!(
+        "communicator id {} looks used by two groups of ranks at once: rank {rank} joined it twice; give each group its own UniqueId",
+        id.short()
+    ));
+    if let Some(room) = reg.pending.remove(id) {
+        for (ticket, _) in room.joined.iter().flatten() {
+            reg.outcomes.insert(*ticket, Err(err.clone()));
+        }
+        reg.reused.insert(id.clone(), room.latest);
+        room.cv.notify_all();
+    }
+    err
+}
+
+/// Leaves the room at the deadline; the error names who never came and who gave up.
+fn give_up(reg: &mut Registry, id: &UniqueId, rank: Rank, ticket: u64, config: &CommConfig) -> CollectiveError {
+    let Some(room) = reg.pending.get_mut(id) else {
+        return CollectiveError::protocol(format!("the rendezvous of communicator {} vanished", id.short()));
+    };
+    let world = room.world;
+    let absent = |gave_up: bool| -> Vec<usize> {
+        (0..world).filter(|&r| room.joined[r].is_none() && room.gave_up[r] == gave_up).collect()
+    };
+    let (missing, left) = (absent(false), absent(true));
+    if room.joined[rank].as_ref().is_some_and(|(t, _)| *t == ticket) {
+        room.joined[rank] = None;
+        room.gave_up[rank] = true;
+    }
+    if room.joined.iter().all(Option::is_none) {
+        reg.pending.remove(id);
+    }
+    CollectiveError::new(
+        ErrorKind::Timeout,
+        format!(
+            "communicator {} ({world} ranks) was not complete after {:?}: {}. Communicator::new returns only once every rank has joined: call it once per rank, one thread per rank, with ranks numbered 0 to {}",
+            id.short(),
+            config.timeout(),
+            match (missing.is_empty(), left.is_empty()) {
+                (false, true) => format!("rank(s) {} never called Communicator::new", ranks_list(&missing)),
+                (true, _) => format!("rank(s) {} called Communicator::new but gave up first", ranks_list(&left)),
+                (false, false) => format!(
+                    "rank(s) {} never called Communicator::new; rank(s) {} called it but gave up first",
+                    ranks_list(&missing),
+                    ranks_list(&left)
+                ),
+            },
+            world - 1
+        ),
+    )
+}
+
+/// Logs which ranks have not joined `id`'s room yet.
+fn warn_missing(reg: &Registry, id: &UniqueId, rank: Rank, waited: Duration) {
+    #[cfg(feature = "tracing")]
+    if let Some(room) = reg.pending.get(id) {
+        let world = room.world;
+        let missing: Vec<usize> = (0..world).filter(|&r| room.joined[r].is_none()).collect();
+        let (list, secs, comm) = (ranks_list(&missing), waited.as_secs_f64(), id.short());
+        tracing::warn!(
+            comm = %comm, rank, missing = %list, waited_s = secs,
+            "rank {rank} has waited {secs:.1}s in Communicator::new for communicator {comm} ({world} ranks); rank(s) {list} have not joined yet. Every rank must call Communicator::new on its own thread (one thread per rank), with ranks numbered 0 to {}",
+            world - 1
+        );
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = (reg, id, rank, waited);
 }

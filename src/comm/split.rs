@@ -1,6 +1,7 @@
 //! Splitting a communicator: every rank of the parent calls, the ranks agree through one
 //! all-gather on the parent (so a rank that calls something else is a `Mismatch`), and the
-//! members join a child whose id is derived from the parent's.
+//! members join a child whose id is derived from the parent's id and instance nonce (so two
+//! groups that used the same id one after the other never share a child id).
 
 use super::Communicator;
 use super::validate::{Call, Output};
@@ -11,7 +12,7 @@ use crate::tensor::Tensor;
 use crate::types::Rank;
 
 fn digest(ranks: &[Rank]) -> u64 {
-    ranks.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &r| (h ^ r as u64).wrapping_mul(0x0100_0000_01b3).rotate_left(5))
+    crate::hash::fnv1a_words(ranks.iter().map(|&r| r as u64))
 }
 
 impl<D: Device> Communicator<D> {
@@ -89,7 +90,7 @@ impl<D: Device> Communicator<D> {
             }
         }
         let pos = ranks.iter().position(|&r| r == self.rank).unwrap_or(0);
-        let id = self.shared.id.derive(&[split_no, d]);
+        let id = self.shared.id.derive(self.shared.instance.nonce(), &[split_no, d]);
         Communicator::with_config(self.device.clone(), ranks.len(), id, pos, self.shared.config.clone()).map(Some)
     }
 }

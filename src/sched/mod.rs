@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 pub(crate) use failure::{Now, after_failure};
 use staging::SendSlot;
 pub use staging::Staging;
-pub(crate) use wait::deadline_after;
 
 use crate::algo::{Plan, Slot, Span, Step};
 use crate::comm::flight::Board;
@@ -390,7 +389,7 @@ impl<'r, D: Device> Run<'r, '_, D> {
     /// After a failure: takes back every message still lent, and waits (with a grace period,
     /// as the op's own deadline may be what failed) for peers reading one in place.
     fn reclaim(&mut self) {
-        let deadline = self.ctx.deadline.max(wait::deadline_after(RECLAIM_GRACE));
+        let deadline = self.ctx.deadline.max(crate::config::deadline_after(RECLAIM_GRACE));
         let mut peers: Vec<Rank> = self.lends.iter().map(|l| l.peer).collect();
         peers.sort_unstable();
         peers.dedup();

@@ -3,19 +3,13 @@
 //! (the rank furthest behind, or the cycle of ranks waiting on each other), not merely the
 //! peer this rank happened to wait on; a poisoned link is read through [`after_failure`].
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{Run, after_failure};
 use crate::device::Device;
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::transport::{Header, WaitOutcome};
 use crate::types::Rank;
-
-/// `now + d`, saturating: a deadline too far to represent means no deadline.
-pub(crate) fn deadline_after(d: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(d).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
-}
 
 impl<'r, D: Device> Run<'r, '_, D> {
     pub(super) fn check_header(&self, peer: Rank, h: &Header) -> Result<()> {
@@ -85,7 +79,12 @@ impl<'r, D: Device> Run<'r, '_, D> {
     ) -> Result<()> {
         let c = self.ctx;
         let noted = &mut self.noted_wait;
+        let mut watch = crate::comm::watch::WaitWatch::new(Instant::now(), c.board.warn_after());
         let mut slow = || -> Result<()> {
+            let now = Instant::now();
+            if watch.tick(now) {
+                crate::comm::watch::warn_op(c, peer, &what(), watch.waited(now));
+            }
             if !*noted {
                 c.board.set_waiting(c.rank, Some(what()));
                 *noted = true;
