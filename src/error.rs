@@ -12,43 +12,36 @@ use crate::types::Rank;
 /// use ruccl::ErrorKind;
 /// assert_eq!(ErrorKind::Timeout.to_string(), "timeout");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// The caller passed something wrong; nothing was sent and the communicator is usable.
+    #[error("invalid argument")]
     InvalidArgument,
     /// Ranks called different collectives (op, dtype, count, reduce op or root differ).
+    #[error("mismatched collectives")]
     Mismatch,
     /// A wait passed its deadline: some rank did not arrive.
+    #[error("timeout")]
     Timeout,
     /// A peer left (dropped its communicator or its connection) mid-operation.
+    #[error("peer lost")]
     PeerLost,
     /// The communicator was aborted, by `abort()` or by an earlier failure.
+    #[error("aborted")]
     Aborted,
     /// The request is valid but this build, device or transport cannot do it.
+    #[error("unsupported")]
     Unsupported,
     /// The device (allocation, kernel, copy) failed.
+    #[error("device error")]
     Device,
     /// An operating-system I/O error.
+    #[error("I/O error")]
     Io,
     /// A peer sent bytes that break the protocol (a bug or a foreign peer).
+    #[error("protocol error")]
     Protocol,
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ErrorKind::InvalidArgument => "invalid argument",
-            ErrorKind::Mismatch => "mismatched collectives",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::PeerLost => "peer lost",
-            ErrorKind::Aborted => "aborted",
-            ErrorKind::Unsupported => "unsupported",
-            ErrorKind::Device => "device error",
-            ErrorKind::Io => "I/O error",
-            ErrorKind::Protocol => "protocol error",
-        })
-    }
 }
 
 /// Where an error happened. Every field is optional because errors also arise outside
