@@ -1,4 +1,10 @@
 //! The public collective and point-to-point methods: each one only describes its call.
+//!
+//! Every method takes its output first and its input second, as NCCL and `torch.distributed`
+//! do. The examples run each rank on its own thread through a hidden helper,
+//! `on_ranks(world, |comm| ...)`, which does what the [`Communicator`] example shows: one
+//! thread per rank, each joining with the same `UniqueId`, each rank's result returned in
+//! rank order.
 
 use super::Communicator;
 use super::validate::{Call, Output};
@@ -17,12 +23,21 @@ impl<D: Device> Communicator<D> {
     /// `Aborted` as described in the crate docs.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let mut t = Tensor::from_slice(&dev, &[1i32, 2], &[2])?;
-    /// comm.all_reduce(&mut t, ReduceOp::Max)?;
-    /// assert_eq!(t.to_vec::<i32>()?, vec![1, 2]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(4, |comm| {
+    ///     let dev = *comm.device();
+    ///     let mut t = Tensor::from_slice(&dev, &[comm.rank() as i32, 1], &[2])?;
+    ///     comm.all_reduce(&mut t, ReduceOp::Sum)?;
+    ///     t.to_vec::<i32>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![6, 4]; 4]); // 0 + 1 + 2 + 3, and 4 x 1, on every rank
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
@@ -36,23 +51,32 @@ impl<D: Device> Communicator<D> {
         })
     }
 
-    /// Out-of-place all_reduce (`ncclAllReduce` with distinct buffers): `input` is left
-    /// untouched and `output` (same element count and dtype) receives the result.
+    /// Out-of-place all_reduce (`ncclAllReduce` with distinct buffers): `output` (same element
+    /// count and dtype as `input`) receives the result and `input` is left untouched.
     ///
     /// # Errors
     /// As [`all_reduce`](Self::all_reduce); `InvalidArgument` when the sizes or dtypes differ.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let x = Tensor::from_slice(&dev, &[1.5f64], &[1])?;
-    /// let mut y = Tensor::zeros(&dev, DType::F64, &[1])?;
-    /// comm.all_reduce_into(&x, &mut y, ReduceOp::Avg)?;
-    /// assert_eq!(y.to_vec::<f64>()?, vec![1.5]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     let x = Tensor::from_slice(&dev, &[comm.rank() as f64], &[1])?;
+    ///     let mut y = Tensor::zeros(&dev, DType::F64, &[1])?;
+    ///     comm.all_reduce_into(&mut y, &x, ReduceOp::Avg)?;
+    ///     y.to_vec::<f64>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![0.5]; 2]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn all_reduce_into(&self, input: &Tensor<D>, output: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
+    pub fn all_reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
         self.submit(Call {
             input: Some(input),
             output: Output::One(output),
@@ -68,12 +92,21 @@ impl<D: Device> Communicator<D> {
     /// [`all_reduce`](Self::all_reduce).
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let mut t = Tensor::from_slice(&dev, &[4u8], &[1])?;
-    /// comm.broadcast(&mut t, 0)?;
-    /// assert!(comm.broadcast(&mut t, 1).is_err());
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(3, |comm| {
+    ///     let dev = *comm.device();
+    ///     let mut t = Tensor::from_slice(&dev, &[comm.rank() as u8; 2], &[2])?;
+    ///     comm.broadcast(&mut t, 1)?;
+    ///     t.to_vec::<u8>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![1, 1]; 3]); // rank 1's data everywhere
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn broadcast(&self, tensor: &mut Tensor<D>, root: Rank) -> Result<()> {
@@ -88,28 +121,39 @@ impl<D: Device> Communicator<D> {
     }
 
     /// Out-of-place broadcast (`ncclBroadcast`): the root's `input` lands in every rank's
-    /// `output`; `input` is only read on the root.
+    /// `output`. Only the root needs an input: it must pass `Some`, and other ranks' inputs
+    /// are ignored.
     ///
     /// # Errors
-    /// As [`broadcast`](Self::broadcast); `InvalidArgument` when the root's sizes differ.
+    /// As [`broadcast`](Self::broadcast); `InvalidArgument` when the root passes no input or
+    /// one whose size or dtype differs from its output.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let x = Tensor::from_slice(&dev, &[4u8, 5], &[2])?;
-    /// let mut y = Tensor::zeros(&dev, DType::U8, &[2])?;
-    /// comm.broadcast_into(&x, &mut y, 0)?;
-    /// assert_eq!(y.to_vec::<u8>()?, vec![4, 5]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(3, |comm| {
+    ///     let dev = *comm.device();
+    ///     let mut y = Tensor::zeros(&dev, DType::U8, &[2])?;
+    ///     if comm.rank() == 0 {
+    ///         let x = Tensor::from_slice(&dev, &[4u8, 5], &[2])?;
+    ///         comm.broadcast_into(&mut y, Some(&x), 0)?;
+    ///     } else {
+    ///         comm.broadcast_into(&mut y, None, 0)?;
+    ///     }
+    ///     y.to_vec::<u8>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![4, 5]; 3]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn broadcast_into(&self, input: &Tensor<D>, output: &mut Tensor<D>, root: Rank) -> Result<()> {
-        self.submit(Call {
-            input: Some(input),
-            output: Output::One(output),
-            root: Some(root),
-            ..Call::new(OpKind::Broadcast)
-        })
+    pub fn broadcast_into(&self, output: &mut Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<()> {
+        let input = input.filter(|_| self.rank == root);
+        self.submit(Call { input, output: Output::One(output), root: Some(root), ..Call::new(OpKind::Broadcast) })
     }
 
     /// Reduces `tensor` across ranks into `tensor` on `root` (`torch.distributed.reduce`);
@@ -119,12 +163,21 @@ impl<D: Device> Communicator<D> {
     /// As [`broadcast`](Self::broadcast).
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let mut t = Tensor::from_slice(&dev, &[3i64], &[1])?;
-    /// comm.reduce(&mut t, ReduceOp::Prod, 0)?;
-    /// assert_eq!(t.to_vec::<i64>()?, vec![3]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(3, |comm| {
+    ///     let dev = *comm.device();
+    ///     let mut t = Tensor::from_slice(&dev, &[comm.rank() as i64 + 2], &[1])?;
+    ///     comm.reduce(&mut t, ReduceOp::Prod, 0)?;
+    ///     t.to_vec::<i64>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![24], vec![3], vec![4]]); // 2 * 3 * 4 on the root only
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
@@ -145,16 +198,25 @@ impl<D: Device> Communicator<D> {
     /// As [`reduce`](Self::reduce).
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let x = Tensor::from_slice(&dev, &[3i64], &[1])?;
-    /// let mut y = Tensor::zeros(&dev, DType::I64, &[1])?;
-    /// comm.reduce_into(&x, &mut y, ReduceOp::Sum, 0)?;
-    /// assert_eq!(y.to_vec::<i64>()?, vec![3]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     let x = Tensor::from_slice(&dev, &[3i64], &[1])?;
+    ///     let mut y = Tensor::zeros(&dev, DType::I64, &[1])?;
+    ///     comm.reduce_into(&mut y, &x, ReduceOp::Sum, 1)?;
+    ///     y.to_vec::<i64>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![0], vec![6]]); // written on root 1 only
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn reduce_into(&self, input: &Tensor<D>, output: &mut Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
+    pub fn reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
         self.submit(Call {
             input: Some(input),
             output: Output::One(output),
@@ -172,13 +234,22 @@ impl<D: Device> Communicator<D> {
     /// `InvalidArgument` for a wrong list length or element count.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let x = Tensor::from_slice(&dev, &[1.0f32, 2.0], &[2])?;
-    /// let mut outs = vec![Tensor::zeros(&dev, DType::F32, &[2])?];
-    /// comm.all_gather(&mut outs, &x)?;
-    /// assert_eq!(outs[0].to_vec::<f32>()?, vec![1.0, 2.0]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     let x = Tensor::from_slice(&dev, &[comm.rank() as f32; 2], &[2])?;
+    ///     let mut outs = vec![Tensor::zeros(&dev, DType::F32, &[2])?, Tensor::zeros(&dev, DType::F32, &[2])?];
+    ///     comm.all_gather(&mut outs, &x)?;
+    ///     outs.iter().map(|t| t.to_vec::<f32>()).collect::<ruccl::Result<Vec<_>>>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![vec![0.0, 0.0], vec![1.0, 1.0]]; 2]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather(&self, outputs: &mut [Tensor<D>], input: &Tensor<D>) -> Result<()> {
@@ -192,13 +263,22 @@ impl<D: Device> Communicator<D> {
     /// `InvalidArgument` when `output` has the wrong size.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let x = Tensor::from_slice(&dev, &[7u32], &[1])?;
-    /// let mut y = Tensor::zeros(&dev, DType::U32, &[1])?;
-    /// comm.all_gather_into_tensor(&mut y, &x)?;
-    /// assert_eq!(y.to_vec::<u32>()?, vec![7]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(3, |comm| {
+    ///     let dev = *comm.device();
+    ///     let x = Tensor::from_slice(&dev, &[10 * comm.rank() as u32], &[1])?;
+    ///     let mut y = Tensor::zeros(&dev, DType::U32, &[3])?;
+    ///     comm.all_gather_into_tensor(&mut y, &x)?;
+    ///     y.to_vec::<u32>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![0, 10, 20]; 3]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather_into_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
@@ -212,12 +292,23 @@ impl<D: Device> Communicator<D> {
     /// `InvalidArgument` when `output`'s element count is not divisible by the world size.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let mut y = Tensor::from_slice(&dev, &[7u32], &[1])?;
-    /// comm.all_gather_into_tensor_in_place(&mut y)?;
-    /// assert_eq!(y.to_vec::<u32>()?, vec![7]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     let mut mine = vec![0u32; 2];
+    ///     mine[comm.rank()] = 7 + comm.rank() as u32; // this rank's block
+    ///     let mut y = Tensor::from_slice(&dev, &mine, &[2])?;
+    ///     comm.all_gather_into_tensor_in_place(&mut y)?;
+    ///     y.to_vec::<u32>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![7, 8]; 2]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather_into_tensor_in_place(&self, output: &mut Tensor<D>) -> Result<()> {
@@ -232,13 +323,22 @@ impl<D: Device> Communicator<D> {
     /// `InvalidArgument` when the sizes do not match.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let x = Tensor::from_slice(&dev, &[2.0f32, 3.0], &[2])?;
-    /// let mut y = Tensor::zeros(&dev, DType::F32, &[2])?;
-    /// comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Sum)?;
-    /// assert_eq!(y.to_vec::<f32>()?, vec![2.0, 3.0]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     let x = Tensor::from_slice(&dev, &[1.0f32, 2.0, 3.0, 4.0], &[4])?;
+    ///     let mut y = Tensor::zeros(&dev, DType::F32, &[2])?;
+    ///     comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Sum)?;
+    ///     y.to_vec::<f32>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![2.0, 4.0], vec![6.0, 8.0]]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce_scatter_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
@@ -257,12 +357,21 @@ impl<D: Device> Communicator<D> {
     /// `InvalidArgument` when the element count is not divisible by the world size.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let mut t = Tensor::from_slice(&dev, &[2.0f32, 3.0], &[2])?;
-    /// comm.reduce_scatter_tensor_in_place(&mut t, ReduceOp::Sum)?;
-    /// assert_eq!(t.to_vec::<f32>()?, vec![2.0, 3.0]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     let mut t = Tensor::from_slice(&dev, &[1.0f32, 2.0], &[2])?;
+    ///     comm.reduce_scatter_tensor_in_place(&mut t, ReduceOp::Sum)?;
+    ///     Ok(t.to_vec::<f32>()?[comm.rank()])
+    /// })?;
+    /// assert_eq!(out, vec![2.0, 4.0]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce_scatter_tensor_in_place(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
@@ -285,13 +394,23 @@ impl<D: Device> Communicator<D> {
     /// sizes differ.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let x = Tensor::from_slice(&dev, &[1i8, 2], &[2])?;
-    /// let mut y = Tensor::zeros(&dev, DType::I8, &[2])?;
-    /// comm.all_to_all_single(&mut y, &x)?;
-    /// assert_eq!(y.to_vec::<i8>()?, vec![1, 2]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     let r = comm.rank() as i8;
+    ///     let x = Tensor::from_slice(&dev, &[10 * r, 10 * r + 1], &[2])?; // block k goes to rank k
+    ///     let mut y = Tensor::zeros(&dev, DType::I8, &[2])?;
+    ///     comm.all_to_all_single(&mut y, &x)?;
+    ///     y.to_vec::<i8>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![0, 10], vec![1, 11]]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_to_all_single(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
@@ -304,12 +423,22 @@ impl<D: Device> Communicator<D> {
     /// As [`all_to_all_single`](Self::all_to_all_single).
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let mut t = Tensor::from_slice(&dev, &[1i8, 2], &[2])?;
-    /// comm.all_to_all_single_in_place(&mut t)?;
-    /// assert_eq!(t.to_vec::<i8>()?, vec![1, 2]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     let r = comm.rank() as i8;
+    ///     let mut t = Tensor::from_slice(&dev, &[10 * r, 10 * r + 1], &[2])?;
+    ///     comm.all_to_all_single_in_place(&mut t)?;
+    ///     t.to_vec::<i8>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![0, 10], vec![1, 11]]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_to_all_single_in_place(&self, tensor: &mut Tensor<D>) -> Result<()> {
@@ -318,23 +447,33 @@ impl<D: Device> Communicator<D> {
     }
 
     /// Gathers every rank's `input` into block `rank` of `output` on `root`
-    /// (`torch.distributed.gather`). Only the root passes `Some(output)`; elsewhere it is
-    /// ignored.
+    /// (`torch.distributed.gather`). Only the root needs an output: it must pass `Some`, and
+    /// other ranks' outputs are ignored.
     ///
     /// # Errors
     /// `InvalidArgument` when the root passes no output or one of the wrong size.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let x = Tensor::from_slice(&dev, &[5u64], &[1])?;
-    /// let mut y = Tensor::zeros(&dev, DType::U64, &[1])?;
-    /// comm.gather(&x, Some(&mut y), 0)?;
-    /// assert_eq!(y.to_vec::<u64>()?, vec![5]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(3, |comm| {
+    ///     let dev = *comm.device();
+    ///     let x = Tensor::from_slice(&dev, &[comm.rank() as u64], &[1])?;
+    ///     let mut y = Tensor::zeros(&dev, DType::U64, &[3])?;
+    ///     let output = (comm.rank() == 2).then_some(&mut y); // root 2
+    ///     comm.gather(output, &x, 2)?;
+    ///     y.to_vec::<u64>()
+    /// })?;
+    /// assert_eq!(out[2], vec![0, 1, 2]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
-    pub fn gather(&self, input: &Tensor<D>, output: Option<&mut Tensor<D>>, root: Rank) -> Result<()> {
+    pub fn gather(&self, output: Option<&mut Tensor<D>>, input: &Tensor<D>, root: Rank) -> Result<()> {
         let output = match output {
             Some(o) if self.rank == root => Output::One(o),
             _ => Output::None,
@@ -343,19 +482,29 @@ impl<D: Device> Communicator<D> {
     }
 
     /// Sends block `k` of the root's `input` to rank `k`'s `output`
-    /// (`torch.distributed.scatter`). Only the root passes `Some(input)`.
+    /// (`torch.distributed.scatter`). Only the root needs an input: it must pass `Some`, and
+    /// other ranks' inputs are ignored.
     ///
     /// # Errors
     /// `InvalidArgument` when the root passes no input or one of the wrong size.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let x = Tensor::from_slice(&dev, &[5u64], &[1])?;
-    /// let mut y = Tensor::zeros(&dev, DType::U64, &[1])?;
-    /// comm.scatter(&mut y, Some(&x), 0)?;
-    /// assert_eq!(y.to_vec::<u64>()?, vec![5]);
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(3, |comm| {
+    ///     let dev = *comm.device();
+    ///     let x = Tensor::from_slice(&dev, &[5u64, 6, 7], &[3])?;
+    ///     let mut y = Tensor::zeros(&dev, DType::U64, &[1])?;
+    ///     comm.scatter(&mut y, (comm.rank() == 0).then_some(&x), 0)?;
+    ///     y.to_vec::<u64>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![5], vec![6], vec![7]]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn scatter(&self, output: &mut Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<()> {
@@ -368,14 +517,29 @@ impl<D: Device> Communicator<D> {
     /// matching receive).
     ///
     /// # Errors
-    /// `InvalidArgument` for a bad peer; `Mismatch` when the peer's receive disagrees.
+    /// `InvalidArgument` for a bad peer (out of range, or this rank); `Mismatch` when the
+    /// peer's receive disagrees.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let t = Tensor::from_slice(&dev, &[1u8], &[1])?;
-    /// assert!(comm.send(&t, 0).is_err()); // cannot send to itself
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     let mut t = Tensor::from_slice(&dev, &[comm.rank() as u8 + 1; 3], &[3])?;
+    ///     if comm.rank() == 0 {
+    ///         comm.send(&t, 1)?;
+    ///     } else {
+    ///         comm.recv(&mut t, 0)?;
+    ///     }
+    ///     t.to_vec::<u8>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![1; 3]; 2]); // rank 0's data on rank 1
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn send(&self, tensor: &Tensor<D>, peer: Rank) -> Result<()> {
@@ -388,11 +552,31 @@ impl<D: Device> Communicator<D> {
     /// As [`send`](Self::send).
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, Tensor, UniqueId, DType};
-    /// let dev = HostDevice::default();
-    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
-    /// let mut t = Tensor::zeros(&dev, DType::U8, &[1])?;
-    /// assert!(comm.recv(&mut t, 3).is_err()); // no rank 3
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// // A ring: each rank sends to the next and receives from the previous (even ranks send
+    /// // first, so that every send finds its receive).
+    /// let out = on_ranks(4, |comm| {
+    ///     let (dev, rank, world) = (*comm.device(), comm.rank(), comm.world_size());
+    ///     let mine = Tensor::from_slice(&dev, &[rank as u32], &[1])?;
+    ///     let mut got = Tensor::zeros(&dev, DType::U32, &[1])?;
+    ///     let (next, prev) = ((rank + 1) % world, (rank + world - 1) % world);
+    ///     if rank % 2 == 0 {
+    ///         comm.send(&mine, next)?;
+    ///         comm.recv(&mut got, prev)?;
+    ///     } else {
+    ///         comm.recv(&mut got, prev)?;
+    ///         comm.send(&mine, next)?;
+    ///     }
+    ///     got.to_vec::<u32>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![3], vec![0], vec![1], vec![2]]);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn recv(&self, tensor: &mut Tensor<D>, peer: Rank) -> Result<()> {
@@ -406,9 +590,16 @@ impl<D: Device> Communicator<D> {
     /// else.
     ///
     /// ```
-    /// # use ruccl::{Communicator, HostDevice, UniqueId};
-    /// let comm = Communicator::new(HostDevice::default(), 1, UniqueId::new()?, 0)?;
-    /// comm.barrier()?;
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(3, |comm| comm.barrier())?;
+    /// assert_eq!(out.len(), 3);
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn barrier(&self) -> Result<()> {
