@@ -2,8 +2,10 @@
 //! [`validate`], and hands it to [`Communicator::submit`], the single path to the scheduler.
 //! The rules callers follow are on the [`Communicator`] type's docs (this module is private).
 
+mod blocks;
 mod collectives;
 pub(crate) mod flight;
+mod p2p;
 mod rendezvous;
 mod split;
 mod validate;
