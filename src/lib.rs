@@ -108,3 +108,12 @@ pub use unique_id::UniqueId;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The peer API's free functions are in [`api`] only, so that `use ruccl::*` brings no
+/// `all_reduce` that is not the communicator's:
+///
+/// ```compile_fail
+/// use ruccl::all_reduce;
+/// ```
+#[cfg(doctest)]
+struct PeerApiStaysInApi;
