@@ -76,10 +76,10 @@ impl Group {
                     let t = Instant::now();
                     for _ in 0..iters {
                         let r = match op {
-                            Op::AllReduce => comm.all_reduce_into(&x, &mut y, ReduceOp::Sum),
+                            Op::AllReduce => comm.all_reduce_into(&mut y, &x, ReduceOp::Sum),
                             Op::AllGather => comm.all_gather_into_tensor(&mut y, &x),
                             Op::ReduceScatter => comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Sum),
-                            Op::Broadcast => comm.broadcast_into(&x, &mut y, 0),
+                            Op::Broadcast => comm.broadcast_into(&mut y, Some(&x), 0),
                             Op::AllToAll => comm.all_to_all_single(&mut y, &x),
                         };
                         r.expect("collective");

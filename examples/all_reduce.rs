@@ -37,7 +37,7 @@ fn rank_main(rank: usize, id: UniqueId) -> ruccl::Result<Vec<String>> {
     let mut lines = Vec::new();
     for op in [ReduceOp::Sum, ReduceOp::Avg] {
         let mut y = Tensor::zeros(&dev, DType::F32, &[COUNT])?;
-        comm.all_reduce_into(&x, &mut y, op)?;
+        comm.all_reduce_into(&mut y, &x, op)?;
         let got = y.to_vec::<f32>()?;
         let want = expected(op);
         let wrong = got.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();

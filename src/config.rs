@@ -4,8 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{CollectiveError, Result};
 
 /// Which plan a collective runs. `Auto` picks by message and world size (see
@@ -20,7 +18,8 @@ use crate::error::{CollectiveError, Result};
 /// assert!("warp".parse::<Algorithm>().is_err());
 /// assert!("kary:0".parse::<Algorithm>().is_err());
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum Algorithm {
     /// Choose by size.
@@ -108,7 +107,8 @@ impl std::str::FromStr for Algorithm {
 ///     .with_chunk_bytes(1 << 20);
 /// assert_eq!(cfg.timeout(), Duration::from_secs(5));
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CommConfig {
     timeout: Duration,
     warn_after: Duration,

@@ -12,43 +12,36 @@ use crate::types::Rank;
 /// use ruccl::ErrorKind;
 /// assert_eq!(ErrorKind::Timeout.to_string(), "timeout");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// The caller passed something wrong; nothing was sent and the communicator is usable.
+    #[error("invalid argument")]
     InvalidArgument,
     /// Ranks called different collectives (op, dtype, count, reduce op or root differ).
+    #[error("mismatched collectives")]
     Mismatch,
     /// A wait passed its deadline: some rank did not arrive.
+    #[error("timeout")]
     Timeout,
     /// A peer left (dropped its communicator or its connection) mid-operation.
+    #[error("peer lost")]
     PeerLost,
     /// The communicator was aborted, by `abort()` or by an earlier failure.
+    #[error("aborted")]
     Aborted,
     /// The request is valid but this build, device or transport cannot do it.
+    #[error("unsupported")]
     Unsupported,
     /// The device (allocation, kernel, copy) failed.
+    #[error("device error")]
     Device,
     /// An operating-system I/O error.
+    #[error("I/O error")]
     Io,
     /// A peer sent bytes that break the protocol (a bug or a foreign peer).
+    #[error("protocol error")]
     Protocol,
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ErrorKind::InvalidArgument => "invalid argument",
-            ErrorKind::Mismatch => "mismatched collectives",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::PeerLost => "peer lost",
-            ErrorKind::Aborted => "aborted",
-            ErrorKind::Unsupported => "unsupported",
-            ErrorKind::Device => "device error",
-            ErrorKind::Io => "I/O error",
-            ErrorKind::Protocol => "protocol error",
-        })
-    }
 }
 
 /// Where an error happened. Every field is optional because errors also arise outside
@@ -69,7 +62,11 @@ pub struct ErrorContext {
 /// The error every fallible ruCCL call returns.
 ///
 /// [`kind`](Self::kind) says who is at fault; `Display` says which rank, which op, which
-/// peer and what to do. It is cheap to clone (sticky errors are handed to every rank).
+/// peer and what to do, on one line (plus the flight recorder's report after a hang).
+/// `Debug` — what `fn main() -> ruccl::Result<()>` prints — spreads the same over several
+/// lines, as `anyhow` does: the message, then the context, the hint, the report and the
+/// chain of causes. `{:#?}` shows the raw fields. It is cheap to clone (sticky errors are
+/// handed to every rank).
 ///
 /// ```
 /// use ruccl::{CollectiveError, ErrorKind};
@@ -78,8 +75,9 @@ pub struct ErrorContext {
 ///     .with_op("broadcast(256 x f32, root 9)");
 /// assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 /// assert!(e.to_string().contains("rank 1"));
+/// assert!(format!("{e:?}").starts_with("invalid argument: root 9 is out of range\n"));
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CollectiveError {
     // Boxed so that `Result<T, CollectiveError>` stays one pointer wide on the happy path.
     inner: Box<Inner>,
@@ -92,6 +90,9 @@ struct Inner {
     context: ErrorContext,
     report: Option<String>,
     source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    /// Whether the error arose on a communicator that stays usable (a rejected argument of
+    /// one of its calls); only then does the hint say so.
+    comm_usable: bool,
 }
 
 /// Shorthand used across the crate.
@@ -107,6 +108,7 @@ impl CollectiveError {
                 context: ErrorContext::default(),
                 report: None,
                 source: None,
+                comm_usable: false,
             }),
         }
     }
@@ -196,6 +198,19 @@ impl CollectiveError {
         out
     }
 
+    /// Marks an argument error of a call on a communicator, which stays usable (the hint
+    /// says so; tensor, environment and `UniqueId` errors have no communicator to speak of).
+    pub(crate) fn on_usable_communicator(mut self) -> Self {
+        self.inner.comm_usable = true;
+        self
+    }
+
+    /// The one-line `Display` without the reporting rank, the hint and the report: how a
+    /// later error of the same rank quotes this one (so a hint is never printed twice).
+    pub(crate) fn quoted(&self) -> String {
+        Headline { error: self, rank: false }.to_string()
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidArgument, message)
     }
@@ -214,7 +229,10 @@ impl CollectiveError {
 
     fn hint(&self) -> &'static str {
         match self.inner.kind {
-            ErrorKind::InvalidArgument => "fix the arguments on this rank; the communicator is still usable",
+            ErrorKind::InvalidArgument if self.inner.comm_usable => {
+                "fix the arguments on this rank; nothing was sent and the communicator is still usable"
+            }
+            ErrorKind::InvalidArgument => "fix the arguments",
             ErrorKind::Mismatch => {
                 "every rank must issue the same collectives, with the same counts, dtypes, reduce ops and roots, in the same order"
             }
@@ -233,10 +251,18 @@ impl CollectiveError {
     }
 }
 
-impl fmt::Display for CollectiveError {
+/// `rank r: op (op #s): kind: message [peer: rank p]`, the first line of `Display`.
+struct Headline<'a> {
+    error: &'a CollectiveError,
+    /// Whether to start with the reporting rank.
+    rank: bool,
+}
+
+impl fmt::Display for Headline<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.inner.context;
-        if let Some(r) = c.rank {
+        let e = &self.error.inner;
+        let c = &e.context;
+        if let Some(r) = c.rank.filter(|_| self.rank) {
             write!(f, "rank {r}: ")?;
         }
         if let Some(op) = &c.op {
@@ -246,13 +272,68 @@ impl fmt::Display for CollectiveError {
             }
             f.write_str(": ")?;
         }
-        write!(f, "{}: {}", self.inner.kind, self.inner.message)?;
+        write!(f, "{}: {}", e.kind, e.message)?;
         if let Some(p) = c.peer {
             write!(f, " [peer: rank {p}]")?;
         }
-        write!(f, ". What to do: {}.", self.hint())?;
+        Ok(())
+    }
+}
+
+impl fmt::Display for CollectiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}. What to do: {}.", Headline { error: self, rank: true }, self.hint())?;
         if let Some(r) = &self.inner.report {
             write!(f, "\n{r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Readable, as `anyhow` prints errors (this is what `fn main() -> ruccl::Result<()>`
+/// shows): the kind and message, then the context, the hint, the report and the causes, one
+/// section each. The alternate form (`{:#?}`) shows the raw fields instead.
+impl fmt::Debug for CollectiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = &self.inner;
+        if f.alternate() {
+            return f
+                .debug_struct("CollectiveError")
+                .field("kind", &e.kind)
+                .field("message", &e.message)
+                .field("context", &e.context)
+                .field("report", &e.report)
+                .field("source", &e.source)
+                .finish();
+        }
+        write!(f, "{}: {}", e.kind, e.message)?;
+        let c = &e.context;
+        let fields: [(&str, Option<String>); 4] = [
+            ("rank", c.rank.map(|r| r.to_string())),
+            ("op", c.op.clone()),
+            ("seq", c.seq.map(|s| format!("{s} (the op's number on this communicator)"))),
+            ("peer", c.peer.map(|p| format!("rank {p}"))),
+        ];
+        if fields.iter().any(|(_, v)| v.is_some()) {
+            f.write_str("\n\nContext:")?;
+            for (name, value) in fields.iter().filter_map(|(n, v)| Some((n, v.as_ref()?))) {
+                write!(f, "\n    {name:<5} {value}")?;
+            }
+        }
+        write!(f, "\n\nWhat to do: {}.", self.hint())?;
+        if let Some(r) = &e.report {
+            f.write_str("\n\nReport:")?;
+            for line in r.lines() {
+                write!(f, "\n    {line}")?;
+            }
+        }
+        let mut cause = std::error::Error::source(self);
+        if cause.is_some() {
+            f.write_str("\n\nCaused by:")?;
+        }
+        while let Some(c) = cause {
+            write!(f, "\n    {c}")?;
+            cause = c.source();
         }
         Ok(())
     }
@@ -287,6 +368,44 @@ mod tests {
         assert!(s.contains("[peer: rank 3]"), "{s}");
         assert!(s.contains("What to do"), "{s}");
         assert!(s.ends_with("rank 3: idle"), "{s}");
+    }
+
+    #[test]
+    fn debug_is_readable_like_anyhow() {
+        let e = CollectiveError::new(ErrorKind::Timeout, "waited 1s for data")
+            .with_rank(2)
+            .with_op("all_reduce(sum, 4 x f32)")
+            .with_seq(7)
+            .with_peer(3)
+            .with_report("rank 0: done\nrank 3: idle")
+            .with_source(std::io::Error::other("socket closed"));
+        let d = format!("{e:?}");
+        let want = "timeout: waited 1s for data\n\n\
+            Context:\n    rank  2\n    op    all_reduce(sum, 4 x f32)\n    \
+            seq   7 (the op's number on this communicator)\n    peer  rank 3\n\n\
+            What to do: the rank(s) named above never reached this point";
+        assert!(d.starts_with(want), "{d}");
+        assert!(d.contains("\n\nReport:\n    rank 0: done\n    rank 3: idle\n\nCaused by:\n    socket closed"), "{d}");
+        assert!(!d.contains("inner"), "no struct dump: {d}");
+        // No context, no Context section; the raw dump stays available.
+        let bare = format!("{:?}", CollectiveError::invalid("bad shape"));
+        assert_eq!(bare, "invalid argument: bad shape\n\nWhat to do: fix the arguments.");
+        assert!(format!("{:#?}", CollectiveError::invalid("x")).contains("kind: InvalidArgument"));
+    }
+
+    #[test]
+    fn usable_communicator_only_where_there_is_one() {
+        let plain = CollectiveError::invalid("bad shape").to_string();
+        assert!(!plain.contains("communicator"), "{plain}");
+        let on_comm = CollectiveError::invalid("root 9").on_usable_communicator().to_string();
+        assert!(on_comm.contains("the communicator is still usable"), "{on_comm}");
+    }
+
+    #[test]
+    fn quoted_has_no_rank_or_hint() {
+        let e = CollectiveError::new(ErrorKind::Aborted, "x").with_rank(1).with_op("barrier").with_peer(0);
+        assert_eq!(e.quoted(), "barrier: aborted: x [peer: rank 0]");
+        assert!(e.to_string().starts_with(&format!("rank 1: {}. What to do", e.quoted())));
     }
 
     #[test]

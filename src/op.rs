@@ -113,8 +113,13 @@ impl OpDesc {
     }
 }
 
+/// The op's label in every message about it: `all_reduce(sum, 16 x f32)`,
+/// `broadcast(4 x u8, root 1)`, `send(4 x i32, to 1)`, `barrier`.
 impl fmt::Display for OpDesc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.kind == OpKind::Barrier {
+            return f.write_str("barrier");
+        }
         write!(f, "{}(", self.kind.name())?;
         if let Some(op) = self.op {
             write!(f, "{op}, ")?;
@@ -182,5 +187,6 @@ mod tests {
         assert!(!s.fingerprint().compatible(&r.fingerprint()));
         assert_eq!(a.to_string(), "all_reduce(sum, 8 x f32)");
         assert_eq!(s.to_string(), "send(4 x i32, to 1)");
+        assert_eq!(OpDesc::new(OpKind::Barrier, DType::U8, 0).to_string(), "barrier");
     }
 }

@@ -69,7 +69,8 @@ impl<D: Device> Tensor<D> {
         Ok(t)
     }
 
-    /// Like [`from_slice`](Self::from_slice), taking ownership of the data.
+    /// Like [`from_slice`](Self::from_slice): the elements are copied into device memory and
+    /// `data` is dropped (the tensor never reuses the `Vec`'s allocation).
     ///
     /// # Errors
     /// As [`from_slice`](Self::from_slice).

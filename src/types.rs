@@ -3,7 +3,6 @@
 use std::fmt;
 
 use half::{bf16, f16};
-use serde::{Deserialize, Serialize};
 
 /// A rank: the index of a participant in a communicator, `0..world_size`.
 pub type Rank = usize;
@@ -15,7 +14,8 @@ pub type Rank = usize;
 /// assert_eq!(DType::F32.size(), 4);
 /// assert_eq!(DType::BF16.to_string(), "bf16");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum DType {
     /// IEEE 754 binary32.
@@ -175,7 +175,8 @@ element!(u64, DType::U64, |v| v as u64, |self| self as f64);
 /// use ruccl::ReduceOp;
 /// assert_eq!(ReduceOp::PreMulSum(0.5).to_string(), "premulsum(0.5)");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum ReduceOp {
     /// Element-wise sum.
     Sum,

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{CollectiveError, Result};
@@ -28,8 +29,10 @@ pub const UNIQUE_ID_BYTES: usize = 128;
 /// let copy = UniqueId::from_bytes(&id.to_bytes())?;
 /// assert_eq!(id, copy);
 /// assert_ne!(id, UniqueId::new()?);
-/// let json = serde_json::to_string(&id).unwrap();
+/// # #[cfg(feature = "serde")] {
+/// let json = serde_json::to_string(&id).unwrap(); // with the `serde` feature
 /// assert_eq!(serde_json::from_str::<UniqueId>(&json).unwrap(), id);
+/// # }
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -104,12 +107,14 @@ impl fmt::Debug for UniqueId {
     }
 }
 
+#[cfg(feature = "serde")]
 impl Serialize for UniqueId {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.serialize_str(&hex(&self.bytes))
     }
 }
 
+#[cfg(feature = "serde")]
 impl<'de> Deserialize<'de> for UniqueId {
     fn deserialize<De: Deserializer<'de>>(d: De) -> std::result::Result<Self, De::Error> {
         let s = String::deserialize(d)?;

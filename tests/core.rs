@@ -49,6 +49,8 @@ mod failures;
 mod joining;
 #[path = "core/large.rs"]
 mod large;
+#[path = "core/messages.rs"]
+mod messages;
 #[path = "core/mismatch.rs"]
 mod mismatch;
 #[path = "core/movement.rs"]

@@ -93,7 +93,7 @@ fn aliased_output<D: TestDevice>() {
     run::<D, _>(4, &opts(Algorithm::RecursiveDoubling), |ctx| {
         let x = ctx.tensor(&reduce_input::<i32>(ReduceOp::Sum, ctx.rank, 5, 7));
         let mut y = Tensor::from_buffer(&ctx.dev, x.buffer().clone(), DType::I32, &[5]).unwrap();
-        ctx.ok(ctx.comm.all_reduce_into(&x, &mut y, ReduceOp::Sum), "aliased all_reduce_into");
+        ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, ReduceOp::Sum), "aliased all_reduce_into");
         ctx.check(&y, &reduced::<i32>(ReduceOp::Sum, 4, 5, 7), "aliased all_reduce_into");
     });
 }

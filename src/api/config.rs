@@ -5,8 +5,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::{Algorithm, DEFAULT_TIMEOUT};
 use crate::error::{CollectiveError, ErrorKind, Result};
 
@@ -19,7 +17,8 @@ use crate::error::{CollectiveError, ErrorKind, Result};
 /// assert_eq!(Strategy::Tree(3).algorithm(), Algorithm::KaryTree(3));
 /// assert_eq!(Strategy::Ring.to_string(), "ring");
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum Strategy {
     /// Let the core choose by message size (latency-optimal plans for small messages,
@@ -63,8 +62,9 @@ impl fmt::Display for Strategy {
 }
 
 /// The strategies of one level (the peers of a node, or the nodes of a job).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 struct Strategies {
     all_reduce: Strategy,
     reduce: Strategy,
@@ -80,7 +80,7 @@ struct Strategies {
 /// today, and a config asking for more than one node is rejected with
 /// [`ErrorKind::Unsupported`] by `register` until that transport lands.
 ///
-/// It is serde-serialisable so a launcher can ship it to every process.
+/// With the `serde` feature it is serialisable, so a launcher can ship it to every process.
 ///
 /// ```
 /// use std::time::Duration;
@@ -92,12 +92,15 @@ struct Strategies {
 ///     .with_timeout(Duration::from_secs(30));
 /// config.validate()?;
 /// assert_eq!(config.num_devices(), 4);
+/// # #[cfg(feature = "serde")] {
 /// let json = serde_json::to_string(&config).unwrap();
 /// assert_eq!(serde_json::from_str::<CollectiveConfig>(&json).unwrap(), config);
+/// # }
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 pub struct CollectiveConfig {
     num_devices: usize,
     local: Strategies,
@@ -449,8 +452,9 @@ mod tests {
         assert_eq!(c.algorithms(), vec![Algorithm::Auto, Algorithm::KaryTree(2)]);
     }
 
+    #[cfg(feature = "serde")]
     #[test]
-    fn partial_json_uses_defaults() {
+    fn serde_partial_json_uses_defaults() {
         let c: CollectiveConfig =
             serde_json::from_str(r#"{"num_devices": 3, "local": {"all_reduce": {"Tree": 4}}}"#).unwrap_or_default();
         assert_eq!(c.num_devices(), 3);

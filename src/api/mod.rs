@@ -90,8 +90,6 @@ mod tests;
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
 pub use backend::{Backend, HostBackend};
 pub use config::{CollectiveConfig, Strategy};
 pub use ops::{
@@ -109,7 +107,8 @@ use crate::types::ReduceOp;
 /// assert_eq!(PeerId::new(3).get(), 3);
 /// assert_eq!(PeerId::new(3).to_string(), "3");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PeerId(u64);
 
 impl PeerId {
@@ -158,7 +157,8 @@ impl fmt::Display for PeerId {
 /// assert_eq!(ReduceOp::from(ReduceOperation::Mean), ReduceOp::Avg);
 /// assert_eq!(ReduceOp::from(ReduceOperation::Sum), ReduceOp::Sum);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum ReduceOperation {
     /// Element-wise sum.
     Sum,

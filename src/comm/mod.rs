@@ -1,15 +1,11 @@
 //! `Communicator`: one per rank. Each public method describes its call, has it checked in
 //! [`validate`], and hands it to [`Communicator::submit`], the single path to the scheduler.
-//!
-//! # The ordering rule
-//! Every rank of a communicator must issue the same collectives, with matching counts,
-//! dtypes, reduce ops and roots, in the same order (as with NCCL and torch.distributed).
-//! Point-to-point `send`/`recv` pairs must be issued in the same order relative to each
-//! other on the two ranks involved. Breaking the rule is reported as a `Mismatch` error on
-//! the ranks involved — never a hang or wrong data.
+//! The rules callers follow are on the [`Communicator`] type's docs (this module is private).
 
+mod blocks;
 mod collectives;
 pub(crate) mod flight;
+mod p2p;
 mod rendezvous;
 mod split;
 mod validate;
@@ -72,8 +68,28 @@ struct Local<D: Device> {
 
 /// One rank's handle on a group of ranks that run collectives together.
 ///
-/// `Communicator` is `Send + Sync`; calls on one communicator are serialised. See the module
-/// docs for the ordering rule every rank must follow.
+/// Today every rank is a thread of one process: make one [`UniqueId`], hand a clone to one
+/// thread per rank, and build each rank's communicator on its own thread (below).
+/// `Communicator` is `Send + Sync`; calls on one communicator are serialised.
+///
+/// # The ordering rule
+/// Every rank of a communicator must issue the same collectives, with matching counts,
+/// dtypes, reduce ops and roots, in the same order (as with NCCL and torch.distributed).
+/// Point-to-point `send`/`recv` pairs must be issued in the same order relative to each
+/// other on the two ranks involved. Breaking the rule is reported as a `Mismatch` error on
+/// the ranks involved — never a hang or wrong data.
+///
+/// # Arguments
+/// Every method takes its output first and its input second (`all_reduce_into(&mut y, &x,
+/// op)`), as NCCL and torch.distributed do; in-place forms take one tensor. Buffers only one
+/// rank needs are `Option`s that other ranks may leave `None`: the root's input of
+/// [`broadcast_into`](Self::broadcast_into) and [`scatter`](Self::scatter), the root's
+/// output of [`gather`](Self::gather).
+///
+/// # Examples
+/// Three ranks, each on its own thread, sum a tensor. The examples of the methods run
+/// their ranks the same way through a hidden helper, `on_ranks(world, |comm| ...)`, which
+/// returns each rank's result in rank order.
 ///
 /// ```
 /// use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
@@ -226,12 +242,16 @@ impl<D: Device> Communicator<D> {
     /// The single path from a public method to the scheduler.
     fn submit(&self, call: Call<'_, D>) -> Result<()> {
         let world = self.shared.world;
-        let (desc, io) = validate::validate(&call, self.rank, world, &self.device)?;
+        let (desc, io) = validate::validate(&call, self.rank, world, &self.device)
+            .map_err(CollectiveError::on_usable_communicator)?;
         let mut local = self.lock();
         if let Some(e) = &local.failed {
-            return Err(CollectiveError::new(ErrorKind::Aborted, format!("this communicator failed earlier: {e}"))
-                .with_rank(self.rank)
-                .with_op(desc.to_string()));
+            return Err(CollectiveError::new(
+                ErrorKind::Aborted,
+                format!("this communicator failed earlier: {}", e.quoted()),
+            )
+            .with_rank(self.rank)
+            .with_op(desc.to_string()));
         }
         if let Some(e) = self.shared.link.poisoned() {
             // Where this call stands relative to the op that failed decides what it reports:

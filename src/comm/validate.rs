@@ -43,8 +43,34 @@ pub(crate) struct Io<'a, B> {
     pub input_elems: usize,
 }
 
-fn name(call_kind: OpKind, in_place: bool) -> String {
-    if in_place { format!("{} (in place)", call_kind.name()) } else { call_kind.name().to_string() }
+/// The op label of this call's errors: the [`OpDesc`] it describes, as every later message
+/// about the call prints it (its count read off the arguments, which are not checked yet).
+fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
+    let input = call.input.map(Tensor::numel);
+    let first_output = match &call.output {
+        Output::None => None,
+        Output::One(t) => Some(*t),
+        Output::List(l) => l.first(),
+    };
+    let output = first_output.map(Tensor::numel);
+    let per_rank = |total: Option<usize>| total.map(|t| t / world.max(1));
+    let count = match call.kind {
+        OpKind::AllGather | OpKind::Split | OpKind::ReduceScatter if call.in_place => per_rank(output),
+        OpKind::AllToAll => per_rank(input),
+        OpKind::Broadcast | OpKind::Scatter | OpKind::Recv | OpKind::ReduceScatter => output,
+        _ => input,
+    };
+    let dtype = call.input.or(first_output).map_or(DType::U8, Tensor::dtype);
+    let desc = OpDesc {
+        kind: call.kind,
+        dtype,
+        count: count.unwrap_or(0),
+        op: call.op,
+        root: call.root,
+        peer: call.peer,
+        in_place: call.in_place,
+    };
+    desc.to_string()
 }
 
 /// Checks `call` for `rank` of `world` on `device`.
@@ -54,7 +80,7 @@ pub(crate) fn validate<'a, D: Device>(
     world: usize,
     device: &D,
 ) -> Result<(OpDesc, Io<'a, D::Buffer>)> {
-    let fail = |msg: String| CollectiveError::invalid(msg).with_rank(rank).with_op(name(call.kind, call.in_place));
+    let fail = |msg: String| CollectiveError::invalid(msg).with_rank(rank).with_op(label(call, world));
     let n = world;
     // Ranks.
     for (what, r) in [("root", call.root), ("peer", call.peer)] {

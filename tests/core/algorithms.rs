@@ -36,7 +36,7 @@ fn forced_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>, alg: Algorithm, sizes: &[usiz
             let x = ctx.tensor(&mine);
             let mut y = ctx.tensor(&sentinel::<T>(n));
             ctx.arrive();
-            ctx.ok(ctx.comm.all_reduce_into(&x, &mut y, op), format!("all_reduce({tag})"));
+            ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, op), format!("all_reduce({tag})"));
             ctx.check(&y, &want, format!("all_reduce({tag})"));
             let mut t = ctx.tensor(&mine);
             ctx.arrive();

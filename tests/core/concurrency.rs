@@ -80,7 +80,7 @@ pub fn thousand_mixed_ops<D: TestDevice>() {
                 6 => {
                     let x = ctx.tensor(&data::<f32>(r, n, i));
                     let mut y = ctx.tensor(&sentinel::<f32>(w * n));
-                    ctx.ok(ctx.comm.gather(&x, Some(&mut y), root), &what);
+                    ctx.ok(ctx.comm.gather(Some(&mut y), &x, root), &what);
                     if r == root {
                         let want: Vec<f32> = (0..w).flat_map(|k| data::<f32>(k, n, i)).collect();
                         ctx.check(&y, &want, &what);

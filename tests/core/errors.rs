@@ -79,10 +79,11 @@ pub fn dtype_mismatch<D: TestDevice>() {
     then_usable::<D>(3, |ctx| {
         let x = zeros(ctx, DType::F32, 6);
         let mut y = zeros(ctx, DType::F64, 6);
-        let r = ctx.comm.all_reduce_into(&x, &mut y, ReduceOp::Sum);
+        let r = ctx.comm.all_reduce_into(&mut y, &x, ReduceOp::Sum);
         ctx.expect_err(r, BAD, &["all_reduce", "f32", "f64"], "all_reduce_into f32 -> f64");
-        let r = ctx.comm.broadcast_into(&x, &mut y, 0);
-        ctx.expect_err(r, BAD, &["broadcast", "f32", "f64"], "broadcast_into f32 -> f64");
+        // The input is only read (and checked) on the root.
+        let r = ctx.comm.broadcast_into(&mut y, Some(&x), ctx.rank);
+        ctx.expect_err(r, BAD, &["broadcast", "f32", "f64"], "broadcast_into f32 -> f64 on the root");
         let mut y = zeros(ctx, DType::I32, 2);
         let r = ctx.comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Sum);
         ctx.expect_err(r, BAD, &["reduce_scatter", "f32", "i32"], "reduce_scatter f32 -> i32");
@@ -90,7 +91,7 @@ pub fn dtype_mismatch<D: TestDevice>() {
         let r = ctx.comm.all_gather(&mut list, &x);
         ctx.expect_err(r, BAD, &["all_gather", "f32", "bf16"], "all_gather with a bf16 output");
         let mut y = zeros(ctx, DType::U32, 18);
-        let r = ctx.comm.gather(&x, Some(&mut y), ctx.rank);
+        let r = ctx.comm.gather(Some(&mut y), &x, ctx.rank);
         ctx.expect_err(r, BAD, &["gather", "f32", "u32"], "gather f32 -> u32 on the root");
     });
 }
@@ -104,10 +105,10 @@ pub fn root_out_of_range<D: TestDevice>() {
         ctx.expect_err(r, BAD, &["broadcast", need[0], need[1]], "broadcast root 3 of 3");
         let r = ctx.comm.reduce(&mut t, ReduceOp::Sum, 7);
         ctx.expect_err(r, BAD, &["reduce", "root 7"], "reduce root 7 of 3");
-        let r = ctx.comm.reduce_into(&x, &mut t, ReduceOp::Sum, 3);
+        let r = ctx.comm.reduce_into(&mut t, &x, ReduceOp::Sum, 3);
         ctx.expect_err(r, BAD, &["reduce", need[0]], "reduce_into root 3 of 3");
         let mut y = zeros(ctx, DType::F32, 9);
-        let r = ctx.comm.gather(&x, Some(&mut y), 3);
+        let r = ctx.comm.gather(Some(&mut y), &x, 3);
         ctx.expect_err(r, BAD, &["gather", need[0]], "gather root 3 of 3");
         let r = ctx.comm.scatter(&mut t, Some(&y), usize::MAX);
         ctx.expect_err(r, BAD, &["scatter", "out of range"], "scatter root usize::MAX");
@@ -139,7 +140,7 @@ pub fn tensor_on_another_device<D: TestDevice>() {
         let r = ctx.comm.all_reduce(&mut t, ReduceOp::Sum);
         ctx.expect_err(r, BAD, &need, "all_reduce of a tensor on another device");
         let x = ctx.tensor(&[1.0f32, 2.0]);
-        let r = ctx.comm.all_reduce_into(&x, &mut t, ReduceOp::Sum);
+        let r = ctx.comm.all_reduce_into(&mut t, &x, ReduceOp::Sum);
         ctx.expect_err(r, BAD, &need, "all_reduce_into an output on another device");
         let mut list = vec![ctx.tensor(&[0.0f32; 2]), t, ctx.tensor(&[0.0f32; 2])];
         let r = ctx.comm.all_gather(&mut list, &x);
@@ -155,14 +156,16 @@ pub fn missing_root_buffers<D: TestDevice>() {
         let x = zeros(ctx, DType::U32, 2);
         let mut y = zeros(ctx, DType::U32, 2);
         // On the root only; elsewhere these buffers are optional and the call would wait.
-        let r = ctx.comm.gather(&x, None, ctx.rank);
+        let r = ctx.comm.gather(None, &x, ctx.rank);
         ctx.expect_err(r, BAD, &["gather", "output", "root"], "gather without output on the root");
         let r = ctx.comm.scatter(&mut y, None, ctx.rank);
         ctx.expect_err(r, BAD, &["scatter", "input", "root"], "scatter without input on the root");
+        let r = ctx.comm.broadcast_into(&mut y, None, ctx.rank);
+        ctx.expect_err(r, BAD, &["broadcast", "input", "root"], "broadcast_into without input on the root");
         let mut small = zeros(ctx, DType::U32, 5);
-        let r = ctx.comm.gather(&x, Some(&mut small), ctx.rank);
+        let r = ctx.comm.gather(Some(&mut small), &x, ctx.rank);
         ctx.expect_err(r, BAD, &["gather", "5", "6"], "gather into 5 of 3 x 2");
-        let r = ctx.comm.reduce_into(&x, &mut small, ReduceOp::Sum, ctx.rank);
+        let r = ctx.comm.reduce_into(&mut small, &x, ReduceOp::Sum, ctx.rank);
         ctx.expect_err(r, BAD, &["reduce", "5", "2"], "reduce_into 5 from 2 on the root");
     });
 }

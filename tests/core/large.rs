@@ -19,7 +19,7 @@ pub fn all_reduce_large<D: TestDevice>(world: usize) {
             let x = ctx.tensor(&mine);
             let mut y = ctx.tensor(&sentinel::<f32>(LARGE));
             ctx.arrive();
-            ctx.ok(ctx.comm.all_reduce_into(&x, &mut y, op), &what);
+            ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, op), &what);
             ctx.check(&y, &want, format!("{what} out of place"));
             ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
             let mut t = x;
@@ -46,7 +46,7 @@ pub fn rooted_large<D: TestDevice>(world: usize) {
         let x = ctx.tensor(&mine);
         let mut y = ctx.tensor(&sentinel::<f32>(LARGE));
         ctx.arrive();
-        ctx.ok(ctx.comm.reduce_into(&x, &mut y, op, root), &what);
+        ctx.ok(ctx.comm.reduce_into(&mut y, &x, op, root), &what);
         if ctx.rank == root {
             ctx.check(&y, &reduced::<f32>(op, ctx.world, LARGE, 2), &what);
         }

@@ -26,7 +26,7 @@ fn all_reduce_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
             let x = ctx.tensor(&mine);
             let mut y = ctx.tensor(&sentinel::<T>(n));
             ctx.arrive();
-            ctx.ok(ctx.comm.all_reduce_into(&x, &mut y, op), &what);
+            ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, op), &what);
             ctx.check(&y, &want, format!("{what} out of place"));
             ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
 
@@ -60,7 +60,7 @@ fn reduce_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
             let x = ctx.tensor(&mine);
             let mut y = ctx.tensor(&sentinel::<T>(n));
             ctx.arrive();
-            ctx.ok(ctx.comm.reduce_into(&x, &mut y, op, root), &what);
+            ctx.ok(ctx.comm.reduce_into(&mut y, &x, op, root), &what);
             if ctx.rank == root {
                 ctx.check(&y, &want, format!("{what} out of place, on the root"));
             } else {

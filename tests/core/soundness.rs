@@ -29,7 +29,7 @@ pub fn aliased_all_reduce_runs_in_place<D: TestDevice>(world: usize) {
                 let x = ctx.tensor(&reduce_input::<i32>(ReduceOp::Sum, ctx.rank, n, round));
                 let mut y = alias(&x, &[n]);
                 ctx.arrive();
-                ctx.ok(ctx.comm.all_reduce_into(&x, &mut y, ReduceOp::Sum), "aliased all_reduce_into");
+                ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, ReduceOp::Sum), "aliased all_reduce_into");
                 ctx.check(&y, &reduced::<i32>(ReduceOp::Sum, ctx.world, n, round), format!("{algorithm} n={n}"));
             }
         });
@@ -45,11 +45,11 @@ pub fn aliased_outputs_of_every_collective<D: TestDevice>(world: usize) {
         // broadcast_into / reduce_into: output is the input.
         let x = ctx.tensor(&data::<f32>(r, n, 1));
         let mut y = alias(&x, &[n]);
-        ctx.ok(ctx.comm.broadcast_into(&x, &mut y, w - 1), "aliased broadcast_into");
+        ctx.ok(ctx.comm.broadcast_into(&mut y, Some(&x), w - 1), "aliased broadcast_into");
         ctx.check(&y, &data::<f32>(w - 1, n, 1), "aliased broadcast_into");
         let x = ctx.tensor(&reduce_input::<i64>(ReduceOp::Sum, r, n, 2));
         let mut y = alias(&x, &[n]);
-        ctx.ok(ctx.comm.reduce_into(&x, &mut y, ReduceOp::Sum, 0), "aliased reduce_into");
+        ctx.ok(ctx.comm.reduce_into(&mut y, &x, ReduceOp::Sum, 0), "aliased reduce_into");
         if r == 0 {
             ctx.check(&y, &reduced::<i64>(ReduceOp::Sum, w, n, 2), "aliased reduce_into");
         }

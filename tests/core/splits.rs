@@ -70,7 +70,7 @@ pub fn split_from_subset_reordered<D: TestDevice>() {
                 // Rooted ops on the child use child ranks: child rank 2 is parent rank 3.
                 let x = ctx.tensor(&data::<i8>(ctx.rank, 4, 0));
                 let mut y = ctx.tensor(&sentinel::<i8>(12));
-                ctx.ok(c.gather(&x, Some(&mut y), 2), "gather to child rank 2");
+                ctx.ok(c.gather(Some(&mut y), &x, 2), "gather to child rank 2");
                 if ctx.rank == 3 {
                     let want: Vec<i8> = members.iter().flat_map(|&m| data::<i8>(m, 4, 0)).collect();
                     ctx.check(&y, &want, "gather to child rank 2");

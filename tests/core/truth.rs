@@ -28,7 +28,7 @@ fn rooted_call<D: TestDevice>(ctx: &Ctx<D>, which: usize, split: usize) -> ruccl
         2 => {
             let x = ctx.tensor(&[r as u8; 6]);
             let mut y = Tensor::zeros(&ctx.dev, DType::U8, &[n * w]).unwrap();
-            ctx.comm.gather(&x, (r == root).then_some(&mut y), root)
+            ctx.comm.gather((r == root).then_some(&mut y), &x, root)
         }
         _ => {
             let x = Tensor::zeros(&ctx.dev, DType::F64, &[n * w]).unwrap();

@@ -73,25 +73,12 @@ impl Plan {
 }
 
 /// Why a rank stopped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Failure {
-    Lib(CollectiveError),
+    #[error("{0}")]
+    Lib(#[from] CollectiveError),
+    #[error("{0}")]
     Harness(String),
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Lib(e) => write!(f, "{e}"),
-            Failure::Harness(s) => f.write_str(s),
-        }
-    }
-}
-
-impl From<CollectiveError> for Failure {
-    fn from(e: CollectiveError) -> Self {
-        Failure::Lib(e)
-    }
 }
 
 /// What ranks tell the printer.

@@ -1,7 +1,7 @@
 //! `ruccl-perf`: the nccl-tests-compatible benchmark and correctness tool for ruCCL.
 //!
 //! ```text
-//! cargo run --release --bin ruccl-perf -- all_reduce -b 8 -e 64M -f 4 -g 4
+//! cargo run --release -p ruccl-perf -- all_reduce -b 8 -e 64M -f 4 -g 4
 //! ```
 //!
 //! Same flags, columns and bandwidth arithmetic as nccl-tests' `*_perf` binaries, so the

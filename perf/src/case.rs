@@ -103,13 +103,13 @@ impl<T: Num> Case<T> {
             return comm.scatter(out, None, s.root);
         };
         match s.coll {
-            Coll::AllReduce => comm.all_reduce_into(inp, out, op),
+            Coll::AllReduce => comm.all_reduce_into(out, inp, op),
             Coll::AllGather => comm.all_gather_into_tensor(out, inp),
             Coll::ReduceScatter => comm.reduce_scatter_tensor(out, inp, op),
-            Coll::Broadcast => comm.broadcast_into(inp, out, s.root),
-            Coll::Reduce => comm.reduce_into(inp, out, op, s.root),
+            Coll::Broadcast => comm.broadcast_into(out, Some(inp), s.root),
+            Coll::Reduce => comm.reduce_into(out, inp, op, s.root),
             Coll::AllToAll => comm.all_to_all_single(out, inp),
-            Coll::Gather => comm.gather(inp, Some(out), s.root),
+            Coll::Gather => comm.gather(Some(out), inp, s.root),
             Coll::Scatter => comm.scatter(out, Some(inp), s.root),
             Coll::SendRecv => send_recv(comm, inp, out, s.rank, s.ranks),
         }
