@@ -45,7 +45,16 @@
 //! - Every rank gets the same bits, and the same inputs give the same bits on every run.
 //! - Bad arguments fail with [`ErrorKind::InvalidArgument`] on the calling rank before
 //!   anything is sent; the communicator stays usable.
-//! - Ranks that call different collectives get [`ErrorKind::Mismatch`] naming both sides.
+//! - Ranks that call different collectives get [`ErrorKind::Mismatch`] naming both sides:
+//!   from that call when something they exchanged disagreed, otherwise from their next call
+//!   (which names the earlier op). A rank cut short inside an earlier, matched op by others'
+//!   failure gets [`ErrorKind::Aborted`] naming the op that failed and the rank that failed
+//!   first. A timeout names the rank furthest behind, or the ranks waiting on each other.
+//! - Memory is never raced on from safe code: an out-of-place call whose output *is* its
+//!   input runs in place (as NCCL treats `sendbuff == recvbuff`), a partial overlap is
+//!   `InvalidArgument`; host buffers refuse overlapping concurrent access with a `Device`
+//!   error ([`mem::HostMem`]); a failed call returns only after every peer stopped reading
+//!   its tensors.
 //! - Every wait has a deadline ([`CommConfig::with_timeout`], default 10 minutes); a rank that
 //!   never arrives makes the others fail with [`ErrorKind::Timeout`] naming it, with the
 //!   flight recorder of every rank in [`CollectiveError::report`]. After any failure the
@@ -70,9 +79,10 @@
 //! ```
 //!
 //! ## Environment
-//! `RUCCL_TIMEOUT` (seconds), `RUCCL_ALGO` (`auto`, `ring`, `tree`, `rd`, `direct`, `kary:K`,
-//! `centralized`), `RUCCL_CHUNK_BYTES` override the defaults of [`Communicator::new`] (see
-//! [`CommConfig::from_env`]).
+//! `RUCCL_TIMEOUT` (seconds; huge values mean no deadline), `RUCCL_WARN_AFTER` (seconds a
+//! join or collective waits before it logs who is missing), `RUCCL_ALGO` (`auto`, `ring`,
+//! `tree`, `rd`, `direct`, `kary:K`, `centralized`), `RUCCL_CHUNK_BYTES` override the defaults
+//! of [`Communicator::new`] (see [`CommConfig::from_env`]).
 //!
 //! ## For tensor frameworks
 //! [`api`] offers the peer API frameworks want instead of one communicator per rank:

@@ -382,7 +382,7 @@ fn apply(o: &mut Options, key: &str, flag: &str, v: &str) -> Result<(), UsageErr
                 .ok_or_else(|| UsageError(format!("{flag} expects a number of seconds, got {v:?}")))?;
             // nccl-tests treats 0 as "no timeout"; ruCCL always has a deadline, so 0 keeps
             // the library's default.
-            o.timeout = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
+            o.timeout = (secs > 0.0).then(|| Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX));
         }
         "a" => {
             o.average = match parse_int(flag, v)? {

@@ -119,16 +119,18 @@ impl Gate {
             self.cv.notify_all();
             return Ok(());
         }
-        let deadline = Instant::now() + self.timeout;
+        // Saturating: `--timeout 1e30` means no deadline, not a panic.
+        let deadline = Instant::now().checked_add(self.timeout);
         while s.1 == gen_at_entry && !s.2 {
             let now = Instant::now();
-            if now >= deadline {
+            if deadline.is_some_and(|d| now >= d) {
                 return Err(Failure::Harness(format!(
                     "harness barrier: {} of {} ranks arrived within {:?}",
                     s.0, self.n, self.timeout
                 )));
             }
-            s = self.cv.wait_timeout(s, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            let slice = deadline.map_or(Duration::from_secs(3600), |d| d - now);
+            s = self.cv.wait_timeout(s, slice).unwrap_or_else(|e| e.into_inner()).0;
         }
         if s.1 == gen_at_entry {
             return Err(Failure::Harness("another rank failed".into()));
