@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::config::Algorithm;
 use crate::types::{DType, Rank, ReduceOp};
 
 /// The kind of a collective or point-to-point operation.
@@ -85,12 +86,31 @@ pub struct OpDesc {
     pub peer: Option<Rank>,
     /// Whether input and output share memory.
     pub in_place: bool,
+    /// The algorithm this op must run, when the caller chose one per op (the peer API's
+    /// strategies); `None` runs the communicator's configured algorithm. Ranks must agree.
+    pub algorithm: Option<Algorithm>,
+    /// A digest of the caller's tensor shape ([`shape_hash`]), when the caller has one (the
+    /// peer API): ranks that pass the same element count in different shapes disagree.
+    pub shape: Option<u64>,
+}
+
+/// The digest of a tensor shape that [`OpDesc::shape`] carries: the crate's FNV-1a over the
+/// number of dimensions and then each dimension, so `[2, 3]`, `[3, 2]` and `[6]` all differ.
+///
+/// ```
+/// use ruccl::op::shape_hash;
+/// assert_eq!(shape_hash(&[2, 3]), shape_hash(&[2, 3]));
+/// assert_ne!(shape_hash(&[2, 3]), shape_hash(&[3, 2]));
+/// assert_ne!(shape_hash(&[6]), shape_hash(&[6, 1]));
+/// ```
+pub fn shape_hash(dims: &[usize]) -> u64 {
+    crate::hash::fnv1a_words(std::iter::once(dims.len() as u64).chain(dims.iter().map(|&d| d as u64)))
 }
 
 impl OpDesc {
     /// A descriptor with no reduce op, root or peer.
     pub fn new(kind: OpKind, dtype: DType, count: usize) -> Self {
-        OpDesc { kind, dtype, count, op: None, root: None, peer: None, in_place: false }
+        OpDesc { kind, dtype, count, op: None, root: None, peer: None, in_place: false, algorithm: None, shape: None }
     }
 
     /// The fingerprint other ranks must agree with.
@@ -103,6 +123,8 @@ impl OpDesc {
             scalar,
             root: self.root.map(|r| r as u64).unwrap_or(u64::MAX),
             count: self.count as u64,
+            algorithm: self.algorithm,
+            shape: self.shape,
             desc: *self,
         }
     }
@@ -114,7 +136,9 @@ impl OpDesc {
 }
 
 /// The op's label in every message about it: `all_reduce(sum, 16 x f32)`,
-/// `broadcast(4 x u8, root 1)`, `send(4 x i32, to 1)`, `barrier`.
+/// `broadcast(4 x u8, root 1)`, `send(4 x i32, to 1)`, `barrier`; an op that names its
+/// algorithm or shape digest shows them too: `all_reduce(sum, 6 x f32, algorithm ring, shape
+/// #1f0c33a2)`.
 impl fmt::Display for OpDesc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.kind == OpKind::Barrier {
@@ -131,6 +155,13 @@ impl fmt::Display for OpDesc {
         if let Some(p) = self.peer {
             write!(f, ", {} {p}", if self.kind == OpKind::Send { "to" } else { "from" })?;
         }
+        if let Some(a) = self.algorithm {
+            write!(f, ", algorithm {a}")?;
+        }
+        if let Some(h) = self.shape {
+            // Only the digest travels; the peer API prints the shapes themselves.
+            write!(f, ", shape #{:08x}", h >> 32)?;
+        }
         f.write_str(")")
     }
 }
@@ -144,6 +175,8 @@ pub struct Fingerprint {
     scalar: u64,
     root: u64,
     count: u64,
+    algorithm: Option<Algorithm>,
+    shape: Option<u64>,
     /// The descriptor it came from (for messages).
     pub desc: OpDesc,
 }
@@ -156,8 +189,17 @@ impl Fingerprint {
             a.desc.kind == OpKind::Send && b.desc.kind == OpKind::Recv && a.dtype == b.dtype && a.count == b.count
         };
         if self.desc.kind.is_collective() || other.desc.kind.is_collective() {
-            (self.kind, self.dtype, self.op, self.scalar, self.root, self.count)
-                == (other.kind, other.dtype, other.op, other.scalar, other.root, other.count)
+            (self.kind, self.dtype, self.op, self.scalar, self.root, self.count, self.algorithm, self.shape)
+                == (
+                    other.kind,
+                    other.dtype,
+                    other.op,
+                    other.scalar,
+                    other.root,
+                    other.count,
+                    other.algorithm,
+                    other.shape,
+                )
         } else {
             p2p(self, other) || p2p(other, self)
         }
@@ -188,5 +230,24 @@ mod tests {
         assert_eq!(a.to_string(), "all_reduce(sum, 8 x f32)");
         assert_eq!(s.to_string(), "send(4 x i32, to 1)");
         assert_eq!(OpDesc::new(OpKind::Barrier, DType::U8, 0).to_string(), "barrier");
+    }
+
+    #[test]
+    fn algorithm_and_shape_are_part_of_the_fingerprint() {
+        let mut a = OpDesc::new(OpKind::AllReduce, DType::F32, 6);
+        a.op = Some(ReduceOp::Sum);
+        let mut b = a;
+        b.algorithm = Some(Algorithm::Ring);
+        assert!(!a.fingerprint().compatible(&b.fingerprint()), "chosen vs configured algorithm");
+        a.algorithm = Some(Algorithm::KaryTree(2));
+        assert!(!a.fingerprint().compatible(&b.fingerprint()));
+        a.algorithm = Some(Algorithm::Ring);
+        assert!(a.fingerprint().compatible(&b.fingerprint()));
+        a.shape = Some(shape_hash(&[2, 3]));
+        b.shape = Some(shape_hash(&[3, 2]));
+        assert!(!a.fingerprint().compatible(&b.fingerprint()));
+        b.shape = a.shape;
+        assert!(a.fingerprint().compatible(&b.fingerprint()));
+        assert!(a.to_string().starts_with("all_reduce(sum, 6 x f32, algorithm ring, shape #"), "{a}");
     }
 }

@@ -159,10 +159,14 @@ pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm) -> Algorithm {
     }
 }
 
-/// Builds `rank`'s plan for `desc` on `world` ranks. `chunk_elems` is the pipelining chunk.
+/// Builds `rank`'s plan for `desc` on `world` ranks. `forced` is the communicator's configured
+/// algorithm, overridden by the op's own ([`OpDesc::algorithm`]) when it names one.
+/// `chunk_elems` is the pipelining chunk.
 pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_elems: usize) -> Plan {
     debug_assert!(rank < world);
-    let algorithm = choose(desc, world, forced);
+    // An op that names its own algorithm (the peer API's strategies) runs it; the others run
+    // the communicator's.
+    let algorithm = choose(desc, world, desc.algorithm.unwrap_or(forced));
     if let Some(plan) = kary::build(desc, rank, world, algorithm, chunk_elems.max(1)) {
         return plan;
     }

@@ -406,18 +406,6 @@ impl CollectiveConfig {
         cmp("timeout", format!("{:?}", self.timeout), format!("{:?}", other.timeout));
         out
     }
-
-    /// The distinct core algorithms a registration needs: `Auto` first (the agreement step,
-    /// all_gather, reduce_scatter and barrier), then those of the local strategies.
-    pub(crate) fn algorithms(&self) -> Vec<Algorithm> {
-        let mut out = vec![Algorithm::Auto];
-        for s in [self.local.all_reduce, self.local.reduce, self.local.broadcast] {
-            if !out.contains(&s.algorithm()) {
-                out.push(s.algorithm());
-            }
-        }
-        out
-    }
 }
 
 #[cfg(test)]
@@ -442,14 +430,12 @@ mod tests {
     }
 
     #[test]
-    fn differences_and_algorithms() {
+    fn differences() {
         let a = CollectiveConfig::default().with_num_devices(4);
         let b = a.clone().with_local_all_reduce_strategy(Strategy::Ring).with_num_devices(3);
         let d: Vec<String> = a.differences(&b).into_iter().map(|(n, x, y)| format!("{n}: {x} vs {y}")).collect();
         assert_eq!(d, vec!["num_devices: 4 vs 3", "local all_reduce strategy: auto vs ring"]);
         assert!(a.differences(&a).is_empty());
-        let c = a.with_local_reduce_strategy(Strategy::Tree(2)).with_local_broadcast_strategy(Strategy::Tree(2));
-        assert_eq!(c.algorithms(), vec![Algorithm::Auto, Algorithm::KaryTree(2)]);
     }
 
     #[cfg(feature = "serde")]

@@ -40,36 +40,51 @@
 //! from one thread at a time (they are serialised if not).
 //!
 //! # Errors, and where they are reported
-//! Every operation starts with an *agreement step*: each peer contributes a small record of
-//! what it called, the records are all-gathered, and every peer checks all of them the same
-//! way before any tensor data moves. So each error below is reported on **every** peer of
-//! the session, none hangs, and after the agreement-step errors the registration stays
-//! usable (no data was sent).
+//! There is no agreement step: each operation is one call of the core on the registration's
+//! communicator (broadcast adds a small all_gather first, see below), and its descriptor
+//! carries what the peers must agree on — operation, dtype, element count, reduce op, root,
+//! the strategy, and a digest of the tensor's shape. The core compares them in the header of
+//! every message, so peers that disagree get a `Mismatch` instead of wrong data or a hang.
 //!
-//! | situation | kind | reported on |
-//! |---|---|---|
-//! | registering a peer twice | `InvalidArgument` | the second caller (the first registration stands) |
-//! | an operation before `register` (or after `finish_collective` / a reset) | `InvalidArgument` | the caller |
-//! | `finish_collective` on an unregistered peer | `InvalidArgument` | the caller |
-//! | peers registering with different configs | `Mismatch`, naming the settings that differ | every peer of that round |
-//! | a config asking for several nodes | `Unsupported` | the caller |
-//! | a peer that never registers | `Timeout`, naming it | every waiting peer |
-//! | different operations, shapes, dtypes, reduce ops or roots | `Mismatch`, naming who passed what | every peer |
-//! | zero broadcast senders / several | `InvalidArgument` / `Mismatch` naming the senders | every peer |
-//! | one peer's bad argument (wrong device, dtype, root) | its own error there, `InvalidArgument` naming it elsewhere | every peer |
-//! | a peer that stops calling, finishes early, or a reset | `Timeout` / `PeerLost` / `Aborted` | every peer waiting on it |
+//! **An error inside an operation aborts the registration, on every peer**, as a failed
+//! collective aborts a communicator in the core: afterwards every operation fails at once,
+//! until the peers call [`finish_collective`] (or [`reset_collective`]) and register again.
+//! That includes one peer's bad argument: its peers cannot tell a rejected argument from a
+//! slow peer, so the peer fails the registration's communicator, and every peer's wait ends
+//! at once with an error naming it. (A peer still finishing the previous operation when that
+//! happens sees it cut short, `Aborted`, naming the peer.)
 //!
-//! Failures *during* data movement (a timeout, a departed peer, a reset) abort the session's
-//! communicators, as in the core: later operations fail at once until the peers finish (or
-//! reset) and register again.
+//! | situation | kind | reported on | registration |
+//! |---|---|---|---|
+//! | registering a peer twice | `InvalidArgument` | the second caller | the first one stands |
+//! | an operation before `register` (or after `finish_collective` / a reset) | `InvalidArgument` | the caller | — |
+//! | `finish_collective` on an unregistered peer | `InvalidArgument` | the caller | — |
+//! | peers registering with different configs | `Mismatch`, naming the settings that differ | every peer of that round | not formed |
+//! | a config asking for several nodes | `Unsupported` | the caller | not formed |
+//! | a peer that never registers | `Timeout`, naming it | every waiting peer | not formed |
+//! | different operations, shapes, dtypes, reduce ops, roots or strategies | `Mismatch`, naming both sides | every peer (one whose part had completed: from its next call) | aborted |
+//! | one peer's bad argument (wrong device, dtype, root, scalar) | its own error there; `InvalidArgument` naming it elsewhere | every peer, promptly | aborted |
+//! | zero broadcast senders / several | `InvalidArgument` / `Mismatch` naming the senders | every peer | usable (every peer read the same metadata) |
+//! | a peer that stops calling, finishes early, or a reset | `Timeout` / `PeerLost` / `Aborted` | every peer waiting on it | aborted |
+//!
+//! # Broadcast's metadata
+//! Only broadcast's receivers pass no tensor, so only broadcast exchanges metadata: every peer
+//! contributes a fixed-size record (whether it sends; the sender's dtype and shape) to one
+//! small all_gather, which is also how every peer learns that zero or several peers sent.
+//! Then the data moves from the sender, on the broadcast strategy.
+//!
+//! # Outputs are new tensors
+//! `all_reduce`, `reduce`, `all_gather` and `reduce_scatter` write their result into a newly
+//! allocated tensor and never into the one passed in, so a framework's other handles on the
+//! input (a clone sharing storage) still read the input afterwards.
 //!
 //! # Strategies
 //! [`Strategy::Centralized`], [`Strategy::Tree`] and [`Strategy::Ring`] each run their own
 //! plan of the core scheduler ([`Algorithm::Centralized`](crate::Algorithm::Centralized),
 //! [`Algorithm::KaryTree`](crate::Algorithm::KaryTree), [`Algorithm::Ring`](crate::Algorithm::Ring));
 //! [`Strategy::Auto`] (the default) lets the core choose by size. A registration holds one
-//! communicator per distinct algorithm its local strategies name, all over the same ranks;
-//! the agreement step keeps them in step.
+//! communicator; each operation names its strategy in its descriptor
+//! ([`OpDesc::algorithm`](crate::op::OpDesc::algorithm)), and the core runs that plan.
 //!
 //! # The registry, and why it is keyed by `Backend` type
 //! Registrations are process-wide, as in burn: any thread can call by peer id. They are kept
@@ -80,9 +95,9 @@
 //! or reset another's peers. A per-call key would have put a name in every call of the API;
 //! a test mutex would have serialised the tests and still shared state between them.
 
-mod agree;
 mod backend;
 mod config;
+mod meta;
 mod ops;
 mod registry;
 #[cfg(test)]

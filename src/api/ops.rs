@@ -1,14 +1,17 @@
 //! The peer API's functions. Each operation looks up the calling peer's registration, checks
-//! its own arguments, runs the agreement step (see [`super::agree`]), and only then moves
-//! tensor data, on the communicator of the operation's strategy.
+//! its own arguments, and makes one call on the registration's communicator whose descriptor
+//! carries the operation's strategy and the tensor's shape digest, so the core's own message
+//! checks catch peers that disagree (broadcast first learns the sender's tensor, see
+//! [`super::meta`]). Any failure aborts the registration on every peer (see [`with_peer`]).
 
-use super::agree::{self, Agreement, Call, Record, Shape, WORDS};
 use super::registry::{self, PeerHandle};
-use super::{Backend, CollectiveConfig, PeerId};
+use super::{Backend, CollectiveConfig, PeerId, Strategy, meta};
+use crate::comm::tagged::{Tagged, Tags};
 use crate::device::Device;
 use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::op::shape_hash;
 use crate::tensor::Tensor;
-use crate::types::{DType, Rank, ReduceOp};
+use crate::types::ReduceOp;
 
 /// Registers `peer` of this process with `B`'s collective service, on `device`, and blocks
 /// until `config.num_devices()` peers have registered with identical configs. Call it once per
@@ -87,16 +90,19 @@ pub fn reset_collective<B: Backend>() {
 }
 
 /// Reduces `tensor` across every registered peer with `op` and returns the result to each
-/// (on the peer's own device). Every peer must pass a tensor of the same shape and dtype and
-/// the same `op` ([`ReduceOperation::Mean`](super::ReduceOperation::Mean) or any
+/// (on the peer's own device) in a new tensor: `tensor`'s memory is left as it was, so another
+/// handle on it still sees the input. Every peer must pass a tensor of the same shape and
+/// dtype and the same `op` ([`ReduceOperation::Mean`](super::ReduceOperation::Mean) or any
 /// [`ReduceOp`]). Runs the config's local all_reduce strategy.
 ///
 /// # Errors
-/// - `InvalidArgument` when `peer` is not registered, or its tensor is on another device than
-///   the one it registered (the other peers get `InvalidArgument` naming it);
-/// - `Unsupported` for a dtype outside [`Backend::FLOAT_DTYPES`];
-/// - `Mismatch` on every peer when peers pass different shapes, dtypes or reduce ops, or call
-///   a different operation;
+/// Any error aborts the registration on every peer (see the [module docs](super#errors-and-where-they-are-reported)):
+/// - `InvalidArgument` when `peer` is not registered (nothing is aborted then), or its tensor is
+///   on another device than the one it registered — the other peers get `InvalidArgument`
+///   naming it;
+/// - `Unsupported` for a dtype outside [`Backend::FLOAT_DTYPES`] (the others: `InvalidArgument`);
+/// - `Mismatch` when peers pass different shapes, dtypes or reduce ops, or call a different
+///   operation;
 /// - `Timeout`, `PeerLost` or `Aborted` as for any collective (a peer that never calls, one
 ///   that finished, a reset).
 ///
@@ -107,18 +113,21 @@ pub fn reset_collective<B: Backend>() {
 /// let peers: Vec<_> = (0..2u32)
 ///     .map(|i| {
 ///         let config = config.clone();
-///         std::thread::spawn(move || -> ruccl::Result<Vec<f32>> {
+///         std::thread::spawn(move || -> ruccl::Result<(Vec<f32>, Vec<f32>)> {
 ///             let (peer, dev) = (PeerId::from(i), HostDevice::new(i));
 ///             api::register::<HostBackend>(peer, dev, config)?;
 ///             let t = Tensor::from_slice(&dev, &[i as f32, 4.0], &[2])?;
-///             let t = api::all_reduce::<HostBackend>(peer, t, ReduceOperation::Mean)?;
+///             let alias = Tensor::from_buffer(&dev, t.buffer().clone(), t.dtype(), t.shape())?;
+///             let mean = api::all_reduce::<HostBackend>(peer, t, ReduceOperation::Mean)?;
 ///             api::finish_collective::<HostBackend>(peer)?;
-///             t.to_vec::<f32>()
+///             Ok((mean.to_vec::<f32>()?, alias.to_vec::<f32>()?))
 ///         })
 ///     })
 ///     .collect();
-/// for p in peers {
-///     assert_eq!(p.join().unwrap()?, vec![0.5, 4.0]);
+/// for (i, p) in peers.into_iter().enumerate() {
+///     let (mean, input) = p.join().unwrap()?;
+///     assert_eq!(mean, vec![0.5, 4.0]);
+///     assert_eq!(input, vec![i as f32, 4.0]); // the input is untouched
 /// }
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
@@ -128,24 +137,25 @@ pub fn all_reduce<B: Backend>(
     op: impl Into<ReduceOp>,
 ) -> Result<B::FloatTensorPrimitive> {
     let op = op.into();
-    with_peer::<B, _>(peer, Call::AllReduce, |h| {
-        let t = accept(h, tensor, Some(op));
-        let rec = Record { op: Some(op), ..describe(Call::AllReduce, t.as_ref().ok()) };
-        agreement(h, rec, t.as_ref().err())?;
-        let mut t = t?;
-        let comm = h.comm(h.session.config.local_all_reduce_strategy());
-        comm.all_reduce(&mut t, op).map_err(|e| core_error(h, Call::AllReduce, e))?;
-        B::from_ruccl(t, &h.device)
+    with_peer::<B, _>(peer, "all_reduce", |h| {
+        let t = accept(h, tensor, Some(op))?;
+        let mut out = Tensor::zeros(&h.comm_device, t.dtype(), t.shape())?;
+        let strategy = h.session.config.local_all_reduce_strategy();
+        let what = || format!("{op} over a {:?} {} tensor, strategy {strategy}", t.shape(), t.dtype());
+        tagged(h, Some(strategy), t.shape())
+            .all_reduce_into(&mut out, &t, op)
+            .map_err(|e| core_error(h, "all_reduce", &what(), e))?;
+        Ok(B::from_ruccl(out, &h.device)?)
     })
 }
 
-/// Reduces `tensor` across every registered peer into `root`: the root gets `Some(result)`,
-/// the others `None`. Every peer passes the same `root`, `op`, shape and dtype. Runs the
-/// config's local reduce strategy.
+/// Reduces `tensor` across every registered peer into `root`: the root gets `Some(result)` in
+/// a new tensor, the others `None`; no peer's `tensor` memory is written. Every peer passes the
+/// same `root`, `op`, shape and dtype. Runs the config's local reduce strategy.
 ///
 /// # Errors
 /// As [`all_reduce`]; also `InvalidArgument` when `root` is not a registered peer, and
-/// `Mismatch` on every peer when peers name different roots.
+/// `Mismatch` when peers name different roots.
 ///
 /// ```
 /// use ruccl::api::{self, CollectiveConfig, HostBackend, PeerId, ReduceOperation};
@@ -166,35 +176,42 @@ pub fn reduce<B: Backend>(
     root: PeerId,
 ) -> Result<Option<B::FloatTensorPrimitive>> {
     let op = op.into();
-    with_peer::<B, _>(peer, Call::Reduce, |h| {
-        let root_rank = h.rank_of(root);
-        let t = accept(h, tensor, Some(op)).and_then(|t| match root_rank {
-            Some(r) => Ok((t, r)),
-            None => Err(CollectiveError::invalid(format!(
-                "root peer {root} is not one of the registered peers ({})",
-                peers_of(h)
-            ))),
-        });
-        let rec = Record { op: Some(op), root: root_rank, ..describe(Call::Reduce, t.as_ref().ok().map(|x| &x.0)) };
-        agreement(h, rec, t.as_ref().err())?;
-        let (mut t, root) = t?;
-        let comm = h.comm(h.session.config.local_reduce_strategy());
-        comm.reduce(&mut t, op, root).map_err(|e| core_error(h, Call::Reduce, e))?;
-        if h.rank == root { B::from_ruccl(t, &h.device).map(Some) } else { Ok(None) }
+    with_peer::<B, _>(peer, "reduce", |h| {
+        let t = accept(h, tensor, Some(op))?;
+        let root = h.rank_of(root).ok_or_else(|| {
+            CollectiveError::invalid(format!("root peer {root} is not one of the registered peers ({})", peers_of(h)))
+        })?;
+        // Only the root's output is written; the others bind an empty one.
+        let shape: &[usize] = if h.rank == root { t.shape() } else { &[0] };
+        let mut out = Tensor::zeros(&h.comm_device, t.dtype(), shape)?;
+        let strategy = h.session.config.local_reduce_strategy();
+        let what = || {
+            format!(
+                "{op} over a {:?} {} tensor to peer {}, strategy {strategy}",
+                t.shape(),
+                t.dtype(),
+                h.session.peers[root]
+            )
+        };
+        tagged(h, Some(strategy), t.shape())
+            .reduce_into(&mut out, &t, op, root)
+            .map_err(|e| core_error(h, "reduce", &what(), e))?;
+        if h.rank == root { Ok(Some(B::from_ruccl(out, &h.device)?)) } else { Ok(None) }
     })
 }
 
 /// Sends one peer's tensor to every peer: exactly one peer passes `Some(tensor)`, the others
-/// `None`; everyone returns the sender's tensor on their own device (the sender gets its own
-/// back). Runs the config's local broadcast strategy.
+/// `None` and learn its dtype and shape from it; everyone returns the sender's tensor on their
+/// own device (the sender gets its own back). Runs the config's local broadcast strategy,
+/// after a small all_gather through which the peers find the sender.
 ///
 /// # Errors
 /// As [`all_reduce`]; also, on every peer, `InvalidArgument` when no peer sends and
-/// `Mismatch` when several do (naming them).
+/// `Mismatch` when several do (naming them) — these two leave the registration usable.
 ///
 /// ```
 /// use ruccl::api::{self, CollectiveConfig, HostBackend, PeerId};
-/// use ruccl::{HostDevice, Tensor};
+/// use ruccl::{DType, HostDevice, Tensor};
 /// let config = CollectiveConfig::default().with_num_devices(2);
 /// let peers: Vec<_> = (0..2u32)
 ///     .map(|i| {
@@ -204,7 +221,7 @@ pub fn reduce<B: Backend>(
 ///             api::register::<HostBackend>(peer, dev, config)?;
 ///             let mine = (i == 1).then(|| Tensor::from_slice(&dev, &[7.0f32, 8.0], &[1, 2])).transpose()?;
 ///             let t = api::broadcast::<HostBackend>(peer, mine)?;
-///             assert_eq!(t.shape(), &[1, 2]);
+///             assert_eq!((t.shape(), t.dtype()), (&[1, 2][..], DType::F32));
 ///             api::finish_collective::<HostBackend>(peer)?;
 ///             t.to_vec::<f32>()
 ///         })
@@ -216,23 +233,20 @@ pub fn reduce<B: Backend>(
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
 pub fn broadcast<B: Backend>(peer: PeerId, tensor: Option<B::FloatTensorPrimitive>) -> Result<B::FloatTensorPrimitive> {
-    with_peer::<B, _>(peer, Call::Broadcast, |h| {
-        let sender = tensor.is_some();
-        let t = tensor.map(|t| accept(h, t, None)).transpose();
-        let rec = Record { sender, ..describe(Call::Broadcast, t.as_ref().ok().and_then(Option::as_ref)) };
-        let agreed = agreement(h, rec, t.as_ref().err())?;
-        let root = agreed.root.ok_or_else(|| CollectiveError::protocol("broadcast agreed on no sender"))?;
-        let dims = full_shape(h, &agreed, root, t.as_ref().ok().and_then(Option::as_ref))?;
-        let mut t = match t? {
+    with_peer::<B, _>(peer, "broadcast", |h| {
+        let mine = tensor.map(|t| accept(h, t, None)).transpose()?;
+        let sent = meta::exchange(&h.comm, &h.session.peers, mine.as_ref())
+            .map_err(|f| f.map(|e| core_error(h, "broadcast", "its metadata", e)))?;
+        let mut t = match mine {
             Some(t) => t,
-            None => {
-                let dtype = agreed.dtype.ok_or_else(|| CollectiveError::protocol("the sender sent no dtype"))?;
-                Tensor::zeros(&h.comm_device, dtype, &dims)?
-            }
+            None => Tensor::zeros(&h.comm_device, sent.dtype, &sent.shape)?,
         };
-        let comm = h.comm(h.session.config.local_broadcast_strategy());
-        comm.broadcast(&mut t, root).map_err(|e| core_error(h, Call::Broadcast, e))?;
-        B::from_ruccl(t, &h.device)
+        let strategy = h.session.config.local_broadcast_strategy();
+        let what = || format!("a {:?} {} tensor from peer {}", sent.shape, sent.dtype, h.session.peers[sent.root]);
+        tagged(h, Some(strategy), &sent.shape)
+            .broadcast(&mut t, sent.root)
+            .map_err(|e| core_error(h, "broadcast", &what(), e))?;
+        Ok(B::from_ruccl(t, &h.device)?)
     })
 }
 
@@ -255,22 +269,21 @@ pub fn broadcast<B: Backend>(peer: PeerId, tensor: Option<B::FloatTensorPrimitiv
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
 pub fn all_gather<B: Backend>(peer: PeerId, tensor: B::FloatTensorPrimitive) -> Result<B::FloatTensorPrimitive> {
-    with_peer::<B, _>(peer, Call::AllGather, |h| {
+    with_peer::<B, _>(peer, "all_gather", |h| {
         let n = h.session.peers.len();
-        let t = accept(h, tensor, None).and_then(|t| {
-            let shape = match t.shape() {
-                [] => Some(vec![n]),
-                [d0, rest @ ..] => d0.checked_mul(n).map(|d| [&[d], rest].concat()),
-            };
-            let shape =
-                shape.ok_or_else(|| CollectiveError::invalid(format!("{:?} x {n} peers is too large", t.shape())))?;
-            let out = Tensor::zeros(&h.comm_device, t.dtype(), &shape)?;
-            Ok((t, out))
-        });
-        agreement(h, describe(Call::AllGather, t.as_ref().ok().map(|x| &x.0)), t.as_ref().err())?;
-        let (t, mut out) = t?;
-        h.control().all_gather_into_tensor(&mut out, &t).map_err(|e| core_error(h, Call::AllGather, e))?;
-        B::from_ruccl(out, &h.device)
+        let t = accept(h, tensor, None)?;
+        let shape = match t.shape() {
+            [] => Some(vec![n]),
+            [d0, rest @ ..] => d0.checked_mul(n).map(|d| [&[d], rest].concat()),
+        };
+        let shape =
+            shape.ok_or_else(|| CollectiveError::invalid(format!("{:?} x {n} peers is too large", t.shape())))?;
+        let mut out = Tensor::zeros(&h.comm_device, t.dtype(), &shape)?;
+        let what = || format!("a {:?} {} tensor", t.shape(), t.dtype());
+        tagged(h, None, t.shape())
+            .all_gather_into_tensor(&mut out, &t)
+            .map_err(|e| core_error(h, "all_gather", &what(), e))?;
+        Ok(B::from_ruccl(out, &h.device)?)
     })
 }
 
@@ -300,25 +313,24 @@ pub fn reduce_scatter<B: Backend>(
     op: impl Into<ReduceOp>,
 ) -> Result<B::FloatTensorPrimitive> {
     let op = op.into();
-    with_peer::<B, _>(peer, Call::ReduceScatter, |h| {
+    with_peer::<B, _>(peer, "reduce_scatter", |h| {
         let n = h.session.peers.len();
-        let t = accept(h, tensor, Some(op)).and_then(|t| {
-            let shape = match t.shape() {
-                [d0, rest @ ..] if d0 % n == 0 => [&[d0 / n], rest].concat(),
-                other => {
-                    return Err(CollectiveError::invalid(format!(
-                        "reduce_scatter splits the first dimension among {n} peers, but the tensor has shape {other:?}"
-                    )));
-                }
-            };
-            let out = Tensor::zeros(&h.comm_device, t.dtype(), &shape)?;
-            Ok((t, out))
-        });
-        let rec = Record { op: Some(op), ..describe(Call::ReduceScatter, t.as_ref().ok().map(|x| &x.0)) };
-        agreement(h, rec, t.as_ref().err())?;
-        let (t, mut out) = t?;
-        h.control().reduce_scatter_tensor(&mut out, &t, op).map_err(|e| core_error(h, Call::ReduceScatter, e))?;
-        B::from_ruccl(out, &h.device)
+        let t = accept(h, tensor, Some(op))?;
+        let shape = match t.shape() {
+            [d0, rest @ ..] if d0 % n == 0 => [&[d0 / n], rest].concat(),
+            other => {
+                return Err(CollectiveError::invalid(format!(
+                    "reduce_scatter splits the first dimension among {n} peers, but the tensor has shape {other:?}"
+                ))
+                .into());
+            }
+        };
+        let mut out = Tensor::zeros(&h.comm_device, t.dtype(), &shape)?;
+        let what = || format!("{op} over a {:?} {} tensor", t.shape(), t.dtype());
+        tagged(h, None, t.shape())
+            .reduce_scatter_tensor(&mut out, &t, op)
+            .map_err(|e| core_error(h, "reduce_scatter", &what(), e))?;
+        Ok(B::from_ruccl(out, &h.device)?)
     })
 }
 
@@ -339,46 +351,107 @@ pub fn reduce_scatter<B: Backend>(
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
 pub fn barrier<B: Backend>(peer: PeerId) -> Result<()> {
-    with_peer::<B, _>(peer, Call::Barrier, |h| agreement(h, Record::new(Call::Barrier), None).map(|_| ()))
+    with_peer::<B, _>(peer, "barrier", |h| Ok(h.comm.barrier().map_err(|e| core_error(h, "barrier", "", e))?))
 }
 
-/// Runs `body` for a registered peer, its operations serialised, with errors labelled.
-fn with_peer<B: Backend, R>(peer: PeerId, call: Call, body: impl FnOnce(&PeerHandle<B>) -> Result<R>) -> Result<R> {
-    let label = || format!("{} on peer {peer}", call.name());
-    let h = registry::service::<B>()?.handle(peer, call.name())?;
+/// Why an operation failed, which decides what happens to the registration.
+pub(crate) enum Failure {
+    /// This peer's arguments were rejected, or the operation failed: the registration is
+    /// aborted on every peer.
+    Abort(CollectiveError),
+    /// Every peer found the same problem in what they all exchanged (broadcast's sender
+    /// count): each reports it, and nothing needs aborting.
+    Agreed(CollectiveError),
+}
+
+impl Failure {
+    pub(crate) fn map(self, f: impl FnOnce(CollectiveError) -> CollectiveError) -> Failure {
+        match self {
+            Failure::Abort(e) => Failure::Abort(f(e)),
+            Failure::Agreed(e) => Failure::Agreed(f(e)),
+        }
+    }
+}
+
+impl From<CollectiveError> for Failure {
+    fn from(e: CollectiveError) -> Self {
+        Failure::Abort(e)
+    }
+}
+
+/// Runs `body` for a registered peer, its operations serialised, with errors labelled. A
+/// failure aborts the registration: when the core has not already failed the communicator
+/// (this peer's own arguments were rejected), this peer fails it, so that every peer's wait
+/// ends at once with an error naming this one — as a mismatch aborts a communicator in the
+/// core. Peers cannot tell a rejected argument from a peer that is merely slow, so this is the
+/// only way none of them hangs.
+fn with_peer<B: Backend, R>(
+    peer: PeerId,
+    call: &'static str,
+    body: impl FnOnce(&PeerHandle<B>) -> std::result::Result<R, Failure>,
+) -> Result<R> {
+    let label = || format!("{call} on peer {peer}");
+    let h = registry::service::<B>()?.handle(peer, call)?;
     let _serial = h.lock_ops();
-    body(&h).map_err(|e| e.with_op(label()))
+    match body(&h) {
+        Ok(r) => Ok(r),
+        Err(Failure::Agreed(e)) => Err(e.with_op(label())),
+        Err(Failure::Abort(e)) => {
+            if h.comm.is_usable() {
+                let kind = match e.kind() {
+                    ErrorKind::Unsupported => ErrorKind::InvalidArgument,
+                    k => k,
+                };
+                let why = format!(
+                    "peer {peer} (rank {}) could not take part in {call}: {}; the registration is aborted",
+                    h.rank,
+                    e.message()
+                );
+                h.comm.fail(CollectiveError::new(kind, why).with_op(label()));
+            }
+            Err(e.with_op(label()))
+        }
+    }
+}
+
+/// The registration's communicator, for a call that carries its strategy and shape.
+fn tagged<'h, B: Backend>(
+    h: &'h PeerHandle<B>,
+    strategy: Option<Strategy>,
+    shape: &[usize],
+) -> Tagged<'h, B::CommDevice> {
+    h.comm.tagged(Tags { algorithm: strategy.map(Strategy::algorithm), shape: Some(shape_hash(shape)) })
 }
 
 fn peers_of<B: Backend>(h: &PeerHandle<B>) -> String {
     h.session.peers.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
 }
 
-/// A core error, restated for peers: ranks are positions among the registered peers, and a
+/// A core error, restated for peers: ranks are positions among the registered peers, a
+/// mismatch says what this peer called (the core only carries a digest of the shape), and a
 /// reset is named as the cause of an abort.
-fn core_error<B: Backend>(h: &PeerHandle<B>, call: Call, e: CollectiveError) -> CollectiveError {
-    core_error_in(h, call, "moving the data", e)
-}
-
-fn core_error_in<B: Backend>(h: &PeerHandle<B>, call: Call, phase: &str, e: CollectiveError) -> CollectiveError {
-    let label = format!("{} on peer {}", call.name(), h.peer);
+fn core_error<B: Backend>(h: &PeerHandle<B>, call: &str, what: &str, e: CollectiveError) -> CollectiveError {
+    let label = format!("{call} on peer {}", h.peer);
     if h.was_reset() && e.kind() == ErrorKind::Aborted {
         return CollectiveError::new(
             ErrorKind::Aborted,
             format!(
-                "reset_collective discarded peer {}'s registration while its {} was in flight; the operation did not \
-                 complete",
-                h.peer,
-                call.name()
+                "reset_collective discarded peer {}'s registration while its {call} was in flight; the operation did \
+                 not complete",
+                h.peer
             ),
         )
         .with_op(label);
     }
     let ranks: Vec<String> = h.session.peers.iter().enumerate().map(|(r, p)| format!("rank {r} = peer {p}")).collect();
+    let mine = match e.kind() {
+        ErrorKind::Mismatch if !what.is_empty() => format!("; peer {} called {call} with {what}", h.peer),
+        _ => String::new(),
+    };
     let mut out = CollectiveError::new(
         e.kind(),
         format!(
-            "{} (while {phase}, in the core's {}; {})",
+            "{}{mine} (in the core's {}; {})",
             e.message(),
             e.context().op.as_deref().unwrap_or("op"),
             ranks.join(", ")
@@ -430,61 +503,4 @@ fn accept<B: Backend>(
         return Err(CollectiveError::invalid(format!("PreMulSum scalar {s} is not finite")));
     }
     Ok(t)
-}
-
-fn describe<D: Device>(call: Call, t: Option<&Tensor<D>>) -> Record {
-    Record { dtype: t.map(Tensor::dtype), shape: t.map(|t| Shape::of(t.shape())), ..Record::new(call) }
-}
-
-/// The agreement step: every peer's record, all-gathered; the same verdict on every peer.
-/// A peer whose own arguments failed returns its own error once the others know.
-fn agreement<B: Backend>(h: &PeerHandle<B>, mut rec: Record, local: Option<&CollectiveError>) -> Result<Agreement> {
-    let call = rec.call;
-    rec.failed = local.is_some();
-    let n = h.session.peers.len();
-    let mine = Tensor::from_slice(&h.comm_device, &rec.encode(), &[WORDS])?;
-    let mut all = Tensor::zeros(&h.comm_device, DType::U32, &[WORDS * n])?;
-    h.control()
-        .all_gather_into_tensor(&mut all, &mine)
-        .map_err(|e| core_error_in(h, call, "running the agreement step", e))?;
-    let words = all.to_vec::<u32>()?;
-    let records = words.chunks(WORDS).map(Record::decode).collect::<Result<Vec<_>>>()?;
-    let verdict = agree::agree(&records, &h.session.peers);
-    match local {
-        Some(e) => Err(e.clone()),
-        None => verdict,
-    }
-}
-
-/// More dimensions than any real tensor has: a record claiming more is corrupt.
-const MAX_NDIM: usize = 1 << 16;
-
-/// The sender's full shape: from the record when it holds every dimension, else broadcast by
-/// the sender in a second step (every peer knows the rank of the shape from the record).
-fn full_shape<B: Backend>(
-    h: &PeerHandle<B>,
-    agreed: &Agreement,
-    root: Rank,
-    mine: Option<&Tensor<B::CommDevice>>,
-) -> Result<Vec<usize>> {
-    let shape = agreed.shape.as_ref().ok_or_else(|| CollectiveError::protocol("the sender sent no shape"))?;
-    if let Some(dims) = shape.dims() {
-        return Ok(dims);
-    }
-    let ndim = usize::try_from(shape.ndim)
-        .ok()
-        .filter(|&d| d <= MAX_NDIM)
-        .ok_or_else(|| CollectiveError::protocol(format!("the sender's tensor has {} dimensions", shape.ndim)))?;
-    let words: Vec<u32> = match mine {
-        Some(t) => t.shape().iter().flat_map(|&d| [d as u32, (d as u64 >> 32) as u32]).collect(),
-        None => vec![0; 2 * ndim],
-    };
-    let mut t = Tensor::from_slice(&h.comm_device, &words, &[2 * ndim])?;
-    h.control().broadcast(&mut t, root).map_err(|e| core_error(h, Call::Broadcast, e))?;
-    let words = t.to_vec::<u32>()?;
-    let dims: Vec<usize> = words.chunks(2).map(|w| (u64::from(w[0]) | u64::from(w[1]) << 32) as usize).collect();
-    if Shape::of(&dims) != *shape {
-        return Err(CollectiveError::protocol("the sender's full shape does not match its record"));
-    }
-    Ok(dims)
 }

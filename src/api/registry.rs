@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::Instant;
 
-use super::{Backend, CollectiveConfig, PeerId, Strategy};
+use super::{Backend, CollectiveConfig, PeerId};
 use crate::comm::Communicator;
-use crate::config::{Algorithm, CommConfig};
+use crate::config::CommConfig;
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::types::Rank;
 use crate::unique_id::UniqueId;
@@ -52,26 +52,13 @@ pub(crate) struct PeerHandle<B: Backend> {
     pub device: B::Device,
     pub comm_device: B::CommDevice,
     pub session: Arc<Session>,
-    /// Runs the agreement step, all_gather, reduce_scatter and barrier.
-    control: Communicator<B::CommDevice>,
-    /// One communicator per other algorithm the local strategies name.
-    others: Vec<(Algorithm, Communicator<B::CommDevice>)>,
+    /// The registration's one communicator: each op names its strategy in its descriptor.
+    pub comm: Communicator<B::CommDevice>,
     reset: AtomicBool,
     op_lock: Mutex<()>,
 }
 
 impl<B: Backend> PeerHandle<B> {
-    /// The communicator of the agreement step and of the ops without a strategy.
-    pub(crate) fn control(&self) -> &Communicator<B::CommDevice> {
-        &self.control
-    }
-
-    /// The communicator that runs `strategy`.
-    pub(crate) fn comm(&self, strategy: Strategy) -> &Communicator<B::CommDevice> {
-        let a = strategy.algorithm();
-        self.others.iter().find(|(x, _)| *x == a).map_or(&self.control, |(_, c)| c)
-    }
-
     /// The rank of a member, if `peer` is one.
     pub(crate) fn rank_of(&self, peer: PeerId) -> Option<Rank> {
         self.session.peers.binary_search(&peer).ok()
@@ -88,8 +75,7 @@ impl<B: Backend> PeerHandle<B> {
     }
 
     fn abort(&self) {
-        self.control.abort();
-        self.others.iter().for_each(|(_, c)| c.abort());
+        self.comm.abort();
     }
 }
 
@@ -385,11 +371,10 @@ type Formed<B> = std::result::Result<Vec<(u64, PeerHandle<B>)>, (Vec<(PeerId, u6
 /// (the core's rendezvous returns once all ranks have joined, with the config's deadline).
 fn form<B: Backend>(members: BTreeMap<PeerId, Member<B>>, config: &CollectiveConfig) -> Formed<B> {
     let tickets: Vec<(PeerId, u64)> = members.iter().map(|(p, m)| (*p, m.ticket)).collect();
-    let ids: Vec<(Algorithm, UniqueId)> =
-        match config.algorithms().into_iter().map(|a| UniqueId::new().map(|id| (a, id))).collect::<Result<_>>() {
-            Ok(ids) => ids,
-            Err(e) => return Err((tickets, e.with_op("register"))),
-        };
+    let id = match UniqueId::new() {
+        Ok(id) => id,
+        Err(e) => return Err((tickets, e.with_op("register"))),
+    };
     let session = Arc::new(Session { peers: members.keys().copied().collect(), config: config.clone() });
     let n = members.len();
     let results: Vec<Result<(u64, PeerHandle<B>)>> = std::thread::scope(|s| {
@@ -397,10 +382,10 @@ fn form<B: Backend>(members: BTreeMap<PeerId, Member<B>>, config: &CollectiveCon
             .into_iter()
             .enumerate()
             .map(|(rank, (peer, m))| {
-                let (ids, session) = (&ids, session.clone());
+                let (id, session) = (&id, session.clone());
                 std::thread::Builder::new()
                     .name(format!("ruccl-register-{peer}"))
-                    .spawn_scoped(s, move || join::<B>(peer, rank, n, m, ids, session))
+                    .spawn_scoped(s, move || join::<B>(peer, rank, n, m, id, session))
             })
             .collect();
         spawned
@@ -421,19 +406,11 @@ fn join<B: Backend>(
     rank: Rank,
     n: usize,
     m: Member<B>,
-    ids: &[(Algorithm, UniqueId)],
+    id: &UniqueId,
     session: Arc<Session>,
 ) -> Result<(u64, PeerHandle<B>)> {
-    let timeout = session.config.timeout();
-    let mut comms = Vec::with_capacity(ids.len());
-    for (algorithm, id) in ids {
-        let cfg = CommConfig::default().with_timeout(timeout).with_algorithm(*algorithm);
-        comms.push((*algorithm, Communicator::with_config(m.comm_device.clone(), n, id.clone(), rank, cfg)?));
-    }
-    let mut comms = comms.into_iter();
-    let Some((_, control)) = comms.next() else {
-        return Err(CollectiveError::protocol("a registration without communicators"));
-    };
+    let cfg = CommConfig::default().with_timeout(session.config.timeout());
+    let comm = Communicator::with_config(m.comm_device.clone(), n, id.clone(), rank, cfg)?;
     Ok((
         m.ticket,
         PeerHandle {
@@ -442,8 +419,7 @@ fn join<B: Backend>(
             device: m.device,
             comm_device: m.comm_device,
             session,
-            control,
-            others: comms.collect(),
+            comm,
             reset: AtomicBool::new(false),
             op_lock: Mutex::new(()),
         },

@@ -1,4 +1,5 @@
-//! Checks that need the API's internals: each strategy reaches the core as its own plan.
+//! Checks that need the API's internals: each strategy reaches the core as its own plan, on
+//! the registration's one communicator.
 
 use super::registry::service;
 use super::*;
@@ -53,7 +54,7 @@ fn each_strategy_runs_its_own_core_plan() -> Result<()> {
                         let (peer, dev) = (PeerId::from(i), HostDevice::new(i));
                         register::<Private>(peer, dev, config)?;
                         let h = service::<Private>()?.handle(peer, "test")?;
-                        let last = || h.comm(strategy).flight_recorder().last().map(|e| e.algorithm);
+                        let last = || h.comm.flight_recorder().last().map(|e| e.algorithm);
                         let mut seen = Vec::new();
                         let t = Tensor::from_slice(&dev, &[1.0f32; 7], &[7])?;
                         let t = all_reduce::<Private>(peer, t, ReduceOp::Sum)?;
@@ -72,6 +73,46 @@ fn each_strategy_runs_its_own_core_plan() -> Result<()> {
         for s in seen {
             assert_eq!(s?, vec![algorithm; 3], "{strategy}");
         }
+    }
+    Ok(())
+}
+
+/// Peers whose operations name different strategies (as peers of different configs would,
+/// were registration not to compare them first) get `Mismatch` on every peer from the core's
+/// own fingerprint check — no agreement step runs.
+#[test]
+fn different_strategies_are_a_mismatch_on_every_peer() -> Result<()> {
+    use crate::comm::tagged::Tags;
+    use crate::error::ErrorKind;
+    let n = 4u32;
+    let config = CollectiveConfig::default().with_num_devices(n as usize);
+    let kinds: Vec<Result<ErrorKind>> = std::thread::scope(|s| {
+        let peers: Vec<_> = (0..n)
+            .map(|i| {
+                let config = config.clone();
+                s.spawn(move || -> Result<ErrorKind> {
+                    let (peer, dev) = (PeerId::from(100 + i), HostDevice::new(i));
+                    register::<Private>(peer, dev, config)?;
+                    let h = service::<Private>()?.handle(peer, "test")?;
+                    let strategy = if i == 2 { Strategy::Tree(2) } else { Strategy::Ring };
+                    let tags = Tags { algorithm: Some(strategy.algorithm()), shape: None };
+                    let x = Tensor::from_slice(&dev, &[1.0f32; 8], &[8])?;
+                    let mut y = Tensor::zeros(&dev, DType::F32, &[8])?;
+                    let r = h.comm.tagged(tags).all_reduce_into(&mut y, &x, ReduceOp::Sum);
+                    // A peer whose part completed first learns it from its next call.
+                    let kind = match r {
+                        Err(e) => e.kind(),
+                        Ok(()) => h.comm.barrier().err().map_or(ErrorKind::Protocol, |e| e.kind()),
+                    };
+                    finish_collective::<Private>(peer)?;
+                    Ok(kind)
+                })
+            })
+            .collect();
+        peers.into_iter().map(|p| p.join().unwrap_or(Ok(ErrorKind::Protocol))).collect()
+    });
+    for k in kinds {
+        assert_eq!(k?, ErrorKind::Mismatch);
     }
     Ok(())
 }

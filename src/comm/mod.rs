@@ -8,6 +8,7 @@ pub(crate) mod flight;
 mod p2p;
 mod rendezvous;
 mod split;
+pub(crate) mod tagged;
 mod validate;
 pub(crate) mod watch;
 

@@ -17,6 +17,14 @@ pub(crate) enum Output<'a, D: Device> {
     List(&'a [Tensor<D>]),
 }
 
+/// What a layer above `comm` adds to a call for the ranks to agree on (the peer API's
+/// strategy and tensor shape); see [`OpDesc::algorithm`] and [`OpDesc::shape`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Tags {
+    pub algorithm: Option<crate::config::Algorithm>,
+    pub shape: Option<u64>,
+}
+
 /// One call, as the public method received it. In-place calls pass the same tensor as
 /// input and output.
 pub(crate) struct Call<'a, D: Device> {
@@ -27,11 +35,21 @@ pub(crate) struct Call<'a, D: Device> {
     pub root: Option<Rank>,
     pub peer: Option<Rank>,
     pub in_place: bool,
+    pub tags: Tags,
 }
 
 impl<'a, D: Device> Call<'a, D> {
     pub(crate) fn new(kind: OpKind) -> Self {
-        Call { kind, input: None, output: Output::None, op: None, root: None, peer: None, in_place: false }
+        Call {
+            kind,
+            input: None,
+            output: Output::None,
+            op: None,
+            root: None,
+            peer: None,
+            in_place: false,
+            tags: Tags::default(),
+        }
     }
 }
 
@@ -69,6 +87,8 @@ fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
         root: call.root,
         peer: call.peer,
         in_place: call.in_place,
+        algorithm: call.tags.algorithm,
+        shape: call.tags.shape,
     };
     desc.to_string()
 }
@@ -230,6 +250,8 @@ pub(crate) fn validate<'a, D: Device>(
         root: call.root,
         peer: call.peer,
         in_place: call.in_place || aliased,
+        algorithm: call.tags.algorithm,
+        shape: call.tags.shape,
     };
     let size = dtype.size();
     let id = |t: &Tensor<D>| device.mem_id(t.buffer());

@@ -1,11 +1,13 @@
-//! Every error of the peer API, reported on every peer and never a hang. After an error of
-//! the agreement step, the same registration goes on working.
+//! Every error of the peer API, reported on every peer and never a hang. An error inside an
+//! operation aborts the registration (as a failed collective aborts a communicator in the
+//! core): later operations fail at once until the peers finish and register again. Only
+//! broadcast's sender count is found by every peer alike and leaves the registration usable.
 
 use std::time::{Duration, Instant};
 
 use ruccl::api::{
-    CollectiveConfig, ReduceOperation, Strategy, all_gather, all_reduce, barrier, broadcast, finish_collective, reduce,
-    reduce_scatter, register,
+    CollectiveConfig, PeerId, ReduceOperation, Strategy, all_gather, all_reduce, barrier, broadcast, finish_collective,
+    reduce, reduce_scatter, register,
 };
 use ruccl::{ErrorKind, HostDevice, ReduceOp, Tensor};
 
@@ -17,6 +19,14 @@ fn still_usable<B: HostLike>(p: &Peer) {
     assert_eq!(values(&t), vec![(p.n * (p.n - 1) / 2) as f32, p.n as f32]);
 }
 
+/// The registration was aborted: the next operation fails at once.
+fn aborted<B: HostLike>(p: &Peer) {
+    let start = Instant::now();
+    let (kind, msg) = kind_and_message(barrier::<B>(p.id));
+    assert!(matches!(kind, ErrorKind::Aborted | ErrorKind::Mismatch | ErrorKind::InvalidArgument), "{msg}");
+    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+}
+
 fn kind_and_message<T>(r: ruccl::Result<T>) -> (ErrorKind, String) {
     match r {
         Ok(_) => panic!("expected an error"),
@@ -24,54 +34,96 @@ fn kind_and_message<T>(r: ruccl::Result<T>) -> (ErrorKind, String) {
     }
 }
 
+/// Runs one disagreeing call per peer (in a fresh session of `n` peers) and returns what each
+/// peer reported, in rank order. A peer whose own part of the operation completed before a
+/// peer found the disagreement reports it from its next call, as in the core.
+fn disagree<B: HostLike>(
+    n: usize,
+    seed: u64,
+    call: impl Fn(&Peer) -> ruccl::Result<()> + Sync,
+) -> Vec<(ErrorKind, String)> {
+    let start = Instant::now();
+    let out = session::<B, _>(&ids_for(n, seed), &config(n), seed, |p| match call(p) {
+        Err(e) => (e.kind(), e.to_string()),
+        Ok(()) => kind_and_message(barrier::<B>(p.id)),
+    });
+    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+    out
+}
+
+fn all_mismatch(got: &[(ErrorKind, String)], needle: &str) {
+    for (kind, msg) in got {
+        assert_eq!(*kind, ErrorKind::Mismatch, "{msg}");
+        assert!(msg.contains(needle), "{needle:?} not in {msg}");
+    }
+}
+
 #[test]
 fn shapes_with_the_same_element_count_are_a_mismatch_on_every_peer() {
     for n in 2..=6 {
-        session::<Tb<20>, _>(&ids_for(n, 20), &config(n), 20, |p| {
+        let got = disagree::<Tb<20>>(n, 20 + n as u64, |p| {
             let shape = if p.rank == n - 1 { [3, 2] } else { [2, 3] };
-            let (kind, msg) =
-                kind_and_message(all_reduce::<Tb<20>>(p.id, tensor(&p.dev, &[1.0; 6], &shape), ReduceOp::Sum));
-            assert_eq!(kind, ErrorKind::Mismatch, "{msg}");
-            assert!(msg.contains("different shapes") && msg.contains("[3, 2] on peer"), "{msg}");
-            still_usable::<Tb<20>>(p);
+            all_reduce::<Tb<20>>(p.id, tensor(&p.dev, &[1.0; 6], &shape), ReduceOp::Sum).map(|_| ())
         });
+        all_mismatch(&got, "shape #");
+        // Each peer that reported it from the call says what it passed itself.
+        assert!(got.iter().any(|(_, m)| m.contains("[3, 2] f32 tensor")), "{got:?}");
+    }
+}
+
+#[test]
+fn strategies_are_part_of_what_peers_agree_on() {
+    // A registration whose peers pass different strategies is a `Mismatch` on every peer at
+    // registration (the config names them); the core's fingerprint, which carries each op's
+    // strategy, is checked in `api::tests`.
+    let n = 4;
+    let ids = ids_for(n, 32);
+    let errs = on_threads(&ids, 32, |p| {
+        let s = if p.rank == 1 { Strategy::Tree(2) } else { Strategy::Ring };
+        kind_and_message(register::<Tb<32>>(p.id, p.dev, config(n).with_local_reduce_strategy(s)))
+    });
+    for (peer, (kind, msg)) in errs {
+        assert_eq!(kind, ErrorKind::Mismatch, "peer {peer}: {msg}");
+        assert!(msg.contains("local reduce strategy"), "{msg}");
     }
 }
 
 #[test]
 fn dtypes_reduce_ops_roots_and_operations_must_agree() {
     let n = 4;
-    session::<Tb<21>, _>(&ids_for(n, 21), &config(n), 21, |p| {
-        let odd = p.rank == 2;
-        // dtype
-        let t =
-            if odd { Tensor::from_slice(&p.dev, &[1.0f64; 3], &[3]).unwrap() } else { tensor(&p.dev, &[1.0; 3], &[3]) };
-        let (kind, msg) = kind_and_message(all_reduce::<Tb<21>>(p.id, t, ReduceOp::Sum));
-        assert_eq!(kind, ErrorKind::Mismatch, "{msg}");
-        assert!(msg.contains("different dtypes"), "{msg}");
-        // reduce op
-        let op = if odd { ReduceOperation::Mean } else { ReduceOperation::Sum };
-        let (kind, msg) = kind_and_message(all_reduce::<Tb<21>>(p.id, tensor(&p.dev, &[1.0], &[1]), op));
-        assert_eq!(kind, ErrorKind::Mismatch, "{msg}");
-        assert!(msg.contains("different reduce ops") && msg.contains("avg on peer"), "{msg}");
-        // root
-        let root = if odd { p.ids[1] } else { p.ids[0] };
-        let (kind, msg) = kind_and_message(reduce::<Tb<21>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum, root));
-        assert_eq!(kind, ErrorKind::Mismatch, "{msg}");
-        assert!(msg.contains("different roots"), "{msg}");
-        // operation
-        let r = if odd {
+    let odd = |p: &Peer| p.rank == 2;
+    let got = disagree::<Tb<21>>(n, 21, |p| {
+        let t = if odd(p) {
+            Tensor::from_slice(&p.dev, &[1.0f64; 3], &[3]).unwrap()
+        } else {
+            tensor(&p.dev, &[1.0; 3], &[3])
+        };
+        all_reduce::<Tb<21>>(p.id, t, ReduceOp::Sum).map(|_| ())
+    });
+    all_mismatch(&got, "x f64");
+    let got = disagree::<Tb<21>>(n, 21, |p| {
+        let op = if odd(p) { ReduceOperation::Mean } else { ReduceOperation::Sum };
+        all_reduce::<Tb<21>>(p.id, tensor(&p.dev, &[1.0], &[1]), op).map(|_| ())
+    });
+    all_mismatch(&got, "all_reduce(avg");
+    let got = disagree::<Tb<21>>(n, 21, |p| {
+        let root = if odd(p) { p.ids[1] } else { p.ids[0] };
+        reduce::<Tb<21>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum, root).map(|_| ())
+    });
+    all_mismatch(&got, "root 1");
+    let got = disagree::<Tb<21>>(n, 21, |p| {
+        if odd(p) {
             reduce_scatter::<Tb<21>>(p.id, tensor(&p.dev, &[1.0; 4], &[4]), ReduceOp::Sum).map(|_| ())
         } else {
             all_gather::<Tb<21>>(p.id, tensor(&p.dev, &[1.0], &[1])).map(|_| ())
-        };
-        let (kind, msg) = kind_and_message(r);
-        assert_eq!(kind, ErrorKind::Mismatch, "{msg}");
-        assert!(msg.contains("different operations") && msg.contains("reduce_scatter on peer"), "{msg}");
-        let r = if odd { barrier::<Tb<21>>(p.id) } else { broadcast::<Tb<21>>(p.id, None).map(|_| ()) };
-        assert_eq!(kind_and_message(r).0, ErrorKind::Mismatch);
-        still_usable::<Tb<21>>(p);
+        }
     });
+    all_mismatch(&got, "reduce_scatter(sum");
+    // Broadcast starts with an all_gather of its metadata: a barrier meets that.
+    let got = disagree::<Tb<21>>(n, 21, |p| {
+        if odd(p) { barrier::<Tb<21>>(p.id) } else { broadcast::<Tb<21>>(p.id, None).map(|_| ()) }
+    });
+    all_mismatch(&got, "barrier");
 }
 
 #[test]
@@ -87,6 +139,7 @@ fn broadcast_needs_exactly_one_sender() {
                 assert_eq!(kind, ErrorKind::Mismatch, "{msg}");
                 assert!(msg.contains("each passed Some(tensor)"), "{msg}");
             }
+            // Every peer saw the same records, so nothing was aborted.
             let mine = (p.rank == n - 1).then(|| tensor(&p.dev, &[5.0, 6.0], &[2]));
             assert_eq!(values(&broadcast::<Tb<22>>(p.id, mine).unwrap()), vec![5.0, 6.0]);
             still_usable::<Tb<22>>(p);
@@ -94,41 +147,75 @@ fn broadcast_needs_exactly_one_sender() {
     }
 }
 
-#[test]
-fn one_peers_bad_argument_fails_the_op_on_every_peer() {
+/// Peer rank 1 makes a call its own checks reject; the others make a good one. Every peer
+/// reports promptly: the bad one its own error, the others `InvalidArgument` naming it. The
+/// registration is aborted afterwards.
+fn one_bad_peer<B: HostLike>(seed: u64, own: ErrorKind, call: impl Fn(&Peer, bool) -> ruccl::Result<()> + Sync) {
     let n = 3;
-    session::<Tb<23>, _>(&ids_for(n, 23), &config(n), 23, |p| {
+    let start = Instant::now();
+    session::<B, _>(&ids_for(n, seed), &config(n), seed, |p| {
         let bad = p.rank == 1;
-        // A tensor on another device.
-        let dev = if bad { HostDevice::new(999) } else { p.dev };
-        let (kind, msg) = kind_and_message(all_reduce::<Tb<23>>(p.id, tensor(&dev, &[1.0], &[1]), ReduceOp::Sum));
-        assert_eq!(kind, ErrorKind::InvalidArgument, "{msg}");
+        let (kind, msg) = kind_and_message(call(p, bad));
         if bad {
-            assert!(msg.contains("ordinal: 999") && msg.contains("registered"), "{msg}");
+            assert_eq!(kind, own, "{msg}");
         } else {
-            assert!(msg.contains(&format!("the arguments of peer {} were rejected", p.ids[1])), "{msg}");
+            assert_eq!(kind, ErrorKind::InvalidArgument, "{msg}");
+            assert!(msg.contains(&format!("peer {} (rank 1) could not take part", p.ids[1])), "{msg}");
         }
-        // An element type the backend does not take.
-        let t = if bad { Tensor::from_slice(&p.dev, &[1i32], &[1]).unwrap() } else { tensor(&p.dev, &[1.0], &[1]) };
-        let (kind, msg) = kind_and_message(all_reduce::<Tb<23>>(p.id, t, ReduceOp::Sum));
-        assert_eq!(kind, if bad { ErrorKind::Unsupported } else { ErrorKind::InvalidArgument }, "{msg}");
-        // A root that is not registered (on every peer).
-        let (kind, msg) =
-            kind_and_message(reduce::<Tb<23>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum, 12345u32.into()));
-        assert_eq!(kind, ErrorKind::InvalidArgument, "{msg}");
-        assert!(msg.contains("root peer 12345 is not one of the registered peers"), "{msg}");
-        // A first dimension reduce_scatter cannot split.
-        let (kind, msg) =
-            kind_and_message(reduce_scatter::<Tb<23>>(p.id, tensor(&p.dev, &[1.0; 4], &[4]), ReduceOp::Sum));
-        assert_eq!(kind, ErrorKind::InvalidArgument, "{msg}");
-        // A non-finite PreMulSum scalar on one peer.
-        let op = if bad { ReduceOp::PreMulSum(f64::NAN) } else { ReduceOp::PreMulSum(1.0) };
-        assert_eq!(
-            kind_and_message(all_reduce::<Tb<23>>(p.id, tensor(&p.dev, &[1.0], &[1]), op)).0,
-            ErrorKind::InvalidArgument
-        );
-        still_usable::<Tb<23>>(p);
+        aborted::<B>(p);
     });
+    // The deadline is 30 s: nobody waited for it.
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+}
+
+#[test]
+fn one_peers_bad_argument_fails_every_peer_promptly_and_aborts_the_registration() {
+    // A tensor on another device.
+    one_bad_peer::<Tb<23>>(23, ErrorKind::InvalidArgument, |p, bad| {
+        let dev = if bad { HostDevice::new(999) } else { p.dev };
+        all_reduce::<Tb<23>>(p.id, tensor(&dev, &[1.0], &[1]), ReduceOp::Sum).map(|_| ())
+    });
+    // An element type the backend does not take.
+    one_bad_peer::<Tb<23>>(24, ErrorKind::Unsupported, |p, bad| {
+        let t = if bad { Tensor::from_slice(&p.dev, &[1i32], &[1]).unwrap() } else { tensor(&p.dev, &[1.0], &[1]) };
+        all_reduce::<Tb<23>>(p.id, t, ReduceOp::Sum).map(|_| ())
+    });
+    // A non-finite PreMulSum scalar.
+    one_bad_peer::<Tb<23>>(25, ErrorKind::InvalidArgument, |p, bad| {
+        let op = if bad { ReduceOp::PreMulSum(f64::NAN) } else { ReduceOp::PreMulSum(1.0) };
+        all_reduce::<Tb<23>>(p.id, tensor(&p.dev, &[1.0], &[1]), op).map(|_| ())
+    });
+    // A root that is not registered, on one peer (the others name a good one).
+    one_bad_peer::<Tb<23>>(26, ErrorKind::InvalidArgument, |p, bad| {
+        let root = if bad { PeerId::new(12345) } else { p.ids[0] };
+        reduce::<Tb<23>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum, root).map(|_| ())
+    });
+    // A broadcast sender whose tensor is on another device, while the others receive.
+    one_bad_peer::<Tb<23>>(27, ErrorKind::InvalidArgument, |p, bad| {
+        let mine = bad.then(|| tensor(&HostDevice::new(999), &[1.0], &[1]));
+        broadcast::<Tb<23>>(p.id, mine).map(|_| ())
+    });
+}
+
+#[test]
+fn a_bad_argument_on_every_peer_is_each_ones_own_error() {
+    let n = 3;
+    for (seed, what) in
+        [(1u64, "root peer 12345 is not one of the registered peers"), (2, "splits the first dimension")]
+    {
+        session::<Tb<33>, _>(&ids_for(n, seed), &config(n), seed, |p| {
+            let r = if seed == 1 {
+                reduce::<Tb<33>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum, 12345u32.into()).map(|_| ())
+            } else {
+                reduce_scatter::<Tb<33>>(p.id, tensor(&p.dev, &[1.0; 4], &[4]), ReduceOp::Sum).map(|_| ())
+            };
+            let (kind, msg) = kind_and_message(r);
+            assert_eq!(kind, ErrorKind::InvalidArgument, "{msg}");
+            // Its own message, or (if another peer failed first) that peer's, relayed.
+            assert!(msg.contains(what), "{msg}");
+            aborted::<Tb<33>>(p);
+        });
+    }
 }
 
 #[test]

@@ -146,3 +146,72 @@ fn ranks_follow_peer_id_order_not_arrival() {
     });
     assert_eq!(ranks, vec![7, 40, 1000]);
 }
+
+/// A framework tensor and its clone share storage: the input a peer passes must read the same
+/// after the call, through a second handle on its buffer.
+#[test]
+fn inputs_are_left_unchanged_and_results_are_fresh_tensors() {
+    let n = 3;
+    session::<Tb<16>, _>(&ids_for(n, 16), &config(n), 16, |p| {
+        let mine = input(p.rank, 6, 9);
+        let fresh = || tensor(&p.dev, &mine, &[3, 2]);
+        let alias = |t: &Tensor<ruccl::HostDevice>| {
+            Tensor::from_buffer(&p.dev, t.buffer().clone(), t.dtype(), t.shape()).unwrap()
+        };
+
+        let t = fresh();
+        let kept = alias(&t);
+        let got = all_reduce::<Tb<16>>(p.id, t, ReduceOp::Sum).unwrap();
+        assert_eq!(values(&got), reduced(n, 6, 9, false));
+        assert!(!got.buffer().same(kept.buffer()), "all_reduce returned the input's memory");
+        assert_eq!(values(&kept), mine, "all_reduce wrote into its input");
+
+        let t = fresh();
+        let kept = alias(&t);
+        let got = reduce::<Tb<16>>(p.id, t, ReduceOperation::Mean, p.ids[1]).unwrap();
+        assert_eq!(got.map(|t| values(&t)), (p.rank == 1).then(|| reduced(n, 6, 9, true)));
+        assert_eq!(values(&kept), mine, "reduce wrote into its input");
+
+        let t = tensor(&p.dev, &input(p.rank, 3 * n, 9), &[n, 3]);
+        let kept = alias(&t);
+        let got = reduce_scatter::<Tb<16>>(p.id, t, ReduceOp::Sum).unwrap();
+        assert_eq!(values(&got), reduced(n, 3 * n, 9, false)[3 * p.rank..3 * p.rank + 3].to_vec());
+        assert_eq!(values(&kept), input(p.rank, 3 * n, 9), "reduce_scatter wrote into its input");
+
+        let t = fresh();
+        let kept = alias(&t);
+        let got = all_gather::<Tb<16>>(p.id, t).unwrap();
+        assert_eq!(values(&got), (0..n).flat_map(|r| input(r, 6, 9)).collect::<Vec<_>>());
+        assert_eq!(values(&kept), mine, "all_gather wrote into its input");
+    });
+}
+
+/// Receivers pass `None` and learn the sender's dtype and shape, whatever they are: every
+/// float dtype, scalars, empty tensors, and more dimensions than the metadata record holds.
+#[test]
+fn broadcast_receivers_learn_dtype_and_shape_from_the_sender() {
+    let n = 4;
+    session::<Tb<17>, _>(&ids_for(n, 17), &config(n), 17, |p| {
+        let shapes: [&[usize]; 5] = [&[], &[0, 3], &[5], &[2, 1, 3], &[1, 2, 1, 2, 1, 1, 2, 1]];
+        for (k, shape) in shapes.into_iter().enumerate() {
+            let len: usize = shape.iter().product();
+            let data = input(k, len, 4);
+            let sender = k % n;
+            let as_f64 = |d: &[f32]| d.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+            let as_bf16 = |d: &[f32]| d.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
+            let mine = (p.rank == sender).then(|| match k % 3 {
+                0 => Tensor::from_vec(&p.dev, as_f64(&data), shape).unwrap(),
+                1 => Tensor::from_vec(&p.dev, as_bf16(&data), shape).unwrap(),
+                _ => tensor(&p.dev, &data, shape),
+            });
+            let got = broadcast::<Tb<17>>(p.id, mine).unwrap();
+            assert_eq!(got.shape(), shape, "shape {k}");
+            assert_eq!(got.device(), &p.dev);
+            match k % 3 {
+                0 => assert_eq!(got.to_vec::<f64>().unwrap(), as_f64(&data)),
+                1 => assert_eq!(got.to_vec::<bf16>().unwrap(), as_bf16(&data)),
+                _ => assert_eq!(values(&got), data),
+            }
+        }
+    });
+}

@@ -1,0 +1,99 @@
+//! The hooks the peer API (`crate::api`) needs from a [`Communicator`], and nothing else uses:
+//! collectives whose descriptor carries [`Tags`] (the op's algorithm and shape digest, so
+//! ranks that disagree on them get a `Mismatch` from the core's own message checks), and
+//! failing the communicator on every rank when one rank's arguments were rejected.
+
+use super::Communicator;
+use super::validate::{Call, Output};
+use crate::device::Device;
+use crate::error::{CollectiveError, Result};
+use crate::op::OpKind;
+use crate::tensor::Tensor;
+use crate::types::{Rank, ReduceOp};
+
+pub(crate) use super::validate::Tags;
+
+/// A communicator whose next calls carry `tags`.
+pub(crate) struct Tagged<'c, D: Device> {
+    comm: &'c Communicator<D>,
+    tags: Tags,
+}
+
+impl<D: Device> Communicator<D> {
+    /// This communicator, for calls whose descriptors carry `tags`.
+    pub(crate) fn tagged(&self, tags: Tags) -> Tagged<'_, D> {
+        Tagged { comm: self, tags }
+    }
+
+    /// Fails this communicator on every rank with `err`, as the collective this rank was about
+    /// to run: ranks waiting in (or entering) that collective report `err` relayed, naming this
+    /// rank; every later call on any rank fails. Returns the error as this rank reports it.
+    /// For a rank whose own arguments were rejected, so that its peers do not wait for it.
+    pub(crate) fn fail(&self, err: CollectiveError) -> CollectiveError {
+        let mut local = self.lock();
+        let err = err.with_rank(self.rank).with_seq(local.seq);
+        self.shared.link.poison(err.clone());
+        local.failed.get_or_insert_with(|| err.clone());
+        err
+    }
+}
+
+impl<D: Device> Tagged<'_, D> {
+    fn submit(&self, call: Call<'_, D>) -> Result<()> {
+        self.comm.submit(Call { tags: self.tags, ..call })
+    }
+
+    /// [`Communicator::all_reduce_into`], tagged.
+    pub(crate) fn all_reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
+        self.submit(Call {
+            input: Some(input),
+            output: Output::One(output),
+            op: Some(op),
+            ..Call::new(OpKind::AllReduce)
+        })
+    }
+
+    /// [`Communicator::reduce_into`], tagged.
+    pub(crate) fn reduce_into(
+        &self,
+        output: &mut Tensor<D>,
+        input: &Tensor<D>,
+        op: ReduceOp,
+        root: Rank,
+    ) -> Result<()> {
+        self.submit(Call {
+            input: Some(input),
+            output: Output::One(output),
+            op: Some(op),
+            root: Some(root),
+            ..Call::new(OpKind::Reduce)
+        })
+    }
+
+    /// [`Communicator::broadcast`] (in place), tagged.
+    pub(crate) fn broadcast(&self, tensor: &mut Tensor<D>, root: Rank) -> Result<()> {
+        let t: &Tensor<D> = tensor;
+        self.submit(Call {
+            input: Some(t),
+            output: Output::One(t),
+            root: Some(root),
+            in_place: true,
+            ..Call::new(OpKind::Broadcast)
+        })
+    }
+
+    /// [`Communicator::all_gather_into_tensor`], tagged.
+    pub(crate) fn all_gather_into_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
+        self.submit(Call { input: Some(input), output: Output::One(output), ..Call::new(OpKind::AllGather) })
+    }
+
+    /// [`Communicator::reduce_scatter_tensor`], tagged.
+    pub(crate) fn reduce_scatter_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
+        self.submit(Call {
+            input: Some(input),
+            output: Output::One(output),
+            op: Some(op),
+            ..Call::new(OpKind::ReduceScatter)
+        })
+    }
+}
