@@ -385,25 +385,19 @@ impl CollectiveConfig {
         Ok(())
     }
 
-    /// The settings that differ between two configs, as `(name, ours, theirs)`.
-    pub(crate) fn differences(&self, other: &CollectiveConfig) -> Vec<(String, String, String)> {
-        let mut out = Vec::new();
-        let mut cmp = |name: &str, a: String, b: String| {
-            if a != b {
-                out.push((name.to_string(), a, b));
+    /// Every setting by name, as peers compare them when they register.
+    pub(crate) fn settings(&self) -> Vec<(String, String)> {
+        let mut out = vec![("num_devices".to_string(), self.num_devices.to_string())];
+        for (level, s) in [("local", &self.local), ("global", &self.global)] {
+            for (op, strategy) in [("all_reduce", s.all_reduce), ("reduce", s.reduce), ("broadcast", s.broadcast)] {
+                out.push((format!("{level} {op} strategy"), strategy.to_string()));
             }
-        };
-        cmp("num_devices", self.num_devices.to_string(), other.num_devices.to_string());
-        for (level, a, b) in [("local", &self.local, &other.local), ("global", &self.global, &other.global)] {
-            cmp(&format!("{level} all_reduce strategy"), a.all_reduce.to_string(), b.all_reduce.to_string());
-            cmp(&format!("{level} reduce strategy"), a.reduce.to_string(), b.reduce.to_string());
-            cmp(&format!("{level} broadcast strategy"), a.broadcast.to_string(), b.broadcast.to_string());
         }
-        cmp("num_nodes", format!("{:?}", self.num_nodes), format!("{:?}", other.num_nodes));
-        cmp("global_address", format!("{:?}", self.global_address), format!("{:?}", other.global_address));
-        cmp("node_address", format!("{:?}", self.node_address), format!("{:?}", other.node_address));
-        cmp("data_service_port", format!("{:?}", self.data_service_port), format!("{:?}", other.data_service_port));
-        cmp("timeout", format!("{:?}", self.timeout), format!("{:?}", other.timeout));
+        out.push(("num_nodes".to_string(), format!("{:?}", self.num_nodes)));
+        out.push(("global_address".to_string(), format!("{:?}", self.global_address)));
+        out.push(("node_address".to_string(), format!("{:?}", self.node_address)));
+        out.push(("data_service_port".to_string(), format!("{:?}", self.data_service_port)));
+        out.push(("timeout".to_string(), format!("{:?}", self.timeout)));
         out
     }
 }
@@ -433,9 +427,16 @@ mod tests {
     fn differences() {
         let a = CollectiveConfig::default().with_num_devices(4);
         let b = a.clone().with_local_all_reduce_strategy(Strategy::Ring).with_num_devices(3);
-        let d: Vec<String> = a.differences(&b).into_iter().map(|(n, x, y)| format!("{n}: {x} vs {y}")).collect();
-        assert_eq!(d, vec!["num_devices: 4 vs 3", "local all_reduce strategy: auto vs ring"]);
-        assert!(a.differences(&a).is_empty());
+        let differ = |a: &CollectiveConfig, b: &CollectiveConfig| -> Vec<String> {
+            a.settings()
+                .into_iter()
+                .zip(b.settings())
+                .filter(|(x, y)| x != y)
+                .map(|(x, y)| format!("{}: {} vs {}", x.0, x.1, y.1))
+                .collect()
+        };
+        assert_eq!(differ(&a, &b), vec!["num_devices: 4 vs 3", "local all_reduce strategy: auto vs ring"]);
+        assert!(differ(&a, &a).is_empty());
     }
 
     #[cfg(feature = "serde")]

@@ -6,7 +6,13 @@
 //! A framework does not manage communicators: each *peer* (a device driven by one thread of
 //! this process) registers with a [`PeerId`], its device and a [`CollectiveConfig`], and then
 //! calls operations by id. Registration blocks until `config.num_devices()` peers have
-//! registered with identical configs; ranks are the peers in id order.
+//! registered with identical configs; ranks are the peers in id order. Peers meet in the
+//! core's rendezvous (a lobby per `Backend` type, keyed by peer id), and each registration is
+//! one [`Communicator`](crate::Communicator) per peer.
+//!
+//! The layer is small: `ops.rs` (the operations: check this peer's arguments, one tagged core
+//! call), `meta.rs` (broadcast's metadata), `registry.rs` (peer id → communicator),
+//! `config.rs` and `backend.rs` (what frameworks pass in).
 //!
 //! ```
 //! use ruccl::api::{self, CollectiveConfig, HostBackend, PeerId, ReduceOperation, Strategy};

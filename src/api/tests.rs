@@ -9,10 +9,10 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::{DType, ReduceOp};
 
-/// A backend of its own, so that this test's registrations are its alone.
-struct Private;
+/// A backend per test, so that each test's registrations are its alone.
+struct Private<const K: usize>;
 
-impl Backend for Private {
+impl<const K: usize> Backend for Private<K> {
     type Device = HostDevice;
     type FloatTensorPrimitive = Tensor<HostDevice>;
     type CommDevice = HostDevice;
@@ -52,18 +52,18 @@ fn each_strategy_runs_its_own_core_plan() -> Result<()> {
                     let config = config.clone();
                     s.spawn(move || -> Result<Vec<Algorithm>> {
                         let (peer, dev) = (PeerId::from(i), HostDevice::new(i));
-                        register::<Private>(peer, dev, config)?;
-                        let h = service::<Private>()?.handle(peer, "test")?;
+                        register::<Private<0>>(peer, dev, config)?;
+                        let h = service::<Private<0>>()?.handle(peer, "test")?;
                         let last = || h.comm.flight_recorder().last().map(|e| e.algorithm);
                         let mut seen = Vec::new();
                         let t = Tensor::from_slice(&dev, &[1.0f32; 7], &[7])?;
-                        let t = all_reduce::<Private>(peer, t, ReduceOp::Sum)?;
+                        let t = all_reduce::<Private<0>>(peer, t, ReduceOp::Sum)?;
                         seen.extend(last());
-                        let t = reduce::<Private>(peer, t, ReduceOp::Sum, PeerId::new(2))?;
+                        let t = reduce::<Private<0>>(peer, t, ReduceOp::Sum, PeerId::new(2))?;
                         seen.extend(last());
-                        broadcast::<Private>(peer, t)?;
+                        broadcast::<Private<0>>(peer, t)?;
                         seen.extend(last());
-                        finish_collective::<Private>(peer)?;
+                        finish_collective::<Private<0>>(peer)?;
                         Ok(seen)
                     })
                 })
@@ -92,8 +92,8 @@ fn different_strategies_are_a_mismatch_on_every_peer() -> Result<()> {
                 let config = config.clone();
                 s.spawn(move || -> Result<ErrorKind> {
                     let (peer, dev) = (PeerId::from(100 + i), HostDevice::new(i));
-                    register::<Private>(peer, dev, config)?;
-                    let h = service::<Private>()?.handle(peer, "test")?;
+                    register::<Private<1>>(peer, dev, config)?;
+                    let h = service::<Private<1>>()?.handle(peer, "test")?;
                     let strategy = if i == 2 { Strategy::Tree(2) } else { Strategy::Ring };
                     let tags = Tags { algorithm: Some(strategy.algorithm()), shape: None };
                     let x = Tensor::from_slice(&dev, &[1.0f32; 8], &[8])?;
@@ -104,7 +104,7 @@ fn different_strategies_are_a_mismatch_on_every_peer() -> Result<()> {
                         Err(e) => e.kind(),
                         Ok(()) => h.comm.barrier().err().map_or(ErrorKind::Protocol, |e| e.kind()),
                     };
-                    finish_collective::<Private>(peer)?;
+                    finish_collective::<Private<1>>(peer)?;
                     Ok(kind)
                 })
             })

@@ -6,7 +6,7 @@ mod blocks;
 mod collectives;
 pub(crate) mod flight;
 mod p2p;
-mod rendezvous;
+pub(crate) mod rendezvous;
 mod split;
 pub(crate) mod tagged;
 mod validate;
@@ -167,7 +167,27 @@ impl<D: Device> Communicator<D> {
                 .with_op("Communicator::new"));
         }
         let shared = rendezvous::join(&unique_id, world_size, rank, &config)?;
-        Ok(Communicator {
+        Ok(Self::from_shared(device, shared, rank))
+    }
+
+    /// Joins the lobby named `lobby` as `key`, one of `world_size` members agreeing on
+    /// `terms`; ranks follow the keys' order (see [`rendezvous::lobby`]). Returns this
+    /// member's communicator and every member's key in rank order.
+    pub(crate) fn join_lobby(
+        device: D,
+        world_size: usize,
+        lobby: &UniqueId,
+        key: u64,
+        terms: &rendezvous::lobby::Terms<'_>,
+        config: CommConfig,
+    ) -> Result<(Self, std::sync::Arc<[u64]>)> {
+        let seat = rendezvous::lobby::join(lobby, world_size, key, terms, &config)?;
+        Ok((Self::from_shared(device, seat.shared, seat.rank), seat.members))
+    }
+
+    fn from_shared(device: D, shared: Arc<Shared>, rank: Rank) -> Self {
+        let world_size = shared.world;
+        Communicator {
             device,
             rank,
             local: Mutex::new(Local {
@@ -181,7 +201,7 @@ impl<D: Device> Communicator<D> {
                 staging: Staging::default(),
             }),
             shared,
-        })
+        }
     }
 
     /// This rank.

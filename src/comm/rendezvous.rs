@@ -9,12 +9,17 @@
 //!   of those joiners, so the rest of both groups are refused too instead of pairing up;
 //! - each group gets a random instance nonce, which split children mix into their ids.
 //!
+//! Members that know their key but not their rank (the peer API's peers) meet in a [`lobby`]
+//! of the same registry instead.
+//!
 //! Every wait has the config's deadline; a rank that never comes is named in the `Timeout`
 //! error, and a wait longer than the config's warning interval logs who is missing.
 //!
 //! One mutex guards the whole registry: joins are rare and short, and one lock makes the
 //! hand-over from "pending" to "live" atomic. Rule: no `Shared` is ever dropped while the
 //! lock is held (its `Instance` takes the lock in `Drop`); outcomes are only moved out.
+
+pub(crate) mod lobby;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +43,9 @@ struct Registry {
     reused: HashMap<UniqueId, Instant>,
     /// The outcome of a completed or failed room, per joiner ticket, until the joiner takes it.
     outcomes: HashMap<u64, Result<Arc<Shared>>>,
+    /// Lobbies waiting for members, and the outcome per lobby joiner ticket.
+    lobbies: HashMap<UniqueId, lobby::Lobby>,
+    seated: HashMap<u64, Result<lobby::Seat>>,
     next_ticket: u64,
 }
 
