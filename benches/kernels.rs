@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ruccl::algo::build;
+use ruccl::device::{Range, Source};
+use ruccl::mem::{HostMem, HostRegion};
 use ruccl::op::{OpDesc, OpKind};
 use ruccl::types::Combine;
 use ruccl::{Algorithm, DType, Device, HostDevice, ReduceOp};
@@ -19,20 +21,24 @@ fn kernels(c: &mut Criterion) {
     let dev = HostDevice::default();
     let mut g = c.benchmark_group("reduce_host/1MiB");
     g.throughput(Throughput::Bytes(BYTES as u64)).sample_size(20).measurement_time(Duration::from_secs(1));
-    let dst = dev.alloc(BYTES).unwrap();
-    let acc = dev.alloc(BYTES).unwrap();
-    let srcs: Vec<Vec<u8>> = (0..3).map(|k| vec![k as u8; BYTES]).collect();
+    let range = |b: &HostMem| Range::new(b.clone(), 0, BYTES);
+    let (dst, acc) = (range(&dev.alloc(BYTES).unwrap()), range(&dev.alloc(BYTES).unwrap()));
+    // Received bytes: host regions, as a peer's messages are.
+    let srcs: Vec<Source<HostMem>> = (0..3)
+        .map(|k| {
+            let m = HostMem::zeroed(BYTES).unwrap();
+            m.write(0, BYTES).unwrap().fill(k as u8);
+            Source::Host(HostRegion { mem: m, off: 0, len: BYTES })
+        })
+        .collect();
     for dt in DType::ALL {
         g.bench_function(format!("{dt} sum"), |b| {
-            b.iter(|| dev.reduce_host(&dst, 0, &acc, 0, &srcs[0], dt, Combine::Sum).unwrap())
+            b.iter(|| dev.reduce(&dst, &acc, &srcs[..1], dt, Combine::Sum).unwrap())
         });
     }
-    g.bench_function("f32 max", |b| {
-        b.iter(|| dev.reduce_host(&dst, 0, &acc, 0, &srcs[0], DType::F32, Combine::Max).unwrap())
-    });
-    let views: Vec<&[u8]> = srcs.iter().map(Vec::as_slice).collect();
+    g.bench_function("f32 max", |b| b.iter(|| dev.reduce(&dst, &acc, &srcs[..1], DType::F32, Combine::Max).unwrap()));
     g.bench_function("f32 sum fused 4 sources", |b| {
-        b.iter(|| dev.reduce_host_many(&dst, 0, &acc, 0, &views, DType::F32, Combine::Sum).unwrap())
+        b.iter(|| dev.reduce(&dst, &acc, &srcs, DType::F32, Combine::Sum).unwrap())
     });
     g.finish();
 

@@ -107,7 +107,7 @@ pub(crate) mod transport;
 pub mod types;
 pub mod unique_id;
 
-pub use comm::{Communicator, FLIGHT_DEPTH, FlightEntry, OpState};
+pub use comm::{Communicator, FLIGHT_DEPTH, FlightEntry, Group, OpState, Work};
 pub use config::{Algorithm, CommConfig};
 pub use device::{Device, HostDevice};
 pub use error::{CollectiveError, ErrorKind, Result};

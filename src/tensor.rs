@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::device::Device;
+use crate::device::{Device, Range};
 use crate::error::{CollectiveError, Result};
 use crate::types::{DType, Element};
 
@@ -65,7 +65,7 @@ impl<D: Device> Tensor<D> {
             )));
         }
         let t = Self::zeros(device, T::DTYPE, shape)?;
-        device.upload(&t.buf, 0, as_bytes(data))?;
+        device.write(&t.buf, 0, as_bytes(data))?;
         Ok(t)
     }
 
@@ -99,7 +99,7 @@ impl<D: Device> Tensor<D> {
             CollectiveError::device(format!("cannot allocate {} bytes of host memory for to_vec", self.byte_len()))
         })?;
         out.resize(self.numel, T::default());
-        self.device.download(&self.buf, 0, bytemuck::cast_slice_mut(&mut out))?;
+        self.device.read(&self.buf, 0, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
     }
 
@@ -117,7 +117,7 @@ impl<D: Device> Tensor<D> {
                 self.dtype
             )));
         }
-        self.device.upload(&self.buf, 0, as_bytes(data))
+        self.device.write(&self.buf, 0, as_bytes(data))
     }
 
     /// A new tensor with the same contents on the same device.
@@ -126,7 +126,9 @@ impl<D: Device> Tensor<D> {
     /// `Device` on device failure.
     pub fn try_clone(&self) -> Result<Self> {
         let t = Self::zeros(&self.device, self.dtype, &self.shape)?;
-        self.device.copy(&self.buf, 0, &t.buf, 0, self.byte_len())?;
+        let len = self.byte_len();
+        let event = self.device.copy(&Range::new(self.buf.clone(), 0, len), &Range::new(t.buf.clone(), 0, len))?;
+        self.device.wait(&event, None)?;
         Ok(t)
     }
 

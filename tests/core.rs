@@ -43,6 +43,8 @@ mod algorithms;
 mod concurrency;
 #[path = "core/errors.rs"]
 mod errors;
+#[path = "core/execution.rs"]
+mod execution;
 #[path = "core/failures.rs"]
 mod failures;
 #[path = "core/joining.rs"]
@@ -144,6 +146,7 @@ macro_rules! core_suite {
                 algorithms::recursive_doubling,
                 algorithms::identical_bits,
                 soundness::aliased_all_reduce_runs_in_place,
+                execution::group_drives_every_rank,
                 soundness::aliased_outputs_of_every_collective,
             );
             single!($dev;
@@ -199,6 +202,11 @@ macro_rules! core_suite {
                 mismatch::send_vs_collective,
                 mismatch::split_lists_differ,
                 soundness::tensor_is_free_after_a_failed_op,
+                execution::group_ring_of_sends_never_deadlocks,
+                execution::group_with_a_bad_call_runs_nothing,
+                execution::work_overlaps_computation,
+                execution::work_issue_order_and_dropped_handles,
+                execution::work_abort_and_errors,
                 soundness::buffer_clones_on_two_threads,
                 soundness::impossible_allocations_are_errors,
                 truth::root_mismatch_reaches_every_rank,
@@ -213,6 +221,8 @@ macro_rules! core_suite {
 
 core_suite!(host, ruccl::HostDevice);
 core_suite!(staged, crate::staged_device::StagedDevice);
+core_suite!(shared, crate::staged_device::SharedDevice);
+core_suite!(asynchronous, crate::staged_device::AsyncDevice);
 
 #[test]
 fn local_failure_stops_peers_at_once() {

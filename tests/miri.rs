@@ -1,5 +1,6 @@
-//! The Miri subset: small counts, worlds 2–4, every algorithm, both device paths (lent host
-//! memory and host staging), the error paths that must reclaim every lend, and the aliasing
+//! The Miri subset: small counts, worlds 2–4, every algorithm, every device path (lent host
+//! memory, host staging, device ranges between ranks sharing a device, and work that completes
+//! later on another thread), the error paths that must reclaim every lend, and the aliasing
 //! cases — the places where the scheduler and the host device's guarded memory could race.
 //!
 //! `.ci/run` runs it as `cargo +nightly miri test --test miri` (plus the library's unit
@@ -13,6 +14,7 @@ mod harness;
 #[allow(dead_code)]
 #[path = "core/reference.rs"]
 mod reference;
+#[allow(dead_code)]
 #[path = "core/staged_device.rs"]
 mod staged_device;
 
@@ -137,3 +139,5 @@ macro_rules! miri_suite {
 
 miri_suite!(host, ruccl::HostDevice);
 miri_suite!(staged, crate::staged_device::StagedDevice);
+miri_suite!(shared, crate::staged_device::SharedDevice);
+miri_suite!(asynchronous, crate::staged_device::AsyncDevice);

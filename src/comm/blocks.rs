@@ -3,10 +3,9 @@
 //! second; the examples use the hidden `on_ranks` helper of `collectives.rs`.
 
 use super::Communicator;
-use super::validate::{Call, Output};
+use super::validate::Call;
 use crate::device::Device;
 use crate::error::Result;
-use crate::op::OpKind;
 use crate::tensor::Tensor;
 use crate::types::{Rank, ReduceOp};
 
@@ -38,7 +37,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather(&self, outputs: &mut [Tensor<D>], input: &Tensor<D>) -> Result<()> {
-        self.submit(Call { input: Some(input), output: Output::List(outputs), ..Call::new(OpKind::AllGather) })
+        self.submit(Call::all_gather(outputs, input))
     }
 
     /// Gathers every rank's `input` into block `rank` of `output`, which holds
@@ -67,7 +66,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather_into_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
-        self.submit(Call { input: Some(input), output: Output::One(output), ..Call::new(OpKind::AllGather) })
+        self.submit(Call::all_gather_into_tensor(output, input))
     }
 
     /// In-place all-gather: this rank's contribution is already in block `rank` of `output`
@@ -97,8 +96,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather_into_tensor_in_place(&self, output: &mut Tensor<D>) -> Result<()> {
-        let t: &Tensor<D> = output;
-        self.submit(Call { input: Some(t), output: Output::One(t), in_place: true, ..Call::new(OpKind::AllGather) })
+        self.submit(Call::all_gather_into_tensor_in_place(output))
     }
 
     /// Reduces `input` (`world_size * output.numel()` elements) across ranks and leaves block
@@ -127,12 +125,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce_scatter_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
-        self.submit(Call {
-            input: Some(input),
-            output: Output::One(output),
-            op: Some(op),
-            ..Call::new(OpKind::ReduceScatter)
-        })
+        self.submit(Call::reduce_scatter_tensor(output, input, op))
     }
 
     /// In-place reduce-scatter: `tensor` holds `world_size` blocks; afterwards block `rank`
@@ -160,14 +153,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce_scatter_tensor_in_place(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
-        let t: &Tensor<D> = tensor;
-        self.submit(Call {
-            input: Some(t),
-            output: Output::One(t),
-            op: Some(op),
-            in_place: true,
-            ..Call::new(OpKind::ReduceScatter)
-        })
+        self.submit(Call::reduce_scatter_tensor_in_place(tensor, op))
     }
 
     /// Splits `input` into `world_size` equal blocks, sends block `k` to rank `k`, and
@@ -199,7 +185,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_to_all_single(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
-        self.submit(Call { input: Some(input), output: Output::One(output), ..Call::new(OpKind::AllToAll) })
+        self.submit(Call::all_to_all_single(output, input))
     }
 
     /// In-place all_to_all (stages the input in scratch memory first).
@@ -227,8 +213,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_to_all_single_in_place(&self, tensor: &mut Tensor<D>) -> Result<()> {
-        let t: &Tensor<D> = tensor;
-        self.submit(Call { input: Some(t), output: Output::One(t), in_place: true, ..Call::new(OpKind::AllToAll) })
+        self.submit(Call::all_to_all_single_in_place(tensor))
     }
 
     /// Gathers every rank's `input` into block `rank` of `output` on `root`
@@ -259,11 +244,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn gather(&self, output: Option<&mut Tensor<D>>, input: &Tensor<D>, root: Rank) -> Result<()> {
-        let output = match output {
-            Some(o) if self.rank == root => Output::One(o),
-            _ => Output::None,
-        };
-        self.submit(Call { input: Some(input), output, root: Some(root), ..Call::new(OpKind::Gather) })
+        self.submit(Call::gather(self.rank, output.map(|o| &*o), input, root))
     }
 
     /// Sends block `k` of the root's `input` to rank `k`'s `output`
@@ -293,7 +274,6 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn scatter(&self, output: &mut Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<()> {
-        let input = input.filter(|_| self.rank == root);
-        self.submit(Call { input, output: Output::One(output), root: Some(root), ..Call::new(OpKind::Scatter) })
+        self.submit(Call::scatter(self.rank, output, input, root))
     }
 }

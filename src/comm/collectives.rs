@@ -8,10 +8,9 @@
 //! rank order.
 
 use super::Communicator;
-use super::validate::{Call, Output};
+use super::validate::Call;
 use crate::device::Device;
 use crate::error::Result;
-use crate::op::OpKind;
 use crate::tensor::Tensor;
 use crate::types::{Rank, ReduceOp};
 
@@ -42,14 +41,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
-        let t: &Tensor<D> = tensor;
-        self.submit(Call {
-            input: Some(t),
-            output: Output::One(t),
-            op: Some(op),
-            in_place: true,
-            ..Call::new(OpKind::AllReduce)
-        })
+        self.submit(Call::all_reduce(tensor, op))
     }
 
     /// Out-of-place all_reduce (`ncclAllReduce` with distinct buffers): `output` (same element
@@ -78,12 +70,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
-        self.submit(Call {
-            input: Some(input),
-            output: Output::One(output),
-            op: Some(op),
-            ..Call::new(OpKind::AllReduce)
-        })
+        self.submit(Call::all_reduce_into(output, input, op))
     }
 
     /// Copies `tensor` of rank `root` into `tensor` on every rank (`torch.distributed.broadcast`).
@@ -111,14 +98,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn broadcast(&self, tensor: &mut Tensor<D>, root: Rank) -> Result<()> {
-        let t: &Tensor<D> = tensor;
-        self.submit(Call {
-            input: Some(t),
-            output: Output::One(t),
-            root: Some(root),
-            in_place: true,
-            ..Call::new(OpKind::Broadcast)
-        })
+        self.submit(Call::broadcast(tensor, root))
     }
 
     /// Out-of-place broadcast (`ncclBroadcast`): the root's `input` lands in every rank's
@@ -153,8 +133,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn broadcast_into(&self, output: &mut Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<()> {
-        let input = input.filter(|_| self.rank == root);
-        self.submit(Call { input, output: Output::One(output), root: Some(root), ..Call::new(OpKind::Broadcast) })
+        self.submit(Call::broadcast_into(self.rank, output, input, root))
     }
 
     /// Reduces `tensor` across ranks into `tensor` on `root` (`torch.distributed.reduce`);
@@ -182,15 +161,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
-        let t: &Tensor<D> = tensor;
-        self.submit(Call {
-            input: Some(t),
-            output: Output::One(t),
-            op: Some(op),
-            root: Some(root),
-            in_place: true,
-            ..Call::new(OpKind::Reduce)
-        })
+        self.submit(Call::reduce(tensor, op, root))
     }
 
     /// Out-of-place reduce (`ncclReduce`): `output` is written on `root` only.
@@ -218,13 +189,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
-        self.submit(Call {
-            input: Some(input),
-            output: Output::One(output),
-            op: Some(op),
-            root: Some(root),
-            ..Call::new(OpKind::Reduce)
-        })
+        self.submit(Call::reduce_into(output, input, op, root))
     }
 
     /// Returns once every rank has called `barrier` (`torch.distributed.barrier`).
@@ -247,6 +212,6 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn barrier(&self) -> Result<()> {
-        self.submit(Call::new(OpKind::Barrier))
+        self.submit(Call::barrier())
     }
 }

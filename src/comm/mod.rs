@@ -3,47 +3,65 @@
 //! The rules callers follow are on the [`Communicator`] type's docs (this module is private).
 
 mod blocks;
+mod calls;
 mod collectives;
 pub(crate) mod flight;
+mod group;
+mod nonblocking;
 mod p2p;
 pub(crate) mod rendezvous;
 mod split;
 pub(crate) mod tagged;
 mod validate;
 pub(crate) mod watch;
+mod work;
 
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 pub use flight::{FLIGHT_DEPTH, FlightEntry, OpState};
+pub use group::Group;
+use work::Engine;
+pub use work::Work;
 
 use crate::algo;
 use crate::config::CommConfig;
 use crate::device::Device;
+use crate::device::{Range, Reach};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::OpDesc;
-use crate::sched::{self, Binding, Bindings, Now, OpCtx, Staging};
+use crate::sched::{self, Binding, Bindings, Now, OpCtx, OpRun, Staging};
 use crate::transport::{Link, inproc::Fabric};
 use crate::types::{Rank, ReduceOp, Scale};
 use crate::unique_id::UniqueId;
 use flight::Board;
-use validate::{Call, Io};
+use validate::Call;
 
 /// State every rank of one communicator shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
     id: UniqueId,
-    name: String,
+    pub(crate) name: String,
     world: usize,
-    link: Link,
-    board: Board,
+    pub(crate) link: Link,
+    pub(crate) board: Board,
     config: CommConfig,
+    /// Every rank's device, type-erased: how a rank learns what its peers' devices reach.
+    devices: Vec<Arc<dyn Any + Send + Sync>>,
     /// This group's claim on `id` (see [`rendezvous`]); dropped with the last rank.
     instance: rendezvous::Instance,
 }
 
 impl Shared {
-    pub(crate) fn new(id: UniqueId, world: usize, config: CommConfig, instance: rendezvous::Instance) -> Self {
+    pub(crate) fn new(
+        id: UniqueId,
+        world: usize,
+        config: CommConfig,
+        instance: rendezvous::Instance,
+        devices: Vec<Arc<dyn Any + Send + Sync>>,
+    ) -> Self {
         Shared {
+            devices,
             name: id.short(),
             id,
             world,
@@ -56,7 +74,7 @@ impl Shared {
 }
 
 /// Per-rank state, locked for the duration of one op.
-struct Local<D: Device> {
+pub(crate) struct Local<D: Device> {
     seq: u64,
     p2p_sent: Vec<u64>,
     p2p_received: Vec<u64>,
@@ -64,7 +82,7 @@ struct Local<D: Device> {
     failed: Option<CollectiveError>,
     scratch: Option<D::Buffer>,
     premul: Option<D::Buffer>,
-    staging: Staging,
+    staging: Staging<D::Buffer>,
 }
 
 /// One rank's handle on a group of ranks that run collectives together.
@@ -115,8 +133,11 @@ struct Local<D: Device> {
 pub struct Communicator<D: Device> {
     device: D,
     rank: Rank,
+    /// How this rank's device reaches each rank's (itself included).
+    reach: Arc<[Reach]>,
     shared: Arc<Shared>,
-    local: Mutex<Local<D>>,
+    local: Arc<Mutex<Local<D>>>,
+    engine: Arc<Engine<D>>,
 }
 
 impl<D: Device> std::fmt::Debug for Communicator<D> {
@@ -166,8 +187,8 @@ impl<D: Device> Communicator<D> {
             return Err(CollectiveError::invalid(format!("rank {rank} is out of range for world_size {world_size}"))
                 .with_op("Communicator::new"));
         }
-        let shared = rendezvous::join(&unique_id, world_size, rank, &config)?;
-        Ok(Self::from_shared(device, shared, rank))
+        let shared = rendezvous::join(&unique_id, world_size, &[(rank, Arc::new(device.clone()))], &config)?;
+        Ok(Self::from_shared(device, rank, shared))
     }
 
     /// Joins the lobby named `lobby` as `key`, one of `world_size` members agreeing on
@@ -181,25 +202,69 @@ impl<D: Device> Communicator<D> {
         terms: &rendezvous::lobby::Terms<'_>,
         config: CommConfig,
     ) -> Result<(Self, std::sync::Arc<[u64]>)> {
-        let seat = rendezvous::lobby::join(lobby, world_size, key, terms, &config)?;
-        Ok((Self::from_shared(device, seat.shared, seat.rank), seat.members))
+        let seat = rendezvous::lobby::join(lobby, world_size, key, Arc::new(device.clone()), terms, &config)?;
+        Ok((Self::from_shared(device, seat.rank, seat.shared), seat.members))
     }
 
-    fn from_shared(device: D, shared: Arc<Shared>, rank: Rank) -> Self {
-        let world_size = shared.world;
+    /// Creates the communicators of every rank at once, rank `i` on `devices[i]`, from this
+    /// thread (NCCL's `ncclCommInitAll`): no thread per rank is needed to join, and the
+    /// returned communicators can be driven together by one thread with a [`Group`].
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty list.
+    ///
+    /// ```
+    /// use ruccl::{CommConfig, Communicator, Group, HostDevice, ReduceOp, Tensor};
+    /// let comms = Communicator::init_all(vec![HostDevice::default(); 4], CommConfig::default())?;
+    /// let mut ts: Vec<_> = (0..4).map(|r| Tensor::from_slice(&HostDevice::default(), &[r as f32], &[1])).collect::<Result<_, _>>()?;
+    /// let mut group = Group::new();
+    /// for (comm, t) in comms.iter().zip(ts.iter_mut()) {
+    ///     group.all_reduce(comm, t, ReduceOp::Sum);
+    /// }
+    /// group.run()?; // one thread drives all four ranks
+    /// for t in &ts {
+    ///     assert_eq!(t.to_vec::<f32>()?, vec![6.0]);
+    /// }
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    pub fn init_all(devices: Vec<D>, config: CommConfig) -> Result<Vec<Self>> {
+        let world = devices.len();
+        if world == 0 {
+            return Err(
+                CollectiveError::invalid("init_all needs at least one device").with_op("Communicator::init_all")
+            );
+        }
+        let id = UniqueId::new()?;
+        let members: Vec<(Rank, Arc<dyn Any + Send + Sync>)> =
+            devices.iter().enumerate().map(|(r, d)| (r, Arc::new(d.clone()) as Arc<dyn Any + Send + Sync>)).collect();
+        let shared = rendezvous::join(&id, world, &members, &config)?;
+        Ok(devices.into_iter().enumerate().map(|(rank, d)| Self::from_shared(d, rank, shared.clone())).collect())
+    }
+
+    /// This rank's handle on a joined group: how its device reaches each peer's.
+    fn from_shared(device: D, rank: Rank, shared: Arc<Shared>) -> Self {
+        let world = shared.world;
+        let reach: Arc<[Reach]> = shared
+            .devices
+            .iter()
+            .map(|other| other.downcast_ref::<D>().map_or(Reach::Host, |o| device.reach(o)))
+            .collect();
+        let local = Arc::new(Mutex::new(Local {
+            seq: 0,
+            p2p_sent: vec![0; world],
+            p2p_received: vec![0; world],
+            splits: 0,
+            failed: None,
+            scratch: None,
+            premul: None,
+            staging: Staging::default(),
+        }));
         Communicator {
             device,
             rank,
-            local: Mutex::new(Local {
-                seq: 0,
-                p2p_sent: vec![0; world_size],
-                p2p_received: vec![0; world_size],
-                splits: 0,
-                failed: None,
-                scratch: None,
-                premul: None,
-                staging: Staging::default(),
-            }),
+            reach,
+            local: local.clone(),
+            engine: Arc::new(Engine::new(shared.clone(), rank, local)),
             shared,
         }
     }
@@ -256,16 +321,42 @@ impl<D: Device> Communicator<D> {
         self.shared.link.poisoned().is_none() && self.lock().failed.is_none()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Local<D>> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Local<D>> {
         self.local.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The single path from a public method to the scheduler.
+    /// The single path from a public method to the scheduler: prepares the op and drives it
+    /// on the calling thread. The rank's state stays locked until the op is over, so calls on
+    /// one communicator run one at a time, in the order they were made.
     fn submit(&self, call: Call<'_, D>) -> Result<()> {
+        let _drive = self.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
+        // Non-blocking ops issued earlier run first (issue order).
+        if self.engine.has_queued() {
+            self.engine.drain();
+        }
+        let mut op = self.prepare(&mut self.lock(), call)?;
+        let result = sched::drive(&mut op.run);
+        complete(&self.shared, self.rank, &mut self.lock(), op, result)
+    }
+
+    /// The non-blocking path: prepares the op now (so checks fail here, and its place in the
+    /// rank's order is taken), queues it, and lets the progress thread drive it.
+    fn issue(&self, call: Call<'_, D>) -> Result<Work> {
+        let work = {
+            let mut local = self.lock();
+            let op = self.prepare(&mut local, call)?;
+            self.engine.push(op)
+        };
+        self.engine.kick();
+        Ok(work)
+    }
+
+    /// Checks a call and turns it into a running op: validation (`InvalidArgument`, nothing
+    /// sent), the sticky failure checks, a sequence number, the plan, scratch memory.
+    pub(crate) fn prepare(&self, local: &mut Local<D>, call: Call<'_, D>) -> Result<Prepared<D>> {
         let world = self.shared.world;
         let (desc, io) = validate::validate(&call, self.rank, world, &self.device)
             .map_err(CollectiveError::on_usable_communicator)?;
-        let mut local = self.lock();
         if let Some(e) = &local.failed {
             return Err(CollectiveError::new(
                 ErrorKind::Aborted,
@@ -291,24 +382,12 @@ impl<D: Device> Communicator<D> {
             .with_rank(self.rank)
             .with_op(desc.to_string()));
         }
-        let seq = next_seq(&mut local, &desc);
-        let result = self.run(&mut local, &desc, io, seq);
-        if let Err(e) = &result {
-            local.failed = Some(e.clone());
-        }
-        result
-    }
-
-    fn run(&self, local: &mut Local<D>, desc: &OpDesc, io: Io<'_, D::Buffer>, seq: u64) -> Result<()> {
-        let world = self.shared.world;
+        let seq = next_seq(local, &desc);
         let cfg = &self.shared.config;
         let size = desc.dtype.size();
         let chunk = (cfg.chunk_bytes() / size).max(1);
-        let plan = algo::build(desc, self.rank, world, cfg.algorithm(), chunk);
-        let ctx_err = |e: CollectiveError| e.with_rank(self.rank).with_op(desc.to_string()).with_seq(seq);
-        self.shared.board.start(self.rank, seq, *desc, plan.algorithm);
-        #[cfg(feature = "tracing")]
-        let _span = tracing::debug_span!("collective", comm = %self.shared.name, rank = self.rank, op = %desc, seq, bytes = desc.bytes(), algorithm = %plan.algorithm).entered();
+        let plan = algo::build(&desc, self.rank, world, cfg.algorithm(), chunk);
+        let algorithm = plan.algorithm;
         let ctx = OpCtx {
             rank: self.rank,
             world,
@@ -318,43 +397,81 @@ impl<D: Device> Communicator<D> {
             deadline: crate::config::deadline_after(cfg.timeout()),
             dtype: desc.dtype,
             combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
-            link: &self.shared.link,
-            board: &self.shared.board,
-            comm_name: &self.shared.name,
+            shared: self.shared.clone(),
         };
         let dev = &self.device;
-        let out = (|| {
-            let scratch_bytes = plan.scratch_elems * size;
-            ensure(dev, &mut local.scratch, scratch_bytes)?;
+        let setup = (|| {
+            ensure(dev, &mut local.scratch, plan.scratch_elems * size)?;
             let mut io = io;
+            let mut prologue = None;
             if let Some(ReduceOp::PreMulSum(s)) = desc.op {
                 let bytes = io.input_elems * size;
                 ensure(dev, &mut local.premul, bytes)?;
                 if let (Binding::Contig { buf, base, .. }, Some(pre)) = (&io.input, &local.premul) {
-                    dev.scale(buf, *base, pre, 0, io.input_elems, desc.dtype, Scale::MulBy(s))?;
-                    io.input = Binding::Contig { buf: pre, base: 0, id: dev.mem_id(pre) };
+                    let base = *base;
+                    let src = Range::new(buf.clone(), base, bytes);
+                    let dst = Range::new(pre.clone(), 0, bytes);
+                    let event = dev.scale(&src, &dst, desc.dtype, Scale::MulBy(s))?;
+                    let id = dev.mem_id(pre);
+                    prologue = Some((event, (id, 0, bytes)));
+                    io.input = Binding::Contig { buf: pre.clone(), base: 0, id };
                 }
             }
-            let bindings = Bindings {
+            let bufs = Bindings {
                 input: io.input,
                 output: io.output,
                 scratch: match &local.scratch {
-                    Some(b) => Binding::Contig { buf: b, base: 0, id: dev.mem_id(b) },
+                    Some(b) => Binding::Contig { buf: b.clone(), base: 0, id: dev.mem_id(b) },
                     None => Binding::Unbound,
                 },
             };
-            sched::execute(dev, &plan, &bindings, &ctx, &mut local.staging)?;
-            dev.synchronize(Some(ctx.deadline))
-        })()
-        .map_err(ctx_err);
-        if let Err(e) = &out {
-            // A failure before or after the plan ran (scratch allocation, a device error)
-            // must stop the peers at once too, not leave them waiting out the timeout.
-            sched::fail(&ctx, e);
-        }
-        self.shared.board.finish(self.rank, out.is_ok());
-        out
+            Ok((bufs, prologue))
+        })();
+        let (bufs, prologue) = match setup {
+            Ok(x) => x,
+            Err(e) => {
+                // A failure before the plan runs (scratch allocation, a device error) must stop
+                // the peers at once too, not leave them waiting out the timeout.
+                sched::fail(&ctx, &e);
+                self.shared.board.start(self.rank, seq, desc, algorithm);
+                self.shared.board.finish(self.rank, false);
+                let e = e.with_rank(self.rank).with_op(desc.to_string()).with_seq(seq);
+                local.failed = Some(e.clone());
+                return Err(e);
+            }
+        };
+        let stage = std::mem::take(&mut local.staging);
+        let run = OpRun::new(dev.clone(), plan, bufs, ctx, stage, self.reach.clone(), prologue);
+        Ok(Prepared { run, desc, seq })
     }
+}
+
+/// Records how a prepared op ended and gives its staging memory back for the next op.
+pub(crate) fn complete<D: Device>(
+    shared: &Shared,
+    rank: Rank,
+    local: &mut Local<D>,
+    op: Prepared<D>,
+    result: Result<()>,
+) -> Result<()> {
+    let Prepared { run, desc, seq } = op;
+    let mut stage = run.into_staging();
+    stage.trim();
+    local.staging = stage;
+    shared.board.finish(rank, result.is_ok());
+    let result = result.map_err(|e| e.with_rank(rank).with_op(desc.to_string()).with_seq(seq));
+    if let Err(e) = &result {
+        local.failed = Some(e.clone());
+    }
+    result
+}
+
+/// An op that passed its checks and is ready to be driven, with what its communicator
+/// records when it ends.
+pub(crate) struct Prepared<D: Device> {
+    pub(crate) run: OpRun<D>,
+    desc: OpDesc,
+    seq: u64,
 }
 
 fn next_seq<D: Device>(local: &mut Local<D>, desc: &OpDesc) -> u64 {

@@ -2,10 +2,9 @@
 //! the hidden `on_ranks` helper of `collectives.rs`.
 
 use super::Communicator;
-use super::validate::{Call, Output};
+use super::validate::Call;
 use crate::device::Device;
 use crate::error::Result;
-use crate::op::OpKind;
 use crate::tensor::Tensor;
 use crate::types::Rank;
 
@@ -41,7 +40,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn send(&self, tensor: &Tensor<D>, peer: Rank) -> Result<()> {
-        self.submit(Call { input: Some(tensor), peer: Some(peer), ..Call::new(OpKind::Send) })
+        self.submit(Call::send(tensor, peer))
     }
 
     /// Receives into `tensor` what `peer` sends with [`send`](Self::send).
@@ -78,6 +77,6 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn recv(&self, tensor: &mut Tensor<D>, peer: Rank) -> Result<()> {
-        self.submit(Call { output: Output::One(tensor), peer: Some(peer), ..Call::new(OpKind::Recv) })
+        self.submit(Call::recv(tensor, peer))
     }
 }

@@ -21,6 +21,7 @@
 
 pub(crate) mod lobby;
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
@@ -49,10 +50,13 @@ struct Registry {
     next_ticket: u64,
 }
 
+/// A joiner's ticket and config, and the device of the rank it joins for (type-erased).
+pub(super) type Joiner = (u64, CommConfig, Arc<dyn Any + Send + Sync>);
+
 struct Pending {
     world: usize,
-    /// Per rank: the ticket and config of the joiner waiting there.
-    joined: Vec<Option<(u64, CommConfig)>>,
+    /// Per rank: the ticket and config of the joiner waiting there, and the rank's device.
+    joined: Vec<Option<Joiner>>,
     /// Ranks that came but left at their deadline (so a later timeout does not blame them).
     gave_up: Vec<bool>,
     /// The latest deadline of anyone who joined: how long a reuse of the id is remembered.
@@ -108,7 +112,19 @@ fn fresh_nonce() -> u128 {
 }
 
 /// Joins the communicator named `id` as `rank` of `world`; returns once all have joined.
-pub(crate) fn join(id: &UniqueId, world: usize, rank: Rank, config: &CommConfig) -> Result<Arc<Shared>> {
+///
+/// `members` are the ranks this thread joins for, with their devices (type-erased, so ranks
+/// learn how their devices reach each other): one for `Communicator::new`, every rank for
+/// `Communicator::init_all`.
+pub(crate) fn join(
+    id: &UniqueId,
+    world: usize,
+    members: &[(Rank, Arc<dyn Any + Send + Sync>)],
+    config: &CommConfig,
+) -> Result<Arc<Shared>> {
+    let Some(&(rank, _)) = members.first() else {
+        return Err(CollectiveError::invalid("no rank to join").with_op("Communicator::new"));
+    };
     let started = Instant::now();
     let deadline = deadline_after(config.timeout());
     let fail = |e: CollectiveError| e.with_rank(rank).with_op("Communicator::new");
@@ -144,11 +160,19 @@ pub(crate) fn join(id: &UniqueId, world: usize, rank: Rank, config: &CommConfig)
     }
     let cv = room.cv.clone();
     room.latest = room.latest.max(deadline);
-    if room.joined[rank].is_some() {
-        return Err(fail(reuse(&mut reg, id, rank)));
+    for (i, (r, _)) in members.iter().enumerate() {
+        if *r >= world {
+            return Err(fail(CollectiveError::invalid(format!("rank {r} is out of range for world_size {world}"))));
+        }
+        if room.joined[*r].is_some() || members[..i].iter().any(|(q, _)| q == r) {
+            let r = *r;
+            return Err(fail(reuse(&mut reg, id, r)));
+        }
     }
-    room.joined[rank] = Some((ticket, config.clone()));
-    room.gave_up[rank] = false;
+    for (r, dev) in members {
+        room.joined[*r] = Some((ticket, config.clone(), dev.clone()));
+        room.gave_up[*r] = false;
+    }
     if room.joined.iter().all(Option::is_some) {
         complete(&mut reg, id);
     }
@@ -172,18 +196,19 @@ pub(crate) fn join(id: &UniqueId, world: usize, rank: Rank, config: &CommConfig)
 /// Hands the full room's outcome to its members: a new live group, or the config error.
 fn complete(reg: &mut Registry, id: &UniqueId) {
     let Some(room) = reg.pending.remove(id) else { return };
-    let members: Vec<(u64, CommConfig)> = room.joined.into_iter().flatten().collect();
-    let Some(first) = members.first().map(|(_, c)| c.clone()) else { return };
+    let members: Vec<Joiner> = room.joined.into_iter().flatten().collect();
+    let Some(first) = members.first().map(|(_, c, _)| c.clone()) else { return };
     let differ: Vec<usize> = members
         .iter()
         .enumerate()
-        .filter(|(_, (_, c))| c.chunk_bytes() != first.chunk_bytes() || c.algorithm() != first.algorithm())
+        .filter(|(_, (_, c, _))| c.chunk_bytes() != first.chunk_bytes() || c.algorithm() != first.algorithm())
         .map(|(r, _)| r)
         .collect();
+    let devices = members.iter().map(|(_, _, d)| d.clone()).collect();
     let outcome = if differ.is_empty() {
         let nonce = fresh_nonce();
         reg.live.insert(id.clone(), nonce);
-        Ok(Arc::new(Shared::new(id.clone(), room.world, first, Instance { id: id.clone(), nonce })))
+        Ok(Arc::new(Shared::new(id.clone(), room.world, first, Instance { id: id.clone(), nonce }, devices)))
     } else {
         Err(CollectiveError::invalid(format!(
             "ranks {} use a CommConfig whose chunk size or algorithm differs from rank 0's (chunk {} bytes, algorithm {}); all ranks must agree",
@@ -193,7 +218,7 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
         )))
     };
     // Every member gets a clone; the original is dropped here, never the last reference.
-    for (ticket, _) in members {
+    for (ticket, ..) in members {
         reg.outcomes.insert(ticket, outcome.clone());
     }
     room.cv.notify_all();
@@ -207,7 +232,7 @@ fn reuse(reg: &mut Registry, id: &UniqueId, rank: Rank) -> CollectiveError {
         id.short()
     ));
     if let Some(room) = reg.pending.remove(id) {
-        for (ticket, _) in room.joined.iter().flatten() {
+        for (ticket, ..) in room.joined.iter().flatten() {
             reg.outcomes.insert(*ticket, Err(err.clone()));
         }
         reg.reused.insert(id.clone(), room.latest);
@@ -226,10 +251,13 @@ fn give_up(reg: &mut Registry, id: &UniqueId, rank: Rank, ticket: u64, config: &
         (0..world).filter(|&r| room.joined[r].is_none() && room.gave_up[r] == gave_up).collect()
     };
     let (missing, left) = (absent(false), absent(true));
-    if room.joined[rank].as_ref().is_some_and(|(t, _)| *t == ticket) {
-        room.joined[rank] = None;
-        room.gave_up[rank] = true;
+    for r in 0..world {
+        if room.joined[r].as_ref().is_some_and(|(t, ..)| *t == ticket) {
+            room.joined[r] = None;
+            room.gave_up[r] = true;
+        }
     }
+    let _ = rank;
     if room.joined.iter().all(Option::is_none) {
         reg.pending.remove(id);
     }

@@ -54,9 +54,9 @@ impl<'a, D: Device> Call<'a, D> {
 }
 
 /// The buffers a validated call binds to the plan's input and output slots.
-pub(crate) struct Io<'a, B> {
-    pub input: Binding<'a, B>,
-    pub output: Binding<'a, B>,
+pub(crate) struct Io<B> {
+    pub input: Binding<B>,
+    pub output: Binding<B>,
     /// Elements of the input (for `PreMulSum`'s pre-scaled copy).
     pub input_elems: usize,
 }
@@ -99,7 +99,7 @@ pub(crate) fn validate<'a, D: Device>(
     rank: Rank,
     world: usize,
     device: &D,
-) -> Result<(OpDesc, Io<'a, D::Buffer>)> {
+) -> Result<(OpDesc, Io<D::Buffer>)> {
     let fail = |msg: String| CollectiveError::invalid(msg).with_rank(rank).with_op(label(call, world));
     let n = world;
     // Ranks.
@@ -255,7 +255,7 @@ pub(crate) fn validate<'a, D: Device>(
     };
     let size = dtype.size();
     let id = |t: &Tensor<D>| device.mem_id(t.buffer());
-    let contig = |t: &'a Tensor<D>, base: usize| Binding::Contig { buf: t.buffer(), base: base * size, id: id(t) };
+    let contig = |t: &Tensor<D>, base: usize| Binding::Contig { buf: t.buffer().clone(), base: base * size, id: id(t) };
     let input = match call.input {
         None => Binding::Unbound,
         Some(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count),
@@ -266,7 +266,7 @@ pub(crate) fn validate<'a, D: Device>(
         Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => contig(t, rank * count),
         Output::One(t) => contig(t, 0),
         Output::List(l) => {
-            Binding::Blocks { bufs: l.iter().map(|t| (t.buffer(), id(t))).collect(), block: count * size }
+            Binding::Blocks { bufs: l.iter().map(|t| (t.buffer().clone(), id(t))).collect(), block: count * size }
         }
     };
     Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0) }))

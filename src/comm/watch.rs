@@ -55,43 +55,43 @@ impl WaitWatch {
 
 /// Logs that the op in `ctx` has waited `waited` for `what` from `peer`: for a collective, the
 /// ranks whose flight recorder has not reached it yet; for send/recv, the peer.
-pub(crate) fn warn_op(ctx: &OpCtx<'_>, peer: Rank, what: &str, waited: Duration) {
+pub(crate) fn warn_op(ctx: &OpCtx, peer: Rank, what: &str, waited: Duration) {
     #[cfg(feature = "tracing")]
     {
         let c = ctx;
         let (secs, op) = (waited.as_secs_f64(), &c.fp.desc);
         if c.p2p {
             tracing::warn!(
-                comm = c.comm_name,
+                comm = %c.shared.name,
                 rank = c.rank,
                 peer,
                 waited_s = secs,
                 "rank {} of communicator {} has waited {secs:.1}s in {op} (point-to-point #{} with rank {peer}) for {what}; is rank {peer} running the matching call?",
                 c.rank,
-                c.comm_name,
+                c.shared.name,
                 c.seq
             );
             return;
         }
-        let behind = c.board.not_reached(c.seq);
+        let behind = c.shared.board.not_reached(c.seq);
         let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
         if behind.is_empty() {
             tracing::warn!(
-                comm = c.comm_name,
+                comm = %c.shared.name,
                 rank = c.rank,
                 seq = c.seq,
                 peer,
                 waited_s = secs,
                 "rank {} of communicator {} has waited {secs:.1}s in op #{} {op} for {what}; every rank has reached this op",
                 c.rank,
-                c.comm_name,
+                c.shared.name,
                 c.seq
             );
         } else {
             tracing::warn!(
-                comm = c.comm_name, rank = c.rank, seq = c.seq, missing = %list, waited_s = secs,
+                comm = %c.shared.name, rank = c.rank, seq = c.seq, missing = %list, waited_s = secs,
                 "rank {} of communicator {} has waited {secs:.1}s in op #{} {op}: rank(s) {list} have not reached op #{} yet (waiting for {what})",
-                c.rank, c.comm_name, c.seq, c.seq
+                c.rank, c.shared.name, c.seq, c.seq
             );
         }
     }

@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
-use super::{Device, kernels, stream};
+use super::{Device, Range, Reach, Source, kernels, stream};
 use crate::error::{CollectiveError, Result};
-use crate::mem::HostMem;
+use crate::mem::{HostMem, HostRegion};
 use crate::types::{Combine, DType, Scale};
 
 /// CPU memory as a ruCCL device.
@@ -48,8 +48,21 @@ fn identical(a: &HostMem, a_off: usize, b: &HostMem, b_off: usize) -> bool {
     a.same(b) && a_off == b_off
 }
 
+/// The host device's event: its work is done by the time the call returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostEvent;
+
+/// Bytes of a reduction source, read-guarded for the duration of the kernel.
+fn source_guard(src: &Source<HostMem>) -> Result<crate::mem::ReadGuard<'_>> {
+    match src {
+        Source::Host(r) => r.read(),
+        Source::Device(r) => r.buf.read(r.off, r.len),
+    }
+}
+
 impl Device for HostDevice {
     type Buffer = HostMem;
+    type Event = HostEvent;
 
     fn describe(&self) -> String {
         format!("host:{}", self.ordinal)
@@ -57,6 +70,11 @@ impl Device for HostDevice {
 
     fn same_device(&self, other: &Self) -> bool {
         self.ordinal == other.ordinal
+    }
+
+    fn reach(&self, _other: &Self) -> Reach {
+        // Every host device is the same memory.
+        Reach::Same
     }
 
     fn supports(&self, _dtype: DType) -> bool {
@@ -67,91 +85,109 @@ impl Device for HostDevice {
         HostMem::zeroed(bytes)
     }
 
-    fn mem_id(&self, buf: &HostMem) -> usize {
-        buf.id()
+    fn alloc_staging(&self, bytes: usize) -> Result<HostMem> {
+        HostMem::zeroed(bytes)
     }
 
     fn len(&self, buf: &HostMem) -> usize {
         buf.len()
     }
 
-    fn upload(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
+    fn mem_id(&self, buf: &HostMem) -> usize {
+        buf.id()
+    }
+
+    fn write(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
         stream::copy(&mut dst.write(off, src.len())?, src);
         Ok(())
     }
 
-    fn download(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
+    fn read(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
         dst.copy_from_slice(&src.read(off, dst.len())?);
         Ok(())
     }
 
-    fn copy(&self, src: &HostMem, src_off: usize, dst: &HostMem, dst_off: usize, len: usize) -> Result<()> {
-        if identical(src, src_off, dst, dst_off) {
-            // Still a bounds check, but nothing to move.
-            return src.read(src_off, len).map(drop);
+    fn upload(&self, dst: &Range<HostMem>, src: &HostRegion) -> Result<HostEvent> {
+        if src.len != dst.len {
+            return Err(CollectiveError::device(format!("upload of {} bytes into {}", src.len, dst.len)));
         }
-        if partial_overlap(src, src_off, dst, dst_off, len) {
+        self.write(&dst.buf, dst.off, &src.read()?)?;
+        Ok(HostEvent)
+    }
+
+    fn download(&self, src: &Range<HostMem>, dst: &HostRegion) -> Result<HostEvent> {
+        if src.len != dst.len {
+            return Err(CollectiveError::device(format!("download of {} bytes into {}", src.len, dst.len)));
+        }
+        self.read(&src.buf, src.off, &mut dst.mem.write(dst.off, dst.len)?)?;
+        Ok(HostEvent)
+    }
+
+    fn copy(&self, src: &Range<HostMem>, dst: &Range<HostMem>) -> Result<HostEvent> {
+        let len = src.len;
+        if dst.len != len {
+            return Err(CollectiveError::device(format!("copy of {len} bytes into {}", dst.len)));
+        }
+        if identical(&src.buf, src.off, &dst.buf, dst.off) {
+            // Still a bounds check, but nothing to move.
+            return src.buf.read(src.off, len).map(|_| HostEvent);
+        }
+        if partial_overlap(&src.buf, src.off, &dst.buf, dst.off, len) {
             return Err(CollectiveError::device("copy between overlapping ranges"));
         }
-        let s = src.read(src_off, len)?;
-        stream::copy(&mut dst.write(dst_off, len)?, &s);
-        Ok(())
+        let s = src.buf.read(src.off, len)?;
+        stream::copy(&mut dst.buf.write(dst.off, len)?, &s);
+        Ok(HostEvent)
     }
 
-    fn reduce_host(
+    fn reduce(
         &self,
-        dst: &HostMem,
-        dst_off: usize,
-        acc: &HostMem,
-        acc_off: usize,
-        incoming: &[u8],
+        dst: &Range<HostMem>,
+        acc: &Range<HostMem>,
+        srcs: &[Source<HostMem>],
         dtype: DType,
         combine: Combine,
-    ) -> Result<()> {
-        self.reduce_host_many(dst, dst_off, acc, acc_off, &[incoming], dtype, combine)
-    }
-
-    fn reduce_host_many(
-        &self,
-        dst: &HostMem,
-        dst_off: usize,
-        acc: &HostMem,
-        acc_off: usize,
-        incoming: &[&[u8]],
-        dtype: DType,
-        combine: Combine,
-    ) -> Result<()> {
-        let Some(len) = incoming.first().map(|s| s.len()) else { return Ok(()) };
-        if partial_overlap(acc, acc_off, dst, dst_off, len) {
+    ) -> Result<HostEvent> {
+        let len = dst.len;
+        if acc.len != len || srcs.iter().any(|s| s.len() != len) {
+            return Err(CollectiveError::device("reduce ranges differ in length"));
+        }
+        if srcs.is_empty() {
+            return self.copy(acc, dst);
+        }
+        if partial_overlap(&acc.buf, acc.off, &dst.buf, dst.off, len) {
             return Err(CollectiveError::device("reduce between overlapping ranges"));
         }
-        if incoming.iter().any(|s| s.len() != len) {
-            return Err(CollectiveError::device("fused reduce sources differ in length"));
-        }
-        // The accumulator is read before the destination is claimed; an incoming slice that
-        // aliases the destination is held by a read guard of its own, so the write is refused.
-        let a = if identical(acc, acc_off, dst, dst_off) { None } else { Some(acc.read(acc_off, len)?) };
-        let mut d = dst.write(dst_off, len)?;
-        kernels::reduce_many(dtype, combine, &mut d, a.as_deref(), incoming)
+        // Sources and the accumulator are read-guarded before the destination is claimed: a
+        // source that aliases the destination makes the write guard refuse, never race.
+        let guards = srcs.iter().map(source_guard).collect::<Result<Vec<_>>>()?;
+        let inputs: Vec<&[u8]> = guards.iter().map(|g| &**g).collect();
+        let a = if identical(&acc.buf, acc.off, &dst.buf, dst.off) { None } else { Some(acc.buf.read(acc.off, len)?) };
+        let mut d = dst.buf.write(dst.off, len)?;
+        kernels::reduce_many(dtype, combine, &mut d, a.as_deref(), &inputs)?;
+        Ok(HostEvent)
     }
 
-    fn scale(
-        &self,
-        src: &HostMem,
-        src_off: usize,
-        dst: &HostMem,
-        dst_off: usize,
-        count: usize,
-        dtype: DType,
-        scale: Scale,
-    ) -> Result<()> {
-        let len = count.checked_mul(dtype.size()).ok_or_else(|| CollectiveError::device("scale length overflows"))?;
-        if partial_overlap(src, src_off, dst, dst_off, len) {
+    fn scale(&self, src: &Range<HostMem>, dst: &Range<HostMem>, dtype: DType, scale: Scale) -> Result<HostEvent> {
+        let len = dst.len;
+        if src.len != len {
+            return Err(CollectiveError::device("scale ranges differ in length"));
+        }
+        if partial_overlap(&src.buf, src.off, &dst.buf, dst.off, len) {
             return Err(CollectiveError::device("scale between overlapping ranges"));
         }
-        let s = if identical(src, src_off, dst, dst_off) { None } else { Some(src.read(src_off, len)?) };
-        let mut d = dst.write(dst_off, len)?;
-        kernels::scale(dtype, scale, &mut d, s.as_deref())
+        let s = if identical(&src.buf, src.off, &dst.buf, dst.off) { None } else { Some(src.buf.read(src.off, len)?) };
+        let mut d = dst.buf.write(dst.off, len)?;
+        kernels::scale(dtype, scale, &mut d, s.as_deref())?;
+        Ok(HostEvent)
+    }
+
+    fn poll(&self, _event: &HostEvent) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn wait(&self, _event: &HostEvent, _deadline: Option<Instant>) -> Result<()> {
+        Ok(())
     }
 
     fn host_view(&self, buf: &HostMem) -> Option<HostMem> {

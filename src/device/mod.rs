@@ -1,12 +1,25 @@
 //! The device adapter contract: what the scheduler asks of a device, and nothing about how
 //! data reaches other ranks (that is the transport's job; only the scheduler sees both).
 //!
-//! The contract is shaped for GPUs even though the host device is the only one today:
-//! buffers are opaque handles the host may not touch ([`Device::host_view`] is how a device
-//! says "you may"), work may be queued asynchronously (an upload or a kernel may return
-//! before it ran, as long as later calls on the same device observe it, and
-//! [`Device::download`] returns only once the bytes are in host memory), and
-//! [`Device::synchronize`] is a fence with a deadline.
+//! The contract is written for GPUs, whose work completes later:
+//! - **Work is enqueued.** [`upload`](Device::upload), [`download`](Device::download),
+//!   [`copy`](Device::copy), [`reduce`](Device::reduce) and [`scale`](Device::scale) return
+//!   an [`Event`](Device::Event) that [`poll`](Device::poll) and [`wait`](Device::wait)
+//!   observe. Work enqueued on one device handle runs in the order it was enqueued (a kernel
+//!   sees the results of the copies before it), but the host — and every other rank — may
+//!   look at the bytes only once the event has completed. The host device completes at once;
+//!   the scheduler never assumes it.
+//! - **Host memory the device reads or writes later is owned**, so the device can hold it
+//!   until the work ran: sources and destinations in host memory are [`HostRegion`]s.
+//!   [`alloc_staging`](Device::alloc_staging) gives the host memory transfers are fastest
+//!   from (page-locked or mapped on a GPU).
+//! - **Buffers are opaque handles** the host may not touch; [`host_view`](Device::host_view)
+//!   is how a device says "you may" (then ranks lend each other its memory directly).
+//! - **Reach.** [`reach`](Device::reach) says how this device gets at another's memory: it is
+//!   the same device (ranks pass device ranges and reduce on the device, no host round trip),
+//!   a peer it can access, or neither (bytes are staged through host memory).
+//! - [`read`](Device::read) and [`write`](Device::write) are blocking conveniences for
+//!   building and reading tensors; the scheduler does not use them.
 
 mod host;
 mod kernels;
@@ -15,33 +28,94 @@ mod stream;
 use std::fmt;
 use std::time::Instant;
 
-pub use host::HostDevice;
+pub use host::{HostDevice, HostEvent};
 
 use crate::error::Result;
-use crate::mem::HostMem;
+use crate::mem::{HostMem, HostRegion};
 use crate::types::{Combine, DType, Scale};
 
+/// A byte range of a device buffer: `len` bytes from `off`.
+#[derive(Clone, Debug)]
+pub struct Range<B> {
+    /// The buffer.
+    pub buf: B,
+    /// Offset in bytes.
+    pub off: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl<B> Range<B> {
+    /// `len` bytes of `buf` from `off`.
+    pub fn new(buf: B, off: usize, len: usize) -> Self {
+        Range { buf, off, len }
+    }
+}
+
+/// Where a reduction reads one of its sources.
+#[derive(Clone, Debug)]
+pub enum Source<B> {
+    /// Bytes in host memory (received from a peer, or staged).
+    Host(HostRegion),
+    /// A range of a buffer on this device (a peer's, when ranks share the device).
+    Device(Range<B>),
+}
+
+impl<B> Source<B> {
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Source::Host(r) => r.len,
+            Source::Device(r) => r.len,
+        }
+    }
+
+    /// Whether the source holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How a device gets at another device's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reach {
+    /// The very same device: its ranges can be read and reduced by kernels here.
+    Same,
+    /// Another device whose memory this one can read directly (peer access).
+    Peer,
+    /// Neither: bytes go through host memory.
+    Host,
+}
+
 /// A place tensors live and reduction kernels run: CPU memory today, GPUs behind the same
-/// trait tomorrow.
+/// trait.
 ///
 /// All offsets and lengths are in **bytes** and are multiples of the element size where a
 /// dtype is involved. Implementations return [`ErrorKind::Device`](crate::ErrorKind::Device)
 /// errors; they never panic on bad ranges.
 ///
 /// ```
-/// use ruccl::{Device, HostDevice, DType};
+/// use ruccl::device::Range;
+/// use ruccl::mem::{HostMem, HostRegion};
+/// use ruccl::{DType, Device, HostDevice};
+///
 /// let dev = HostDevice::default();
-/// let buf = dev.alloc(16)?;
-/// dev.upload(&buf, 0, &7f32.to_le_bytes())?;
-/// let mut out = [0u8; 4];
-/// dev.download(&buf, 0, &mut out)?;
-/// assert_eq!(f32::from_le_bytes(out), 7.0);
+/// let buf = dev.alloc(8)?;
+/// dev.write(&buf, 0, &7f32.to_le_bytes())?; // blocking, for building tensors
+/// // What the scheduler does: enqueue, get an event, look only once it completed.
+/// let staging = dev.alloc_staging(4)?;
+/// let ev = dev.download(&Range::new(buf.clone(), 0, 4), &HostRegion { mem: staging.clone(), off: 0, len: 4 })?;
+/// dev.wait(&ev, None)?;
+/// assert_eq!(&*staging.read(0, 4)?, &7f32.to_le_bytes());
 /// assert!(dev.supports(DType::BF16));
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
 pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
-    /// A buffer of device memory.
-    type Buffer: Send + Sync + fmt::Debug + 'static;
+    /// A handle on a buffer of device memory; cloning it is cheap and names the same memory.
+    type Buffer: Clone + Send + Sync + fmt::Debug + 'static;
+    /// The completion of enqueued work.
+    type Event: Send + Sync + fmt::Debug + 'static;
 
     /// A short name for messages, e.g. `host:0` or `cuda:1`.
     fn describe(&self) -> String;
@@ -49,6 +123,9 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// Whether `other` is the same physical device (tensors of one communicator must be on
     /// its device).
     fn same_device(&self, other: &Self) -> bool;
+
+    /// How this device reaches `other`'s memory (see [`Reach`]).
+    fn reach(&self, other: &Self) -> Reach;
 
     /// Whether kernels for `dtype` can run here. Checked before any launch, so an
     /// unsupported type is an [`Unsupported`](crate::ErrorKind::Unsupported) error rather
@@ -61,6 +138,13 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// `Device` when the memory cannot be had.
     fn alloc(&self, bytes: usize) -> Result<Self::Buffer>;
 
+    /// Allocates `bytes` of host memory that transfers to and from this device are fastest
+    /// with (page-locked or mapped on a GPU; plain memory on the host).
+    ///
+    /// # Errors
+    /// `Device` when the memory cannot be had.
+    fn alloc_staging(&self, bytes: usize) -> Result<HostMem>;
+
     /// The size of a buffer in bytes.
     fn len(&self, buf: &Self::Buffer) -> usize;
 
@@ -70,94 +154,82 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// the scheduler tracks lent ranges by memory, never by the role a buffer plays.
     fn mem_id(&self, buf: &Self::Buffer) -> usize;
 
-    /// Copies host bytes into `dst[off..]`. `src` may be reused as soon as this returns.
+    /// Copies host bytes into `dst[off..]`, blocking until they are there.
     ///
     /// # Errors
     /// `Device` for an out-of-range write or a device failure.
-    fn upload(&self, dst: &Self::Buffer, off: usize, src: &[u8]) -> Result<()>;
+    fn write(&self, dst: &Self::Buffer, off: usize, src: &[u8]) -> Result<()>;
 
-    /// Copies `src[off..off + dst.len()]` to host memory; returns when the bytes are there.
+    /// Copies `src[off..off + dst.len()]` to host memory, blocking until it is there.
     ///
     /// # Errors
     /// `Device` for an out-of-range read or a device failure.
-    fn download(&self, src: &Self::Buffer, off: usize, dst: &mut [u8]) -> Result<()>;
+    fn read(&self, src: &Self::Buffer, off: usize, dst: &mut [u8]) -> Result<()>;
 
-    /// Copies `len` bytes between (possibly identical, non-overlapping) buffers.
+    /// Enqueues a copy of host bytes into `dst` (`src.len == dst.len`). `src` must not be
+    /// written until the event completes.
     ///
     /// # Errors
-    /// `Device` for out-of-range or overlapping ranges.
-    fn copy(&self, src: &Self::Buffer, src_off: usize, dst: &Self::Buffer, dst_off: usize, len: usize) -> Result<()>;
+    /// `Device` for bad ranges or a device failure.
+    fn upload(&self, dst: &Range<Self::Buffer>, src: &HostRegion) -> Result<Self::Event>;
 
-    /// `dst[i] = combine(acc[i], incoming[i])` for `incoming.len() / dtype.size()` elements,
-    /// where `incoming` is host memory (bytes received from a peer). `acc` and `dst` are
-    /// either the very same range (accumulate in place) or disjoint.
+    /// Enqueues a copy of `src` into host memory; the bytes are there once the event completes.
+    ///
+    /// # Errors
+    /// `Device` for bad ranges or a device failure.
+    fn download(&self, src: &Range<Self::Buffer>, dst: &HostRegion) -> Result<Self::Event>;
+
+    /// Enqueues a copy between ranges of this device that are identical or disjoint.
+    ///
+    /// # Errors
+    /// `Device` for bad or partly overlapping ranges.
+    fn copy(&self, src: &Range<Self::Buffer>, dst: &Range<Self::Buffer>) -> Result<Self::Event>;
+
+    /// Enqueues `dst[i] = acc[i] ⊕ srcs[0][i] ⊕ srcs[1][i] ⊕ ...`, combined left to right, in
+    /// one pass where the device can. `acc` and `dst` are the very same range (accumulate in
+    /// place) or disjoint; every source is disjoint from `dst` and as long as it.
     ///
     /// # Errors
     /// `Device` for bad ranges; `Unsupported` for a dtype the device cannot reduce.
-    #[allow(clippy::too_many_arguments)]
-    fn reduce_host(
+    fn reduce(
         &self,
-        dst: &Self::Buffer,
-        dst_off: usize,
-        acc: &Self::Buffer,
-        acc_off: usize,
-        incoming: &[u8],
+        dst: &Range<Self::Buffer>,
+        acc: &Range<Self::Buffer>,
+        srcs: &[Source<Self::Buffer>],
         dtype: DType,
         combine: Combine,
-    ) -> Result<()>;
+    ) -> Result<Self::Event>;
 
-    /// `dst[i] = acc[i] ⊕ incoming[0][i] ⊕ incoming[1][i] ⊕ ...`, combined left to right, in
-    /// one pass where the device can (the host device tiles it through L1). The default runs
-    /// [`reduce_host`](Self::reduce_host) once per source.
-    ///
-    /// # Errors
-    /// As [`reduce_host`](Self::reduce_host).
-    #[allow(clippy::too_many_arguments)]
-    fn reduce_host_many(
-        &self,
-        dst: &Self::Buffer,
-        dst_off: usize,
-        acc: &Self::Buffer,
-        acc_off: usize,
-        incoming: &[&[u8]],
-        dtype: DType,
-        combine: Combine,
-    ) -> Result<()> {
-        let mut first = true;
-        for src in incoming {
-            if first {
-                self.reduce_host(dst, dst_off, acc, acc_off, src, dtype, combine)?;
-                first = false;
-            } else {
-                self.reduce_host(dst, dst_off, dst, dst_off, src, dtype, combine)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// `dst[i] = scale(src[i])` for `count` elements; `src` and `dst` are the same range or
-    /// disjoint.
+    /// Enqueues `dst[i] = scale(src[i])`; `src` and `dst` are the same range or disjoint.
     ///
     /// # Errors
     /// `Device` for bad ranges; `Unsupported` for a dtype the device cannot scale.
-    #[allow(clippy::too_many_arguments)]
     fn scale(
         &self,
-        src: &Self::Buffer,
-        src_off: usize,
-        dst: &Self::Buffer,
-        dst_off: usize,
-        count: usize,
+        src: &Range<Self::Buffer>,
+        dst: &Range<Self::Buffer>,
         dtype: DType,
         scale: Scale,
-    ) -> Result<()>;
+    ) -> Result<Self::Event>;
+
+    /// Whether the work behind `event` has completed. Never blocks.
+    ///
+    /// # Errors
+    /// `Device` when that work failed.
+    fn poll(&self, event: &Self::Event) -> Result<bool>;
+
+    /// Blocks until the work behind `event` has completed.
+    ///
+    /// # Errors
+    /// `Timeout` when `deadline` passes first; `Device` when the work failed.
+    fn wait(&self, event: &Self::Event, deadline: Option<Instant>) -> Result<()>;
 
     /// The buffer's bytes as shared host memory, when the host may read and write them
     /// directly (so the scheduler can lend them to peers without a copy). GPU devices return
-    /// `None` and the scheduler stages through host memory.
+    /// `None`.
     fn host_view(&self, buf: &Self::Buffer) -> Option<HostMem>;
 
-    /// Waits until all work queued on this device has finished.
+    /// Waits until all work enqueued on this device has finished.
     ///
     /// # Errors
     /// `Timeout` when `deadline` passes first; `Device` when queued work failed.

@@ -1,58 +1,66 @@
 //! The scheduler: runs one rank's [`Plan`] by driving the transport (messages) and the device
-//! (copies and kernels). It is the only layer that sees both. Its rules:
+//! (enqueued copies and kernels). It is the only layer that sees both.
 //!
-//! - a `Send` lends the source range (or a host staging copy of it) and does not wait;
-//! - a range that is lent is never written until the peer releases it: a receive into it
-//!   first copies the message to host staging and releases it, then waits;
+//! A running op is an [`OpRun`], a state machine: [`OpRun::poll`] never blocks — it advances
+//! as far as messages, releases and device events allow and says what it waits for
+//! ([`Blocked`]). Drivers (`drive.rs`) block with the op's deadline: one op on the calling
+//! thread, or several ranks' ops from one thread (group calls). The rules:
+//!
+//! - a `Send` lends the source range — host memory in place, a device range to a peer whose
+//!   device reaches it, or a host staging copy — and does not wait; a range is lent only once
+//!   the device work that writes it has completed;
+//! - a range that is lent is never written until the peer has released it: a receive into it
+//!   first moves the message to staging and releases it, then waits;
+//! - a received message is released only once the device work that reads it has completed;
 //! - hazards are tracked by memory (the device's `mem_id` and byte ranges), never by the role
 //!   a buffer plays, so an input that is also an output is protected like any other range;
-//! - every wait has the op's deadline, and ends early on abort, on a departed peer, or on a
-//!   mismatch seen in a message header or in the peer's flight recorder;
-//! - the op ends only when every lend has been released — on success — or, on failure, once
-//!   the link is poisoned (peers learn at once) and every lend is reclaimed: unopened messages
-//!   taken back, readers in progress awaited. A returned tensor is never read by anyone else.
+//! - the op ends only when every lend has been released and all its device work completed —
+//!   on success — or, on failure, once the link is poisoned (peers learn at once), the device
+//!   work finished and every lend is reclaimed. A returned tensor is never read by anyone else.
 
+mod drive;
 mod failure;
 mod staging;
-mod wait;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) use drive::{drive, drive_all};
 pub(crate) use failure::{Now, after_failure};
-use staging::SendSlot;
 pub use staging::Staging;
 
 use crate::algo::{Plan, Slot, Span, Step};
-use crate::comm::flight::Board;
-use crate::device::Device;
+use crate::comm::Shared;
+use crate::device::{Device, Range, Reach, Source};
 use crate::error::{CollectiveError, Result};
-use crate::mem::{HostMem, HostRegion};
+use crate::mem::HostRegion;
 use crate::op::Fingerprint;
 use crate::trace::{debug_event, trace_event};
-use crate::transport::{Header, Link, Opened};
+use crate::transport::{Header, Link, Opened, Payload};
 use crate::types::{Combine, DType, Rank, Scale};
 
-/// Where a slot's spans live.
-pub(crate) enum Binding<'a, B> {
+/// Where a slot's spans live. Buffers are handles (clones name the same memory), so a running
+/// op owns what it touches.
+pub(crate) enum Binding<B> {
     /// Not used by this op.
     Unbound,
     /// One buffer, spans offset by `base` bytes. `id` is the buffer's memory id
     /// ([`Device::mem_id`]): two bindings of the same memory share it.
-    Contig { buf: &'a B, base: usize, id: usize },
+    Contig { buf: B, base: usize, id: usize },
     /// One buffer per block of `block` bytes (all_gather into a list of tensors), with their
     /// memory ids.
-    Blocks { bufs: Vec<(&'a B, usize)>, block: usize },
+    Blocks { bufs: Vec<(B, usize)>, block: usize },
 }
 
 /// The three slots of a plan.
-pub(crate) struct Bindings<'a, B> {
-    pub input: Binding<'a, B>,
-    pub output: Binding<'a, B>,
-    pub scratch: Binding<'a, B>,
+pub(crate) struct Bindings<B> {
+    pub input: Binding<B>,
+    pub output: Binding<B>,
+    pub scratch: Binding<B>,
 }
 
 /// Everything about the op the scheduler needs besides the plan and buffers.
-pub(crate) struct OpCtx<'a> {
+pub(crate) struct OpCtx {
     pub rank: Rank,
     pub world: usize,
     pub seq: u64,
@@ -61,27 +69,107 @@ pub(crate) struct OpCtx<'a> {
     pub deadline: Instant,
     pub dtype: DType,
     pub combine: Combine,
-    pub link: &'a Link,
-    pub board: &'a Board,
-    pub comm_name: &'a str,
+    pub shared: Arc<Shared>,
 }
 
-struct Resolved<'a, B> {
-    buf: &'a B,
-    off: usize,
-    len: usize,
+impl OpCtx {
+    pub(crate) fn link(&self) -> &Link {
+        &self.shared.link
+    }
+}
+
+/// A resolved span: a device range and the memory id it lies in.
+struct Resolved<B> {
+    range: Range<B>,
     id: usize,
+}
+
+impl<B> Resolved<B> {
+    fn key(&self) -> (usize, usize, usize) {
+        (self.id, self.range.off, self.range.len)
+    }
+}
+
+fn overlaps((i, o, n): (usize, usize, usize), (j, p, m): (usize, usize, usize)) -> bool {
+    i == j && n > 0 && m > 0 && o < p + m && p < o + n
 }
 
 struct Lend {
     peer: Rank,
     ticket: u64,
-    /// The lent device range (`id`, byte offset, byte length), unless a staging copy was lent.
+    /// The lent memory (`id`, byte offset, byte length), unless a staging copy was lent.
     range: Option<(usize, usize, usize)>,
 }
 
-impl<B> Bindings<'_, B> {
-    fn resolve(&self, s: Span, size: usize) -> Result<Resolved<'_, B>> {
+/// Device work in flight: what it writes (so nobody lends or reads it before it completes)
+/// and the messages it reads (released once it completes).
+struct InFlight<E> {
+    event: E,
+    writes: Option<(usize, usize, usize)>,
+    msgs: Vec<Opened>,
+    /// Whether it reads this rank's receive staging memory (which must not be reused before).
+    staging: bool,
+}
+
+impl<E> InFlight<E> {
+    fn writing(event: E, key: (usize, usize, usize), msgs: Vec<Opened>) -> Self {
+        InFlight { event, writes: Some(key), msgs, staging: false }
+    }
+}
+
+/// A send whose bytes are being downloaded into a staging slot.
+struct StagedSend<E> {
+    event: E,
+    peer: Rank,
+    slot: usize,
+    len: usize,
+}
+
+/// A receive into a lent range, in two phases: the message moves to staging (and is
+/// released), then — once the range is free — the staged bytes land.
+struct Parked<B> {
+    source: Source<B>,
+    dst: Resolved<B>,
+    acc: Option<Span>,
+}
+
+/// A received payload moved to staging, and the device event that completes the move (none
+/// when the host copied it).
+type Staged<D> = (Source<<D as Device>::Buffer>, Option<<D as Device>::Event>);
+
+/// What a blocked op waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// The next message from a peer.
+    Message(Rank),
+    /// A peer's release of a lent message.
+    Release(Rank, u64),
+    /// Device work of this rank.
+    Device,
+}
+
+/// One rank's op in progress.
+pub(crate) struct OpRun<D: Device> {
+    dev: D,
+    plan: Plan,
+    bufs: Bindings<D::Buffer>,
+    pub(crate) ctx: OpCtx,
+    stage: Staging<D::Buffer>,
+    reach: Arc<[Reach]>,
+    pos: usize,
+    lends: Vec<Lend>,
+    sent: Vec<u32>,
+    received: Vec<u32>,
+    inflight: Vec<InFlight<D::Event>>,
+    staged_send: Option<StagedSend<D::Event>>,
+    parked: Option<Parked<D::Buffer>>,
+    noted_wait: bool,
+    started: bool,
+    done: bool,
+}
+
+impl<B: Clone> Bindings<B> {
+    fn resolve(&self, s: Span, size: usize) -> Result<Resolved<B>> {
         let b = match s.slot {
             Slot::Input => &self.input,
             Slot::Output => &self.output,
@@ -89,59 +177,21 @@ impl<B> Bindings<'_, B> {
         };
         let (off, len) = (s.off * size, s.len * size);
         match b {
-            Binding::Contig { buf, base, id } => Ok(Resolved { buf, off: base + off, len, id: *id }),
+            Binding::Contig { buf, base, id } => {
+                Ok(Resolved { range: Range::new(buf.clone(), base + off, len), id: *id })
+            }
             Binding::Blocks { bufs, block } => {
                 let (k, inner) = if *block == 0 { (0, 0) } else { (off / block, off % block) };
                 match bufs.get(k) {
-                    Some(&(buf, id)) if inner + len <= *block || len == 0 => Ok(Resolved { buf, off: inner, len, id }),
+                    Some((buf, id)) if inner + len <= *block || len == 0 => {
+                        Ok(Resolved { range: Range::new(buf.clone(), inner, len), id: *id })
+                    }
                     _ => Err(CollectiveError::protocol(format!("plan span {s:?} does not fit the output list"))),
                 }
             }
             Binding::Unbound => Err(CollectiveError::protocol(format!("plan uses unbound slot {:?}", s.slot))),
         }
     }
-}
-
-/// How long a failed op waits, past its own deadline if need be, for a peer that is in the
-/// middle of reading this rank's memory (a copy or a kernel, never a wait) to finish.
-const RECLAIM_GRACE: Duration = Duration::from_secs(10);
-
-/// Runs `plan` to completion. On failure the link is poisoned first (so peers stop at once,
-/// with this error) and then every lend is reclaimed before returning.
-pub(crate) fn execute<D: Device>(
-    dev: &D,
-    plan: &Plan,
-    bufs: &Bindings<'_, D::Buffer>,
-    ctx: &OpCtx<'_>,
-    stage: &mut Staging,
-) -> Result<()> {
-    let mut run = Run {
-        dev,
-        bufs,
-        ctx,
-        stage,
-        lends: Vec::new(),
-        sent: vec![0; ctx.world],
-        received: vec![0; ctx.world],
-        noted_wait: false,
-    };
-    let result = run.all(plan).and_then(|()| run.wait_lends(|_| true));
-    result.map_err(|e| {
-        fail(ctx, &e);
-        run.reclaim();
-        // The poison may name an earlier op (where the ranks diverged); the caller's error
-        // is about the call it made.
-        if ctx.p2p { e } else { e.at_seq(ctx.seq) }
-    })
-}
-
-/// Poisons the communicator's link with `err`, so every peer's wait ends at once with it.
-/// Only a collective's sequence number goes with the poison (the op's own, unless `err`
-/// already names the earlier op where ranks diverged): it is how other ranks tell whether
-/// they are in the failed op, behind it or past it ([`after_failure`]).
-pub(crate) fn fail(ctx: &OpCtx<'_>, err: &CollectiveError) {
-    let poison = err.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string());
-    ctx.link.poison(if ctx.p2p { poison } else { poison.with_seq(ctx.seq) });
 }
 
 /// How many steps from the start of `steps` form a fusable run: receive-reduces from distinct
@@ -159,51 +209,150 @@ fn fusable_run(steps: &[Step]) -> usize {
     n
 }
 
-struct Run<'r, 'a, D: Device> {
-    dev: &'r D,
-    bufs: &'r Bindings<'a, D::Buffer>,
-    ctx: &'r OpCtx<'r>,
-    stage: &'r mut Staging,
-    lends: Vec<Lend>,
-    sent: Vec<u32>,
-    received: Vec<u32>,
-    noted_wait: bool,
+/// Poisons the communicator's link with `err`, so every peer's wait ends at once with it.
+/// Only a collective's sequence number goes with the poison (the op's own, unless `err`
+/// already names the earlier op where ranks diverged): it is how other ranks tell whether
+/// they are in the failed op, behind it or past it ([`after_failure`]).
+pub(crate) fn fail(ctx: &OpCtx, err: &CollectiveError) {
+    let poison = err.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string());
+    ctx.link().poison(if ctx.p2p { poison } else { poison.with_seq(ctx.seq) });
 }
 
-impl<'r, D: Device> Run<'r, '_, D> {
-    fn all(&mut self, plan: &Plan) -> Result<()> {
-        let size = self.ctx.dtype.size();
-        let steps = &plan.steps;
-        let mut i = 0;
-        while i < steps.len() {
-            trace_event!(rank = self.ctx.rank, index = i, step = ?steps[i], "step");
-            let fused = fusable_run(&steps[i..]);
-            if fused > 1 && self.recv_reduce_many(&steps[i..i + fused], size)? {
-                i += fused;
-                continue;
-            }
-            match steps[i] {
-                Step::Send { peer, src } => self.send(peer, src, size)?,
-                Step::Recv { peer, dst } => self.recv(peer, dst, None, size)?,
-                Step::RecvReduce { peer, acc, dst } => self.recv(peer, dst, Some(acc), size)?,
-                Step::Copy { src, dst } => {
-                    let (s, d) = (self.bufs.resolve(src, size)?, self.bufs.resolve(dst, size)?);
-                    if (s.id, s.off) != (d.id, d.off) && d.len > 0 {
-                        self.wait_hazards(d.id, d.off, d.len)?;
-                        self.dev.copy(s.buf, s.off, d.buf, d.off, d.len)?;
-                    }
-                }
-                Step::Average { span } => {
-                    let d = self.bufs.resolve(span, size)?;
-                    self.wait_hazards(d.id, d.off, d.len)?;
-                    let n = self.ctx.world as u64;
-                    self.dev.scale(d.buf, d.off, d.buf, d.off, span.len, self.ctx.dtype, Scale::DivBy(n))?;
-                }
-            }
-            i += 1;
+/// How long a failed op waits, past its own deadline if need be, for a peer that is in the
+/// middle of reading this rank's memory (a copy or a kernel, never a wait) to finish.
+const RECLAIM_GRACE: Duration = Duration::from_secs(10);
+
+impl<D: Device> OpRun<D> {
+    /// An op ready to run. `prologue` is device work enqueued before the plan (the
+    /// pre-multiplied input of `PreMulSum`) and the range it writes.
+    pub(crate) fn new(
+        dev: D,
+        plan: Plan,
+        bufs: Bindings<D::Buffer>,
+        ctx: OpCtx,
+        stage: Staging<D::Buffer>,
+        reach: Arc<[Reach]>,
+        prologue: Option<(D::Event, (usize, usize, usize))>,
+    ) -> Self {
+        let world = ctx.world;
+        OpRun {
+            dev,
+            plan,
+            bufs,
+            ctx,
+            stage,
+            reach,
+            pos: 0,
+            lends: Vec::new(),
+            sent: vec![0; world],
+            received: vec![0; world],
+            inflight: prologue.map(|(event, w)| InFlight::writing(event, w, Vec::new())).into_iter().collect(),
+            staged_send: None,
+            parked: None,
+            noted_wait: false,
+            started: false,
+            done: false,
         }
-        debug_event!(rank = self.ctx.rank, seq = self.ctx.seq, steps = plan.steps.len(), "plan done");
-        Ok(())
+    }
+
+    /// Gives back the staging memory (to be reused by the communicator's next op).
+    pub(crate) fn into_staging(self) -> Staging<D::Buffer> {
+        self.stage
+    }
+
+    /// Advances the op as far as it can without blocking: `Ok(None)` when it is complete,
+    /// `Ok(Some(what))` when it waits, `Err` when it failed (then call [`fail`](Self::fail)).
+    pub(crate) fn poll(&mut self) -> Result<Option<Blocked>> {
+        let blocked = self.advance()?;
+        // Device work in flight comes first: finishing it releases messages that peers may be
+        // waiting for before they can send or release what this op waits for.
+        Ok(blocked.map(|b| if self.inflight.is_empty() && self.staged_send.is_none() { b } else { Blocked::Device }))
+    }
+
+    fn advance(&mut self) -> Result<Option<Blocked>> {
+        if self.done {
+            return Ok(None);
+        }
+        if !std::mem::replace(&mut self.started, true) {
+            // The flight recorder's entry starts when the op does (a queued op is not running).
+            let c = &self.ctx;
+            c.shared.board.start(c.rank, c.seq, c.fp.desc, self.plan.algorithm);
+        }
+        let size = self.ctx.dtype.size();
+        loop {
+            self.retire()?;
+            if let Some(b) = self.finish_staged_send()? {
+                return Ok(Some(b));
+            }
+            if let Some(b) = self.finish_parked(size)? {
+                return Ok(Some(b));
+            }
+            let steps = &self.plan.steps;
+            if self.pos == steps.len() {
+                if !self.inflight.is_empty() {
+                    return Ok(Some(Blocked::Device));
+                }
+                let (link, me) = (self.ctx.link(), self.ctx.rank);
+                self.lends.retain(|l| !link.is_released(me, l.peer, l.ticket));
+                if let Some(l) = self.lends.first() {
+                    return Ok(Some(Blocked::Release(l.peer, l.ticket)));
+                }
+                debug_event!(rank = self.ctx.rank, seq = self.ctx.seq, steps = steps.len(), "plan done");
+                self.done = true;
+                return Ok(None);
+            }
+            trace_event!(rank = self.ctx.rank, index = self.pos, step = ?steps[self.pos], "step");
+            let step = steps[self.pos];
+            let fused = fusable_run(&steps[self.pos..]);
+            let outcome = if fused > 1 {
+                let run: Vec<Step> = steps[self.pos..self.pos + fused].to_vec();
+                match self.recv_reduce_many(&run, size)? {
+                    Progress::Unfused => self.step(step, size)?,
+                    other => other,
+                }
+            } else {
+                self.step(step, size)?
+            };
+            match outcome {
+                Progress::Advanced => self.pos += 1,
+                Progress::Fused => self.pos += fused,
+                Progress::Blocked(b) => return Ok(Some(b)),
+                Progress::Unfused => {
+                    return Err(CollectiveError::protocol("a single step reported itself unfusable"));
+                }
+            }
+        }
+    }
+
+    /// One step; `Advanced` once it is enqueued.
+    fn step(&mut self, step: Step, size: usize) -> Result<Progress> {
+        match step {
+            Step::Send { peer, src } => self.send(peer, src, size),
+            Step::Recv { peer, dst } => self.recv(peer, dst, None, size),
+            Step::RecvReduce { peer, acc, dst } => self.recv(peer, dst, Some(acc), size),
+            Step::Copy { src, dst } => {
+                let (s, d) = (self.bufs.resolve(src, size)?, self.bufs.resolve(dst, size)?);
+                if (s.id, s.range.off) == (d.id, d.range.off) || d.range.len == 0 {
+                    return Ok(Progress::Advanced);
+                }
+                if let Some(b) = self.hazard(d.key()) {
+                    return Ok(Progress::Blocked(b));
+                }
+                let event = self.dev.copy(&s.range, &d.range)?;
+                self.inflight.push(InFlight::writing(event, d.key(), Vec::new()));
+                Ok(Progress::Advanced)
+            }
+            Step::Average { span } => {
+                let d = self.bufs.resolve(span, size)?;
+                if let Some(b) = self.hazard(d.key()) {
+                    return Ok(Progress::Blocked(b));
+                }
+                let n = self.ctx.world as u64;
+                let event = self.dev.scale(&d.range, &d.range, self.ctx.dtype, Scale::DivBy(n))?;
+                self.inflight.push(InFlight::writing(event, d.key(), Vec::new()));
+                Ok(Progress::Advanced)
+            }
+        }
     }
 
     fn header(&mut self, peer: Rank) -> Header {
@@ -212,192 +361,331 @@ impl<'r, D: Device> Run<'r, '_, D> {
         Header { seq: self.ctx.seq, p2p: self.ctx.p2p, index, fp: self.ctx.fp }
     }
 
-    fn send(&mut self, peer: Rank, src: Span, size: usize) -> Result<()> {
+    /// Whether device work in flight writes memory overlapping `key`.
+    fn being_written(&self, key: (usize, usize, usize)) -> bool {
+        self.inflight.iter().any(|f| f.writes.is_some_and(|w| overlaps(w, key)))
+    }
+
+    fn send(&mut self, peer: Rank, src: Span, size: usize) -> Result<Progress> {
         let s = self.bufs.resolve(src, size)?;
-        let (region, range, slot) = match self.dev.host_view(s.buf) {
-            Some(mem) => (HostRegion { mem, off: s.off, len: s.len }, Some((s.id, s.off, s.len)), None),
+        if self.being_written(s.key()) {
+            return Ok(Progress::Blocked(Blocked::Device));
+        }
+        let payload = match self.dev.host_view(&s.range.buf) {
+            Some(mem) => Payload::Host(HostRegion { mem, off: s.range.off, len: s.range.len }),
+            None if self.reach.get(peer).is_some_and(|r| *r != Reach::Host) => {
+                Payload::Device(Arc::new(s.range.clone()), s.range.len)
+            }
             None => {
-                let i = self.send_slot(s.len)?;
-                let mem = self.stage.send[i].mem.clone();
-                self.dev.download(s.buf, s.off, &mut mem.write(0, s.len)?)?;
-                (HostRegion { mem, off: 0, len: s.len }, None, Some(i))
+                let len = s.range.len;
+                let slot = self.send_slot(len)?;
+                let region = HostRegion { mem: self.stage.send[slot].mem.clone(), off: 0, len };
+                let event = self.dev.download(&s.range, &region)?;
+                self.stage.send[slot].held_by = Some((peer, u64::MAX));
+                self.staged_send = Some(StagedSend { event, peer, slot, len });
+                return Ok(Progress::Advanced);
             }
         };
         let header = self.header(peer);
-        let ticket = self.ctx.link.send(self.ctx.rank, peer, header, region);
-        if let Some(i) = slot {
-            self.stage.send[i].held_by = Some((peer, ticket));
+        let ticket = self.ctx.link().send(self.ctx.rank, peer, header, payload);
+        self.lends.push(Lend { peer, ticket, range: Some(s.key()) });
+        Ok(Progress::Advanced)
+    }
+
+    /// Sends a staged copy once its download completed. Steps after the send wait for it, so
+    /// messages to a peer leave in plan order.
+    fn finish_staged_send(&mut self) -> Result<Option<Blocked>> {
+        let Some(s) = &self.staged_send else { return Ok(None) };
+        if !self.dev.poll(&s.event)? {
+            return Ok(Some(Blocked::Device));
         }
-        self.lends.push(Lend { peer, ticket, range });
-        Ok(())
+        let Some(s) = self.staged_send.take() else { return Ok(None) };
+        let region = HostRegion { mem: self.stage.send[s.slot].mem.clone(), off: 0, len: s.len };
+        let header = self.header(s.peer);
+        let ticket = self.ctx.link().send(self.ctx.rank, s.peer, header, Payload::Host(region));
+        self.stage.send[s.slot].held_by = Some((s.peer, ticket));
+        self.lends.push(Lend { peer: s.peer, ticket, range: None });
+        Ok(None)
     }
 
     /// The index of a free send staging slot of at least `len` bytes. Slots come back when
     /// their lend is released; when none is free the pool grows, never waits: a plan may
     /// lend many chunks before it receives anything, and waiting here for a peer that first
-    /// needs this rank's later messages would deadlock. The pool is kept across ops, so it
-    /// grows to the largest in-flight volume once and is reused after that.
+    /// needs this rank's later messages would deadlock.
     fn send_slot(&mut self, len: usize) -> Result<usize> {
-        let (link, me) = (self.ctx.link, self.ctx.rank);
-        let slots = &mut self.stage.send;
-        for slot in slots.iter_mut() {
-            if let Some((p, t)) = slot.held_by
-                && link.is_released(me, p, t)
-            {
-                slot.held_by = None;
-            }
-        }
-        if let Some(i) = slots.iter().position(|x| x.held_by.is_none() && x.mem.len() >= len) {
-            return Ok(i);
-        }
-        if let Some(i) = slots.iter().position(|x| x.held_by.is_none()) {
-            slots[i].mem = HostMem::zeroed(len)?;
-            return Ok(i);
-        }
-        slots.push(SendSlot { mem: HostMem::zeroed(len)?, held_by: None });
-        Ok(slots.len() - 1)
+        let (link, me, dev) = (self.ctx.link(), self.ctx.rank, &self.dev);
+        self.stage.reclaim_released(|p, t| link.is_released(me, p, t));
+        self.stage.send_slot(len, |n| dev.alloc_staging(n))
     }
 
-    fn recv(&mut self, peer: Rank, dst: Span, acc: Option<Span>, size: usize) -> Result<()> {
-        let msg = self.next_message(peer)?;
+    fn recv(&mut self, peer: Rank, dst: Span, acc: Option<Span>, size: usize) -> Result<Progress> {
+        if !self.ctx.link().has_message(self.ctx.rank, peer) {
+            return Ok(Progress::Blocked(Blocked::Message(peer)));
+        }
         let d = self.bufs.resolve(dst, size)?;
-        self.check_len(peer, msg.region(), d.len)?;
+        let parking = d.range.len > 0 && self.lent(d.key());
+        if parking && self.inflight.iter().any(|f| f.staging) {
+            // The staging memory is still being read by the previous parked receive.
+            return Ok(Progress::Blocked(Blocked::Device));
+        }
+        let msg = self.open(peer, d.range.len)?;
         self.received[peer] += 1;
-        if d.len > 0 && self.hazard(d.id, d.off, d.len) {
-            // The destination is still lent out: take the bytes into staging and release the
-            // message at once (the peer may be waiting for it before it reads our lend).
-            let st = self.stage.recv(d.len)?;
-            st.write(0, d.len)?.copy_from_slice(&msg.region().read()?);
-            msg.release();
-            self.wait_hazards(d.id, d.off, d.len)?;
-            return self.land(&st.read(0, d.len)?, &d, acc, size);
+        let source = match self.source(&msg) {
+            Ok(s) => s,
+            Err(e) => {
+                self.ctx.link().close(self.ctx.rank, &msg);
+                return Err(e);
+            }
+        };
+        if parking {
+            // The destination is still lent out: move the bytes to staging and release the
+            // message as soon as that copy completes (the peer may be waiting for the release
+            // before it reads our lend), then land them once the range is free.
+            let (staged, event) = match self.stage_incoming(&source, d.range.len) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.ctx.link().close(self.ctx.rank, &msg);
+                    return Err(e);
+                }
+            };
+            match event {
+                None => self.ctx.link().release(self.ctx.rank, &msg),
+                Some(event) => self.inflight.push(InFlight { event, writes: None, msgs: vec![msg], staging: false }),
+            }
+            self.parked = Some(Parked { source: staged, dst: d, acc });
+            return Ok(Progress::Advanced);
         }
-        self.land(&msg.region().read()?, &d, acc, size)?;
-        msg.release();
-        Ok(())
-    }
-
-    /// Writes received bytes into their destination: a copy, or a reduction with `acc`.
-    fn land(&self, bytes: &[u8], d: &Resolved<'_, D::Buffer>, acc: Option<Span>, size: usize) -> Result<()> {
-        match acc {
-            None => self.dev.upload(d.buf, d.off, bytes),
-            Some(a) => {
-                let a = self.bufs.resolve(a, size)?;
-                self.dev.reduce_host(d.buf, d.off, a.buf, a.off, bytes, self.ctx.dtype, self.ctx.combine)
+        let landed = self.land(&source, &d, acc, size);
+        match landed {
+            Ok(event) => {
+                self.inflight.push(InFlight::writing(event, d.key(), vec![msg]));
+                Ok(Progress::Advanced)
+            }
+            Err(e) => {
+                self.ctx.link().close(self.ctx.rank, &msg);
+                Err(e)
             }
         }
     }
 
-    /// Runs a run of receive-reduces into one range as one fused kernel: waits for every
-    /// message, opens and checks each, reduces all sources in one pass, then releases them.
-    /// Returns `false` (having consumed nothing) when the destination is still lent out, so
-    /// that the caller falls back to one step at a time.
-    fn recv_reduce_many(&mut self, run: &[Step], size: usize) -> Result<bool> {
-        let Step::RecvReduce { acc: first_acc, dst, .. } = run[0] else { return Ok(false) };
-        let d = self.bufs.resolve(dst, size)?;
-        if d.len > 0 && self.hazard(d.id, d.off, d.len) {
-            return Ok(false);
+    /// Lands a parked receive once its destination is no longer lent.
+    fn finish_parked(&mut self, size: usize) -> Result<Option<Blocked>> {
+        let Some(p) = &self.parked else { return Ok(None) };
+        if let Some(b) = self.hazard(p.dst.key()) {
+            return Ok(Some(b));
         }
-        let peers: Vec<Rank> =
-            run.iter().filter_map(|s| if let Step::RecvReduce { peer, .. } = *s { Some(peer) } else { None }).collect();
-        // Wait for all before opening any: an opened message must never be held across a wait.
-        for &peer in &peers {
-            self.await_message(peer)?;
-        }
-        let mut msgs = Vec::with_capacity(peers.len());
-        for &peer in &peers {
-            let msg = self.next_message(peer)?;
-            self.check_len(peer, msg.region(), d.len)?;
-            msgs.push(msg);
-        }
-        let a = self.bufs.resolve(first_acc, size)?;
-        let guards = msgs.iter().map(|m| m.region().read()).collect::<Result<Vec<_>>>()?;
-        let srcs: Vec<&[u8]> = guards.iter().map(|g| &**g).collect();
-        self.dev.reduce_host_many(d.buf, d.off, a.buf, a.off, &srcs, self.ctx.dtype, self.ctx.combine)?;
-        drop(guards);
-        for (msg, peer) in msgs.into_iter().zip(peers) {
-            self.received[peer] += 1;
-            msg.release();
-        }
-        Ok(true)
+        let Some(p) = self.parked.take() else { return Ok(None) };
+        let event = self.land(&p.source, &p.dst, p.acc, size)?;
+        self.inflight.push(InFlight { staging: true, ..InFlight::writing(event, p.dst.key(), Vec::new()) });
+        Ok(None)
     }
 
-    /// Waits until a message from `peer` has arrived.
-    fn await_message(&mut self, peer: Rank) -> Result<()> {
-        let (me, link) = (self.ctx.rank, self.ctx.link);
-        if !link.has_message(me, peer) {
-            let index = self.received[peer];
-            let what = move || format!("rank {peer} to send message {index} of this op");
-            self.wait_for(peer, &what, &mut || link.has_message(me, peer))?;
-        }
-        Ok(())
-    }
-
-    /// Waits for the next message from `peer`, opens it and checks its header. Dropping the
-    /// result unreleased (on any error) puts the message back unread.
-    fn next_message(&mut self, peer: Rank) -> Result<Opened<'r>> {
-        self.await_message(peer)?;
-        let Some(msg) = self.ctx.link.open(self.ctx.rank, peer) else {
+    /// Opens the next message from `peer` (which has arrived) and checks its header and size.
+    /// On error the message is put back unread.
+    fn open(&mut self, peer: Rank, want: usize) -> Result<Opened> {
+        let (me, link) = (self.ctx.rank, self.ctx.link());
+        let Some(msg) = link.open(me, peer) else {
             // Only a sender that failed takes messages back, and it poisons the link first.
             return Err(self
                 .poisoned()
                 .unwrap_or_else(|| CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer)));
         };
-        self.check_header(peer, msg.header())?;
-        Ok(msg)
+        let checked = self.check_header(peer, &msg.header).and_then(|()| {
+            if msg.payload.len() == want {
+                Ok(())
+            } else {
+                Err(CollectiveError::protocol(format!(
+                    "rank {peer} sent {} bytes where {want} were expected",
+                    msg.payload.len()
+                ))
+                .with_peer(peer))
+            }
+        });
+        match checked {
+            Ok(()) => Ok(msg),
+            Err(e) => {
+                link.close(me, &msg);
+                Err(e)
+            }
+        }
     }
 
-    fn check_len(&self, peer: Rank, region: &HostRegion, want: usize) -> Result<()> {
-        if region.len != want || !region.mem.check(region.off, region.len) {
-            return Err(CollectiveError::protocol(format!(
-                "rank {peer} sent {} bytes where {want} were expected",
-                region.len
-            ))
-            .with_peer(peer));
+    /// What a message's payload is to this rank's device.
+    fn source(&self, msg: &Opened) -> Result<Source<D::Buffer>> {
+        match &msg.payload {
+            Payload::Host(r) => Ok(Source::Host(r.clone())),
+            Payload::Device(any, _) => {
+                any.downcast_ref::<Range<D::Buffer>>().cloned().map(Source::Device).ok_or_else(|| {
+                    CollectiveError::protocol(format!(
+                        "rank {} sent device memory this rank's device ({}) cannot use",
+                        msg.from,
+                        self.dev.describe()
+                    ))
+                    .with_peer(msg.from)
+                })
+            }
+        }
+    }
+
+    /// Copies a received payload into this rank's staging memory: host bytes to host staging
+    /// (done when this returns: no event), a device range to device scratch (so ranks sharing
+    /// a device never cross the host; the event completes the copy).
+    fn stage_incoming(&mut self, source: &Source<D::Buffer>, len: usize) -> Result<Staged<D>> {
+        match source {
+            Source::Host(r) => {
+                let dev = &self.dev;
+                let mem = self.stage.recv_host(len, |n| dev.alloc_staging(n))?;
+                mem.write(0, len)?.copy_from_slice(&r.read()?);
+                Ok((Source::Host(HostRegion { mem, off: 0, len }), None))
+            }
+            Source::Device(r) => {
+                let dev = &self.dev;
+                let buf = self.stage.recv_device(len, |n| dev.alloc(n), |b| dev.len(b))?;
+                let dst = Range::new(buf, 0, len);
+                let event = self.dev.copy(r, &dst)?;
+                Ok((Source::Device(dst), Some(event)))
+            }
+        }
+    }
+
+    /// Writes received bytes into their destination: a copy, or a reduction with `acc`.
+    fn land(
+        &self,
+        source: &Source<D::Buffer>,
+        d: &Resolved<D::Buffer>,
+        acc: Option<Span>,
+        size: usize,
+    ) -> Result<D::Event> {
+        match (acc, source) {
+            (None, Source::Host(r)) => self.dev.upload(&d.range, r),
+            (None, Source::Device(r)) => self.dev.copy(r, &d.range),
+            (Some(a), _) => {
+                let a = self.bufs.resolve(a, size)?;
+                self.dev.reduce(&d.range, &a.range, std::slice::from_ref(source), self.ctx.dtype, self.ctx.combine)
+            }
+        }
+    }
+
+    /// A run of receive-reduces into one range as one fused kernel, once every message has
+    /// arrived. `Unfused` (nothing consumed) when the destination is lent or being written, so
+    /// the caller takes one step at a time.
+    fn recv_reduce_many(&mut self, run: &[Step], size: usize) -> Result<Progress> {
+        let Step::RecvReduce { acc: first_acc, dst, .. } = run[0] else { return Ok(Progress::Unfused) };
+        let d = self.bufs.resolve(dst, size)?;
+        if d.range.len > 0 && (self.lent(d.key()) || self.being_written(d.key())) {
+            return Ok(Progress::Unfused);
+        }
+        let peers: Vec<Rank> =
+            run.iter().filter_map(|s| if let Step::RecvReduce { peer, .. } = *s { Some(peer) } else { None }).collect();
+        let (me, link) = (self.ctx.rank, self.ctx.link().clone());
+        if let Some(&p) = peers.iter().find(|&&p| !link.has_message(me, p)) {
+            return Ok(Progress::Blocked(Blocked::Message(p)));
+        }
+        let mut msgs: Vec<Opened> = Vec::with_capacity(peers.len());
+        let mut sources = Vec::with_capacity(peers.len());
+        let opened = (|| -> Result<()> {
+            for &peer in &peers {
+                let msg = self.open(peer, d.range.len)?;
+                msgs.push(msg);
+                sources.push(self.source(msgs.last().ok_or_else(|| CollectiveError::protocol("no message"))?)?);
+            }
+            Ok(())
+        })();
+        let event = opened.and_then(|()| {
+            let a = self.bufs.resolve(first_acc, size)?;
+            self.dev.reduce(&d.range, &a.range, &sources, self.ctx.dtype, self.ctx.combine)
+        });
+        match event {
+            Ok(event) => {
+                for &peer in &peers {
+                    self.received[peer] += 1;
+                }
+                self.inflight.push(InFlight::writing(event, d.key(), msgs));
+                Ok(Progress::Fused)
+            }
+            Err(e) => {
+                for m in &msgs {
+                    link.close(me, m);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Retires completed device work: releases the messages it read.
+    fn retire(&mut self) -> Result<()> {
+        let mut i = 0;
+        while i < self.inflight.len() {
+            if self.dev.poll(&self.inflight[i].event)? {
+                let f = self.inflight.swap_remove(i);
+                for m in &f.msgs {
+                    self.ctx.link().release(self.ctx.rank, m);
+                }
+            } else {
+                i += 1;
+            }
         }
         Ok(())
     }
 
-    /// Whether an unreleased lend overlaps the range.
-    fn hazard(&self, id: usize, off: usize, len: usize) -> bool {
-        let (link, me) = (self.ctx.link, self.ctx.rank);
-        self.lends.iter().any(|l| {
-            l.range.is_some_and(|(i, o, n)| i == id && n > 0 && o < off + len && off < o + n)
-                && !link.is_released(me, l.peer, l.ticket)
-        })
+    /// Whether an unreleased lend overlaps `key`.
+    fn lent(&self, key: (usize, usize, usize)) -> bool {
+        let (link, me) = (self.ctx.link(), self.ctx.rank);
+        self.lends.iter().any(|l| l.range.is_some_and(|r| overlaps(r, key)) && !link.is_released(me, l.peer, l.ticket))
     }
 
-    /// Waits until no unreleased lend overlaps the range.
-    fn wait_hazards(&mut self, id: usize, off: usize, len: usize) -> Result<()> {
-        if len == 0 {
-            return Ok(());
-        }
-        self.wait_lends(|l| l.range.is_some_and(|(i, o, n)| i == id && n > 0 && o < off + len && off < o + n))
-    }
-
-    /// Waits for every lend selected by `which`; forgets the released ones.
-    fn wait_lends(&mut self, which: impl Fn(&Lend) -> bool) -> Result<()> {
-        let pending: Vec<(Rank, u64)> = self.lends.iter().filter(|l| which(l)).map(|l| (l.peer, l.ticket)).collect();
-        for (p, t) in pending {
-            self.wait_released(p, t)?;
-        }
-        let (link, me) = (self.ctx.link, self.ctx.rank);
+    /// What writing `key` waits for: an unreleased lend that overlaps it, if any.
+    fn hazard(&mut self, key: (usize, usize, usize)) -> Option<Blocked> {
+        let (link, me) = (self.ctx.link(), self.ctx.rank);
         self.lends.retain(|l| !link.is_released(me, l.peer, l.ticket));
-        Ok(())
+        self.lends
+            .iter()
+            .find(|l| l.range.is_some_and(|r| overlaps(r, key)))
+            .map(|l| Blocked::Release(l.peer, l.ticket))
     }
 
-    /// After a failure: takes back every message still lent, and waits (with a grace period,
-    /// as the op's own deadline may be what failed) for peers reading one in place.
-    fn reclaim(&mut self) {
-        let deadline = self.ctx.deadline.max(crate::config::deadline_after(RECLAIM_GRACE));
+    /// After a failure: poisons the link (peers stop at once), waits for this rank's device
+    /// work, puts back the messages it was reading, and takes back every message still lent,
+    /// waiting (with a grace period, as the op's own deadline may be what failed) for peers
+    /// reading one in place. Returns the error to report, about the call this rank made.
+    pub(crate) fn fail(&mut self, err: CollectiveError) -> CollectiveError {
+        fail(&self.ctx, &err);
+        let grace = self.ctx.deadline.max(crate::config::deadline_after(RECLAIM_GRACE));
+        let (me, link) = (self.ctx.rank, self.ctx.link().clone());
+        if let Some(s) = self.staged_send.take() {
+            let _ = self.dev.wait(&s.event, Some(grace));
+        }
+        for f in self.inflight.drain(..) {
+            let _ = self.dev.wait(&f.event, Some(grace));
+            for m in &f.msgs {
+                link.close(me, m);
+            }
+        }
+        self.parked = None;
         let mut peers: Vec<Rank> = self.lends.iter().map(|l| l.peer).collect();
         peers.sort_unstable();
         peers.dedup();
         for peer in peers {
-            if !self.ctx.link.reclaim(self.ctx.rank, peer, deadline) {
-                debug_event!(rank = self.ctx.rank, peer, "a peer kept reading a lent range past the grace period");
+            if !link.reclaim(me, peer, grace) {
+                debug_event!(rank = me, peer, "a peer kept reading a lent range past the grace period");
             }
         }
         self.lends.clear();
+        self.done = true;
+        // The poison may name an earlier op (where the ranks diverged); the caller's error is
+        // about the call it made.
+        if self.ctx.p2p { err } else { err.at_seq(self.ctx.seq) }
     }
+}
+
+/// What one attempt at a step achieved.
+enum Progress {
+    /// The step is enqueued.
+    Advanced,
+    /// A fused run of receive-reduces is enqueued.
+    Fused,
+    /// The run cannot be fused now; take its steps one at a time.
+    Unfused,
+    /// Nothing happened; this is what it waits for.
+    Blocked(Blocked),
 }

@@ -1,7 +1,8 @@
-//! In-process transport: one mailbox per ordered pair of ranks. A send puts a lent region in
-//! the mailbox; the receiver reads the sender's memory in place and releases it. No bytes are
-//! copied by the transport, and the mailboxes reuse their queues, so nothing is allocated per
-//! message once a communicator is warm.
+//! In-process transport: one mailbox per ordered pair of ranks. A send puts a lent payload in
+//! the mailbox; the receiver reads the sender's memory in place (or, for a device payload,
+//! has its device read it) and releases it. No bytes are copied by the transport, and the
+//! mailboxes reuse their queues, so nothing is allocated per message once a communicator is
+//! warm.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -9,29 +10,53 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::wait::{Event, WaitOutcome};
-use super::{Header, Message};
+use super::{Header, Opened, Payload};
 use crate::error::{CollectiveError, Result};
-use crate::mem::HostRegion;
 use crate::types::Rank;
 
-/// A message in a mailbox. `opened` while the receiver reads it in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Waiting for the receiver.
+    Queued,
+    /// The receiver is reading it.
+    Opened,
+    /// Done with (released by the receiver, or revoked by a failed sender).
+    Gone,
+}
+
 #[derive(Debug)]
 struct Entry {
+    ticket: u64,
     header: Header,
-    region: HostRegion,
-    opened: bool,
+    payload: Payload,
+    state: State,
 }
 
 #[derive(Debug, Default)]
 struct Mailbox {
     queue: Mutex<VecDeque<Entry>>,
+    /// Messages ever sent; the latest one's ticket.
     sent: AtomicU64,
+    /// Messages opened or revoked: `sent > taken` means one is waiting.
+    taken: AtomicU64,
+    /// Every ticket up to this one is done with.
     released: AtomicU64,
 }
 
 impl Mailbox {
     fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Entry>> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops finished entries from the front and publishes the released prefix.
+    fn trim(&self, q: &mut VecDeque<Entry>) {
+        while let Some(e) = q.front() {
+            if e.state != State::Gone {
+                break;
+            }
+            self.released.store(e.ticket, Ordering::SeqCst);
+            q.pop_front();
+        }
     }
 }
 
@@ -41,6 +66,8 @@ pub struct Fabric {
     world: usize,
     boxes: Vec<Mailbox>,
     events: Vec<Event>,
+    /// Rung with every rank's doorbell: what a thread driving several ranks waits on.
+    any: Event,
     departed: Vec<AtomicBool>,
     failed: AtomicBool,
     poison: Mutex<Option<CollectiveError>>,
@@ -53,6 +80,7 @@ impl Fabric {
             world,
             boxes: (0..world * world).map(|_| Mailbox::default()).collect(),
             events: (0..world).map(|_| Event::default()).collect(),
+            any: Event::default(),
             departed: (0..world).map(|_| AtomicBool::new(false)).collect(),
             failed: AtomicBool::new(false),
             poison: Mutex::new(None),
@@ -63,47 +91,60 @@ impl Fabric {
         &self.boxes[from * self.world + to]
     }
 
-    pub(super) fn send(&self, from: Rank, to: Rank, header: Header, region: HostRegion) -> u64 {
+    fn ring(&self, rank: Rank) {
+        if let Some(e) = self.events.get(rank) {
+            e.ring();
+        }
+        self.any.ring();
+    }
+
+    pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
         let b = self.mailbox(from, to);
         let ticket = {
             let mut q = b.queue();
-            q.push_back(Entry { header, region, opened: false });
-            b.sent.fetch_add(1, Ordering::SeqCst) + 1
+            let ticket = b.sent.load(Ordering::SeqCst) + 1;
+            q.push_back(Entry { ticket, header, payload, state: State::Queued });
+            b.sent.store(ticket, Ordering::SeqCst);
+            ticket
         };
-        self.events[to].ring();
+        self.ring(to);
         ticket
     }
 
     pub(super) fn has_message(&self, me: Rank, from: Rank) -> bool {
         let b = self.mailbox(from, me);
-        b.sent.load(Ordering::SeqCst) > b.released.load(Ordering::SeqCst)
+        b.sent.load(Ordering::SeqCst) > b.taken.load(Ordering::SeqCst)
     }
 
-    pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Message> {
+    pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
         if !self.has_message(me, from) {
             return None;
         }
-        let mut q = self.mailbox(from, me).queue();
-        let e = q.iter_mut().find(|e| !e.opened)?;
-        e.opened = true;
-        Some(Message { header: e.header, region: e.region.clone() })
+        let b = self.mailbox(from, me);
+        let mut q = b.queue();
+        let e = q.iter_mut().find(|e| e.state == State::Queued)?;
+        e.state = State::Opened;
+        b.taken.fetch_add(1, Ordering::SeqCst);
+        Some(Opened { from, ticket: e.ticket, header: e.header, payload: e.payload.clone() })
     }
 
-    pub(super) fn release(&self, me: Rank, from: Rank) {
+    /// Marks the message `ticket` from `from` done with (`release`) or back in the queue
+    /// unread (`!release`), and wakes its sender.
+    pub(super) fn finish(&self, me: Rank, from: Rank, ticket: u64, release: bool) {
         let b = self.mailbox(from, me);
         {
             let mut q = b.queue();
-            q.pop_front();
-            b.released.fetch_add(1, Ordering::SeqCst);
+            if let Some(e) = q.iter_mut().find(|e| e.ticket == ticket && e.state == State::Opened) {
+                if release {
+                    e.state = State::Gone;
+                } else {
+                    e.state = State::Queued;
+                    b.taken.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            b.trim(&mut q);
         }
-        self.events[from].ring();
-    }
-
-    pub(super) fn close(&self, me: Rank, from: Rank) {
-        if let Some(e) = self.mailbox(from, me).queue().iter_mut().find(|e| e.opened) {
-            e.opened = false;
-        }
-        self.events[from].ring();
+        self.ring(from);
     }
 
     /// Takes back every message `me` sent `to` that `to` has not opened; true while `to`
@@ -111,13 +152,16 @@ impl Fabric {
     pub(super) fn revoke(&self, me: Rank, to: Rank) -> bool {
         let b = self.mailbox(me, to);
         let mut q = b.queue();
-        let before = q.len();
-        q.retain(|e| e.opened);
-        let taken = (before - q.len()) as u64;
-        if taken > 0 {
-            b.sent.fetch_sub(taken, Ordering::SeqCst);
+        let mut taken = 0;
+        for e in q.iter_mut().filter(|e| e.state == State::Queued) {
+            e.state = State::Gone;
+            taken += 1;
         }
-        !q.is_empty()
+        if taken > 0 {
+            b.taken.fetch_add(taken, Ordering::SeqCst);
+        }
+        b.trim(&mut q);
+        q.iter().any(|e| e.state == State::Opened)
     }
 
     pub(super) fn is_released(&self, me: Rank, to: Rank, ticket: u64) -> bool {
@@ -132,7 +176,18 @@ impl Fabric {
         ready: &mut dyn FnMut() -> bool,
         slow: &mut dyn FnMut() -> Result<()>,
     ) -> Result<WaitOutcome> {
-        self.events[me].wait(deadline, ready, &|| self.stop(peer), slow)
+        self.events[me].wait(deadline, ready, &|| self.stop(Some(peer)), slow)
+    }
+
+    /// Waits on the fabric-wide doorbell (a thread driving several ranks); `peer`-less, so
+    /// only abort ends it early.
+    pub(super) fn wait_any(
+        &self,
+        deadline: Instant,
+        ready: &mut dyn FnMut() -> bool,
+        slow: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<WaitOutcome> {
+        self.any.wait(deadline, ready, &|| self.stop(None), slow)
     }
 
     /// Waits, ignoring abort and departure, until `ready()` or the deadline.
@@ -140,14 +195,18 @@ impl Fabric {
         matches!(self.events[me].wait(deadline, ready, &|| None, &mut || Ok(())), Ok(WaitOutcome::Ready))
     }
 
-    fn stop(&self, peer: Rank) -> Option<WaitOutcome> {
+    fn stop(&self, peer: Option<Rank>) -> Option<WaitOutcome> {
         if self.failed.load(Ordering::SeqCst) {
             Some(WaitOutcome::Poisoned)
-        } else if self.departed.get(peer).is_some_and(|d| d.load(Ordering::SeqCst)) {
+        } else if peer.is_some_and(|p| self.departed.get(p).is_some_and(|d| d.load(Ordering::SeqCst))) {
             Some(WaitOutcome::PeerGone)
         } else {
             None
         }
+    }
+
+    pub(super) fn is_departed(&self, rank: Rank) -> bool {
+        self.departed.get(rank).is_some_and(|d| d.load(Ordering::SeqCst))
     }
 
     pub(super) fn poison(&self, err: CollectiveError) {
@@ -158,7 +217,7 @@ impl Fabric {
             }
         }
         self.failed.store(true, Ordering::SeqCst);
-        self.events.iter().for_each(Event::ring);
+        self.ring_all();
     }
 
     pub(super) fn poisoned(&self) -> Option<CollectiveError> {
@@ -172,6 +231,11 @@ impl Fabric {
         if let Some(d) = self.departed.get(rank) {
             d.store(true, Ordering::SeqCst);
         }
+        self.ring_all();
+    }
+
+    fn ring_all(&self) {
         self.events.iter().for_each(Event::ring);
+        self.any.ring();
     }
 }

@@ -1,25 +1,29 @@
-//! Transports move host bytes between ranks; they never see a device. Today: in-process
-//! mailboxes between threads ([`inproc`]). The scheduler talks to a [`Link`], a closed enum
-//! so that a TCP transport can join it per peer pair without touching the plans.
+//! Transports move payloads between ranks; they never see a device (a device range travels as
+//! an opaque token). Today: in-process mailboxes between threads ([`inproc`]). The scheduler
+//! talks to a [`Link`], a closed enum so that a TCP transport can join it per peer pair
+//! without touching the plans.
 //!
 //! Semantics every transport provides:
-//! - `send` hands a [`HostRegion`] to a peer and returns a ticket; the region must not be
+//! - `send` lends a [`Payload`] to a peer and returns a ticket; the lent memory must not be
 //!   written until `is_released(ticket)` (in-process the peer reads it in place; a socket
-//!   transport releases once the bytes are on the wire).
+//!   transport releases once the bytes are on the wire);
 //! - messages between two ranks arrive in the order they were sent;
-//! - `open` lets the receiver read the oldest message in place; [`Opened::release`] tells the
-//!   sender it is done, and dropping an [`Opened`] without releasing puts the message back
-//!   (a receiver that fails never tells a sender its data was consumed);
+//! - `open` lets the receiver read the oldest unopened message in place; `release` tells the
+//!   sender it is done, `close` puts the message back unread (a receiver that fails never
+//!   tells a sender its data was consumed);
 //! - `reclaim` takes back every message a failed sender lent that was not opened yet, and
 //!   waits for the ones being read, so a failed op never returns memory a peer still reads;
-//! - `wait` blocks with a deadline and wakes on any message, release, abort or departure.
+//! - `wait` blocks with a deadline and wakes on any message, release, abort or departure;
+//!   `wait_any` does so for a thread that drives several ranks.
 
 pub mod inproc;
 mod wait;
 
+use std::any::Any;
+use std::sync::Arc;
 use std::time::Instant;
 
-use crate::error::Result;
+use crate::error::{CollectiveError, Result};
 use crate::mem::HostRegion;
 use crate::op::Fingerprint;
 use crate::types::Rank;
@@ -40,86 +44,89 @@ pub struct Header {
     pub fp: Fingerprint,
 }
 
-/// A received message: the header and the lent bytes.
-#[derive(Debug)]
-pub struct Message {
+/// What a message carries: host bytes anyone in the process can read, or a range of device
+/// memory that only a rank whose device reaches it can use.
+#[derive(Clone, Debug)]
+pub enum Payload {
+    /// Lent host memory, read in place until released.
+    Host(HostRegion),
+    /// A lent range of device memory (the scheduler's `Range<D::Buffer>`, type-erased), and
+    /// its length in bytes.
+    Device(Arc<dyn Any + Send + Sync>, usize),
+}
+
+impl Payload {
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Host(r) => r.len,
+            Payload::Device(_, len) => *len,
+        }
+    }
+}
+
+/// A message opened for reading in place. The receiver ends it with [`Link::release`] (done:
+/// the sender may reuse its memory) or [`Link::close`] (put back unread).
+#[derive(Clone, Debug)]
+pub struct Opened {
+    /// The sender.
+    pub from: Rank,
+    /// The sender's ticket for this message.
+    pub ticket: u64,
     /// The sender's header.
     pub header: Header,
-    /// The bytes; readable until the message is released.
-    pub region: HostRegion,
-}
-
-/// A message opened for reading in place. [`release`](Self::release) hands it back to the
-/// sender as consumed; dropping it unreleased puts it back unread.
-#[derive(Debug)]
-pub struct Opened<'l> {
-    link: &'l Link,
-    me: Rank,
-    from: Rank,
-    msg: Message,
-    done: bool,
-}
-
-impl Opened<'_> {
-    /// The sender's header.
-    pub fn header(&self) -> &Header {
-        &self.msg.header
-    }
-
-    /// The lent bytes.
-    pub fn region(&self) -> &HostRegion {
-        &self.msg.region
-    }
-
-    /// Tells the sender this rank is done with the message.
-    pub fn release(mut self) {
-        self.done = true;
-        match self.link {
-            Link::InProc(f) => f.release(self.me, self.from),
-        }
-    }
-}
-
-impl Drop for Opened<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            match self.link {
-                Link::InProc(f) => f.close(self.me, self.from),
-            }
-        }
-    }
+    /// What it lent.
+    pub payload: Payload,
 }
 
 /// The transports a scheduler can drive.
 #[derive(Clone, Debug)]
 pub enum Link {
     /// Ranks are threads of this process.
-    InProc(std::sync::Arc<inproc::Fabric>),
+    InProc(Arc<inproc::Fabric>),
 }
 
 impl Link {
-    /// Lends `region` to `to`; returns the ticket to pass to [`is_released`](Self::is_released).
-    pub fn send(&self, from: Rank, to: Rank, header: Header, region: HostRegion) -> u64 {
+    /// Whether two links are the same communicator's.
+    pub fn same(&self, other: &Link) -> bool {
+        match (self, other) {
+            (Link::InProc(a), Link::InProc(b)) => Arc::ptr_eq(a, b),
+        }
+    }
+
+    /// Lends `payload` to `to`; returns the ticket to pass to [`is_released`](Self::is_released).
+    pub fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
         match self {
-            Link::InProc(f) => f.send(from, to, header, region),
+            Link::InProc(f) => f.send(from, to, header, payload),
+        }
+    }
+
+    /// Whether an unopened message from `from` to `me` is waiting.
+    pub fn has_message(&self, me: Rank, from: Rank) -> bool {
+        match self {
+            Link::InProc(f) => f.has_message(me, from),
         }
     }
 
     /// Opens the oldest unopened message from `from` to `me`, if one has arrived. It stays
-    /// queued (and its sender's memory lent) until the returned handle is released.
-    pub fn open(&self, me: Rank, from: Rank) -> Option<Opened<'_>> {
-        let msg = match self {
-            Link::InProc(f) => f.open(me, from)?,
-        };
-        Some(Opened { link: self, me, from, msg, done: false })
+    /// queued (and its sender's memory lent) until released.
+    pub fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
+        match self {
+            Link::InProc(f) => f.open(me, from),
+        }
     }
 
-    /// Takes back every message `me` lent `to` that `to` has not opened, then waits until
-    /// `to` is done with the ones it is reading (ignoring abort and departure: those readers
-    /// are in the middle of a copy). False when `deadline` passed first.
-    pub fn reclaim(&self, me: Rank, to: Rank, deadline: Instant) -> bool {
+    /// Tells the sender of `msg` that `me` is done with it.
+    pub fn release(&self, me: Rank, msg: &Opened) {
         match self {
-            Link::InProc(f) => f.wait_quietly(me, deadline, &mut || !f.revoke(me, to)),
+            Link::InProc(f) => f.finish(me, msg.from, msg.ticket, true),
+        }
+    }
+
+    /// Puts `msg` back unread.
+    pub fn close(&self, me: Rank, msg: &Opened) {
+        match self {
+            Link::InProc(f) => f.finish(me, msg.from, msg.ticket, false),
         }
     }
 
@@ -130,10 +137,12 @@ impl Link {
         }
     }
 
-    /// Whether a message from `from` to `me` is waiting.
-    pub fn has_message(&self, me: Rank, from: Rank) -> bool {
+    /// Takes back every message `me` lent `to` that `to` has not opened, then waits until
+    /// `to` is done with the ones it is reading (ignoring abort and departure: those readers
+    /// are in the middle of a copy). False when `deadline` passed first.
+    pub fn reclaim(&self, me: Rank, to: Rank, deadline: Instant) -> bool {
         match self {
-            Link::InProc(f) => f.has_message(me, from),
+            Link::InProc(f) => f.wait_quietly(me, deadline, &mut || !f.revoke(me, to)),
         }
     }
 
@@ -153,15 +162,35 @@ impl Link {
         }
     }
 
+    /// Like [`wait`](Self::wait), for a thread driving several ranks: wakes on anything that
+    /// happens to any rank, and only abort ends it early.
+    pub fn wait_any(
+        &self,
+        deadline: Instant,
+        ready: &mut dyn FnMut() -> bool,
+        slow: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<WaitOutcome> {
+        match self {
+            Link::InProc(f) => f.wait_any(deadline, ready, slow),
+        }
+    }
+
+    /// Whether `rank` has dropped its communicator.
+    pub fn is_departed(&self, rank: Rank) -> bool {
+        match self {
+            Link::InProc(f) => f.is_departed(rank),
+        }
+    }
+
     /// Marks the link failed with `err` and wakes every waiting rank.
-    pub fn poison(&self, err: crate::error::CollectiveError) {
+    pub fn poison(&self, err: CollectiveError) {
         match self {
             Link::InProc(f) => f.poison(err),
         }
     }
 
     /// The error the link failed with, if any.
-    pub fn poisoned(&self) -> Option<crate::error::CollectiveError> {
+    pub fn poisoned(&self) -> Option<CollectiveError> {
         match self {
             Link::InProc(f) => f.poisoned(),
         }

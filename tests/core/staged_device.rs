@@ -1,111 +1,254 @@
-//! `StagedDevice`: the host device, except that the host may not touch its buffers.
+//! Test devices: the host device behind a GPU-like contract, so the whole suite runs every
+//! path a GPU takes on any machine. One implementation, three policies:
 //!
-//! Every method delegates to [`HostDevice`] but [`Device::host_view`], which returns `None`.
-//! The scheduler then cannot lend tensor memory to peers and must copy through its host
-//! staging buffers (download before a send, upload or `reduce_host` after a receive) — the
-//! path GPU devices take — so the whole suite checks that path on any machine.
+//! - [`StagedDevice`]: the host may not touch its buffers ([`Device::host_view`] is `None`)
+//!   and no device reaches another ([`Reach::Host`]): every send is downloaded into host
+//!   staging and every receive uploaded or reduced from it — ranks on distinct GPUs;
+//! - [`SharedDevice`]: no host view, but every rank is on the same device ([`Reach::Same`]):
+//!   ranks pass device ranges and reduce on the device, and it counts the bytes that cross
+//!   host memory, which must be zero — the seed's "4 logical ranks on GPU 0";
+//! - [`AsyncDevice`]: like `SharedDevice`, but every operation completes later, on a worker
+//!   thread, after a small delay: a scheduler that looks at memory (or releases a message)
+//!   before the device work on it completed reads stale bytes and fails the suite.
 
-use std::cell::Cell;
-use std::time::Instant;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-use ruccl::mem::HostMem;
+use ruccl::device::{Range, Reach, Source};
+use ruccl::mem::{HostMem, HostRegion};
 use ruccl::types::{Combine, Scale};
-use ruccl::{DType, Device, HostDevice, Rank, Result};
+use ruccl::{CollectiveError, DType, Device, ErrorKind, HostDevice, Rank, ReduceOp, Result};
 
 use crate::harness::{Opts, TestDevice, run};
 
-thread_local! {
-    /// Device-to-host copies made by `StagedDevice`s on this thread (the scheduler runs on the
-    /// calling rank's thread), to check that the staging path really runs.
-    static DOWNLOADS: Cell<usize> = const { Cell::new(0) };
+/// How a test device differs from the host device.
+pub trait Policy: Send + Sync + 'static {
+    const NAME: &'static str;
+    const REACH: Reach;
+    const ASYNC: bool;
 }
 
-/// The host device behind an opaque-buffer contract.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StagedDevice(HostDevice);
+#[derive(Debug)]
+pub struct Staged;
+impl Policy for Staged {
+    const NAME: &'static str = "staged";
+    const REACH: Reach = Reach::Host;
+    const ASYNC: bool = false;
+}
 
-impl TestDevice for StagedDevice {
+#[derive(Debug)]
+pub struct Shared;
+impl Policy for Shared {
+    const NAME: &'static str = "shared";
+    const REACH: Reach = Reach::Same;
+    const ASYNC: bool = false;
+}
+
+#[derive(Debug)]
+pub struct Async;
+impl Policy for Async {
+    const NAME: &'static str = "async";
+    const REACH: Reach = Reach::Same;
+    const ASYNC: bool = true;
+}
+
+pub type StagedDevice = TestDev<Staged>;
+pub type SharedDevice = TestDev<Shared>;
+pub type AsyncDevice = TestDev<Async>;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The completion of a job, shared by the worker and the event.
+#[derive(Debug, Default)]
+pub struct Done {
+    state: Mutex<Option<Result<()>>>,
+    cv: Condvar,
+}
+
+/// A [`TestDev`]'s event: complete at once, or when its worker ran the job.
+#[derive(Debug, Clone)]
+pub struct TestEvent(Option<Arc<Done>>);
+
+struct Worker {
+    tx: Mutex<Sender<Job>>,
+}
+
+/// The host device under a [`Policy`].
+pub struct TestDev<P> {
+    host: HostDevice,
+    /// Bytes moved between this device and host memory by the scheduler.
+    host_bytes: Arc<AtomicUsize>,
+    worker: Option<Arc<Worker>>,
+    _policy: PhantomData<P>,
+}
+
+impl<P> Clone for TestDev<P> {
+    fn clone(&self) -> Self {
+        TestDev {
+            host: self.host,
+            host_bytes: self.host_bytes.clone(),
+            worker: self.worker.clone(),
+            _policy: PhantomData,
+        }
+    }
+}
+
+impl<P: Policy> fmt::Debug for TestDev<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({})", P::NAME, self.host.describe())
+    }
+}
+
+impl<P: Policy> TestDev<P> {
+    fn new(host: HostDevice) -> Self {
+        let worker = P::ASYNC.then(|| {
+            let (tx, rx) = channel::<Job>();
+            std::thread::spawn(move || {
+                for (n, job) in rx.into_iter().enumerate() {
+                    // Late, and later for some jobs than others.
+                    std::thread::sleep(Duration::from_micros(20 + (n as u64 * 37) % 80));
+                    job();
+                }
+            });
+            Arc::new(Worker { tx: Mutex::new(tx) })
+        });
+        TestDev { host, host_bytes: Arc::default(), worker, _policy: PhantomData }
+    }
+
+    /// Bytes this device (and its clones) moved through host memory for the scheduler.
+    pub fn host_bytes(&self) -> usize {
+        self.host_bytes.load(Ordering::SeqCst)
+    }
+
+    /// Runs `job` now, or queues it on the worker.
+    fn enqueue(&self, job: impl FnOnce() -> Result<()> + Send + 'static) -> Result<TestEvent> {
+        let Some(w) = &self.worker else {
+            job()?;
+            return Ok(TestEvent(None));
+        };
+        let done = Arc::new(Done::default());
+        let d = done.clone();
+        let boxed: Job = Box::new(move || {
+            let r = job();
+            *d.state.lock().unwrap() = Some(r);
+            d.cv.notify_all();
+        });
+        w.tx.lock()
+            .unwrap()
+            .send(boxed)
+            .map_err(|_| CollectiveError::new(ErrorKind::Device, "the test device's worker is gone"))?;
+        Ok(TestEvent(Some(done)))
+    }
+}
+
+impl<P: Policy> TestDevice for TestDev<P> {
     fn for_rank(rank: Rank) -> Self {
-        StagedDevice(HostDevice::for_rank(rank))
+        Self::new(HostDevice::for_rank(rank))
     }
     fn foreign(rank: Rank) -> Self {
-        StagedDevice(HostDevice::foreign(rank))
+        Self::new(HostDevice::foreign(rank))
     }
 }
 
-impl Device for StagedDevice {
+impl<P: Policy> Device for TestDev<P> {
     type Buffer = HostMem;
+    type Event = TestEvent;
 
     fn describe(&self) -> String {
-        self.0.describe()
+        format!("{}:{}", P::NAME, self.host.ordinal())
     }
-
     fn same_device(&self, other: &Self) -> bool {
-        self.0.same_device(&other.0)
+        self.host.same_device(&other.host)
     }
-
+    fn reach(&self, other: &Self) -> Reach {
+        if self.same_device(other) { P::REACH } else { Reach::Host }
+    }
     fn supports(&self, dtype: DType) -> bool {
-        self.0.supports(dtype)
+        self.host.supports(dtype)
     }
-
     fn alloc(&self, bytes: usize) -> Result<HostMem> {
-        self.0.alloc(bytes)
+        self.host.alloc(bytes)
     }
-
+    fn alloc_staging(&self, bytes: usize) -> Result<HostMem> {
+        self.host.alloc_staging(bytes)
+    }
     fn len(&self, buf: &HostMem) -> usize {
-        self.0.len(buf)
+        self.host.len(buf)
     }
-
     fn mem_id(&self, buf: &HostMem) -> usize {
-        self.0.mem_id(buf)
+        self.host.mem_id(buf)
     }
-
-    fn upload(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
-        self.0.upload(dst, off, src)
+    fn write(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
+        self.host.write(dst, off, src)
     }
-
-    fn download(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
-        DOWNLOADS.with(|d| d.set(d.get() + 1));
-        self.0.download(src, off, dst)
+    fn read(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
+        self.host.read(src, off, dst)
     }
-
-    fn copy(&self, src: &HostMem, src_off: usize, dst: &HostMem, dst_off: usize, len: usize) -> Result<()> {
-        self.0.copy(src, src_off, dst, dst_off, len)
+    fn upload(&self, dst: &Range<HostMem>, src: &HostRegion) -> Result<TestEvent> {
+        self.host_bytes.fetch_add(src.len, Ordering::SeqCst);
+        let (h, dst, src) = (self.host, dst.clone(), src.clone());
+        self.enqueue(move || h.upload(&dst, &src).map(drop))
     }
-
-    fn reduce_host(
+    fn download(&self, src: &Range<HostMem>, dst: &HostRegion) -> Result<TestEvent> {
+        self.host_bytes.fetch_add(src.len, Ordering::SeqCst);
+        let (h, src, dst) = (self.host, src.clone(), dst.clone());
+        self.enqueue(move || h.download(&src, &dst).map(drop))
+    }
+    fn copy(&self, src: &Range<HostMem>, dst: &Range<HostMem>) -> Result<TestEvent> {
+        let (h, src, dst) = (self.host, src.clone(), dst.clone());
+        self.enqueue(move || h.copy(&src, &dst).map(drop))
+    }
+    fn reduce(
         &self,
-        dst: &HostMem,
-        dst_off: usize,
-        acc: &HostMem,
-        acc_off: usize,
-        incoming: &[u8],
+        dst: &Range<HostMem>,
+        acc: &Range<HostMem>,
+        srcs: &[Source<HostMem>],
         dtype: DType,
         combine: Combine,
-    ) -> Result<()> {
-        self.0.reduce_host(dst, dst_off, acc, acc_off, incoming, dtype, combine)
+    ) -> Result<TestEvent> {
+        let host: usize = srcs.iter().filter(|s| matches!(s, Source::Host(_))).map(Source::len).sum();
+        self.host_bytes.fetch_add(host, Ordering::SeqCst);
+        let (h, dst, acc, srcs) = (self.host, dst.clone(), acc.clone(), srcs.to_vec());
+        self.enqueue(move || h.reduce(&dst, &acc, &srcs, dtype, combine).map(drop))
     }
-
-    fn scale(
-        &self,
-        src: &HostMem,
-        src_off: usize,
-        dst: &HostMem,
-        dst_off: usize,
-        count: usize,
-        dtype: DType,
-        scale: Scale,
-    ) -> Result<()> {
-        self.0.scale(src, src_off, dst, dst_off, count, dtype, scale)
+    fn scale(&self, src: &Range<HostMem>, dst: &Range<HostMem>, dtype: DType, scale: Scale) -> Result<TestEvent> {
+        let (h, src, dst) = (self.host, src.clone(), dst.clone());
+        self.enqueue(move || h.scale(&src, &dst, dtype, scale).map(drop))
     }
-
-    /// The one difference: the host may not read or write these buffers in place.
+    fn poll(&self, event: &TestEvent) -> Result<bool> {
+        match &event.0 {
+            None => Ok(true),
+            Some(d) => match &*d.state.lock().unwrap() {
+                None => Ok(false),
+                Some(r) => r.clone().map(|()| true),
+            },
+        }
+    }
+    fn wait(&self, event: &TestEvent, deadline: Option<Instant>) -> Result<()> {
+        let Some(d) = &event.0 else { return Ok(()) };
+        let mut st = d.state.lock().unwrap();
+        loop {
+            if let Some(r) = &*st {
+                return r.clone();
+            }
+            let slice = deadline.map_or(Duration::from_millis(50), |t| t.saturating_duration_since(Instant::now()));
+            if deadline.is_some() && slice.is_zero() {
+                return Err(CollectiveError::new(ErrorKind::Timeout, "device work did not finish in time"));
+            }
+            st = d.cv.wait_timeout(st, slice).unwrap().0;
+        }
+    }
+    /// The difference from the host device: the host may not read or write these buffers.
     fn host_view(&self, _buf: &HostMem) -> Option<HostMem> {
         None
     }
-
     fn synchronize(&self, deadline: Option<Instant>) -> Result<()> {
-        self.0.synchronize(deadline)
+        let ev = self.enqueue(|| Ok(()))?;
+        self.wait(&ev, deadline)
     }
 }
 
@@ -115,10 +258,47 @@ impl Device for StagedDevice {
 fn staged_device_takes_the_staging_path() {
     run::<StagedDevice, _>(3, &Opts::default(), |ctx| {
         let mut t = ctx.tensor(&[1.0f32, 2.0, 3.0]);
-        let before = DOWNLOADS.with(Cell::get);
-        ctx.ok(ctx.comm.all_reduce(&mut t, ruccl::ReduceOp::Sum), "all_reduce");
-        let staged = DOWNLOADS.with(Cell::get) - before;
-        assert!(staged >= 1, "rank {}: no download during all_reduce: nothing was staged", ctx.rank);
+        let before = ctx.dev.host_bytes();
+        ctx.ok(ctx.comm.all_reduce(&mut t, ReduceOp::Sum), "all_reduce");
+        assert!(ctx.dev.host_bytes() > before, "rank {}: nothing was staged through the host", ctx.rank);
         assert_eq!(t.to_vec::<f32>().unwrap(), vec![3.0, 6.0, 9.0]);
     });
+}
+
+/// Ranks that share one device exchange device ranges and reduce on the device: not one
+/// byte crosses host memory, for any collective, algorithm or point-to-point op.
+#[test]
+fn shared_device_never_crosses_the_host() {
+    use ruccl::{Algorithm, CommConfig, Tensor};
+    for algorithm in
+        [Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct]
+    {
+        let config = CommConfig::default().with_timeout(crate::harness::TEST_TIMEOUT).with_algorithm(algorithm);
+        run::<SharedDevice, _>(4, &Opts::with_config(config), |ctx| {
+            let (r, w, n) = (ctx.rank, ctx.world, 6);
+            let dev = &ctx.dev;
+            let z = |len: usize| Tensor::zeros(dev, DType::F32, &[len]).unwrap();
+            let mut t = ctx.tensor(&[r as f32; 6]);
+            let x = ctx.tensor(&vec![r as f32; n * w]);
+            let (mut y, mut yw) = (z(n), z(n * w));
+            let before = ctx.dev.host_bytes();
+            ctx.ok(ctx.comm.all_reduce(&mut t, ReduceOp::Avg), "all_reduce");
+            ctx.ok(ctx.comm.all_reduce_into(&mut y, &t, ReduceOp::Sum), "all_reduce_into");
+            ctx.ok(ctx.comm.broadcast(&mut t, 1), "broadcast");
+            ctx.ok(ctx.comm.reduce(&mut t, ReduceOp::Max, 2), "reduce");
+            ctx.ok(ctx.comm.all_gather_into_tensor(&mut yw, &t), "all_gather");
+            ctx.ok(ctx.comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Sum), "reduce_scatter");
+            ctx.ok(ctx.comm.all_to_all_single(&mut yw, &x), "all_to_all");
+            ctx.ok(ctx.comm.gather((r == 0).then_some(&mut yw), &t, 0), "gather");
+            ctx.ok(ctx.comm.scatter(&mut y, (r == 3).then_some(&x), 3), "scatter");
+            if r % 2 == 0 {
+                ctx.ok(ctx.comm.send(&t, r + 1), "send");
+            } else {
+                ctx.ok(ctx.comm.recv(&mut t, r - 1), "recv");
+            }
+            ctx.ok(ctx.comm.barrier(), "barrier");
+            assert_eq!(ctx.dev.host_bytes() - before, 0, "rank {r}: bytes crossed host memory ({algorithm})");
+            ctx.check(&y, &[3.0f32; 6], "scatter from rank 3 (its input holds 3s)");
+        });
+    }
 }

@@ -145,7 +145,8 @@ pub mod flaky {
     use std::cell::Cell;
     use std::time::Instant;
 
-    use ruccl::mem::HostMem;
+    use ruccl::device::{HostEvent, Range, Reach, Source};
+    use ruccl::mem::{HostMem, HostRegion};
     use ruccl::types::{Combine, Scale};
     use ruccl::{CollectiveError, DType, Device, ErrorKind, HostDevice, Rank, Result};
 
@@ -174,11 +175,15 @@ pub mod flaky {
 
     impl Device for FlakyDevice {
         type Buffer = HostMem;
+        type Event = HostEvent;
         fn describe(&self) -> String {
             format!("flaky {}", self.0.describe())
         }
         fn same_device(&self, other: &Self) -> bool {
             self.0.same_device(&other.0)
+        }
+        fn reach(&self, other: &Self) -> Reach {
+            self.0.reach(&other.0)
         }
         fn supports(&self, dtype: DType) -> bool {
             self.0.supports(dtype)
@@ -189,44 +194,48 @@ pub mod flaky {
             }
             self.0.alloc(bytes)
         }
+        fn alloc_staging(&self, bytes: usize) -> Result<HostMem> {
+            self.0.alloc_staging(bytes)
+        }
         fn len(&self, buf: &HostMem) -> usize {
             self.0.len(buf)
         }
         fn mem_id(&self, buf: &HostMem) -> usize {
             self.0.mem_id(buf)
         }
-        fn upload(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
-            self.0.upload(dst, off, src)
+        fn write(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
+            self.0.write(dst, off, src)
         }
-        fn download(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
-            self.0.download(src, off, dst)
+        fn read(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
+            self.0.read(src, off, dst)
         }
-        fn copy(&self, src: &HostMem, so: usize, dst: &HostMem, dof: usize, len: usize) -> Result<()> {
-            self.0.copy(src, so, dst, dof, len)
+        fn upload(&self, dst: &Range<HostMem>, src: &HostRegion) -> Result<HostEvent> {
+            self.0.upload(dst, src)
         }
-        fn reduce_host(
+        fn download(&self, src: &Range<HostMem>, dst: &HostRegion) -> Result<HostEvent> {
+            self.0.download(src, dst)
+        }
+        fn copy(&self, src: &Range<HostMem>, dst: &Range<HostMem>) -> Result<HostEvent> {
+            self.0.copy(src, dst)
+        }
+        fn reduce(
             &self,
-            dst: &HostMem,
-            dst_off: usize,
-            acc: &HostMem,
-            acc_off: usize,
-            incoming: &[u8],
+            dst: &Range<HostMem>,
+            acc: &Range<HostMem>,
+            srcs: &[Source<HostMem>],
             dtype: DType,
             combine: Combine,
-        ) -> Result<()> {
-            self.0.reduce_host(dst, dst_off, acc, acc_off, incoming, dtype, combine)
+        ) -> Result<HostEvent> {
+            self.0.reduce(dst, acc, srcs, dtype, combine)
         }
-        fn scale(
-            &self,
-            src: &HostMem,
-            src_off: usize,
-            dst: &HostMem,
-            dst_off: usize,
-            count: usize,
-            dtype: DType,
-            scale: Scale,
-        ) -> Result<()> {
-            self.0.scale(src, src_off, dst, dst_off, count, dtype, scale)
+        fn scale(&self, src: &Range<HostMem>, dst: &Range<HostMem>, dtype: DType, scale: Scale) -> Result<HostEvent> {
+            self.0.scale(src, dst, dtype, scale)
+        }
+        fn poll(&self, event: &HostEvent) -> Result<bool> {
+            self.0.poll(event)
+        }
+        fn wait(&self, event: &HostEvent, deadline: Option<Instant>) -> Result<()> {
+            self.0.wait(event, deadline)
         }
         fn host_view(&self, buf: &HostMem) -> Option<HostMem> {
             self.0.host_view(buf)

@@ -11,6 +11,7 @@
 //! a new round alone and waits out its deadline. A round can be cancelled ([`cancel`]), which
 //! wakes everyone waiting in it. The caller words the errors ([`Terms`]).
 
+use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar};
 use std::time::Instant;
@@ -59,8 +60,8 @@ pub(crate) struct Seat {
 pub(super) struct Lobby {
     world: usize,
     settings: Vec<(String, String)>,
-    /// The members waiting, by key, with their tickets and configs.
-    joined: BTreeMap<u64, (u64, CommConfig)>,
+    /// The members waiting, by key, with their tickets, configs and devices.
+    joined: BTreeMap<u64, super::Joiner>,
     /// Every key that came this round, including those that gave up (for timeouts).
     seen: BTreeSet<u64>,
     /// The latest deadline of anyone who joined this round.
@@ -78,7 +79,14 @@ struct Failed {
 
 /// Joins the lobby named `lobby` as `key`, one of `world` members; returns once all have
 /// joined (or the round fails, is cancelled, or the config's deadline passes).
-pub(crate) fn join(lobby: &UniqueId, world: usize, key: u64, terms: &Terms<'_>, config: &CommConfig) -> Result<Seat> {
+pub(crate) fn join(
+    lobby: &UniqueId,
+    world: usize,
+    key: u64,
+    device: Arc<dyn Any + Send + Sync>,
+    terms: &Terms<'_>,
+    config: &CommConfig,
+) -> Result<Seat> {
     let deadline = deadline_after(config.timeout());
     let mut reg = registry();
     if let Some(error) = replay(&mut reg, lobby, key) {
@@ -115,7 +123,7 @@ pub(crate) fn join(lobby: &UniqueId, world: usize, key: u64, terms: &Terms<'_>, 
     if room.joined.contains_key(&key) {
         return Err(CollectiveError::invalid(format!("key {key} is already waiting in lobby {}", lobby.short())));
     }
-    room.joined.insert(key, (ticket, config.clone()));
+    room.joined.insert(key, (ticket, config.clone(), device));
     room.seen.insert(key);
     let cv = room.cv.clone();
     if room.joined.len() >= room.world {
@@ -139,7 +147,7 @@ pub(crate) fn join(lobby: &UniqueId, world: usize, key: u64, terms: &Terms<'_>, 
 pub(crate) fn cancel(lobby: &UniqueId, error: CollectiveError) {
     let mut reg = registry();
     if let Some(room) = reg.lobbies.remove(lobby) {
-        for (ticket, _) in room.joined.values() {
+        for (ticket, ..) in room.joined.values() {
             reg.seated.insert(*ticket, Err(error.clone()));
         }
         room.cv.notify_all();
@@ -169,7 +177,7 @@ fn fail_round(reg: &mut Registry, lobby: &UniqueId, key: u64, world: usize, erro
     let mut told: BTreeSet<u64> = room.joined.keys().copied().collect();
     told.insert(key);
     let expected = room.world.max(world);
-    let tickets: Vec<u64> = std::mem::take(&mut room.joined).into_values().map(|(t, _)| t).collect();
+    let tickets: Vec<u64> = std::mem::take(&mut room.joined).into_values().map(|(t, ..)| t).collect();
     room.cv.notify_all();
     if told.len() >= expected {
         reg.lobbies.remove(lobby);
@@ -185,12 +193,13 @@ fn fail_round(reg: &mut Registry, lobby: &UniqueId, key: u64, world: usize, erro
 fn complete(reg: &mut Registry, lobby: &UniqueId) {
     let Some(room) = reg.lobbies.remove(lobby) else { return };
     let members: Arc<[u64]> = room.joined.keys().copied().collect();
-    let Some((_, config)) = room.joined.values().next().cloned() else { return };
+    let Some((_, config, _)) = room.joined.values().next().cloned() else { return };
+    let devices = room.joined.values().map(|(.., d)| d.clone()).collect();
     let nonce = fresh_nonce();
     let id = lobby.derive(nonce, &[members.len() as u64]);
     reg.live.insert(id.clone(), nonce);
-    let shared = Arc::new(Shared::new(id.clone(), room.world, config, Instance { id, nonce }));
-    for (rank, (ticket, _)) in room.joined.values().enumerate() {
+    let shared = Arc::new(Shared::new(id.clone(), room.world, config, Instance { id, nonce }, devices));
+    for (rank, (ticket, ..)) in room.joined.values().enumerate() {
         let seat = Seat { shared: shared.clone(), rank, members: members.clone() };
         reg.seated.insert(*ticket, Ok(seat));
     }
@@ -202,7 +211,7 @@ fn complete(reg: &mut Registry, lobby: &UniqueId) {
 fn leave(reg: &mut Registry, lobby: &UniqueId, key: u64, ticket: u64) -> Vec<u64> {
     let Some(room) = reg.lobbies.get_mut(lobby) else { return vec![key] };
     let seen = room.seen.iter().copied().collect();
-    if room.joined.get(&key).is_some_and(|(t, _)| *t == ticket) {
+    if room.joined.get(&key).is_some_and(|(t, ..)| *t == ticket) {
         room.joined.remove(&key);
     }
     if room.joined.is_empty() && room.failed.is_none() {

@@ -1,0 +1,225 @@
+//! Group calls (NCCL's `ncclGroupStart/End`, torch's `batch_isend_irecv`): one thread issues
+//! ops for several local ranks — one collective on every rank of a communicator made with
+//! [`Communicator::init_all`], or a batch of sends and receives — and drives them together,
+//! polling each until all are done. No OS thread per rank is needed, and a ring of sends and
+//! receives in one group never deadlocks.
+
+use std::sync::MutexGuard;
+
+use super::validate::{self, Call};
+use super::{Communicator, Local, Prepared};
+use crate::device::Device;
+use crate::error::Result;
+use crate::sched::{self, OpRun};
+use crate::tensor::Tensor;
+use crate::types::{Rank, ReduceOp};
+
+/// A batch of calls on several communicators (typically every local rank of one
+/// communicator), run together from one thread by [`run`](Self::run).
+///
+/// Each call takes the communicator it runs on; the same checks apply as for the blocking
+/// methods, and a call that fails them fails the whole group before anything is sent.
+///
+/// ```
+/// use ruccl::{CommConfig, Communicator, Group, HostDevice, Tensor};
+/// let dev = HostDevice::default();
+/// let comms = Communicator::init_all(vec![dev; 3], CommConfig::default())?;
+/// // A ring of sends and receives, all issued from this thread.
+/// let sends: Vec<_> = (0..3).map(|r| Tensor::from_slice(&dev, &[r as u32], &[1])).collect::<Result<_, _>>()?;
+/// let mut recvs: Vec<_> = (0..3).map(|_| Tensor::zeros(&dev, ruccl::DType::U32, &[1])).collect::<Result<_, _>>()?;
+/// let mut group = Group::new();
+/// for (r, (s, t)) in sends.iter().zip(recvs.iter_mut()).enumerate() {
+///     group.send(&comms[r], s, (r + 1) % 3).recv(&comms[r], t, (r + 2) % 3);
+/// }
+/// group.run()?;
+/// assert_eq!(recvs[0].to_vec::<u32>()?, vec![2]);
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+pub struct Group<'a, D: Device> {
+    calls: Vec<(&'a Communicator<D>, Call<'a, D>)>,
+}
+
+impl<D: Device> Default for Group<'_, D> {
+    fn default() -> Self {
+        Group { calls: Vec::new() }
+    }
+}
+
+impl<D: Device> std::fmt::Debug for Group<'_, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Group({} calls)", self.calls.len())
+    }
+}
+
+impl<'a, D: Device> Group<'a, D> {
+    /// An empty group.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many calls the group holds.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Whether the group holds no call.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    fn push(&mut self, comm: &'a Communicator<D>, call: Call<'a, D>) -> &mut Self {
+        self.calls.push((comm, call));
+        self
+    }
+
+    /// [`Communicator::all_reduce`] on `comm`.
+    pub fn all_reduce(&mut self, comm: &'a Communicator<D>, tensor: &'a mut Tensor<D>, op: ReduceOp) -> &mut Self {
+        self.push(comm, Call::all_reduce(tensor, op))
+    }
+
+    /// [`Communicator::all_reduce_into`] on `comm`.
+    pub fn all_reduce_into(
+        &mut self,
+        comm: &'a Communicator<D>,
+        output: &'a mut Tensor<D>,
+        input: &'a Tensor<D>,
+        op: ReduceOp,
+    ) -> &mut Self {
+        self.push(comm, Call::all_reduce_into(output, input, op))
+    }
+
+    /// [`Communicator::broadcast`] on `comm`.
+    pub fn broadcast(&mut self, comm: &'a Communicator<D>, tensor: &'a mut Tensor<D>, root: Rank) -> &mut Self {
+        self.push(comm, Call::broadcast(tensor, root))
+    }
+
+    /// [`Communicator::reduce`] on `comm`.
+    pub fn reduce(
+        &mut self,
+        comm: &'a Communicator<D>,
+        tensor: &'a mut Tensor<D>,
+        op: ReduceOp,
+        root: Rank,
+    ) -> &mut Self {
+        self.push(comm, Call::reduce(tensor, op, root))
+    }
+
+    /// [`Communicator::all_gather_into_tensor`] on `comm`.
+    pub fn all_gather_into_tensor(
+        &mut self,
+        comm: &'a Communicator<D>,
+        output: &'a mut Tensor<D>,
+        input: &'a Tensor<D>,
+    ) -> &mut Self {
+        self.push(comm, Call::all_gather_into_tensor(output, input))
+    }
+
+    /// [`Communicator::reduce_scatter_tensor`] on `comm`.
+    pub fn reduce_scatter_tensor(
+        &mut self,
+        comm: &'a Communicator<D>,
+        output: &'a mut Tensor<D>,
+        input: &'a Tensor<D>,
+        op: ReduceOp,
+    ) -> &mut Self {
+        self.push(comm, Call::reduce_scatter_tensor(output, input, op))
+    }
+
+    /// [`Communicator::all_to_all_single`] on `comm`.
+    pub fn all_to_all_single(
+        &mut self,
+        comm: &'a Communicator<D>,
+        output: &'a mut Tensor<D>,
+        input: &'a Tensor<D>,
+    ) -> &mut Self {
+        self.push(comm, Call::all_to_all_single(output, input))
+    }
+
+    /// [`Communicator::barrier`] on `comm`.
+    pub fn barrier(&mut self, comm: &'a Communicator<D>) -> &mut Self {
+        self.push(comm, Call::barrier())
+    }
+
+    /// [`Communicator::send`] on `comm`.
+    pub fn send(&mut self, comm: &'a Communicator<D>, tensor: &'a Tensor<D>, peer: Rank) -> &mut Self {
+        self.push(comm, Call::send(tensor, peer))
+    }
+
+    /// [`Communicator::recv`] on `comm`.
+    pub fn recv(&mut self, comm: &'a Communicator<D>, tensor: &'a mut Tensor<D>, peer: Rank) -> &mut Self {
+        self.push(comm, Call::recv(tensor, peer))
+    }
+
+    /// Runs every call, from this thread, until all are done; the first error (in call
+    /// order) if any failed.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when a call fails its checks (then nothing was run); otherwise the
+    /// first failed call's error, as the blocking method would have returned it.
+    pub fn run(self) -> Result<()> {
+        self.run_each()?.into_iter().collect()
+    }
+
+    /// Runs every call like [`run`](Self::run), returning each call's own result.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when a call fails its checks (then nothing was run).
+    pub fn run_each(self) -> Result<Vec<Result<()>>> {
+        // Check every call first, so that an invalid one fails the group before anything is
+        // sent (and before any sequence number is taken).
+        for (comm, call) in &self.calls {
+            validate::validate(call, comm.rank, comm.shared.world, &comm.device)
+                .map_err(crate::error::CollectiveError::on_usable_communicator)?;
+        }
+        // Each communicator's state stays locked while the group runs, as for a blocking
+        // call; locks are taken in address order so that groups sharing communicators cannot
+        // deadlock each other.
+        let mut comms: Vec<&'a Communicator<D>> = self.calls.iter().map(|(c, _)| *c).collect();
+        comms.sort_by_key(|c| *c as *const Communicator<D> as usize);
+        comms.dedup_by_key(|c| *c as *const Communicator<D> as usize);
+        // Each communicator's driver is held while the group runs (so no progress thread
+        // interleaves), after the non-blocking ops issued before the group have run.
+        let _drivers: Vec<MutexGuard<'a, ()>> = comms
+            .iter()
+            .map(|c| {
+                let d = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
+                if c.engine.has_queued() {
+                    c.engine.drain();
+                }
+                d
+            })
+            .collect();
+        let mut guards: Vec<(usize, MutexGuard<'a, Local<D>>)> =
+            comms.iter().map(|c| (*c as *const Communicator<D> as usize, c.lock())).collect();
+        let local = |guards: &mut Vec<(usize, MutexGuard<'a, Local<D>>)>, c: &Communicator<D>| {
+            let key = c as *const Communicator<D> as usize;
+            guards.iter_mut().position(|(k, _)| *k == key)
+        };
+        let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(self.calls.len());
+        for (comm, call) in self.calls {
+            let prepared = match local(&mut guards, comm) {
+                Some(i) => comm.prepare(&mut guards[i].1, call),
+                None => Err(crate::error::CollectiveError::protocol("a group's communicator was not locked")),
+            };
+            ops.push((comm, prepared));
+        }
+        let mut runs: Vec<&mut OpRun<D>> =
+            ops.iter_mut().filter_map(|(_, p)| p.as_mut().ok().map(|p| &mut p.run)).collect();
+        let mut driven = sched::drive_all(&mut runs).into_iter();
+        drop(runs);
+        let mut results = Vec::with_capacity(ops.len());
+        for (comm, prepared) in ops {
+            results.push(match prepared {
+                Err(e) => Err(e),
+                Ok(p) => {
+                    let r = driven.next().unwrap_or(Ok(()));
+                    match local(&mut guards, comm) {
+                        Some(i) => super::complete(&comm.shared, comm.rank, &mut guards[i].1, p, r),
+                        None => r,
+                    }
+                }
+            });
+        }
+        Ok(results)
+    }
+}

@@ -1,0 +1,149 @@
+//! The non-blocking form of every collective and point-to-point call: it checks its
+//! arguments and takes its place in the rank's order at once, then runs on the rank's
+//! progress thread while the caller goes on; the returned [`Work`] says when it is done.
+//!
+//! The op holds the tensors' buffers until it finishes: do not read or write them before
+//! [`Work::wait`] returns (on the host device an overlapping access meanwhile is refused with
+//! a `Device` error, never a data race).
+
+use super::validate::Call;
+use super::{Communicator, Work};
+use crate::device::Device;
+use crate::error::Result;
+use crate::tensor::Tensor;
+use crate::types::{Rank, ReduceOp};
+
+impl<D: Device> Communicator<D> {
+    /// Non-blocking [`all_reduce`](Self::all_reduce) (in place).
+    ///
+    /// # Errors
+    /// `InvalidArgument` (and the sticky errors) at once; the op's own errors from
+    /// [`Work::wait`].
+    ///
+    /// ```
+    /// use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// let dev = HostDevice::default();
+    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
+    /// let t = Tensor::from_slice(&dev, &[2.0f32], &[1])?;
+    /// let work = comm.all_reduce_async(&t, ReduceOp::Sum)?;
+    /// // ... compute something else ...
+    /// work.wait()?;
+    /// assert_eq!(t.to_vec::<f32>()?, vec![2.0]);
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    pub fn all_reduce_async(&self, tensor: &Tensor<D>, op: ReduceOp) -> Result<Work> {
+        self.issue(Call::all_reduce(tensor, op))
+    }
+
+    /// Non-blocking [`all_reduce_into`](Self::all_reduce_into).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn all_reduce_into_async(&self, output: &Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<Work> {
+        self.issue(Call::all_reduce_into(output, input, op))
+    }
+
+    /// Non-blocking [`broadcast`](Self::broadcast).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn broadcast_async(&self, tensor: &Tensor<D>, root: Rank) -> Result<Work> {
+        self.issue(Call::broadcast(tensor, root))
+    }
+
+    /// Non-blocking [`broadcast_into`](Self::broadcast_into).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn broadcast_into_async(&self, output: &Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<Work> {
+        self.issue(Call::broadcast_into(self.rank, output, input, root))
+    }
+
+    /// Non-blocking [`reduce`](Self::reduce).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn reduce_async(&self, tensor: &Tensor<D>, op: ReduceOp, root: Rank) -> Result<Work> {
+        self.issue(Call::reduce(tensor, op, root))
+    }
+
+    /// Non-blocking [`reduce_into`](Self::reduce_into).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn reduce_into_async(&self, output: &Tensor<D>, input: &Tensor<D>, op: ReduceOp, root: Rank) -> Result<Work> {
+        self.issue(Call::reduce_into(output, input, op, root))
+    }
+
+    /// Non-blocking [`all_gather`](Self::all_gather).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn all_gather_async(&self, outputs: &[Tensor<D>], input: &Tensor<D>) -> Result<Work> {
+        self.issue(Call::all_gather(outputs, input))
+    }
+
+    /// Non-blocking [`all_gather_into_tensor`](Self::all_gather_into_tensor).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn all_gather_into_tensor_async(&self, output: &Tensor<D>, input: &Tensor<D>) -> Result<Work> {
+        self.issue(Call::all_gather_into_tensor(output, input))
+    }
+
+    /// Non-blocking [`reduce_scatter_tensor`](Self::reduce_scatter_tensor).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn reduce_scatter_tensor_async(&self, output: &Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<Work> {
+        self.issue(Call::reduce_scatter_tensor(output, input, op))
+    }
+
+    /// Non-blocking [`all_to_all_single`](Self::all_to_all_single).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn all_to_all_single_async(&self, output: &Tensor<D>, input: &Tensor<D>) -> Result<Work> {
+        self.issue(Call::all_to_all_single(output, input))
+    }
+
+    /// Non-blocking [`gather`](Self::gather).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn gather_async(&self, output: Option<&Tensor<D>>, input: &Tensor<D>, root: Rank) -> Result<Work> {
+        self.issue(Call::gather(self.rank, output, input, root))
+    }
+
+    /// Non-blocking [`scatter`](Self::scatter).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn scatter_async(&self, output: &Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<Work> {
+        self.issue(Call::scatter(self.rank, output, input, root))
+    }
+
+    /// Non-blocking [`barrier`](Self::barrier).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn barrier_async(&self) -> Result<Work> {
+        self.issue(Call::barrier())
+    }
+
+    /// Non-blocking [`send`](Self::send) (`torch.distributed.isend`).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn send_async(&self, tensor: &Tensor<D>, peer: Rank) -> Result<Work> {
+        self.issue(Call::send(tensor, peer))
+    }
+
+    /// Non-blocking [`recv`](Self::recv) (`torch.distributed.irecv`).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn recv_async(&self, tensor: &Tensor<D>, peer: Rank) -> Result<Work> {
+        self.issue(Call::recv(tensor, peer))
+    }
+}

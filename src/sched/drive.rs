@@ -1,0 +1,294 @@
+//! Driving ops to completion: [`drive`] runs one op on the calling thread, [`drive_all`]
+//! several ranks' ops from one thread (group calls), polling each until all are done. Every
+//! wait has the op's deadline; a header or flight-recorder entry that disagrees is a
+//! `Mismatch`; a timeout names the root cause (the rank furthest behind, or the ranks waiting
+//! on each other), not merely the peer this rank happened to wait on; a poisoned link is read
+//! through [`after_failure`]; waits that last warn about who is missing.
+
+use std::time::{Duration, Instant};
+
+use super::{Blocked, OpRun, after_failure};
+use crate::comm::watch::{WaitWatch, warn_op};
+use crate::device::Device;
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::transport::{Header, WaitOutcome};
+use crate::types::Rank;
+
+/// How long a thread waiting on device work sleeps between looks when it must also watch
+/// other ranks (group calls); a single op waits on the device's own event instead.
+const DEVICE_SLICE: Duration = Duration::from_micros(200);
+
+/// Runs `run` to completion on this thread.
+pub(crate) fn drive<D: Device>(run: &mut OpRun<D>) -> Result<()> {
+    let mut watch: Option<WaitWatch> = None;
+    loop {
+        let blocked = match run.poll() {
+            Ok(None) => {
+                run.settle();
+                return Ok(());
+            }
+            Ok(Some(b)) => b,
+            Err(e) => return Err(run.fail(e)),
+        };
+        if let Err(e) = run.block_on(blocked, &mut watch) {
+            return Err(run.fail(e));
+        }
+    }
+}
+
+/// Runs every op in `runs` to completion from this thread, polling each in turn and sleeping
+/// only when none can move. Ranks of one communicator waiting on each other (a ring of sends
+/// and receives) never deadlock: each poll moves whatever can move.
+pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>]) -> Vec<Result<()>> {
+    let mut results: Vec<Option<Result<()>>> = runs.iter().map(|_| None).collect();
+    let mut watches: Vec<Option<WaitWatch>> = runs.iter().map(|_| None).collect();
+    loop {
+        let mut blocked: Vec<(usize, Blocked)> = Vec::new();
+        for (i, run) in runs.iter_mut().enumerate() {
+            if results[i].is_some() {
+                continue;
+            }
+            match run.poll() {
+                Ok(None) => {
+                    run.settle();
+                    results[i] = Some(Ok(()));
+                }
+                Ok(Some(b)) => {
+                    run.noted_wait = true;
+                    blocked.push((i, b));
+                }
+                Err(e) => results[i] = Some(Err(run.fail(e))),
+            }
+        }
+        if blocked.is_empty() {
+            return results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect();
+        }
+        let now = Instant::now();
+        let deadline = blocked.iter().map(|&(i, _)| runs[i].ctx.deadline).min().unwrap_or(now);
+        let link = runs[blocked[0].0].ctx.link().clone();
+        // Device work does not ring the doorbell, and ranks of other communicators ring
+        // another one: then sleep in short slices.
+        let on_device = blocked.iter().any(|&(_, b)| b == Blocked::Device);
+        let one_link = blocked.iter().all(|&(i, _)| runs[i].ctx.link().same(&link));
+        let wake = if on_device || !one_link { deadline.min(now + DEVICE_SLICE) } else { deadline };
+        let mut failed: Option<(usize, CollectiveError)> = None;
+        let outcome = {
+            let runs: &[&mut OpRun<D>] = runs;
+            let watches = &mut watches;
+            let failed = &mut failed;
+            let mut ready = || blocked.iter().any(|&(i, b)| runs[i].ready(b));
+            let mut slow = || -> Result<()> {
+                for &(i, b) in &blocked {
+                    let watch =
+                        watches[i].get_or_insert_with(|| WaitWatch::new(now, runs[i].ctx.shared.board.warn_after()));
+                    if let Err(e) = runs[i].slow(b, watch) {
+                        *failed = Some((i, e.clone()));
+                        return Err(e);
+                    }
+                }
+                Ok(())
+            };
+            link.wait_any(wake, &mut ready, &mut slow)
+        };
+        match (outcome, failed) {
+            (_, Some((i, e))) => results[i] = Some(Err(runs[i].fail(e))),
+            (Err(_), None) | (Ok(WaitOutcome::Ready | WaitOutcome::PeerGone), None) => {}
+            (Ok(WaitOutcome::TimedOut), None) => {
+                let now = Instant::now();
+                for &(i, b) in &blocked {
+                    if now >= runs[i].ctx.deadline {
+                        let e = runs[i].timeout(b);
+                        results[i] = Some(Err(runs[i].fail(e)));
+                    }
+                }
+            }
+            (Ok(WaitOutcome::Poisoned), None) => {
+                for &(i, _) in &blocked {
+                    if let Some(e) = runs[i].poisoned() {
+                        results[i] = Some(Err(runs[i].fail(e)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<D: Device> OpRun<D> {
+    pub(super) fn check_header(&self, peer: Rank, h: &Header) -> Result<()> {
+        let c = &self.ctx;
+        if h.p2p != c.p2p || h.seq != c.seq || !h.fp.compatible(&c.fp) {
+            let theirs = if h.p2p {
+                format!("{} (point-to-point #{})", h.fp.desc, h.seq)
+            } else {
+                format!("{} as op #{}", h.fp.desc, h.seq)
+            };
+            let ours = if c.p2p {
+                format!("{} (point-to-point #{})", c.fp.desc, c.seq)
+            } else {
+                format!("{} as op #{}", c.fp.desc, c.seq)
+            };
+            let mut e = CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!("rank {peer} called {theirs}, but rank {} called {ours}", c.rank),
+            )
+            .with_peer(peer);
+            if !h.p2p && !c.p2p && h.seq != c.seq {
+                // The ranks diverged at the earlier of the two ops: that is the op the poison
+                // names, so that ranks still in it report this mismatch rather than `Aborted`.
+                let first = h.seq.min(c.seq);
+                if let Some(then) = c.shared.board.collective_at(c.rank, first).filter(|_| first < c.seq) {
+                    e = CollectiveError::new(
+                        ErrorKind::Mismatch,
+                        format!("{} (this rank ran op #{first} as {})", e.message(), then.desc),
+                    )
+                    .with_peer(peer);
+                }
+                e = e.with_seq(first);
+            }
+            return Err(e);
+        }
+        if h.index != self.received[peer] {
+            return Err(CollectiveError::protocol(format!(
+                "message {} from rank {peer} arrived where message {} was expected",
+                h.index, self.received[peer]
+            ))
+            .with_peer(peer));
+        }
+        Ok(())
+    }
+
+    /// The error this rank reports for a poisoned link, if it is poisoned.
+    pub(super) fn poisoned(&self) -> Option<CollectiveError> {
+        let c = &self.ctx;
+        let now = if c.p2p { super::Now::P2p } else { super::Now::Collective(c.seq) };
+        c.link().poisoned().map(|e| after_failure(&e, c.rank, now))
+    }
+
+    /// Whether what `b` waits for has happened (cheap; no side effects).
+    fn ready(&self, b: Blocked) -> bool {
+        let (link, me) = (self.ctx.link(), self.ctx.rank);
+        match b {
+            Blocked::Message(p) => link.has_message(me, p),
+            Blocked::Release(p, t) => link.is_released(me, p, t),
+            Blocked::Device => self.device_event_done(),
+        }
+    }
+
+    fn device_event_done(&self) -> bool {
+        let first = self.staged_send.as_ref().map(|s| &s.event).or(self.inflight.first().map(|f| &f.event));
+        first.is_none_or(|ev| self.dev.poll(ev).unwrap_or(true))
+    }
+
+    /// "what this rank waits for", for the flight recorder and error messages.
+    fn describe(&self, b: Blocked) -> (Option<Rank>, String) {
+        match b {
+            Blocked::Message(p) => (Some(p), format!("rank {p} to send message {} of this op", self.received[p])),
+            Blocked::Release(p, t) => (Some(p), format!("rank {p} to read message #{t} this rank sent it")),
+            Blocked::Device => (None, format!("its device ({}) to finish queued work", self.dev.describe())),
+        }
+    }
+
+    /// The checks a long wait runs each time it goes to sleep: the flight recorder says what
+    /// this rank waits for, a warning names who is missing once the wait lasts, and a peer
+    /// that is in this op with a different call is a `Mismatch` now rather than at the
+    /// deadline.
+    fn slow(&self, b: Blocked, watch: &mut WaitWatch) -> Result<()> {
+        let c = &self.ctx;
+        let (peer, what) = self.describe(b);
+        let now = Instant::now();
+        if let Some(peer) = peer
+            && watch.tick(now)
+        {
+            warn_op(c, peer, &what, watch.waited(now));
+        }
+        if let Some(p) = peer
+            && c.link().is_departed(p)
+            && !self.ready(b)
+        {
+            return Err(CollectiveError::new(
+                ErrorKind::PeerLost,
+                format!("rank {p} dropped its communicator while this rank waited for {what}"),
+            )
+            .with_peer(p));
+        }
+        c.shared.board.set_waiting(c.rank, Some(what));
+        if let Some(peer) = peer
+            && !c.p2p
+            && let Some(theirs) = c.shared.board.collective_at(peer, c.seq)
+            && !theirs.compatible(&c.fp)
+        {
+            return Err(CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!(
+                    "rank {peer} called {} as op #{}, but rank {} called {}",
+                    theirs.desc, c.seq, c.rank, c.fp.desc
+                ),
+            )
+            .with_peer(peer));
+        }
+        Ok(())
+    }
+
+    /// Clears "waiting for" in the flight recorder once the op no longer waits.
+    pub(super) fn settle(&mut self) {
+        if std::mem::take(&mut self.noted_wait) {
+            self.ctx.shared.board.set_waiting(self.ctx.rank, None);
+        }
+    }
+
+    /// The `Timeout` error for a wait on `b` that reached the deadline.
+    fn timeout(&self, b: Blocked) -> CollectiveError {
+        let c = &self.ctx;
+        let (peer, what) = self.describe(b);
+        let e = match peer {
+            Some(peer) => {
+                let seq = (!c.p2p).then_some(c.seq);
+                let (culprit, why) = c.shared.board.blame(c.rank, peer, seq);
+                CollectiveError::new(
+                    ErrorKind::Timeout,
+                    format!("gave up at the op's deadline waiting for {what}: {why}"),
+                )
+                .with_peer(culprit)
+            }
+            None => {
+                CollectiveError::new(ErrorKind::Timeout, format!("gave up at the op's deadline waiting for {what}"))
+            }
+        };
+        e.with_report(c.shared.board.report(&c.shared.name))
+    }
+
+    /// Blocks this thread until what `b` waits for may have happened, the deadline passes, or
+    /// the link fails.
+    fn block_on(&mut self, b: Blocked, watch: &mut Option<WaitWatch>) -> Result<()> {
+        let deadline = self.ctx.deadline;
+        let Some(peer) = self.describe(b).0 else {
+            let ev = self.staged_send.as_ref().map(|s| &s.event).or(self.inflight.first().map(|f| &f.event));
+            return match ev {
+                Some(ev) => self.dev.wait(ev, Some(deadline)).map_err(|e| match e.kind() {
+                    ErrorKind::Timeout => self.timeout(b),
+                    _ => e,
+                }),
+                None => Ok(()),
+            };
+        };
+        let watch = watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), self.ctx.shared.board.warn_after()));
+        let link = self.ctx.link().clone();
+        self.noted_wait = true;
+        let outcome = {
+            let this = &*self;
+            link.wait(this.ctx.rank, peer, deadline, &mut || this.ready(b), &mut || this.slow(b, watch))?
+        };
+        match outcome {
+            WaitOutcome::Ready => Ok(()),
+            WaitOutcome::TimedOut => Err(self.timeout(b)),
+            WaitOutcome::PeerGone => Err(CollectiveError::new(
+                ErrorKind::PeerLost,
+                format!("rank {peer} dropped its communicator while this rank waited for {}", self.describe(b).1),
+            )
+            .with_peer(peer)),
+            WaitOutcome::Poisoned => Err(self
+                .poisoned()
+                .unwrap_or_else(|| CollectiveError::new(ErrorKind::Aborted, "the communicator was aborted"))),
+        }
+    }
+}

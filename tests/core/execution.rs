@@ -1,0 +1,195 @@
+//! The execution model: group calls (all ranks driven by one thread) and non-blocking calls
+//! with `Work` handles — overlap, issue order, dropping a handle, abort while waiting, errors
+//! surfacing from `wait`.
+
+use std::time::{Duration, Instant};
+
+use ruccl::{CommConfig, Communicator, DType, ErrorKind, Group, ReduceOp, Tensor};
+
+use crate::harness::{Opts, TEST_TIMEOUT, TestDevice, assert_bits, run};
+use crate::reference::{data, reduce_input, reduced};
+
+fn comms<D: TestDevice>(world: usize) -> Vec<Communicator<D>> {
+    let devices = (0..world).map(D::for_rank).collect();
+    Communicator::init_all(devices, CommConfig::default().with_timeout(TEST_TIMEOUT)).unwrap()
+}
+
+fn t<D: TestDevice, T: ruccl::Element>(c: &Communicator<D>, v: &[T]) -> Tensor<D> {
+    Tensor::from_slice(c.device(), v, &[v.len()]).unwrap()
+}
+
+/// Every collective of the group API, all ranks issued and driven from this one thread.
+pub fn group_drives_every_rank<D: TestDevice>(world: usize) {
+    let comms = comms::<D>(world);
+    let n = 5;
+    for round in 0..3 {
+        // all_reduce, in place.
+        let mut ts: Vec<_> =
+            comms.iter().map(|c| t(c, &reduce_input::<i32>(ReduceOp::Sum, c.rank(), n, round))).collect();
+        let mut g = Group::new();
+        for (c, x) in comms.iter().zip(ts.iter_mut()) {
+            g.all_reduce(c, x, ReduceOp::Sum);
+        }
+        g.run().unwrap();
+        for x in &ts {
+            assert_bits(
+                &x.to_vec::<i32>().unwrap(),
+                &reduced::<i32>(ReduceOp::Sum, world, n, round),
+                "group all_reduce",
+            );
+        }
+        // broadcast from the last rank, then all_gather and reduce_scatter.
+        let mut ts: Vec<_> = comms.iter().map(|c| t(c, &data::<f32>(c.rank(), n, round))).collect();
+        let mut g = Group::new();
+        for (c, x) in comms.iter().zip(ts.iter_mut()) {
+            g.broadcast(c, x, world - 1);
+        }
+        g.run().unwrap();
+        for x in &ts {
+            assert_bits(&x.to_vec::<f32>().unwrap(), &data::<f32>(world - 1, n, round), "group broadcast");
+        }
+        let ins: Vec<_> = comms.iter().map(|c| t(c, &data::<u8>(c.rank(), n, round))).collect();
+        let mut outs: Vec<_> =
+            comms.iter().map(|c| Tensor::zeros(c.device(), DType::U8, &[n * world]).unwrap()).collect();
+        let mut g = Group::new();
+        for ((c, x), y) in comms.iter().zip(&ins).zip(outs.iter_mut()) {
+            g.all_gather_into_tensor(c, y, x);
+        }
+        g.run().unwrap();
+        let want: Vec<u8> = (0..world).flat_map(|k| data::<u8>(k, n, round)).collect();
+        for y in &outs {
+            assert_bits(&y.to_vec::<u8>().unwrap(), &want, "group all_gather");
+        }
+        let ins: Vec<_> =
+            comms.iter().map(|c| t(c, &reduce_input::<f64>(ReduceOp::Sum, c.rank(), n * world, round))).collect();
+        let mut outs: Vec<_> = comms.iter().map(|c| Tensor::zeros(c.device(), DType::F64, &[n]).unwrap()).collect();
+        let mut g = Group::new();
+        for ((c, x), y) in comms.iter().zip(&ins).zip(outs.iter_mut()) {
+            g.reduce_scatter_tensor(c, y, x, ReduceOp::Sum);
+        }
+        g.run().unwrap();
+        let all = reduced::<f64>(ReduceOp::Sum, world, n * world, round);
+        for (r, y) in outs.iter().enumerate() {
+            assert_bits(&y.to_vec::<f64>().unwrap(), &all[r * n..(r + 1) * n], "group reduce_scatter");
+        }
+    }
+}
+
+/// A ring of sends and receives, every rank's pair in one group from one thread: no deadlock,
+/// even though each rank sends before it receives.
+pub fn group_ring_of_sends_never_deadlocks<D: TestDevice>() {
+    let world = 5;
+    let comms = comms::<D>(world);
+    let sends: Vec<_> = comms.iter().map(|c| t(c, &data::<i64>(c.rank(), 300, 1))).collect();
+    let mut recvs: Vec<_> = comms.iter().map(|c| Tensor::zeros(c.device(), DType::I64, &[300]).unwrap()).collect();
+    let mut g = Group::new();
+    for ((c, s), r) in comms.iter().zip(&sends).zip(recvs.iter_mut()) {
+        let me = c.rank();
+        g.send(c, s, (me + 1) % world).recv(c, r, (me + world - 1) % world);
+    }
+    g.run().unwrap();
+    for (me, r) in recvs.iter().enumerate() {
+        assert_bits(&r.to_vec::<i64>().unwrap(), &data::<i64>((me + world - 1) % world, 300, 1), "ring recv");
+    }
+}
+
+/// A call that fails its checks fails the whole group before anything is sent; the
+/// communicators stay usable.
+pub fn group_with_a_bad_call_runs_nothing<D: TestDevice>() {
+    let comms = comms::<D>(3);
+    let mut ts: Vec<_> = comms.iter().map(|c| t(c, &[1.0f32; 4])).collect();
+    let mut bad = Tensor::zeros(comms[2].device(), DType::F32, &[5]).unwrap();
+    let x = t(&comms[2], &[1.0f32; 4]);
+    let mut g = Group::new();
+    let (first, _) = ts.split_at_mut(2);
+    for (c, y) in comms.iter().zip(first.iter_mut()) {
+        g.all_reduce(c, y, ReduceOp::Sum);
+    }
+    g.all_reduce_into(&comms[2], &mut bad, &x, ReduceOp::Sum);
+    let e = g.run().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    let mut g = Group::new();
+    for (c, y) in comms.iter().zip(ts.iter_mut()) {
+        g.all_reduce(c, y, ReduceOp::Sum);
+    }
+    g.run().unwrap();
+    assert_eq!(ts[0].to_vec::<f32>().unwrap(), vec![3.0; 4], "the bad group ran nothing");
+}
+
+/// A non-blocking all_reduce returns while its peer has not even arrived; the caller computes
+/// meanwhile, and `wait` returns the right sum.
+pub fn work_overlaps_computation<D: TestDevice>() {
+    run::<D, _>(2, &Opts { shuffle: false, ..Opts::default() }, |ctx| {
+        let x = ctx.tensor(&reduce_input::<f32>(ReduceOp::Sum, ctx.rank, 1000, 3));
+        if ctx.rank == 1 {
+            ctx.sync.wait(); // rank 0 has issued its op and seen it unfinished
+        }
+        let work = ctx.comm.all_reduce_async(&x, ReduceOp::Sum).unwrap();
+        if ctx.rank == 0 {
+            assert!(!work.is_completed(), "finished before the peer arrived");
+            let busy: u64 = (0..200_000u64).map(|i| i.wrapping_mul(i)).fold(0, u64::wrapping_add);
+            std::hint::black_box(busy);
+            assert!(!work.is_completed(), "finished before the peer arrived");
+            ctx.sync.wait();
+        }
+        work.wait().unwrap();
+        assert!(work.is_completed());
+        ctx.check(&x, &reduced::<f32>(ReduceOp::Sum, 2, 1000, 3), "non-blocking all_reduce");
+    });
+}
+
+/// Ops complete in issue order; a blocking call issued after non-blocking ones runs after
+/// them; dropping a `Work` without waiting leaves later ops correct.
+pub fn work_issue_order_and_dropped_handles<D: TestDevice>() {
+    run::<D, _>(3, &Opts::default(), |ctx| {
+        let xs: Vec<_> = (0..12).map(|i| ctx.tensor(&reduce_input::<i64>(ReduceOp::Sum, ctx.rank, 7, i))).collect();
+        let works: Vec<_> = xs.iter().map(|x| ctx.comm.all_reduce_async(x, ReduceOp::Sum).unwrap()).collect();
+        drop(ctx.comm.barrier_async().unwrap()); // dropped unfinished
+        let mut y = ctx.tensor(&[ctx.rank as u32; 3]);
+        ctx.ok(ctx.comm.all_reduce(&mut y, ReduceOp::Max), "blocking all_reduce after non-blocking ones");
+        assert!(works.iter().all(|w| w.is_completed()), "a blocking call returned before earlier ops finished");
+        for (i, (w, x)) in works.iter().zip(&xs).enumerate() {
+            w.wait().unwrap();
+            ctx.check(x, &reduced::<i64>(ReduceOp::Sum, 3, 7, i), format!("non-blocking all_reduce #{i}"));
+        }
+        ctx.check(&y, &[2u32; 3], "blocking all_reduce");
+        let flight = ctx.comm.flight_recorder();
+        let seqs: Vec<u64> = flight.iter().filter(|e| e.op.kind.is_collective()).map(|e| e.seq).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "ops ran out of issue order: {seqs:?}");
+    });
+}
+
+/// `abort()` from another thread wakes a rank waiting on a `Work` whose peer never comes;
+/// errors surface from `wait` (and `wait_timeout` gives up without cancelling).
+pub fn work_abort_and_errors<D: TestDevice>() {
+    run::<D, _>(2, &Opts::timed(Duration::from_secs(20)), |ctx| {
+        if ctx.rank == 1 {
+            ctx.sync.wait();
+            return;
+        }
+        let x = ctx.tensor(&[1.0f32; 8]);
+        let work = ctx.comm.all_reduce_async(&x, ReduceOp::Sum).unwrap();
+        let e = work.wait_timeout(Duration::from_millis(50)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        assert!(!work.is_completed());
+        let t0 = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                ctx.comm.abort();
+            });
+            let e = work.wait().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
+        });
+        assert!(t0.elapsed() < Duration::from_secs(5), "abort took {:?} to wake the waiter", t0.elapsed());
+        ctx.sync.wait();
+    });
+    // Mismatched non-blocking ops: the error comes out of wait.
+    run::<D, _>(2, &Opts::timed(Duration::from_secs(10)), |ctx| {
+        let x = ctx.tensor(&[1i32; 4]);
+        let op = if ctx.rank == 0 { ReduceOp::Sum } else { ReduceOp::Min };
+        let w = ctx.comm.all_reduce_async(&x, op).unwrap();
+        let e = w.wait().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Mismatch, "{e}");
+    });
+}
