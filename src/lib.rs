@@ -35,11 +35,11 @@
 //!
 //! | layer | owns | may block? |
 //! |---|---|---|
-//! | [`Communicator`] (`comm`) | the public calls; **the only place arguments are checked** (`comm/validate.rs`); sequence numbers; sticky errors; the flight recorder | no (delegates) |
+//! | [`Communicator`] (`comm`) | the public calls (blocking, non-blocking → [`Work`], and [`Group`] calls); **the only place arguments are checked** (`comm/validate.rs`); sequence numbers and issue order; sticky errors; the flight recorder | blocking calls and [`Work::wait`] drive or wait for the op |
 //! | [`algo`] | plans: per-rank lists of send / receive / reduce / copy steps; pure, no I/O, no clock; exhaustively simulated | never |
-//! | `sched` | runs one plan: lends ranges to peers, receives, calls device kernels, enforces "never write a lent range", deadlines | yes, always with the op's deadline |
-//! | `transport` | moves host bytes between ranks (in-process mailboxes today; TCP next) and wakes waiters; never sees a device | only inside `wait`, with a deadline |
-//! | [`device`] | memory and kernels ([`HostDevice`] today; CubeCL devices next); never sees the transport | only in `synchronize`, with a deadline |
+//! | `sched` | runs a plan as a state machine (`poll` never blocks): lends ranges to peers, receives, enqueues device work and tracks its events, enforces "never write a lent range"; drivers block with the op's deadline, for one op or several ranks' ops at once | only the drivers, always with the op's deadline |
+//! | `transport` | moves payloads between ranks — host bytes, or device ranges as opaque tokens (in-process mailboxes today; TCP next) — and wakes waiters; never sees a device | only inside `wait`, with a deadline |
+//! | [`device`] | memory and enqueued work with events ([`HostDevice`] today; CubeCL devices next); says how it reaches other devices; never sees the transport | only in `wait`/`synchronize`, with a deadline |
 //!
 //! ## Guarantees
 //! - Every rank gets the same bits, and the same inputs give the same bits on every run.

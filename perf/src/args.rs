@@ -35,6 +35,54 @@ impl Average {
     }
 }
 
+/// Which ruCCL entry point the timed calls go through (`--api`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// `Communicator` methods (the default).
+    Comm,
+    /// The peer API (`ruccl::api`, host backend): one registered peer per thread.
+    Peer,
+}
+
+/// How ranks are driven: one thread each, or all from one thread through group calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One thread per rank calling `Communicator` methods (today's default).
+    Threads,
+    /// `--group`: one thread, `Communicator::init_all`, one `ruccl::Group` per iteration.
+    Group,
+    /// `--api peer`: one thread per peer calling `ruccl::api`.
+    Peer,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Threads => "threads",
+            Mode::Group => "group",
+            Mode::Peer => "peer",
+        }
+    }
+}
+
+/// The collectives `--group` can run: the `Group` API has no gather or scatter.
+pub const GROUP_COLLS: &[Coll] = &[
+    Coll::AllReduce,
+    Coll::AllGather,
+    Coll::ReduceScatter,
+    Coll::Broadcast,
+    Coll::Reduce,
+    Coll::AllToAll,
+    Coll::SendRecv,
+];
+
+/// The collectives `--api peer` can run: what `ruccl::api` offers.
+pub const PEER_COLLS: &[Coll] = &[Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter];
+
+fn names(colls: &[Coll]) -> String {
+    colls.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
+}
+
 /// Everything a run needs, parsed and checked.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -59,12 +107,40 @@ pub struct Options {
     pub algo: Algorithm,
     pub json: Option<String>,
     pub reference: bool,
+    /// `--group`: every rank driven from one thread through group calls.
+    pub group: bool,
+    pub api: Api,
 }
 
 impl Options {
     /// The number of ranks: nccl-tests' threads x GPUs per thread, all threads here.
     pub fn ranks(&self) -> usize {
         self.threads * self.gpus
+    }
+
+    /// How ranks are driven (checked by [`parse`]: `--group` and `--api peer` exclude
+    /// each other).
+    pub fn mode(&self) -> Mode {
+        match (self.group, self.api) {
+            (true, _) => Mode::Group,
+            (false, Api::Peer) => Mode::Peer,
+            (false, Api::Comm) => Mode::Threads,
+        }
+    }
+
+    /// Which halves of a row run: `[out of place, in place]`. The others print N/A.
+    /// `Group` has in-place broadcast and reduce only (no `*_into` forms) and no in-place
+    /// all_gather, reduce_scatter or all_to_all; the peer API always returns a new tensor.
+    pub fn halves(&self) -> [bool; 2] {
+        let c = self.coll;
+        match self.mode() {
+            Mode::Threads => [true, c.has_in_place()],
+            Mode::Group => [
+                !matches!(c, Coll::Broadcast | Coll::Reduce),
+                matches!(c, Coll::AllReduce | Coll::Broadcast | Coll::Reduce),
+            ],
+            Mode::Peer => [true, false],
+        }
     }
 
     /// The byte sizes of the sweep, as nccl-tests walks them.
@@ -228,6 +304,7 @@ const VALUED: &[(&str, &[&str], &str)] = &[
     ("", &["--transport"], "transport"),
     ("", &["--algo"], "algo"),
     ("", &["--json"], "json"),
+    ("", &["--api"], "api"),
 ];
 
 fn key_of(flag: &str) -> Option<&'static str> {
@@ -261,6 +338,8 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
         algo: Algorithm::Auto,
         json: None,
         reference: false,
+        group: false,
+        api: Api::Comm,
     };
     let mut i = 0;
     while i < argv.len() {
@@ -271,6 +350,10 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
         }
         if a == "--ref" {
             o.reference = true;
+            continue;
+        }
+        if a == "--group" {
+            o.group = true;
             continue;
         }
         if !a.starts_with('-') || a == "-" {
@@ -324,7 +407,49 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
             o.ranks()
         ));
     }
+    check_mode(&o)?;
     Ok(Parsed::Run(Box::new(o)))
+}
+
+/// What `--group` and `--api peer` cannot run, as usage errors rather than failed runs.
+fn check_mode(o: &Options) -> Result<(), UsageError> {
+    match o.mode() {
+        Mode::Threads => {}
+        Mode::Group if o.api == Api::Peer => {
+            return err("--group drives Communicators; it cannot be combined with --api peer");
+        }
+        Mode::Group => {
+            if !GROUP_COLLS.contains(&o.coll) {
+                return err(format!(
+                    "--group cannot run {}: ruCCL's Group has no such call; --group supports: {}",
+                    o.coll.name(),
+                    names(GROUP_COLLS)
+                ));
+            }
+        }
+        Mode::Peer => {
+            if !PEER_COLLS.contains(&o.coll) {
+                return err(format!(
+                    "--api peer cannot run {}: the peer API has no such operation; --api peer supports: {}",
+                    o.coll.name(),
+                    names(PEER_COLLS)
+                ));
+            }
+            let floats = <ruccl::api::HostBackend as ruccl::api::Backend>::FLOAT_DTYPES;
+            if let Some(d) = o.dtypes.iter().find(|d| !floats.contains(d)) {
+                return err(format!(
+                    "--api peer cannot run datatype {}: the peer API takes float tensors only (float, half, bfloat16, double)",
+                    crate::table::dtype_name(*d)
+                ));
+            }
+            if o.algo != Algorithm::Auto {
+                return err(
+                    "--algo does not apply to --api peer: the peer API chooses its plan itself (Strategy::Auto)",
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 fn apply(o: &mut Options, key: &str, flag: &str, v: &str) -> Result<(), UsageError> {
@@ -419,6 +544,13 @@ fn apply(o: &mut Options, key: &str, flag: &str, v: &str) -> Result<(), UsageErr
             o.algo = v.parse().map_err(|e: ruccl::CollectiveError| UsageError(e.message().to_string()))?;
         }
         "json" => o.json = Some(v.to_string()),
+        "api" => {
+            o.api = match v.trim().to_ascii_lowercase().as_str() {
+                "comm" => Api::Comm,
+                "peer" => Api::Peer,
+                other => return err(format!("unknown --api {other:?}: use comm (default) or peer")),
+            }
+        }
         _ => return err(format!("unknown option {flag:?} (see --help)")),
     }
     Ok(())
@@ -450,5 +582,18 @@ mod tests {
         assert!(parse(&args("all_reduce --device cuda")).is_err());
         assert!(parse(&args("all_reduce -q 1")).is_err());
         assert!(parse(&args("broadcast -g 2 -r 2")).is_err());
+    }
+
+    #[test]
+    fn modes_and_their_halves() {
+        let Ok(Parsed::Run(o)) = parse(&args("broadcast -g 2 --group")) else { unreachable!() };
+        assert_eq!((o.mode(), o.halves()), (Mode::Group, [false, true]));
+        let Ok(Parsed::Run(o)) = parse(&args("all_reduce --api=peer -d half")) else { unreachable!() };
+        assert_eq!((o.mode(), o.halves()), (Mode::Peer, [true, false]));
+        assert!(parse(&args("gather --group")).is_err());
+        assert!(parse(&args("all_to_all --api peer")).is_err());
+        assert!(parse(&args("all_reduce --api peer -d int32")).is_err());
+        assert!(parse(&args("all_reduce --api peer --group")).is_err());
+        assert!(parse(&args("all_reduce --api mpi")).is_err());
     }
 }

@@ -8,10 +8,21 @@
 
 use std::marker::PhantomData;
 
-use ruccl::{Communicator, HostDevice, ReduceOp, Result, Tensor};
+use ruccl::api::{self, HostBackend, PeerId};
+use ruccl::{Communicator, Group, HostDevice, ReduceOp, Result, Tensor};
 
 use crate::check::{Gen, Num, count_wrong, tolerance};
+use crate::run::Failure;
 use crate::table::Coll;
+
+/// The entry point a rank's timed call goes through.
+#[derive(Clone, Copy)]
+pub enum Via<'a> {
+    /// A `Communicator` method.
+    Comm(&'a Communicator<HostDevice>),
+    /// The peer API, as this registered peer.
+    Peer(PeerId),
+}
 
 /// What one rank runs.
 #[derive(Clone, Copy, Debug)]
@@ -73,16 +84,26 @@ impl<T: Num> Case<T> {
             };
             self.output.copy_from_slice(&data)
         } else {
+            // Output first: after a peer-API broadcast the root's output *is* its input (the
+            // API hands the sender's tensor back), and clearing it last would wipe the input.
+            self.output.copy_from_slice(&vec![T::default(); self.output.numel()])?;
             if let Some(input) = &mut self.input {
                 let data: Vec<T> = (0..input.numel()).map(|j| g.value(r, j)).collect();
                 input.copy_from_slice(&data)?;
             }
-            self.output.copy_from_slice(&vec![T::default(); self.output.numel()])
+            Ok(())
         }
     }
 
-    /// Runs the collective once (the timed unit).
-    pub fn run(&mut self, comm: &Communicator<HostDevice>) -> Result<()> {
+    /// Runs the collective once (the timed unit), through `via`.
+    pub fn run(&mut self, via: Via<'_>) -> std::result::Result<(), Failure> {
+        match via {
+            Via::Comm(comm) => Ok(self.run_comm(comm)?),
+            Via::Peer(peer) => self.run_peer(peer),
+        }
+    }
+
+    fn run_comm(&mut self, comm: &Communicator<HostDevice>) -> Result<()> {
         let s = self.spec;
         let op = s.op.unwrap_or(ReduceOp::Sum);
         let out = &mut self.output;
@@ -113,6 +134,76 @@ impl<T: Num> Case<T> {
             Coll::Scatter => comm.scatter(out, Some(inp), s.root),
             Coll::SendRecv => send_recv(comm, inp, out, s.rank, s.ranks),
         }
+    }
+
+    /// The peer API's form: it never writes the tensor passed in and returns a new one,
+    /// which becomes the output (out of place only; the caller never asks for in place).
+    /// The input is handed over as an alias of the same memory, so nothing is copied.
+    fn run_peer(&mut self, peer: PeerId) -> std::result::Result<(), Failure> {
+        let s = self.spec;
+        let op = s.op.unwrap_or(ReduceOp::Sum);
+        let Some(inp) = self.input.as_ref() else {
+            return Err(Failure::Harness(format!("--api peer has no in-place {}", s.coll.name())));
+        };
+        let alias = || Tensor::from_buffer(inp.device(), inp.buffer().clone(), inp.dtype(), inp.shape());
+        match s.coll {
+            Coll::AllReduce => self.output = api::all_reduce::<HostBackend>(peer, alias()?, op)?,
+            Coll::AllGather => self.output = api::all_gather::<HostBackend>(peer, alias()?)?,
+            Coll::ReduceScatter => self.output = api::reduce_scatter::<HostBackend>(peer, alias()?, op)?,
+            Coll::Broadcast => {
+                let mine = (s.rank == s.root).then(alias).transpose()?;
+                self.output = api::broadcast::<HostBackend>(peer, mine)?;
+            }
+            Coll::Reduce => {
+                // Non-roots get nothing back; their (zeroed) output stays as the check expects.
+                if let Some(t) = api::reduce::<HostBackend>(peer, alias()?, op, PeerId::from(s.root))? {
+                    self.output = t;
+                }
+            }
+            Coll::AllToAll | Coll::SendRecv | Coll::Gather | Coll::Scatter => {
+                return Err(Failure::Harness(format!("the peer API has no {}", s.coll.name())));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds this rank's call to `group`, on `comm` (`--group`). The parser only lets
+    /// through what [`Options::halves`](crate::args::Options::halves) says a group can run.
+    pub fn push<'a>(
+        &'a mut self,
+        comm: &'a Communicator<HostDevice>,
+        group: &mut Group<'a, HostDevice>,
+    ) -> std::result::Result<(), Failure> {
+        let s = self.spec;
+        let op = s.op.unwrap_or(ReduceOp::Sum);
+        let out = &mut self.output;
+        let unsupported = || {
+            let form = if s.in_place { "in-place" } else { "out-of-place" };
+            Err(Failure::Harness(format!("ruCCL's Group has no {form} {}", s.coll.name())))
+        };
+        if s.in_place {
+            match s.coll {
+                Coll::AllReduce => group.all_reduce(comm, out, op),
+                Coll::Broadcast => group.broadcast(comm, out, s.root),
+                Coll::Reduce => group.reduce(comm, out, op, s.root),
+                _ => return unsupported(),
+            };
+            return Ok(());
+        }
+        let Some(inp) = self.input.as_ref() else { return unsupported() };
+        match s.coll {
+            Coll::AllReduce => group.all_reduce_into(comm, out, inp, op),
+            Coll::AllGather => group.all_gather_into_tensor(comm, out, inp),
+            Coll::ReduceScatter => group.reduce_scatter_tensor(comm, out, inp, op),
+            Coll::AllToAll => group.all_to_all_single(comm, out, inp),
+            // One group holds every rank's send and receive, so no ordering is needed.
+            Coll::SendRecv => {
+                let (next, prev) = ((s.rank + 1) % s.ranks, (s.rank + s.ranks - 1) % s.ranks);
+                group.send(comm, inp, next).recv(comm, out, prev)
+            }
+            Coll::Broadcast | Coll::Reduce | Coll::Gather | Coll::Scatter => return unsupported(),
+        };
+        Ok(())
     }
 
     /// Counts this rank's wrong elements after a run on inputs from [`fill`](Self::fill)

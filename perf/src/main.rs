@@ -5,8 +5,9 @@
 //! ```
 //!
 //! Same flags, columns and bandwidth arithmetic as nccl-tests' `*_perf` binaries, so the
-//! numbers read side by side with NCCL's. Ranks are threads of this process. `--help` says
-//! everything; `PERFORMANCE.md` holds measured tables.
+//! numbers read side by side with NCCL's. Ranks are threads of this process (or, with
+//! `--group`, all driven by one thread; with `--api peer`, peers of `ruccl::api`). `--help`
+//! says everything; `PERFORMANCE.md` holds measured tables.
 
 mod args;
 mod case;
@@ -20,7 +21,7 @@ use std::sync::mpsc;
 
 use ruccl::{CommConfig, UniqueId};
 
-use crate::args::{DEVICES, Parsed};
+use crate::args::{DEVICES, Mode, Parsed};
 use crate::report::Report;
 use crate::run::{Ctx, Failure, Gate, Plan};
 
@@ -61,6 +62,18 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
       --json <file>         also write one JSON record per table row (JSON Lines)
       --ref                 after each row print a '#' line: one thread's memcpy of the row's
                             size, measured in the same run (the ceiling to read busbw against)
+      --group               drive every rank from ONE thread: Communicator::init_all, and each
+                            call (warm-up, timed, check) is one ruccl::Group holding every
+                            rank's call; the time is measured around Group::run. Supports:
+                            all_reduce all_gather reduce_scatter broadcast reduce all_to_all
+                            sendrecv (one group of sends and receives). Group has only the
+                            in-place broadcast and reduce, and no in-place all_gather,
+                            reduce_scatter or all_to_all: those columns print N/A
+      --api <comm|peer>     comm (default): Communicator methods, one thread per rank.
+                            peer: the peer API (ruccl::api, host backend), one thread per
+                            peer; supports all_reduce broadcast reduce all_gather
+                            reduce_scatter, float types only, --algo auto; its outputs are new
+                            tensors, so the in-place columns print N/A
   -h, --help                this text
 
 SIZES, as nccl-tests (so rows compare with NCCL's):
@@ -149,9 +162,16 @@ fn main() -> ExitCode {
             for rank in 0..opts.ranks() {
                 let tx = tx.clone();
                 let ctx = &ctx;
-                let spawned = std::thread::Builder::new()
-                    .name(format!("rank-{rank}"))
-                    .spawn_scoped(s, move || run::rank_main(ctx, rank, tx));
+                let builder = std::thread::Builder::new().name(format!("rank-{rank}"));
+                let spawned = match opts.mode() {
+                    Mode::Threads => builder.spawn_scoped(s, move || run::rank_main(ctx, rank, tx)),
+                    Mode::Peer => builder.spawn_scoped(s, move || run::peer_main(ctx, rank, tx)),
+                    // One thread drives every rank.
+                    Mode::Group if rank == 0 => std::thread::Builder::new()
+                        .name("group".into())
+                        .spawn_scoped(s, move || run::group_main(ctx, tx)),
+                    Mode::Group => break,
+                };
                 if let Err(e) = spawned {
                     ctx.gate.abort();
                     report.failures.push((rank, Failure::Harness(format!("cannot start rank {rank}'s thread: {e}"))));

@@ -8,7 +8,7 @@ use std::io::{self, BufWriter, Write};
 use ruccl::CommConfig;
 use serde_json::{Value, json};
 
-use crate::args::{Average, Options, PREMUL_SCALAR};
+use crate::args::{Average, Mode, Options, PREMUL_SCALAR};
 use crate::check::FLOAT_ULPS;
 use crate::run::{Failure, Msg, Plan};
 use crate::table::{self, Coll};
@@ -35,7 +35,12 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
             o.check
         ),
         format!(
-            "# ranks: {n} (threads in this process)  device: host  transport: inproc  algo: {}  timeout: {:?}  time: {}",
+            "# ranks: {n} ({})  device: host  transport: inproc  algo: {}  timeout: {:?}  time: {}",
+            match o.mode() {
+                Mode::Threads => "threads in this process",
+                Mode::Group => "--group: all driven by one thread, one ruccl::Group per call, time around run()",
+                Mode::Peer => "--api peer: ruccl::api peers, one thread each",
+            },
             o.algo,
             config.timeout(),
             o.average.name()
@@ -55,8 +60,18 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
     if !o.coll.rooted() && o.root.is_some() {
         h.push(format!("# note: {} has no root: -r is ignored (root column: -1)", o.coll.name()));
     }
+    let halves = o.halves();
     if !o.coll.has_in_place() {
         h.push(format!("# note: ruCCL has no in-place {}: the in-place columns print N/A", o.coll.name()));
+    } else if !halves[1] {
+        h.push(format!("# note: --{} has no in-place {}: the in-place columns print N/A", mode_flag(o), o.coll.name()));
+    }
+    if !halves[0] {
+        h.push(format!(
+            "# note: --{} has no out-of-place {}: the out-of-place columns print N/A",
+            mode_flag(o),
+            o.coll.name()
+        ));
     }
     if o.reference {
         h.push("# --ref: after each row, a '#' line with one thread's memcpy of the row's size (same run)".into());
@@ -83,6 +98,13 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
     }
     h.extend(table::header_lines());
     h
+}
+
+fn mode_flag(o: &Options) -> &'static str {
+    match o.mode() {
+        Mode::Peer => "api peer",
+        _ => "group",
+    }
 }
 
 #[derive(Default)]
@@ -145,8 +167,9 @@ impl<'a> Report<'a> {
     fn complete(&self, k: usize) -> bool {
         let n = self.opts.ranks();
         let p = &self.pending[k];
-        p.halves[0].len() == n
-            && (!self.opts.coll.has_in_place() || p.halves[1].len() == n)
+        let [oop, ip] = self.opts.halves();
+        (!oop || p.halves[0].len() == n)
+            && (!ip || p.halves[1].len() == n)
             && (!self.opts.reference || p.reference.is_some())
     }
 
@@ -169,7 +192,7 @@ impl<'a> Report<'a> {
         let mut line = table::row_prefix(row.shape.bytes, row.shape.count, combo.dtype, combo.op, root);
         let mut records: [Value; 2] = [Value::Null, Value::Null];
         for (h, rec) in records.iter_mut().enumerate() {
-            if h == 1 && !o.coll.has_in_place() {
+            if !o.halves()[h] {
                 line.push_str(&table::half_na());
                 continue;
             }
@@ -208,6 +231,7 @@ impl<'a> Report<'a> {
                 "device": "host",
                 "transport": "inproc",
                 "algo": o.algo.to_string(),
+                "mode": o.mode().name(),
                 "iters": o.iters,
                 "warmup_iters": o.warmup,
                 "time_average": o.average.name(),

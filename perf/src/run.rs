@@ -3,16 +3,21 @@
 //! messages each rank sends to the printing thread. Timing follows nccl-tests' `BenchTime`:
 //! each rank times its `iters` calls together and divides; ranks' times are combined by the
 //! printer (`-a`, mean by default).
+//!
+//! Two other drivers walk the same plan: `--api peer` (one thread per peer of `ruccl::api`,
+//! otherwise as above) and `--group` ([`group_main`]: one thread holds every rank's
+//! communicator and runs each iteration as one `ruccl::Group`, timing `run()` only).
 
 use std::sync::mpsc::Sender;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use half::{bf16, f16};
-use ruccl::{CollectiveError, CommConfig, Communicator, DType, HostDevice, ReduceOp, UniqueId};
+use ruccl::api::{self, CollectiveConfig, HostBackend, PeerId};
+use ruccl::{CollectiveError, CommConfig, Communicator, DType, Group, HostDevice, ReduceOp, UniqueId};
 
 use crate::args::Options;
-use crate::case::{Case, Spec};
+use crate::case::{Case, Spec, Via};
 use crate::check::Num;
 use crate::table::{Coll, Shape};
 
@@ -166,52 +171,76 @@ pub fn rank_main(ctx: &Ctx<'_>, rank: usize, tx: Sender<Msg>) {
             return;
         }
     };
+    if let Err(failure) = walk_plan(ctx, Via::Comm(&comm), rank, &tx) {
+        ctx.gate.abort();
+        comm.abort();
+        let _ = tx.send(Msg::Failed { rank, failure });
+    }
+}
+
+/// The body of peer `rank`'s thread with `--api peer`: registers with the peer API (host
+/// backend, peer id = rank), walks the plan, and finishes the session. A failure resets the
+/// service, which wakes every other peer at once (`Aborted`).
+pub fn peer_main(ctx: &Ctx<'_>, rank: usize, tx: Sender<Msg>) {
+    let peer = PeerId::from(rank);
+    let config = CollectiveConfig::default().with_num_devices(ctx.opts.ranks()).with_timeout(ctx.config.timeout());
+    let res = api::register::<HostBackend>(peer, HostDevice::new(rank as u32), config)
+        .map_err(Failure::from)
+        .and_then(|()| walk_plan(ctx, Via::Peer(peer), rank, &tx))
+        .and_then(|()| Ok(api::finish_collective::<HostBackend>(peer)?));
+    if let Err(failure) = res {
+        ctx.gate.abort();
+        api::reset_collective::<HostBackend>();
+        let _ = tx.send(Msg::Failed { rank, failure });
+    }
+}
+
+/// Runs every combo of the plan as rank `rank`, through `via`.
+fn walk_plan(ctx: &Ctx<'_>, via: Via<'_>, rank: usize, tx: &Sender<Msg>) -> Result<(), Failure> {
     let mut seed = 100u64;
     for ci in 0..ctx.plan.combos.len() {
-        let combo = ctx.plan.combos[ci];
-        let res = match combo.dtype {
-            DType::F32 => run_combo::<f32>(ctx, &comm, &tx, ci, &mut seed),
-            DType::F64 => run_combo::<f64>(ctx, &comm, &tx, ci, &mut seed),
-            DType::F16 => run_combo::<f16>(ctx, &comm, &tx, ci, &mut seed),
-            DType::BF16 => run_combo::<bf16>(ctx, &comm, &tx, ci, &mut seed),
-            DType::I8 => run_combo::<i8>(ctx, &comm, &tx, ci, &mut seed),
-            DType::U8 => run_combo::<u8>(ctx, &comm, &tx, ci, &mut seed),
-            DType::I32 => run_combo::<i32>(ctx, &comm, &tx, ci, &mut seed),
-            DType::U32 => run_combo::<u32>(ctx, &comm, &tx, ci, &mut seed),
-            DType::I64 => run_combo::<i64>(ctx, &comm, &tx, ci, &mut seed),
-            DType::U64 => run_combo::<u64>(ctx, &comm, &tx, ci, &mut seed),
+        let r = Rankwise { ctx, via, rank, tx };
+        match ctx.plan.combos[ci].dtype {
+            DType::F32 => run_combo::<f32>(&r, ci, &mut seed),
+            DType::F64 => run_combo::<f64>(&r, ci, &mut seed),
+            DType::F16 => run_combo::<f16>(&r, ci, &mut seed),
+            DType::BF16 => run_combo::<bf16>(&r, ci, &mut seed),
+            DType::I8 => run_combo::<i8>(&r, ci, &mut seed),
+            DType::U8 => run_combo::<u8>(&r, ci, &mut seed),
+            DType::I32 => run_combo::<i32>(&r, ci, &mut seed),
+            DType::U32 => run_combo::<u32>(&r, ci, &mut seed),
+            DType::I64 => run_combo::<i64>(&r, ci, &mut seed),
+            DType::U64 => run_combo::<u64>(&r, ci, &mut seed),
             other => Err(Failure::Harness(format!("ruccl-perf does not know element type {other}"))),
-        };
-        if let Err(failure) = res {
-            ctx.gate.abort();
-            comm.abort();
-            let _ = tx.send(Msg::Failed { rank, failure });
-            return;
-        }
+        }?;
     }
+    Ok(())
+}
+
+/// One rank's thread: what [`run_combo`] needs.
+struct Rankwise<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    via: Via<'c>,
+    rank: usize,
+    tx: &'c Sender<Msg>,
 }
 
 fn send(tx: &Sender<Msg>, m: Msg) -> Result<(), Failure> {
     tx.send(m).map_err(|_| Failure::Harness("the printing thread went away".into()))
 }
 
-fn run_combo<T: Num>(
-    ctx: &Ctx<'_>,
-    comm: &Communicator<HostDevice>,
-    tx: &Sender<Msg>,
-    ci: usize,
-    seed: &mut u64,
-) -> Result<(), Failure> {
+fn run_combo<T: Num>(r: &Rankwise<'_, '_>, ci: usize, seed: &mut u64) -> Result<(), Failure> {
+    let Rankwise { ctx, via, rank, tx } = *r;
     let o = ctx.opts;
     let combo = ctx.plan.combos[ci];
-    let dev = *comm.device();
-    let rows: Vec<(usize, Row)> = ctx.plan.rows.iter().copied().enumerate().filter(|(_, r)| r.combo == ci).collect();
+    let dev = HostDevice::new(rank as u32);
+    let rows = rows_of(ctx.plan, ci);
     let spec = |count: usize, in_place: bool| Spec {
         coll: o.coll,
         op: combo.op,
         root: combo.root.unwrap_or(0),
-        rank: comm.rank(),
-        ranks: comm.world_size(),
+        rank,
+        ranks: o.ranks(),
         count,
         in_place,
     };
@@ -221,21 +250,21 @@ fn run_combo<T: Num>(
         for (_, row) in ends.into_iter().flatten() {
             let mut case = Case::<T>::new(&dev, spec(row.shape.count, false))?;
             for _ in 0..o.warmup {
-                case.run(comm)?;
+                case.run(via)?;
             }
         }
     }
     for (k, row) in rows {
         if o.reference {
             ctx.gate.wait()?;
-            if comm.rank() == 0 {
+            if rank == 0 {
                 let secs = memcpy_secs(row.shape.bytes, o.iters);
                 send(tx, Msg::Ref { row: k, secs })?;
             }
             ctx.gate.wait()?;
         }
         for in_place in [false, true] {
-            if in_place && !o.coll.has_in_place() {
+            if !o.halves()[usize::from(in_place)] {
                 continue;
             }
             let mut case = Case::<T>::new(&dev, spec(row.shape.count, in_place))?;
@@ -244,21 +273,145 @@ fn run_combo<T: Num>(
             // flatter the out-of-place column.
             case.fill(99)?;
             // One untimed call, then line the ranks up, then time `iters` calls.
-            case.run(comm)?;
+            case.run(via)?;
             ctx.gate.wait()?;
             let t0 = Instant::now();
             for _ in 0..o.iters {
-                case.run(comm)?;
+                case.run(via)?;
             }
             let secs = t0.elapsed().as_secs_f64() / o.iters as f64;
             let mut wrong = None;
             for _ in 0..o.check {
                 *seed += 1;
                 case.fill(*seed)?;
-                case.run(comm)?;
+                case.run(via)?;
                 *wrong.get_or_insert(0) += case.wrong(*seed)?;
             }
-            send(tx, Msg::Half { row: k, in_place, rank: comm.rank(), secs, wrong })?;
+            send(tx, Msg::Half { row: k, in_place, rank, secs, wrong })?;
+        }
+    }
+    Ok(())
+}
+
+/// The rows of combo `ci`, with their index in the plan.
+fn rows_of(plan: &Plan, ci: usize) -> Vec<(usize, Row)> {
+    plan.rows.iter().copied().enumerate().filter(|(_, r)| r.combo == ci).collect()
+}
+
+/// `--group`: one thread creates every rank's communicator with `init_all` and walks the
+/// plan, running each call of every rank as one `Group`. Failures are reported as rank 0's.
+pub fn group_main(ctx: &Ctx<'_>, tx: Sender<Msg>) {
+    let devices: Vec<HostDevice> = (0..ctx.opts.ranks()).map(|r| HostDevice::new(r as u32)).collect();
+    let comms = match Communicator::init_all(devices, ctx.config.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = tx.send(Msg::Failed { rank: 0, failure: e.into() });
+            return;
+        }
+    };
+    let mut seed = 100u64;
+    for ci in 0..ctx.plan.combos.len() {
+        let res = match ctx.plan.combos[ci].dtype {
+            DType::F32 => run_group_combo::<f32>(ctx, &comms, &tx, ci, &mut seed),
+            DType::F64 => run_group_combo::<f64>(ctx, &comms, &tx, ci, &mut seed),
+            DType::F16 => run_group_combo::<f16>(ctx, &comms, &tx, ci, &mut seed),
+            DType::BF16 => run_group_combo::<bf16>(ctx, &comms, &tx, ci, &mut seed),
+            DType::I8 => run_group_combo::<i8>(ctx, &comms, &tx, ci, &mut seed),
+            DType::U8 => run_group_combo::<u8>(ctx, &comms, &tx, ci, &mut seed),
+            DType::I32 => run_group_combo::<i32>(ctx, &comms, &tx, ci, &mut seed),
+            DType::U32 => run_group_combo::<u32>(ctx, &comms, &tx, ci, &mut seed),
+            DType::I64 => run_group_combo::<i64>(ctx, &comms, &tx, ci, &mut seed),
+            DType::U64 => run_group_combo::<u64>(ctx, &comms, &tx, ci, &mut seed),
+            other => Err(Failure::Harness(format!("ruccl-perf does not know element type {other}"))),
+        };
+        if let Err(failure) = res {
+            for c in &comms {
+                c.abort();
+            }
+            let _ = tx.send(Msg::Failed { rank: 0, failure });
+            return;
+        }
+    }
+}
+
+/// Runs every rank's call once as one group; returns the seconds `run()` took.
+fn group_run<T: Num>(comms: &[Communicator<HostDevice>], cases: &mut [Case<T>]) -> Result<f64, Failure> {
+    let mut group = Group::new();
+    for (comm, case) in comms.iter().zip(cases.iter_mut()) {
+        case.push(comm, &mut group)?;
+    }
+    let t0 = Instant::now();
+    group.run()?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// [`run_combo`] for `--group`: the same steps for every rank at once. There is no harness
+/// barrier (one thread), and every rank reports the same time: the group's.
+fn run_group_combo<T: Num>(
+    ctx: &Ctx<'_>,
+    comms: &[Communicator<HostDevice>],
+    tx: &Sender<Msg>,
+    ci: usize,
+    seed: &mut u64,
+) -> Result<(), Failure> {
+    let o = ctx.opts;
+    let combo = ctx.plan.combos[ci];
+    let halves = o.halves();
+    let cases = |count: usize, in_place: bool| -> Result<Vec<Case<T>>, Failure> {
+        let spec = |rank: usize| Spec {
+            coll: o.coll,
+            op: combo.op,
+            root: combo.root.unwrap_or(0),
+            rank,
+            ranks: comms.len(),
+            count,
+            in_place,
+        };
+        Ok(comms.iter().enumerate().map(|(r, c)| Case::<T>::new(c.device(), spec(r))).collect::<Result<_, _>>()?)
+    };
+    let rows = rows_of(ctx.plan, ci);
+    if o.warmup > 0 {
+        // Out of place as the threaded driver, unless the group has only the in-place form.
+        let warm_in_place = !halves[0];
+        for (_, row) in [rows.last(), rows.first()].into_iter().flatten() {
+            let mut cs = cases(row.shape.count, warm_in_place)?;
+            for _ in 0..o.warmup {
+                group_run(comms, &mut cs)?;
+            }
+        }
+    }
+    for (k, row) in rows {
+        if o.reference {
+            send(tx, Msg::Ref { row: k, secs: memcpy_secs(row.shape.bytes, o.iters) })?;
+        }
+        for in_place in [false, true] {
+            if !halves[usize::from(in_place)] {
+                continue;
+            }
+            let mut cs = cases(row.shape.count, in_place)?;
+            for c in &mut cs {
+                c.fill(99)?;
+            }
+            group_run(comms, &mut cs)?;
+            let mut secs = 0.0;
+            for _ in 0..o.iters {
+                secs += group_run(comms, &mut cs)?;
+            }
+            let secs = secs / o.iters as f64;
+            let mut wrong: Vec<Option<u64>> = vec![None; cs.len()];
+            for _ in 0..o.check {
+                *seed += 1;
+                for c in &mut cs {
+                    c.fill(*seed)?;
+                }
+                group_run(comms, &mut cs)?;
+                for (w, c) in wrong.iter_mut().zip(&cs) {
+                    *w.get_or_insert(0) += c.wrong(*seed)?;
+                }
+            }
+            for (rank, wrong) in wrong.into_iter().enumerate() {
+                send(tx, Msg::Half { row: k, in_place, rank, secs, wrong })?;
+            }
         }
     }
     Ok(())

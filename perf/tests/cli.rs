@@ -59,6 +59,11 @@ fn rows(out: &str) -> Vec<Row> {
 
 /// Asserts a clean run: exit 0, footer OK, every checked half `#wrong` 0, numbers parse.
 fn assert_clean(o: &Output, in_place: bool) -> Vec<Row> {
+    assert_clean_halves(o, [true, in_place])
+}
+
+/// [`assert_clean`] where either half may be absent (`false`: that half must print N/A).
+fn assert_clean_halves(o: &Output, halves: [bool; 2]) -> Vec<Row> {
     let out = stdout(o);
     assert!(o.status.success(), "exit {:?}\nstdout:\n{out}\nstderr:\n{}", o.status, stderr(o));
     assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
@@ -67,7 +72,7 @@ fn assert_clean(o: &Output, in_place: bool) -> Vec<Row> {
     assert!(!rows.is_empty(), "{out}");
     for r in &rows {
         for (h, half) in r.halves.iter().enumerate() {
-            if h == 1 && !in_place {
+            if !halves[h] {
                 assert!(half.iter().all(|c| c == "N/A"), "{r:?}");
                 continue;
             }
@@ -240,6 +245,12 @@ fn bad_command_lines_fail_with_a_message() {
         (&["all_reduce", "--transport", "tcp"][..], "not built yet"),
         (&["all_reduce", "--device", "cuda"][..], "compiled-in devices: host"),
         (&["all_reduce", "--algo", "warp"][..], "unknown algorithm"),
+        (&["gather", "-g", "2", "--group"][..], "--group supports: all_reduce"),
+        (&["scatter", "-g", "2", "--group"][..], "--group supports: all_reduce"),
+        (&["all_to_all", "-g", "2", "--api", "peer"][..], "--api peer supports: all_reduce"),
+        (&["all_reduce", "--api", "peer", "-d", "int32"][..], "float tensors only"),
+        (&["all_reduce", "--api", "peer", "--group"][..], "cannot be combined"),
+        (&["all_reduce", "--api", "nccl"][..], "unknown --api"),
     ] {
         let o = perf(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -256,7 +267,48 @@ fn help_documents_the_flags() {
     for flag in ["-b,", "-e,", "-f,", "-g,", "-n,", "-w,", "-c,", "-o,", "-d,", "-r,", "-z,", "-T,"] {
         assert!(h.contains(flag), "{flag} missing from --help");
     }
-    for word in ["--device", "--transport", "--algo", "--json", "--ref", "always block"] {
+    for word in ["--device", "--transport", "--algo", "--json", "--ref", "always block", "--group", "--api"] {
         assert!(h.contains(word), "{word} missing from --help");
+    }
+}
+
+/// `--group`: one thread drives every rank through `Group`; the same checker runs, and the
+/// halves the Group API lacks print N/A.
+#[test]
+fn group_mode_checks_clean() {
+    for (args, halves) in [
+        (&["all_reduce", "-g", "4", "-d", "all", "-o", "all"][..], [true, true]),
+        (&["all_gather", "-g", "3"][..], [true, false]),
+        (&["reduce_scatter", "-g", "3", "-o", "max"][..], [true, false]),
+        (&["broadcast", "-g", "3", "-r", "-1"][..], [false, true]),
+        (&["reduce", "-g", "3", "-r", "2"][..], [false, true]),
+        (&["all_to_all", "-g", "3"][..], [true, false]),
+        (&["sendrecv", "-g", "3"][..], [true, false]),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["-b", "8", "-e", "1K", "-f", "8", "-c", "1", "-n", "2", "-w", "1", "--group"]);
+        let o = perf(&a);
+        assert_clean_halves(&o, halves);
+        assert!(stdout(&o).contains("--group: all driven by one thread"), "{}", stdout(&o));
+    }
+}
+
+/// `--api peer`: one thread per peer of `ruccl::api`; outputs are new tensors, so only the
+/// out-of-place half runs.
+#[test]
+fn peer_api_checks_clean() {
+    for args in [
+        &["all_reduce", "-g", "4", "-o", "all"][..],
+        &["all_reduce", "-g", "2", "-d", "bf16", "-o", "avg"][..],
+        &["broadcast", "-g", "3", "-r", "-1", "-d", "half"][..],
+        &["reduce", "-g", "3", "-r", "1", "-d", "double"][..],
+        &["all_gather", "-g", "3"][..],
+        &["reduce_scatter", "-g", "3"][..],
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["-b", "8", "-e", "1K", "-f", "8", "-c", "1", "-n", "2", "-w", "1", "--api", "peer"]);
+        let o = perf(&a);
+        assert_clean_halves(&o, [true, false]);
+        assert!(stdout(&o).contains("--api peer: ruccl::api peers"), "{}", stdout(&o));
     }
 }

@@ -26,6 +26,11 @@ pub(crate) fn fence() {
     };
 }
 
+/// Copies `src` into `dst` with non-temporal stores, then fences.
+///
+/// # Safety
+/// `dst` and `src` must have the same length, and the CPU must support SSE2 (always true on
+/// x86-64, where this is compiled).
 #[cfg(target_arch = "x86_64")]
 unsafe fn stream_x86_64(dst: &mut [u8], src: &[u8]) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};

@@ -11,7 +11,7 @@ use super::{Blocked, OpRun, after_failure};
 use crate::comm::watch::{WaitWatch, warn_op};
 use crate::device::Device;
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::transport::{Header, WaitOutcome};
+use crate::transport::{Driving, Header, WaitOutcome};
 use crate::types::Rank;
 
 /// How long a thread waiting on device work sleeps between looks when it must also watch
@@ -20,6 +20,7 @@ const DEVICE_SLICE: Duration = Duration::from_micros(200);
 
 /// Runs `run` to completion on this thread.
 pub(crate) fn drive<D: Device>(run: &mut OpRun<D>) -> Result<()> {
+    let _driving = Driving::enter();
     let mut watch: Option<WaitWatch> = None;
     loop {
         let blocked = match run.poll() {
@@ -40,6 +41,7 @@ pub(crate) fn drive<D: Device>(run: &mut OpRun<D>) -> Result<()> {
 /// only when none can move. Ranks of one communicator waiting on each other (a ring of sends
 /// and receives) never deadlock: each poll moves whatever can move.
 pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>]) -> Vec<Result<()>> {
+    let _driving = Driving::enter();
     let mut results: Vec<Option<Result<()>>> = runs.iter().map(|_| None).collect();
     let mut watches: Vec<Option<WaitWatch>> = runs.iter().map(|_| None).collect();
     loop {

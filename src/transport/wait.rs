@@ -1,10 +1,38 @@
 //! Waiting without burning a core forever and without a 40–80 µs wake-up on every message:
-//! spin briefly, then yield (so that ranks outnumbering cores still run), then park on a
-//! condition variable in short slices, each ending with the caller's slow-path checks.
+//! spin briefly — only while the threads driving ops fit on the machine's cores, since a
+//! spinning waiter on a shared core takes the time the awaited peer needs — then yield, then
+//! park on a condition variable in short slices, each ending with the caller's slow-path
+//! checks.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// Threads of this process inside an op's driver right now.
+static DRIVING: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a thread as driving ops while it lives.
+pub(crate) struct Driving(());
+
+impl Driving {
+    pub(crate) fn enter() -> Self {
+        DRIVING.fetch_add(1, Ordering::Relaxed);
+        Driving(())
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        DRIVING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether spinning is worth it: every driving thread can have a core of its own.
+fn may_spin() -> bool {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
+    DRIVING.load(Ordering::Relaxed) <= cores
+}
 
 /// How a wait ended when it did not fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +82,8 @@ impl Event {
         stop: &dyn Fn() -> Option<WaitOutcome>,
         slow: &mut dyn FnMut() -> crate::error::Result<()>,
     ) -> crate::error::Result<WaitOutcome> {
-        for _ in 0..SPIN {
+        let spins = if may_spin() { SPIN } else { 0 };
+        for _ in 0..spins {
             if ready() {
                 return Ok(WaitOutcome::Ready);
             }

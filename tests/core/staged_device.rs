@@ -30,6 +30,10 @@ pub trait Policy: Send + Sync + 'static {
     const NAME: &'static str;
     const REACH: Reach;
     const ASYNC: bool;
+    /// Whether the host may touch its buffers (as on the host device).
+    const HOST_VIEW: bool = false;
+    /// Whether [`fail_next_alloc`] applies.
+    const FLAKY: bool = false;
 }
 
 #[derive(Debug)]
@@ -56,7 +60,29 @@ impl Policy for Async {
     const ASYNC: bool = true;
 }
 
+/// The host device, except that the next allocation on a thread that asked for it fails
+/// (see [`fail_next_alloc`]).
+#[derive(Debug)]
+pub struct Flaky;
+impl Policy for Flaky {
+    const NAME: &'static str = "flaky";
+    const REACH: Reach = Reach::Same;
+    const ASYNC: bool = false;
+    const HOST_VIEW: bool = true;
+    const FLAKY: bool = true;
+}
+
+thread_local! {
+    static FAIL_NEXT_ALLOC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Makes the next allocation of a [`FlakyDevice`] on this thread fail.
+pub fn fail_next_alloc() {
+    FAIL_NEXT_ALLOC.with(|f| f.set(true));
+}
+
 pub type StagedDevice = TestDev<Staged>;
+pub type FlakyDevice = TestDev<Flaky>;
 pub type SharedDevice = TestDev<Shared>;
 pub type AsyncDevice = TestDev<Async>;
 
@@ -174,6 +200,9 @@ impl<P: Policy> Device for TestDev<P> {
         self.host.supports(dtype)
     }
     fn alloc(&self, bytes: usize) -> Result<HostMem> {
+        if P::FLAKY && FAIL_NEXT_ALLOC.with(|f| f.replace(false)) {
+            return Err(CollectiveError::new(ErrorKind::Device, format!("out of memory allocating {bytes} bytes")));
+        }
         self.host.alloc(bytes)
     }
     fn alloc_staging(&self, bytes: usize) -> Result<HostMem> {
@@ -245,9 +274,10 @@ impl<P: Policy> Device for TestDev<P> {
             st = d.cv.wait_timeout(st, slice).unwrap().0;
         }
     }
-    /// The difference from the host device: the host may not read or write these buffers.
-    fn host_view(&self, _buf: &HostMem) -> Option<HostMem> {
-        None
+    /// The main difference from the host device: the host may not read or write these
+    /// buffers (unless the policy says it may).
+    fn host_view(&self, buf: &HostMem) -> Option<HostMem> {
+        P::HOST_VIEW.then(|| buf.clone())
     }
     fn synchronize(&self, deadline: Option<Instant>) -> Result<()> {
         let ev = self.enqueue(|| Ok(()))?;

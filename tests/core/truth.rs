@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use ruccl::{Algorithm, CommConfig, DType, ErrorKind, Rank, ReduceOp, Tensor};
 
 use crate::harness::{Ctx, Opts, TestDevice, names_rank, run, run_owned};
+use crate::staged_device::{FlakyDevice, fail_next_alloc};
 
 /// A rooted collective where ranks below `split` use root 0 and the others root `world - 1`.
 fn rooted_call<D: TestDevice>(ctx: &Ctx<D>, which: usize, split: usize) -> ruccl::Result<()> {
@@ -139,121 +140,14 @@ pub fn departure_never_overtakes_a_delivery<D: TestDevice>() {
     });
 }
 
-/// Helpers for [`local_failure_stops_peers_at_once`]: the host device, except that the next
-/// allocation on a thread that asked for it fails.
-pub mod flaky {
-    use std::cell::Cell;
-    use std::time::Instant;
-
-    use ruccl::device::{HostEvent, Range, Reach, Source};
-    use ruccl::mem::{HostMem, HostRegion};
-    use ruccl::types::{Combine, Scale};
-    use ruccl::{CollectiveError, DType, Device, ErrorKind, HostDevice, Rank, Result};
-
-    use crate::harness::TestDevice;
-
-    thread_local! {
-        static FAIL_NEXT_ALLOC: Cell<bool> = const { Cell::new(false) };
-    }
-
-    /// Makes the next allocation on this thread fail.
-    pub fn fail_next_alloc() {
-        FAIL_NEXT_ALLOC.with(|f| f.set(true));
-    }
-
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-    pub struct FlakyDevice(HostDevice);
-
-    impl TestDevice for FlakyDevice {
-        fn for_rank(rank: Rank) -> Self {
-            FlakyDevice(HostDevice::for_rank(rank))
-        }
-        fn foreign(rank: Rank) -> Self {
-            FlakyDevice(HostDevice::foreign(rank))
-        }
-    }
-
-    impl Device for FlakyDevice {
-        type Buffer = HostMem;
-        type Event = HostEvent;
-        fn describe(&self) -> String {
-            format!("flaky {}", self.0.describe())
-        }
-        fn same_device(&self, other: &Self) -> bool {
-            self.0.same_device(&other.0)
-        }
-        fn reach(&self, other: &Self) -> Reach {
-            self.0.reach(&other.0)
-        }
-        fn supports(&self, dtype: DType) -> bool {
-            self.0.supports(dtype)
-        }
-        fn alloc(&self, bytes: usize) -> Result<HostMem> {
-            if FAIL_NEXT_ALLOC.with(|f| f.replace(false)) {
-                return Err(CollectiveError::new(ErrorKind::Device, format!("out of memory allocating {bytes} bytes")));
-            }
-            self.0.alloc(bytes)
-        }
-        fn alloc_staging(&self, bytes: usize) -> Result<HostMem> {
-            self.0.alloc_staging(bytes)
-        }
-        fn len(&self, buf: &HostMem) -> usize {
-            self.0.len(buf)
-        }
-        fn mem_id(&self, buf: &HostMem) -> usize {
-            self.0.mem_id(buf)
-        }
-        fn write(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
-            self.0.write(dst, off, src)
-        }
-        fn read(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
-            self.0.read(src, off, dst)
-        }
-        fn upload(&self, dst: &Range<HostMem>, src: &HostRegion) -> Result<HostEvent> {
-            self.0.upload(dst, src)
-        }
-        fn download(&self, src: &Range<HostMem>, dst: &HostRegion) -> Result<HostEvent> {
-            self.0.download(src, dst)
-        }
-        fn copy(&self, src: &Range<HostMem>, dst: &Range<HostMem>) -> Result<HostEvent> {
-            self.0.copy(src, dst)
-        }
-        fn reduce(
-            &self,
-            dst: &Range<HostMem>,
-            acc: &Range<HostMem>,
-            srcs: &[Source<HostMem>],
-            dtype: DType,
-            combine: Combine,
-        ) -> Result<HostEvent> {
-            self.0.reduce(dst, acc, srcs, dtype, combine)
-        }
-        fn scale(&self, src: &Range<HostMem>, dst: &Range<HostMem>, dtype: DType, scale: Scale) -> Result<HostEvent> {
-            self.0.scale(src, dst, dtype, scale)
-        }
-        fn poll(&self, event: &HostEvent) -> Result<bool> {
-            self.0.poll(event)
-        }
-        fn wait(&self, event: &HostEvent, deadline: Option<Instant>) -> Result<()> {
-            self.0.wait(event, deadline)
-        }
-        fn host_view(&self, buf: &HostMem) -> Option<HostMem> {
-            self.0.host_view(buf)
-        }
-        fn synchronize(&self, deadline: Option<Instant>) -> Result<()> {
-            self.0.synchronize(deadline)
-        }
-    }
-}
-
 /// Rank 1 cannot allocate its scratch memory before its plan starts: the peers fail at once
 /// with that cause (a `Device` error naming rank 1), not after the whole timeout.
 pub fn local_failure_stops_peers_at_once() {
     let timeout = Duration::from_secs(20);
-    run::<flaky::FlakyDevice, _>(3, &Opts::timed(timeout), |ctx| {
+    run::<FlakyDevice, _>(3, &Opts::timed(timeout), |ctx| {
         let mut t = ctx.tensor(&[1.0f32; 16]);
         if ctx.rank == 1 {
-            flaky::fail_next_alloc();
+            fail_next_alloc();
         }
         let t0 = Instant::now();
         let e = ctx.comm.all_reduce(&mut t, ReduceOp::Sum).expect_err("rank 1 cannot allocate");
