@@ -301,6 +301,7 @@ fn staged_device_takes_the_staging_path() {
 /// Ranks that share one device exchange device ranges and reduce on the device: not one
 /// byte crosses host memory, for any collective, algorithm or point-to-point op.
 #[test]
+#[cfg_attr(miri, ignore = "every collective x 5 algorithms is minutes under Miri; runs in `cargo test`")]
 fn shared_device_never_crosses_the_host() {
     use ruccl::{Algorithm, CommConfig, Tensor};
     for algorithm in
