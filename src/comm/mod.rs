@@ -73,6 +73,19 @@ impl Shared {
     }
 }
 
+/// One rank's own handle on the shared state. Ops clone it (a counter only this rank
+/// writes) rather than the `Arc<Shared>` every rank holds, whose counter would bounce between
+/// cores on every op.
+#[derive(Debug)]
+pub(crate) struct RankShared(pub(crate) Arc<Shared>);
+
+impl std::ops::Deref for RankShared {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
 /// Per-rank state, locked for the duration of one op.
 pub(crate) struct Local<D: Device> {
     seq: u64,
@@ -136,6 +149,10 @@ pub struct Communicator<D: Device> {
     /// How this rank's device reaches each rank's (itself included).
     reach: Arc<[Reach]>,
     shared: Arc<Shared>,
+    /// This rank's own handle on `shared`, cloned into every op (see `OpCtx::shared`).
+    rank_shared: Arc<RankShared>,
+    /// Counts this rank as live for the waiters' spin policy.
+    _live: crate::transport::LiveRank,
     local: Arc<Mutex<Local<D>>>,
     engine: Arc<Engine<D>>,
 }
@@ -265,6 +282,8 @@ impl<D: Device> Communicator<D> {
             reach,
             local: local.clone(),
             engine: Arc::new(Engine::new(shared.clone(), rank, local)),
+            rank_shared: Arc::new(RankShared(shared.clone())),
+            _live: crate::transport::LiveRank::enter(),
             shared,
         }
     }
@@ -397,7 +416,7 @@ impl<D: Device> Communicator<D> {
             deadline: crate::config::deadline_after(cfg.timeout()),
             dtype: desc.dtype,
             combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
-            shared: self.shared.clone(),
+            shared: self.rank_shared.clone(),
         };
         let dev = &self.device;
         let setup = (|| {

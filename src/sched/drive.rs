@@ -11,7 +11,7 @@ use super::{Blocked, OpRun, after_failure};
 use crate::comm::watch::{WaitWatch, warn_op};
 use crate::device::Device;
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::transport::{Driving, Header, WaitOutcome};
+use crate::transport::{Header, WaitOutcome};
 use crate::types::Rank;
 
 /// How long a thread waiting on device work sleeps between looks when it must also watch
@@ -20,7 +20,6 @@ const DEVICE_SLICE: Duration = Duration::from_micros(200);
 
 /// Runs `run` to completion on this thread.
 pub(crate) fn drive<D: Device>(run: &mut OpRun<D>) -> Result<()> {
-    let _driving = Driving::enter();
     let mut watch: Option<WaitWatch> = None;
     loop {
         let blocked = match run.poll() {
@@ -41,7 +40,6 @@ pub(crate) fn drive<D: Device>(run: &mut OpRun<D>) -> Result<()> {
 /// only when none can move. Ranks of one communicator waiting on each other (a ring of sends
 /// and receives) never deadlock: each poll moves whatever can move.
 pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>]) -> Vec<Result<()>> {
-    let _driving = Driving::enter();
     let mut results: Vec<Option<Result<()>>> = runs.iter().map(|_| None).collect();
     let mut watches: Vec<Option<WaitWatch>> = runs.iter().map(|_| None).collect();
     loop {
@@ -55,10 +53,7 @@ pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>]) -> Vec<Result<()>
                     run.settle();
                     results[i] = Some(Ok(()));
                 }
-                Ok(Some(b)) => {
-                    run.noted_wait = true;
-                    blocked.push((i, b));
-                }
+                Ok(Some(b)) => blocked.push((i, b)),
                 Err(e) => results[i] = Some(Err(run.fail(e))),
             }
         }
@@ -214,6 +209,7 @@ impl<D: Device> OpRun<D> {
             .with_peer(p));
         }
         c.shared.board.set_waiting(c.rank, Some(what));
+        self.noted_wait.set(true);
         if let Some(peer) = peer
             && !c.p2p
             && let Some(theirs) = c.shared.board.collective_at(peer, c.seq)
@@ -233,7 +229,7 @@ impl<D: Device> OpRun<D> {
 
     /// Clears "waiting for" in the flight recorder once the op no longer waits.
     pub(super) fn settle(&mut self) {
-        if std::mem::take(&mut self.noted_wait) {
+        if self.noted_wait.take() {
             self.ctx.shared.board.set_waiting(self.ctx.rank, None);
         }
     }
@@ -274,11 +270,9 @@ impl<D: Device> OpRun<D> {
             };
         };
         let watch = watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), self.ctx.shared.board.warn_after()));
-        let link = self.ctx.link().clone();
-        self.noted_wait = true;
         let outcome = {
             let this = &*self;
-            link.wait(this.ctx.rank, peer, deadline, &mut || this.ready(b), &mut || this.slow(b, watch))?
+            this.ctx.link().wait(this.ctx.rank, peer, deadline, &mut || this.ready(b), &mut || this.slow(b, watch))?
         };
         match outcome {
             WaitOutcome::Ready => Ok(()),

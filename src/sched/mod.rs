@@ -20,6 +20,7 @@
 
 mod drive;
 mod failure;
+mod recv;
 mod staging;
 
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub(crate) use failure::{Now, after_failure};
 pub use staging::Staging;
 
 use crate::algo::{Plan, Slot, Span, Step};
-use crate::comm::Shared;
+use crate::comm::RankShared;
 use crate::device::{Device, Range, Reach, Source};
 use crate::error::{CollectiveError, Result};
 use crate::mem::HostRegion;
@@ -69,7 +70,9 @@ pub(crate) struct OpCtx {
     pub deadline: Instant,
     pub dtype: DType,
     pub combine: Combine,
-    pub shared: Arc<Shared>,
+    /// This rank's own handle on the communicator's shared state: cloning it per op touches a
+    /// counter no other rank writes (the inner `Arc` is shared by every rank).
+    pub shared: Arc<RankShared>,
 }
 
 impl OpCtx {
@@ -163,7 +166,8 @@ pub(crate) struct OpRun<D: Device> {
     inflight: Vec<InFlight<D::Event>>,
     staged_send: Option<StagedSend<D::Event>>,
     parked: Option<Parked<D::Buffer>>,
-    noted_wait: bool,
+    /// Whether the flight recorder says this op waits (set by the slow path).
+    noted_wait: std::cell::Cell<bool>,
     started: bool,
     done: bool,
 }
@@ -249,7 +253,7 @@ impl<D: Device> OpRun<D> {
             inflight: prologue.map(|(event, w)| InFlight::writing(event, w, Vec::new())).into_iter().collect(),
             staged_send: None,
             parked: None,
-            noted_wait: false,
+            noted_wait: std::cell::Cell::new(false),
             started: false,
             done: false,
         }
@@ -416,200 +420,6 @@ impl<D: Device> OpRun<D> {
         let (link, me, dev) = (self.ctx.link(), self.ctx.rank, &self.dev);
         self.stage.reclaim_released(|p, t| link.is_released(me, p, t));
         self.stage.send_slot(len, |n| dev.alloc_staging(n))
-    }
-
-    fn recv(&mut self, peer: Rank, dst: Span, acc: Option<Span>, size: usize) -> Result<Progress> {
-        if !self.ctx.link().has_message(self.ctx.rank, peer) {
-            return Ok(Progress::Blocked(Blocked::Message(peer)));
-        }
-        let d = self.bufs.resolve(dst, size)?;
-        let parking = d.range.len > 0 && self.lent(d.key());
-        if parking && self.inflight.iter().any(|f| f.staging) {
-            // The staging memory is still being read by the previous parked receive.
-            return Ok(Progress::Blocked(Blocked::Device));
-        }
-        let msg = self.open(peer, d.range.len)?;
-        self.received[peer] += 1;
-        let source = match self.source(&msg) {
-            Ok(s) => s,
-            Err(e) => {
-                self.ctx.link().close(self.ctx.rank, &msg);
-                return Err(e);
-            }
-        };
-        if parking {
-            // The destination is still lent out: move the bytes to staging and release the
-            // message as soon as that copy completes (the peer may be waiting for the release
-            // before it reads our lend), then land them once the range is free.
-            let (staged, event) = match self.stage_incoming(&source, d.range.len) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.ctx.link().close(self.ctx.rank, &msg);
-                    return Err(e);
-                }
-            };
-            match event {
-                None => self.ctx.link().release(self.ctx.rank, &msg),
-                Some(event) => self.inflight.push(InFlight { event, writes: None, msgs: vec![msg], staging: false }),
-            }
-            self.parked = Some(Parked { source: staged, dst: d, acc });
-            return Ok(Progress::Advanced);
-        }
-        let landed = self.land(&source, &d, acc, size);
-        match landed {
-            Ok(event) => {
-                self.inflight.push(InFlight::writing(event, d.key(), vec![msg]));
-                Ok(Progress::Advanced)
-            }
-            Err(e) => {
-                self.ctx.link().close(self.ctx.rank, &msg);
-                Err(e)
-            }
-        }
-    }
-
-    /// Lands a parked receive once its destination is no longer lent.
-    fn finish_parked(&mut self, size: usize) -> Result<Option<Blocked>> {
-        let Some(p) = &self.parked else { return Ok(None) };
-        if let Some(b) = self.hazard(p.dst.key()) {
-            return Ok(Some(b));
-        }
-        let Some(p) = self.parked.take() else { return Ok(None) };
-        let event = self.land(&p.source, &p.dst, p.acc, size)?;
-        self.inflight.push(InFlight { staging: true, ..InFlight::writing(event, p.dst.key(), Vec::new()) });
-        Ok(None)
-    }
-
-    /// Opens the next message from `peer` (which has arrived) and checks its header and size.
-    /// On error the message is put back unread.
-    fn open(&mut self, peer: Rank, want: usize) -> Result<Opened> {
-        let (me, link) = (self.ctx.rank, self.ctx.link());
-        let Some(msg) = link.open(me, peer) else {
-            // Only a sender that failed takes messages back, and it poisons the link first.
-            return Err(self
-                .poisoned()
-                .unwrap_or_else(|| CollectiveError::protocol("a message vanished from the mailbox").with_peer(peer)));
-        };
-        let checked = self.check_header(peer, &msg.header).and_then(|()| {
-            if msg.payload.len() == want {
-                Ok(())
-            } else {
-                Err(CollectiveError::protocol(format!(
-                    "rank {peer} sent {} bytes where {want} were expected",
-                    msg.payload.len()
-                ))
-                .with_peer(peer))
-            }
-        });
-        match checked {
-            Ok(()) => Ok(msg),
-            Err(e) => {
-                link.close(me, &msg);
-                Err(e)
-            }
-        }
-    }
-
-    /// What a message's payload is to this rank's device.
-    fn source(&self, msg: &Opened) -> Result<Source<D::Buffer>> {
-        match &msg.payload {
-            Payload::Host(r) => Ok(Source::Host(r.clone())),
-            Payload::Device(any, _) => {
-                any.downcast_ref::<Range<D::Buffer>>().cloned().map(Source::Device).ok_or_else(|| {
-                    CollectiveError::protocol(format!(
-                        "rank {} sent device memory this rank's device ({}) cannot use",
-                        msg.from,
-                        self.dev.describe()
-                    ))
-                    .with_peer(msg.from)
-                })
-            }
-        }
-    }
-
-    /// Copies a received payload into this rank's staging memory: host bytes to host staging
-    /// (done when this returns: no event), a device range to device scratch (so ranks sharing
-    /// a device never cross the host; the event completes the copy).
-    fn stage_incoming(&mut self, source: &Source<D::Buffer>, len: usize) -> Result<Staged<D>> {
-        match source {
-            Source::Host(r) => {
-                let dev = &self.dev;
-                let mem = self.stage.recv_host(len, |n| dev.alloc_staging(n))?;
-                mem.write(0, len)?.copy_from_slice(&r.read()?);
-                Ok((Source::Host(HostRegion { mem, off: 0, len }), None))
-            }
-            Source::Device(r) => {
-                let dev = &self.dev;
-                let buf = self.stage.recv_device(len, |n| dev.alloc(n), |b| dev.len(b))?;
-                let dst = Range::new(buf, 0, len);
-                let event = self.dev.copy(r, &dst)?;
-                Ok((Source::Device(dst), Some(event)))
-            }
-        }
-    }
-
-    /// Writes received bytes into their destination: a copy, or a reduction with `acc`.
-    fn land(
-        &self,
-        source: &Source<D::Buffer>,
-        d: &Resolved<D::Buffer>,
-        acc: Option<Span>,
-        size: usize,
-    ) -> Result<D::Event> {
-        match (acc, source) {
-            (None, Source::Host(r)) => self.dev.upload(&d.range, r),
-            (None, Source::Device(r)) => self.dev.copy(r, &d.range),
-            (Some(a), _) => {
-                let a = self.bufs.resolve(a, size)?;
-                self.dev.reduce(&d.range, &a.range, std::slice::from_ref(source), self.ctx.dtype, self.ctx.combine)
-            }
-        }
-    }
-
-    /// A run of receive-reduces into one range as one fused kernel, once every message has
-    /// arrived. `Unfused` (nothing consumed) when the destination is lent or being written, so
-    /// the caller takes one step at a time.
-    fn recv_reduce_many(&mut self, run: &[Step], size: usize) -> Result<Progress> {
-        let Step::RecvReduce { acc: first_acc, dst, .. } = run[0] else { return Ok(Progress::Unfused) };
-        let d = self.bufs.resolve(dst, size)?;
-        if d.range.len > 0 && (self.lent(d.key()) || self.being_written(d.key())) {
-            return Ok(Progress::Unfused);
-        }
-        let peers: Vec<Rank> =
-            run.iter().filter_map(|s| if let Step::RecvReduce { peer, .. } = *s { Some(peer) } else { None }).collect();
-        let (me, link) = (self.ctx.rank, self.ctx.link().clone());
-        if let Some(&p) = peers.iter().find(|&&p| !link.has_message(me, p)) {
-            return Ok(Progress::Blocked(Blocked::Message(p)));
-        }
-        let mut msgs: Vec<Opened> = Vec::with_capacity(peers.len());
-        let mut sources = Vec::with_capacity(peers.len());
-        let opened = (|| -> Result<()> {
-            for &peer in &peers {
-                let msg = self.open(peer, d.range.len)?;
-                msgs.push(msg);
-                sources.push(self.source(msgs.last().ok_or_else(|| CollectiveError::protocol("no message"))?)?);
-            }
-            Ok(())
-        })();
-        let event = opened.and_then(|()| {
-            let a = self.bufs.resolve(first_acc, size)?;
-            self.dev.reduce(&d.range, &a.range, &sources, self.ctx.dtype, self.ctx.combine)
-        });
-        match event {
-            Ok(event) => {
-                for &peer in &peers {
-                    self.received[peer] += 1;
-                }
-                self.inflight.push(InFlight::writing(event, d.key(), msgs));
-                Ok(Progress::Fused)
-            }
-            Err(e) => {
-                for m in &msgs {
-                    link.close(me, m);
-                }
-                Err(e)
-            }
-        }
     }
 
     /// Retires completed device work: releases the messages it read.

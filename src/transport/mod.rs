@@ -28,7 +28,7 @@ use crate::mem::HostRegion;
 use crate::op::Fingerprint;
 use crate::types::Rank;
 
-pub(crate) use wait::Driving;
+pub(crate) use wait::LiveRank;
 pub use wait::WaitOutcome;
 
 /// Travels with every message so that the receiver can tell whether the sender is running the

@@ -1,5 +1,5 @@
 //! Waiting without burning a core forever and without a 40–80 µs wake-up on every message:
-//! spin briefly — only while the threads driving ops fit on the machine's cores, since a
+//! spin briefly — only while the live local ranks fit on the machine's cores, since a
 //! spinning waiter on a shared core takes the time the awaited peer needs — then yield, then
 //! park on a condition variable in short slices, each ending with the caller's slow-path
 //! checks.
@@ -8,30 +8,32 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Threads of this process inside an op's driver right now.
-static DRIVING: AtomicUsize = AtomicUsize::new(0);
+/// Local ranks (communicators) alive in this process: the threads that may run ops at once.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-/// Counts a thread as driving ops while it lives.
-pub(crate) struct Driving(());
+/// Counts a communicator as a live local rank while it lives. (Counted per rank rather than
+/// per op so that no op writes a counter every rank shares.)
+#[derive(Debug)]
+pub(crate) struct LiveRank(());
 
-impl Driving {
+impl LiveRank {
     pub(crate) fn enter() -> Self {
-        DRIVING.fetch_add(1, Ordering::Relaxed);
-        Driving(())
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        LiveRank(())
     }
 }
 
-impl Drop for Driving {
+impl Drop for LiveRank {
     fn drop(&mut self) {
-        DRIVING.fetch_sub(1, Ordering::Relaxed);
+        LIVE.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// Whether spinning is worth it: every driving thread can have a core of its own.
+/// Whether spinning is worth it: every live rank can have a core of its own.
 fn may_spin() -> bool {
     static CORES: OnceLock<usize> = OnceLock::new();
     let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from));
-    DRIVING.load(Ordering::Relaxed) <= cores
+    LIVE.load(Ordering::Relaxed) <= cores
 }
 
 /// How a wait ended when it did not fail.
