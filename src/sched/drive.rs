@@ -198,6 +198,11 @@ impl<D: Device> OpRun<D> {
         {
             warn_op(c, peer, &what, watch.waited(now));
         }
+        // A failure elsewhere outranks a departure: the failed rank poisons the link before
+        // it leaves, and its error is the one to report.
+        if let Some(e) = self.poisoned() {
+            return Err(e);
+        }
         if let Some(p) = peer
             && c.link().is_departed(p)
             && !self.ready(b)
