@@ -11,11 +11,13 @@
 
 #![allow(missing_docs, clippy::expect_used, clippy::unwrap_used)] // a benchmark harness: failing loudly is right
 
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+#[path = "common/rank_threads.rs"]
+mod rank_threads;
+
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use rank_threads::RankThreads;
 use ruccl::{CommConfig, Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
 
 #[derive(Clone, Copy, Debug)]
@@ -39,70 +41,35 @@ impl Op {
     }
 }
 
-/// A group of rank threads that run `iters` ops on request and report their elapsed time.
-struct Group {
-    tx: Vec<Sender<u64>>,
-    rx: Receiver<Duration>,
-    handles: Vec<JoinHandle<()>>,
-}
-
-impl Group {
-    fn new(n: usize, op: Op, bytes: usize) -> Group {
-        let id = UniqueId::new().expect("unique id");
-        let (done_tx, rx) = channel();
-        let mut tx = Vec::new();
-        let mut handles = Vec::new();
-        for rank in 0..n {
-            let (t, r) = channel::<u64>();
-            tx.push(t);
-            let (id, done) = (id.clone(), done_tx.clone());
-            handles.push(std::thread::spawn(move || {
-                let dev = HostDevice::default();
-                let comm = Communicator::with_config(dev, n, id, rank, CommConfig::default()).expect("join");
-                // `bytes` is the larger per-rank buffer, as nccl-tests sizes all_gather and
-                // reduce_scatter.
-                let count = match op {
-                    Op::AllReduce | Op::Broadcast => (bytes / 4).max(1),
-                    _ => (bytes / 4).max(n).next_multiple_of(n),
-                };
-                let (ins, outs) = match op {
-                    Op::AllReduce | Op::Broadcast | Op::AllToAll => (count, count),
-                    Op::AllGather => (count / n, count),
-                    Op::ReduceScatter => (count, count / n),
-                };
-                let x = Tensor::from_slice(&dev, &vec![1.0f32; ins], &[ins]).expect("input");
-                let mut y = Tensor::zeros(&dev, DType::F32, &[outs]).expect("output");
-                while let Ok(iters) = r.recv() {
-                    let t = Instant::now();
-                    for _ in 0..iters {
-                        let r = match op {
-                            Op::AllReduce => comm.all_reduce_into(&mut y, &x, ReduceOp::Sum),
-                            Op::AllGather => comm.all_gather_into_tensor(&mut y, &x),
-                            Op::ReduceScatter => comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Sum),
-                            Op::Broadcast => comm.broadcast_into(&mut y, Some(&x), 0),
-                            Op::AllToAll => comm.all_to_all_single(&mut y, &x),
-                        };
-                        r.expect("collective");
-                    }
-                    done.send(t.elapsed()).expect("report");
-                }
-            }));
+/// `n` rank threads, each repeating `op` on `bytes` (the larger per-rank buffer, as
+/// nccl-tests sizes all_gather and reduce_scatter).
+fn ranks(n: usize, op: Op, bytes: usize) -> RankThreads {
+    let id = UniqueId::new().expect("unique id");
+    RankThreads::new(n, move |rank| {
+        let dev = HostDevice::default();
+        let comm = Communicator::with_config(dev, n, id.clone(), rank, CommConfig::default()).expect("join");
+        let count = match op {
+            Op::AllReduce | Op::Broadcast => (bytes / 4).max(1),
+            _ => (bytes / 4).max(n).next_multiple_of(n),
+        };
+        let (ins, outs) = match op {
+            Op::AllReduce | Op::Broadcast | Op::AllToAll => (count, count),
+            Op::AllGather => (count / n, count),
+            Op::ReduceScatter => (count, count / n),
+        };
+        let x = Tensor::from_slice(&dev, &vec![1.0f32; ins], &[ins]).expect("input");
+        let mut y = Tensor::zeros(&dev, DType::F32, &[outs]).expect("output");
+        move || {
+            let r = match op {
+                Op::AllReduce => comm.all_reduce_into(&mut y, &x, ReduceOp::Sum),
+                Op::AllGather => comm.all_gather_into_tensor(&mut y, &x),
+                Op::ReduceScatter => comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Sum),
+                Op::Broadcast => comm.broadcast_into(&mut y, Some(&x), 0),
+                Op::AllToAll => comm.all_to_all_single(&mut y, &x),
+            };
+            r.expect("collective");
         }
-        Group { tx, rx, handles }
-    }
-
-    /// Runs `iters` ops on every rank; the slowest rank's time counts.
-    fn run(&self, iters: u64) -> Duration {
-        self.tx.iter().for_each(|t| t.send(iters).expect("start"));
-        (0..self.tx.len()).map(|_| self.rx.recv().expect("done")).max().unwrap_or_default()
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.tx.clear();
-        self.handles.drain(..).for_each(|h| h.join().expect("rank thread"));
-    }
+    })
 }
 
 const SIZES: [(usize, &str); 5] =
@@ -127,7 +94,7 @@ fn collectives(c: &mut Criterion) {
             tune(&mut g, bytes);
             g.throughput(Throughput::Bytes(bytes as u64));
             for n in [2usize, 4] {
-                let group = Group::new(n, op, bytes);
+                let group = ranks(n, op, bytes);
                 g.bench_with_input(BenchmarkId::new("ranks", n), &n, |b, _| b.iter_custom(|iters| group.run(iters)));
             }
             g.finish();

@@ -8,68 +8,23 @@
 
 #![allow(missing_docs, clippy::expect_used, clippy::unwrap_used)] // a benchmark harness: failing loudly is right
 
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+#[path = "common/rank_threads.rs"]
+mod rank_threads;
+
+use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rank_threads::RankThreads;
 use ruccl::api::{self, CollectiveConfig, HostBackend, PeerId, ReduceOperation};
 use ruccl::{CommConfig, Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
 
 const PEERS: usize = 4;
 const ELEMS: usize = 8;
 
-/// One thread per rank; each runs `iters` ops on request and reports its elapsed time.
-struct Group {
-    tx: Vec<Sender<u64>>,
-    rx: Receiver<Duration>,
-    handles: Vec<JoinHandle<()>>,
-}
-
-impl Group {
-    /// `setup(rank)` runs on the rank's thread and returns the op to repeat.
-    fn new<F, Op>(setup: F) -> Group
-    where
-        F: Fn(usize) -> Op + Send + Clone + 'static,
-        Op: FnMut(),
-    {
-        let (done_tx, rx) = channel();
-        let mut tx = Vec::new();
-        let mut handles = Vec::new();
-        for rank in 0..PEERS {
-            let (t, r) = channel::<u64>();
-            tx.push(t);
-            let (setup, done) = (setup.clone(), done_tx.clone());
-            handles.push(std::thread::spawn(move || {
-                let mut op = setup(rank);
-                while let Ok(iters) = r.recv() {
-                    let t = Instant::now();
-                    (0..iters).for_each(|_| op());
-                    done.send(t.elapsed()).expect("report");
-                }
-            }));
-        }
-        Group { tx, rx, handles }
-    }
-
-    /// Runs `iters` ops on every rank; the slowest rank's time counts.
-    fn run(&self, iters: u64) -> Duration {
-        self.tx.iter().for_each(|t| t.send(iters).expect("start"));
-        (0..self.tx.len()).map(|_| self.rx.recv().expect("done")).max().unwrap_or_default()
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.tx.clear();
-        self.handles.drain(..).for_each(|h| h.join().expect("rank thread"));
-    }
-}
-
 /// The same op on `Communicator`s: out of place into a preallocated output.
-fn communicators() -> Group {
+fn communicators() -> RankThreads {
     let id = UniqueId::new().expect("unique id");
-    Group::new(move |rank| {
+    RankThreads::new(PEERS, move |rank| {
         let dev = HostDevice::new(rank as u32);
         let comm = Communicator::with_config(dev, PEERS, id.clone(), rank, CommConfig::default()).expect("join");
         let x = Tensor::from_slice(&dev, &[1.0f32; ELEMS], &[ELEMS]).expect("input");
@@ -80,12 +35,12 @@ fn communicators() -> Group {
 
 /// Through the peer API, as a framework calls it: the tensor is handed over (here a second
 /// handle on the same input memory, as a framework's clone is) and a new tensor comes back.
-struct Peers(Option<Group>);
+struct Peers(Option<RankThreads>);
 
 impl Peers {
     fn new() -> Peers {
         let config = CollectiveConfig::default().with_num_devices(PEERS);
-        Peers(Some(Group::new(move |rank| {
+        Peers(Some(RankThreads::new(PEERS, move |rank| {
             let (peer, dev) = (PeerId::from(rank), HostDevice::new(rank as u32));
             api::register::<HostBackend>(peer, dev, config.clone()).expect("register");
             let x = Tensor::from_slice(&dev, &[1.0f32; ELEMS], &[ELEMS]).expect("input");
