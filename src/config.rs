@@ -114,6 +114,8 @@ pub struct CommConfig {
     warn_after: Duration,
     chunk_bytes: usize,
     algorithm: Algorithm,
+    #[cfg_attr(feature = "serde", serde(default))]
+    shared_progress: bool,
 }
 
 /// The default deadline of every wait (as torch.distributed's NCCL default).
@@ -159,6 +161,7 @@ impl Default for CommConfig {
             warn_after: DEFAULT_WARN_AFTER,
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             algorithm: Algorithm::Auto,
+            shared_progress: false,
         }
     }
 }
@@ -191,6 +194,17 @@ impl CommConfig {
             c.chunk_bytes = v.trim().parse().ok().filter(|&b: &usize| b > 0).ok_or_else(|| {
                 CollectiveError::invalid(format!("RUCCL_CHUNK_BYTES={v:?} is not a positive integer"))
             })?;
+        }
+        if let Some(v) = get("RUCCL_SHARED_PROGRESS") {
+            c.shared_progress = match v.trim() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" | "" => false,
+                _ => {
+                    return Err(CollectiveError::invalid(format!(
+                        "RUCCL_SHARED_PROGRESS={v:?} is not one of 1, 0, true, false, yes, no, on, off"
+                    )));
+                }
+            };
         }
         Ok(c)
     }
@@ -236,6 +250,34 @@ impl CommConfig {
     pub fn with_algorithm(mut self, algorithm: Algorithm) -> Self {
         self.algorithm = algorithm;
         self
+    }
+
+    /// Has this rank's ops driven by the process-wide progress thread (default: off, each
+    /// rank drives its own). Every rank of the process with this setting, of any
+    /// communicator, is then advanced by that one thread: blocking calls hand their op over
+    /// and wait, and non-blocking ones run there too. It is what NCCL's group calls do for
+    /// one op, for every op: a process with more ranks than cores stops paying a thread
+    /// wake-up per message. A rank-local choice (ranks need not agree); split communicators
+    /// inherit it. `RUCCL_SHARED_PROGRESS=1` sets it from the environment.
+    ///
+    /// ```
+    /// use ruccl::{CommConfig, Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// let cfg = CommConfig::default().with_shared_progress(true);
+    /// assert!(cfg.shared_progress());
+    /// let comm = Communicator::with_config(HostDevice::default(), 1, UniqueId::new()?, 0, cfg)?;
+    /// let mut t = Tensor::from_slice(&HostDevice::default(), &[2.0f32], &[1])?;
+    /// comm.all_reduce(&mut t, ReduceOp::Sum)?; // driven by the progress thread
+    /// assert_eq!(t.to_vec::<f32>()?, vec![2.0]);
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    pub fn with_shared_progress(mut self, shared: bool) -> Self {
+        self.shared_progress = shared;
+        self
+    }
+
+    /// Whether the process-wide progress thread drives this rank's ops.
+    pub fn shared_progress(&self) -> bool {
+        self.shared_progress
     }
 
     /// The deadline of every wait.

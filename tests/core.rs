@@ -5,7 +5,11 @@
 //! macro at the bottom stamps the whole suite out per device:
 //! - `host`: the [`ruccl::HostDevice`], where peers read each other's memory in place;
 //! - `staged`: [`staged_device::StagedDevice`], the host device pretending the host cannot
-//!   touch its buffers, which forces the scheduler's host-staging path that GPUs take.
+//!   touch its buffers, which forces the scheduler's host-staging path that GPUs take;
+//! - `shared` / `asynchronous`: ranks sharing one device (device payloads, zero host bytes),
+//!   and a device whose every operation completes later on another thread;
+//! - `one_thread`: the host device with every rank driven by the one process-wide progress
+//!   thread (`CommConfig::with_shared_progress`).
 //!
 //! A GPU device joins by implementing `TestDevice` and adding one `core_suite!` line.
 //! Test names read `<device>::<test>` or `<device>::<test>::w<world size>`.
@@ -223,6 +227,7 @@ core_suite!(host, ruccl::HostDevice);
 core_suite!(staged, crate::staged_device::StagedDevice);
 core_suite!(shared, crate::staged_device::SharedDevice);
 core_suite!(asynchronous, crate::staged_device::AsyncDevice);
+core_suite!(one_thread, crate::staged_device::OneThreadDevice);
 
 #[test]
 fn local_failure_stops_peers_at_once() {

@@ -1,6 +1,6 @@
 //! The Miri subset: small counts, worlds 2–4, every algorithm, every device path (lent host
 //! memory, host staging, device ranges between ranks sharing a device, and work that completes
-//! later on another thread), the error paths that must reclaim every lend, and the aliasing
+//! later on another thread, every rank driven by the shared progress thread), the error paths that must reclaim every lend, and the aliasing
 //! cases — the places where the scheduler and the host device's guarded memory could race.
 //!
 //! `.ci/run` runs it as `cargo +nightly miri test --test miri` (plus the library's unit
@@ -141,3 +141,17 @@ miri_suite!(host, ruccl::HostDevice);
 miri_suite!(staged, crate::staged_device::StagedDevice);
 miri_suite!(shared, crate::staged_device::SharedDevice);
 miri_suite!(asynchronous, crate::staged_device::AsyncDevice);
+
+/// Every rank driven by the process-wide progress thread: ops handed between threads, and
+/// the failure path run from the driver.
+mod one_thread {
+    type D = crate::staged_device::OneThreadDevice;
+    #[test]
+    fn every_collective() {
+        super::every_collective::<D>();
+    }
+    #[test]
+    fn reuse_after_failure() {
+        super::reuse_after_failure::<D>();
+    }
+}

@@ -7,6 +7,7 @@
 use std::sync::MutexGuard;
 
 use super::validate::{self, Call};
+use super::work::Current;
 use super::{Communicator, Local, Prepared};
 use crate::device::Device;
 use crate::error::Result;
@@ -179,12 +180,12 @@ impl<'a, D: Device> Group<'a, D> {
         comms.dedup_by_key(|c| *c as *const Communicator<D> as usize);
         // Each communicator's driver is held while the group runs (so no progress thread
         // interleaves), after the non-blocking ops issued before the group have run.
-        let _drivers: Vec<MutexGuard<'a, ()>> = comms
+        let _drivers: Vec<MutexGuard<'a, Current<D>>> = comms
             .iter()
             .map(|c| {
-                let d = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
-                if c.engine.has_queued() {
-                    c.engine.drain();
+                let mut d = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
+                if c.engine.has_queued(&d) {
+                    c.engine.drain(&mut d);
                 }
                 d
             })

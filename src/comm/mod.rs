@@ -9,6 +9,7 @@ pub(crate) mod flight;
 mod group;
 mod nonblocking;
 mod p2p;
+mod progress;
 pub(crate) mod rendezvous;
 mod split;
 pub(crate) mod tagged;
@@ -205,7 +206,7 @@ impl<D: Device> Communicator<D> {
                 .with_op("Communicator::new"));
         }
         let shared = rendezvous::join(&unique_id, world_size, &[(rank, Arc::new(device.clone()))], &config)?;
-        Ok(Self::from_shared(device, rank, shared))
+        Ok(Self::from_shared(device, rank, shared, config.shared_progress()))
     }
 
     /// Joins the lobby named `lobby` as `key`, one of `world_size` members agreeing on
@@ -220,7 +221,7 @@ impl<D: Device> Communicator<D> {
         config: CommConfig,
     ) -> Result<(Self, std::sync::Arc<[u64]>)> {
         let seat = rendezvous::lobby::join(lobby, world_size, key, Arc::new(device.clone()), terms, &config)?;
-        Ok((Self::from_shared(device, seat.rank, seat.shared), seat.members))
+        Ok((Self::from_shared(device, seat.rank, seat.shared, config.shared_progress()), seat.members))
     }
 
     /// Creates the communicators of every rank at once, rank `i` on `devices[i]`, from this
@@ -255,11 +256,17 @@ impl<D: Device> Communicator<D> {
         let members: Vec<(Rank, Arc<dyn Any + Send + Sync>)> =
             devices.iter().enumerate().map(|(r, d)| (r, Arc::new(d.clone()) as Arc<dyn Any + Send + Sync>)).collect();
         let shared = rendezvous::join(&id, world, &members, &config)?;
-        Ok(devices.into_iter().enumerate().map(|(rank, d)| Self::from_shared(d, rank, shared.clone())).collect())
+        let progress = config.shared_progress();
+        Ok(devices
+            .into_iter()
+            .enumerate()
+            .map(|(rank, d)| Self::from_shared(d, rank, shared.clone(), progress))
+            .collect())
     }
 
-    /// This rank's handle on a joined group: how its device reaches each peer's.
-    fn from_shared(device: D, rank: Rank, shared: Arc<Shared>) -> Self {
+    /// This rank's handle on a joined group: how its device reaches each peer's, and who
+    /// drives its ops.
+    fn from_shared(device: D, rank: Rank, shared: Arc<Shared>, shared_progress: bool) -> Self {
         let world = shared.world;
         let reach: Arc<[Reach]> = shared
             .devices
@@ -281,7 +288,7 @@ impl<D: Device> Communicator<D> {
             rank,
             reach,
             local: local.clone(),
-            engine: Arc::new(Engine::new(shared.clone(), rank, local)),
+            engine: Arc::new(Engine::new(shared.clone(), rank, local, shared_progress)),
             rank_shared: Arc::new(RankShared(shared.clone())),
             _live: crate::transport::LiveRank::enter(),
             shared,
@@ -345,13 +352,17 @@ impl<D: Device> Communicator<D> {
     }
 
     /// The single path from a public method to the scheduler: prepares the op and drives it
-    /// on the calling thread. The rank's state stays locked until the op is over, so calls on
-    /// one communicator run one at a time, in the order they were made.
+    /// on the calling thread (or, with shared progress, hands it to the progress thread and
+    /// waits). The rank's state stays locked until the op is over, so calls on one
+    /// communicator run one at a time, in the order they were made.
     fn submit(&self, call: Call<'_, D>) -> Result<()> {
-        let _drive = self.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
+        if self.engine.shared_progress {
+            return self.issue(call)?.wait();
+        }
+        let mut current = self.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
         // Non-blocking ops issued earlier run first (issue order).
-        if self.engine.has_queued() {
-            self.engine.drain();
+        if self.engine.has_queued(&current) {
+            self.engine.drain(&mut current);
         }
         let mut op = self.prepare(&mut self.lock(), call)?;
         let result = sched::drive(&mut op.run);

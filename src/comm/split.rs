@@ -91,6 +91,7 @@ impl<D: Device> Communicator<D> {
         }
         let pos = ranks.iter().position(|&r| r == self.rank).unwrap_or(0);
         let id = self.shared.id.derive(self.shared.instance.nonce(), &[split_no, d]);
-        Communicator::with_config(self.device.clone(), ranks.len(), id, pos, self.shared.config.clone()).map(Some)
+        let config = self.shared.config.clone().with_shared_progress(self.engine.shared_progress);
+        Communicator::with_config(self.device.clone(), ranks.len(), id, pos, config).map(Some)
     }
 }

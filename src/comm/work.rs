@@ -38,69 +38,88 @@ impl Slot {
 struct Queued<D: Device> {
     op: Prepared<D>,
     slot: Arc<Slot>,
+    /// Its state while the shared progress thread drives it alongside other ranks' ops.
+    turn: sched::Turn,
 }
+
+/// The op a rank's driver is in the middle of (the shared progress thread leaves it here
+/// between turns), locked by whoever drives the rank.
+pub(crate) struct Current<D: Device>(Option<Queued<D>>);
 
 /// One rank's queue of issued ops and what drives it.
 pub(crate) struct Engine<D: Device> {
     queue: Mutex<VecDeque<Queued<D>>>,
-    /// Held by whoever drives ops of this rank: the progress thread, or a blocking call.
-    pub(crate) driving: Mutex<()>,
+    /// Held by whoever drives ops of this rank: a progress thread, a blocking call, a group.
+    pub(crate) driving: Mutex<Current<D>>,
+    /// Whether a progress thread (this rank's own, or the shared one) is on the queue.
     worker: AtomicBool,
+    /// Whether the process-wide progress thread drives this rank (see
+    /// [`CommConfig::with_shared_progress`](crate::CommConfig::with_shared_progress)).
+    pub(crate) shared_progress: bool,
     shared: Arc<Shared>,
     rank: Rank,
     local: Arc<Mutex<Local<D>>>,
 }
 
 impl<D: Device> Engine<D> {
-    pub(crate) fn new(shared: Arc<Shared>, rank: Rank, local: Arc<Mutex<Local<D>>>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, rank: Rank, local: Arc<Mutex<Local<D>>>, shared_progress: bool) -> Self {
         Engine {
             queue: Mutex::new(VecDeque::new()),
-            driving: Mutex::new(()),
+            driving: Mutex::new(Current(None)),
             worker: AtomicBool::new(false),
+            shared_progress,
             shared,
             rank,
             local,
         }
     }
 
-    /// Whether ops are queued (issued, not yet driven).
-    pub(crate) fn has_queued(&self) -> bool {
-        !lock(&self.queue).is_empty()
+    /// Whether ops are queued (issued, not yet finished by a driver).
+    pub(crate) fn has_queued(&self, current: &Current<D>) -> bool {
+        current.0.is_some() || !lock(&self.queue).is_empty()
     }
 
-    /// Drives every queued op, in order. The caller holds `driving`.
-    pub(crate) fn drain(&self) {
+    /// Drives every queued op to completion, in order (the one a driver left half done
+    /// first). The caller holds `driving`.
+    pub(crate) fn drain(&self, current: &mut Current<D>) {
         loop {
-            let Some(mut q) = lock(&self.queue).pop_front() else { return };
+            let next = current.0.take().or_else(|| lock(&self.queue).pop_front());
+            let Some(mut q) = next else { return };
             let r = sched::drive(&mut q.op.run);
-            let r = complete(&self.shared, self.rank, &mut lock(&self.local), q.op, r);
-            q.slot.finish(r);
+            self.finish(q, r);
         }
+    }
+
+    fn finish(&self, q: Queued<D>, r: Result<()>) {
+        let r = complete(&self.shared, self.rank, &mut lock(&self.local), q.op, r);
+        q.slot.finish(r);
     }
 
     /// Queues a prepared op (the caller holds the rank's state lock, so queue order is issue
     /// order) and returns its handle.
     pub(crate) fn push(self: &Arc<Self>, op: Prepared<D>) -> Work {
         let slot = Arc::new(Slot::default());
-        lock(&self.queue).push_back(Queued { op, slot: slot.clone() });
+        lock(&self.queue).push_back(Queued { op, slot: slot.clone(), turn: sched::Turn::default() });
         Work { slot, rank: self.rank }
     }
 
-    /// Makes sure a progress thread drives the queue.
+    /// Makes sure a progress thread drives the queue: the shared one, or this rank's own.
     pub(crate) fn kick(self: &Arc<Self>) {
         if self.worker.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.shared_progress {
+            super::progress::enlist(self.clone());
             return;
         }
         let engine = self.clone();
         let spawned = std::thread::Builder::new().name(format!("ruccl progress rank {}", self.rank)).spawn(move || {
             loop {
                 {
-                    let _drive = lock(&engine.driving);
-                    engine.drain();
+                    let mut current = lock(&engine.driving);
+                    engine.drain(&mut current);
                 }
-                engine.worker.store(false, Ordering::SeqCst);
-                // An op queued after the drain but before the flag dropped needs a driver.
-                if !engine.has_queued() || engine.worker.swap(true, Ordering::SeqCst) {
+                if !engine.retire() {
                     return;
                 }
             }
@@ -108,9 +127,69 @@ impl<D: Device> Engine<D> {
         if spawned.is_err() {
             // No thread to be had: drive here, so the op still runs (the call then blocks).
             self.worker.store(false, Ordering::SeqCst);
-            let _drive = lock(&self.driving);
-            self.drain();
+            let mut current = lock(&self.driving);
+            self.drain(&mut current);
         }
+    }
+
+    /// A progress thread found the queue empty and lets go of it. True when it must carry
+    /// on after all: an op was queued after it looked, before anyone else took over.
+    fn retire(&self) -> bool {
+        self.worker.store(false, Ordering::SeqCst);
+        // A driver busy elsewhere (a blocking call, a group) may leave ops behind: look again.
+        let current = self.driving.try_lock().map_or(true, |c| c.0.is_some());
+        let more = current || !lock(&self.queue).is_empty();
+        more && !self.worker.swap(true, Ordering::SeqCst)
+    }
+}
+
+impl<D: Device> super::progress::Drivable for Engine<D> {
+    fn turn(&self) -> super::progress::Pass {
+        use super::progress::Pass;
+        let Ok(mut current) = self.driving.try_lock() else { return Pass::Busy };
+        loop {
+            if current.0.is_none() {
+                current.0 = lock(&self.queue).pop_front();
+            }
+            let Some(q) = current.0.as_mut() else { return Pass::Idle };
+            match q.op.run.take_turn(&mut q.turn) {
+                sched::Advance::Blocked => {
+                    return Pass::Blocked {
+                        deadline: q.op.run.deadline(),
+                        on_device: sched::OpRun::<D>::on_device(&q.turn),
+                    };
+                }
+                sched::Advance::Done(r) => {
+                    if let Some(q) = current.0.take() {
+                        self.finish(q, r);
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        match self.driving.try_lock() {
+            Ok(current) => match &current.0 {
+                Some(q) => q.op.run.is_ready(&q.turn),
+                None => !lock(&self.queue).is_empty(),
+            },
+            Err(_) => false,
+        }
+    }
+
+    fn check_waiting(&self) -> bool {
+        let Ok(mut current) = self.driving.try_lock() else { return false };
+        let Some(q) = current.0.as_mut() else { return false };
+        let Some(e) = q.op.run.check_waiting(&mut q.turn) else { return false };
+        if let Some(q) = current.0.take() {
+            self.finish(q, Err(e));
+        }
+        true
+    }
+
+    fn retire(&self) -> bool {
+        Engine::retire(self)
     }
 }
 

@@ -36,48 +36,110 @@ pub(crate) fn drive<D: Device>(run: &mut OpRun<D>) -> Result<()> {
     }
 }
 
+/// What one op driven alongside others (by a group call or the shared progress thread)
+/// waits for now, and the bookkeeping of its long waits.
+#[derive(Debug, Default)]
+pub(crate) struct Turn {
+    blocked: Option<Blocked>,
+    watch: Option<WaitWatch>,
+}
+
+/// Where [`OpRun::take_turn`] left an op.
+pub(crate) enum Advance {
+    /// Finished: its result (a failure has already been handled by [`OpRun::fail`]).
+    Done(Result<()>),
+    /// Waiting; [`OpRun::is_ready`] says when to step it again.
+    Blocked,
+}
+
+impl<D: Device> OpRun<D> {
+    /// Moves the op as far as it goes without blocking. An op past its deadline, or on a
+    /// failed link, ends here with its error.
+    pub(crate) fn take_turn(&mut self, turn: &mut Turn) -> Advance {
+        match self.poll() {
+            Ok(None) => {
+                self.settle();
+                turn.blocked = None;
+                Advance::Done(Ok(()))
+            }
+            Err(e) => Advance::Done(Err(self.fail(e))),
+            Ok(Some(b)) => {
+                turn.blocked = Some(b);
+                if let Some(e) = self.poisoned() {
+                    return Advance::Done(Err(self.fail(e)));
+                }
+                if Instant::now() >= self.ctx.deadline {
+                    let e = self.timeout(b);
+                    return Advance::Done(Err(self.fail(e)));
+                }
+                Advance::Blocked
+            }
+        }
+    }
+
+    /// Whether stepping the op again may move it (cheap; no side effects).
+    pub(crate) fn is_ready(&self, turn: &Turn) -> bool {
+        turn.blocked.is_none_or(|b| self.ready(b)) || self.ctx.link().is_poisoned()
+    }
+
+    /// Whether the op waits on its device (which rings no doorbell).
+    pub(crate) fn on_device(turn: &Turn) -> bool {
+        turn.blocked == Some(Blocked::Device)
+    }
+
+    /// The op's deadline.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.ctx.deadline
+    }
+
+    /// The checks a long wait runs before it sleeps (see `slow`); an error ends the op,
+    /// already failed.
+    pub(crate) fn check_waiting(&mut self, turn: &mut Turn) -> Option<CollectiveError> {
+        let b = turn.blocked?;
+        let watch =
+            turn.watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), self.ctx.shared.board.warn_after()));
+        let e = self.slow(b, watch).err()?;
+        Some(self.fail(e))
+    }
+}
+
 /// Runs every op in `runs` to completion from this thread, polling each in turn and sleeping
 /// only when none can move. Ranks of one communicator waiting on each other (a ring of sends
 /// and receives) never deadlock: each poll moves whatever can move.
 pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>]) -> Vec<Result<()>> {
     let mut results: Vec<Option<Result<()>>> = runs.iter().map(|_| None).collect();
-    let mut watches: Vec<Option<WaitWatch>> = runs.iter().map(|_| None).collect();
+    let mut turns: Vec<Turn> = runs.iter().map(|_| Turn::default()).collect();
     loop {
-        let mut blocked: Vec<(usize, Blocked)> = Vec::new();
+        let mut blocked = false;
         for (i, run) in runs.iter_mut().enumerate() {
-            if results[i].is_some() {
-                continue;
-            }
-            match run.poll() {
-                Ok(None) => {
-                    run.settle();
-                    results[i] = Some(Ok(()));
+            if results[i].is_none() {
+                match run.take_turn(&mut turns[i]) {
+                    Advance::Done(r) => results[i] = Some(r),
+                    Advance::Blocked => blocked = true,
                 }
-                Ok(Some(b)) => blocked.push((i, b)),
-                Err(e) => results[i] = Some(Err(run.fail(e))),
             }
         }
-        if blocked.is_empty() {
+        if !blocked {
             return results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect();
         }
+        let blocked: Vec<(usize, Blocked)> =
+            (0..runs.len()).filter(|&i| results[i].is_none()).filter_map(|i| Some((i, turns[i].blocked?))).collect();
         let now = Instant::now();
-        let deadline = blocked.iter().map(|&(i, _)| runs[i].ctx.deadline).min().unwrap_or(now);
-        let link = runs[blocked[0].0].ctx.link().clone();
-        // Device work does not ring the doorbell, and ranks of other communicators ring
-        // another one: then sleep in short slices.
+        let deadline = blocked.iter().map(|&(i, _)| runs[i].deadline()).min().unwrap_or(now);
+        // Device work rings no doorbell: then sleep in short slices.
         let on_device = blocked.iter().any(|&(_, b)| b == Blocked::Device);
-        let one_link = blocked.iter().all(|&(i, _)| runs[i].ctx.link().same(&link));
-        let wake = if on_device || !one_link { deadline.min(now + DEVICE_SLICE) } else { deadline };
+        let wake = if on_device { deadline.min(now + DEVICE_SLICE) } else { deadline };
         let mut failed: Option<(usize, CollectiveError)> = None;
-        let outcome = {
+        {
             let runs: &[&mut OpRun<D>] = runs;
-            let watches = &mut watches;
+            let turns = &mut turns;
             let failed = &mut failed;
-            let mut ready = || blocked.iter().any(|&(i, b)| runs[i].ready(b));
+            let mut ready = || blocked.iter().any(|&(i, b)| runs[i].ready(b) || runs[i].ctx.link().is_poisoned());
             let mut slow = || -> Result<()> {
                 for &(i, b) in &blocked {
-                    let watch =
-                        watches[i].get_or_insert_with(|| WaitWatch::new(now, runs[i].ctx.shared.board.warn_after()));
+                    let watch = turns[i]
+                        .watch
+                        .get_or_insert_with(|| WaitWatch::new(now, runs[i].ctx.shared.board.warn_after()));
                     if let Err(e) = runs[i].slow(b, watch) {
                         *failed = Some((i, e.clone()));
                         return Err(e);
@@ -85,27 +147,11 @@ pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>]) -> Vec<Result<()>
                 }
                 Ok(())
             };
-            link.wait_any(wake, &mut ready, &mut slow)
-        };
-        match (outcome, failed) {
-            (_, Some((i, e))) => results[i] = Some(Err(runs[i].fail(e))),
-            (Err(_), None) | (Ok(WaitOutcome::Ready | WaitOutcome::PeerGone), None) => {}
-            (Ok(WaitOutcome::TimedOut), None) => {
-                let now = Instant::now();
-                for &(i, b) in &blocked {
-                    if now >= runs[i].ctx.deadline {
-                        let e = runs[i].timeout(b);
-                        results[i] = Some(Err(runs[i].fail(e)));
-                    }
-                }
-            }
-            (Ok(WaitOutcome::Poisoned), None) => {
-                for &(i, _) in &blocked {
-                    if let Some(e) = runs[i].poisoned() {
-                        results[i] = Some(Err(runs[i].fail(e)));
-                    }
-                }
-            }
+            // Timeouts and failed links are seen by the next `take_turn`.
+            let _ = crate::transport::wait_any(wake, &mut ready, &|| None, &mut slow);
+        }
+        if let Some((i, e)) = failed {
+            results[i] = Some(Err(runs[i].fail(e)));
         }
     }
 }

@@ -26,7 +26,7 @@ mod staging;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(crate) use drive::{drive, drive_all};
+pub(crate) use drive::{Advance, Turn, drive, drive_all};
 pub(crate) use failure::{Now, after_failure};
 pub use staging::Staging;
 

@@ -66,8 +66,6 @@ pub struct Fabric {
     world: usize,
     boxes: Vec<Mailbox>,
     events: Vec<Event>,
-    /// Rung with every rank's doorbell: what a thread driving several ranks waits on.
-    any: Event,
     departed: Vec<AtomicBool>,
     failed: AtomicBool,
     poison: Mutex<Option<CollectiveError>>,
@@ -80,7 +78,6 @@ impl Fabric {
             world,
             boxes: (0..world * world).map(|_| Mailbox::default()).collect(),
             events: (0..world).map(|_| Event::default()).collect(),
-            any: Event::default(),
             departed: (0..world).map(|_| AtomicBool::new(false)).collect(),
             failed: AtomicBool::new(false),
             poison: Mutex::new(None),
@@ -95,7 +92,7 @@ impl Fabric {
         if let Some(e) = self.events.get(rank) {
             e.ring();
         }
-        self.any.ring();
+        super::wait::bell().ring();
     }
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
@@ -179,20 +176,14 @@ impl Fabric {
         self.events[me].wait(deadline, ready, &|| self.stop(Some(peer)), slow)
     }
 
-    /// Waits on the fabric-wide doorbell (a thread driving several ranks); `peer`-less, so
-    /// only abort ends it early.
-    pub(super) fn wait_any(
-        &self,
-        deadline: Instant,
-        ready: &mut dyn FnMut() -> bool,
-        slow: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<WaitOutcome> {
-        self.any.wait(deadline, ready, &|| self.stop(None), slow)
-    }
-
     /// Waits, ignoring abort and departure, until `ready()` or the deadline.
     pub(super) fn wait_quietly(&self, me: Rank, deadline: Instant, ready: &mut dyn FnMut() -> bool) -> bool {
         matches!(self.events[me].wait(deadline, ready, &|| None, &mut || Ok(())), Ok(WaitOutcome::Ready))
+    }
+
+    /// Whether the fabric failed (cheap: one atomic load).
+    pub(super) fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
     }
 
     fn stop(&self, peer: Option<Rank>) -> Option<WaitOutcome> {
@@ -236,6 +227,6 @@ impl Fabric {
 
     fn ring_all(&self) {
         self.events.iter().for_each(Event::ring);
-        self.any.ring();
+        super::wait::bell().ring();
     }
 }

@@ -14,7 +14,7 @@
 //! - `reclaim` takes back every message a failed sender lent that was not opened yet, and
 //!   waits for the ones being read, so a failed op never returns memory a peer still reads;
 //! - `wait` blocks with a deadline and wakes on any message, release, abort or departure;
-//!   `wait_any` does so for a thread that drives several ranks.
+//!   [`wait_any`] does so for a thread that drives several ranks (of any links).
 
 pub mod inproc;
 mod wait;
@@ -30,6 +30,24 @@ use crate::types::Rank;
 
 pub(crate) use wait::LiveRank;
 pub use wait::WaitOutcome;
+
+/// Blocks a thread that drives several ranks, of any communicators, until `ready()` holds,
+/// `stop()` says why not, or the deadline passes. Wakes on anything that happens to any rank
+/// of the process (every transport rings [`wait::bell`]); `slow` runs each time the wait goes
+/// to sleep and may end it with an error.
+pub(crate) fn wait_any(
+    deadline: Instant,
+    ready: &mut dyn FnMut() -> bool,
+    stop: &dyn Fn() -> Option<WaitOutcome>,
+    slow: &mut dyn FnMut() -> Result<()>,
+) -> Result<WaitOutcome> {
+    wait::bell().wait(deadline, ready, stop, slow)
+}
+
+/// Wakes whatever waits in [`wait_any`] (new work for a thread driving several ranks).
+pub(crate) fn ring_any() {
+    wait::bell().ring();
+}
 
 /// Travels with every message so that the receiver can tell whether the sender is running the
 /// same op (and so catch mismatched collectives instead of reading the wrong bytes).
@@ -88,13 +106,6 @@ pub enum Link {
 }
 
 impl Link {
-    /// Whether two links are the same communicator's.
-    pub fn same(&self, other: &Link) -> bool {
-        match (self, other) {
-            (Link::InProc(a), Link::InProc(b)) => Arc::ptr_eq(a, b),
-        }
-    }
-
     /// Lends `payload` to `to`; returns the ticket to pass to [`is_released`](Self::is_released).
     pub fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
         match self {
@@ -163,16 +174,11 @@ impl Link {
         }
     }
 
-    /// Like [`wait`](Self::wait), for a thread driving several ranks: wakes on anything that
-    /// happens to any rank, and only abort ends it early.
-    pub fn wait_any(
-        &self,
-        deadline: Instant,
-        ready: &mut dyn FnMut() -> bool,
-        slow: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<WaitOutcome> {
+    /// Whether the link failed (aborted, or an op failed on some rank). Cheap enough to ask
+    /// in a spin loop.
+    pub fn is_poisoned(&self) -> bool {
         match self {
-            Link::InProc(f) => f.wait_any(deadline, ready, slow),
+            Link::InProc(f) => f.is_failed(),
         }
     }
 

@@ -64,7 +64,19 @@ pub(crate) struct Event {
     cv: Condvar,
 }
 
+/// The process-wide doorbell, rung with every rank's: what a thread driving several ranks
+/// waits on (a group call, the shared progress thread), whichever communicators and
+/// transports those ranks use. Ringing it costs one load while nobody sleeps on it.
+pub(crate) fn bell() -> &'static Event {
+    static BELL: Event = Event::new();
+    &BELL
+}
+
 impl Event {
+    pub(crate) const fn new() -> Self {
+        Event { parked: AtomicUsize::new(0), lock: Mutex::new(()), cv: Condvar::new() }
+    }
+
     /// Wakes the owner if it sleeps. Cheap when it does not.
     pub(crate) fn ring(&self) {
         if self.parked.load(Ordering::SeqCst) > 0 {

@@ -93,7 +93,7 @@ pub fn thousand_mixed_ops<D: TestDevice>() {
 }
 
 fn join_extra<D: TestDevice>(ctx: &Ctx<D>, id: &UniqueId) -> Communicator<D> {
-    let cfg = CommConfig::default().with_timeout(TEST_TIMEOUT);
+    let cfg = D::config(CommConfig::default().with_timeout(TEST_TIMEOUT));
     Communicator::with_config(ctx.dev.clone(), ctx.world, id.clone(), ctx.rank, cfg)
         .unwrap_or_else(|e| panic!("joining an extra communicator: {e}"))
 }

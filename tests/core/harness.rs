@@ -23,6 +23,15 @@ pub trait TestDevice: Device<Buffer: Clone> {
     fn for_rank(rank: Rank) -> Self;
     /// A device other than `for_rank(rank)`.
     fn foreign(rank: Rank) -> Self;
+    /// The config the suite's communicators use on this device, given the test's own.
+    fn config(config: CommConfig) -> CommConfig {
+        config
+    }
+    /// What the device saw go wrong that the test's own checks cannot see (run after each
+    /// test).
+    fn check() -> Result<(), String> {
+        Ok(())
+    }
     /// Why this device cannot run here, if it cannot (the test then prints it and skips).
     fn unavailable() -> Option<String> {
         None
@@ -41,7 +50,12 @@ impl TestDevice for HostDevice {
 /// Runs `test` unless the device is unavailable, in which case it says so loudly.
 pub fn guard<D: TestDevice>(test: impl FnOnce()) {
     match D::unavailable() {
-        None => test(),
+        None => {
+            test();
+            if let Err(e) = D::check() {
+                panic!("{e}");
+            }
+        }
         Some(why) => eprintln!("SKIPPED on {}: {why}", std::any::type_name::<D>()),
     }
 }
@@ -105,6 +119,7 @@ where
 {
     let id = UniqueId::new().expect("a UniqueId");
     let sync = Arc::new(SyncPoint::new(world));
+    let opts = &Opts { config: D::config(opts.config.clone()), ..opts.clone() };
     let failures: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..world)
             .map(|rank| {

@@ -34,6 +34,8 @@ pub trait Policy: Send + Sync + 'static {
     const HOST_VIEW: bool = false;
     /// Whether [`fail_next_alloc`] applies.
     const FLAKY: bool = false;
+    /// Whether the suite's communicators run on the process-wide progress thread.
+    const SHARED_PROGRESS: bool = false;
 }
 
 #[derive(Debug)]
@@ -72,6 +74,21 @@ impl Policy for Flaky {
     const FLAKY: bool = true;
 }
 
+/// The host device, with every rank's ops driven by the one process-wide progress thread
+/// (`CommConfig::with_shared_progress`): the whole suite with all ranks driven by one thread.
+#[derive(Debug)]
+pub struct OneThread;
+impl Policy for OneThread {
+    const NAME: &'static str = "one-thread";
+    const REACH: Reach = Reach::Same;
+    const ASYNC: bool = false;
+    const HOST_VIEW: bool = true;
+    const SHARED_PROGRESS: bool = true;
+}
+
+/// Scheduler steps a [`OneThreadDevice`] saw issued off the progress thread.
+static OFF_THREAD: AtomicUsize = AtomicUsize::new(0);
+
 thread_local! {
     static FAIL_NEXT_ALLOC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -85,6 +102,7 @@ pub type StagedDevice = TestDev<Staged>;
 pub type FlakyDevice = TestDev<Flaky>;
 pub type SharedDevice = TestDev<Shared>;
 pub type AsyncDevice = TestDev<Async>;
+pub type OneThreadDevice = TestDev<OneThread>;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -153,6 +171,15 @@ impl<P: Policy> TestDev<P> {
         self.host_bytes.load(Ordering::SeqCst)
     }
 
+    /// Notes a scheduler step that a harness rank thread ran itself when the progress thread
+    /// should drive every rank (see [`TestDevice::check`]). Group calls and communicators a
+    /// test builds on its own thread are driven by that thread, as they should be.
+    fn note_thread(&self) {
+        if P::SHARED_PROGRESS && std::thread::current().name().is_some_and(|n| n.starts_with("rank ")) {
+            OFF_THREAD.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
     /// Runs `job` now, or queues it on the worker.
     fn enqueue(&self, job: impl FnOnce() -> Result<()> + Send + 'static) -> Result<TestEvent> {
         let Some(w) = &self.worker else {
@@ -180,6 +207,15 @@ impl<P: Policy> TestDevice for TestDev<P> {
     }
     fn foreign(rank: Rank) -> Self {
         Self::new(HostDevice::foreign(rank))
+    }
+    fn config(config: ruccl::CommConfig) -> ruccl::CommConfig {
+        config.with_shared_progress(P::SHARED_PROGRESS)
+    }
+    fn check() -> Result<(), String> {
+        match OFF_THREAD.swap(0, Ordering::SeqCst) {
+            0 => Ok(()),
+            n => Err(format!("{n} scheduler steps ran off the shared progress thread")),
+        }
     }
 }
 
@@ -231,6 +267,7 @@ impl<P: Policy> Device for TestDev<P> {
         self.enqueue(move || h.download(&src, &dst).map(drop))
     }
     fn copy(&self, src: &Range<HostMem>, dst: &Range<HostMem>) -> Result<TestEvent> {
+        self.note_thread();
         let (h, src, dst) = (self.host, src.clone(), dst.clone());
         self.enqueue(move || h.copy(&src, &dst).map(drop))
     }
@@ -242,6 +279,7 @@ impl<P: Policy> Device for TestDev<P> {
         dtype: DType,
         combine: Combine,
     ) -> Result<TestEvent> {
+        self.note_thread();
         let host: usize = srcs.iter().filter(|s| matches!(s, Source::Host(_))).map(Source::len).sum();
         self.host_bytes.fetch_add(host, Ordering::SeqCst);
         let (h, dst, acc, srcs) = (self.host, dst.clone(), acc.clone(), srcs.to_vec());
