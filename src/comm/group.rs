@@ -6,7 +6,7 @@
 
 use std::sync::MutexGuard;
 
-use super::validate::{self, Call};
+use super::validate::Call;
 use super::work::Current;
 use super::{Communicator, Local, Prepared};
 use crate::device::Device;
@@ -168,10 +168,7 @@ impl<'a, D: Device> Group<'a, D> {
     pub fn run_each(self) -> Result<Vec<Result<()>>> {
         // Check every call first, so that an invalid one fails the group before anything is
         // sent (and before any sequence number is taken).
-        for (comm, call) in &self.calls {
-            validate::validate(call, comm.rank, comm.shared.world, &comm.device)
-                .map_err(crate::error::CollectiveError::on_usable_communicator)?;
-        }
+        let checked = self.calls.iter().map(|(comm, call)| comm.check(call)).collect::<Result<Vec<_>>>()?;
         // Each communicator's state stays locked while the group runs, as for a blocking
         // call; locks are taken in address order so that groups sharing communicators cannot
         // deadlock each other.
@@ -197,9 +194,9 @@ impl<'a, D: Device> Group<'a, D> {
             guards.iter_mut().position(|(k, _)| *k == key)
         };
         let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(self.calls.len());
-        for (comm, call) in self.calls {
+        for ((comm, _), checked) in self.calls.into_iter().zip(checked) {
             let prepared = match local(&mut guards, comm) {
-                Some(i) => comm.prepare(&mut guards[i].1, call),
+                Some(i) => comm.prepare_checked(&mut guards[i].1, checked),
                 None => Err(crate::error::CollectiveError::protocol("a group's communicator was not locked")),
             };
             ops.push((comm, prepared));

@@ -384,9 +384,23 @@ impl<D: Device> Communicator<D> {
     /// Checks a call and turns it into a running op: validation (`InvalidArgument`, nothing
     /// sent), the sticky failure checks, a sequence number, the plan, scratch memory.
     pub(crate) fn prepare(&self, local: &mut Local<D>, call: Call<'_, D>) -> Result<Prepared<D>> {
+        let checked = self.check(&call)?;
+        self.prepare_checked(local, checked)
+    }
+
+    /// [`validate`]s a call on this rank (`InvalidArgument`, nothing sent).
+    pub(crate) fn check(&self, call: &Call<'_, D>) -> Result<(OpDesc, validate::Io<D::Buffer>)> {
+        validate::validate(call, self.rank, self.shared.world, &self.device)
+            .map_err(CollectiveError::on_usable_communicator)
+    }
+
+    /// [`prepare`](Self::prepare) for a call [`check`](Self::check) accepted.
+    pub(crate) fn prepare_checked(
+        &self,
+        local: &mut Local<D>,
+        (desc, io): (OpDesc, validate::Io<D::Buffer>),
+    ) -> Result<Prepared<D>> {
         let world = self.shared.world;
-        let (desc, io) = validate::validate(&call, self.rank, world, &self.device)
-            .map_err(CollectiveError::on_usable_communicator)?;
         if let Some(e) = &local.failed {
             return Err(CollectiveError::new(
                 ErrorKind::Aborted,

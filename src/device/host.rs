@@ -160,8 +160,8 @@ impl Device for HostDevice {
         }
         // Sources and the accumulator are read-guarded before the destination is claimed: a
         // source that aliases the destination makes the write guard refuse, never race.
-        let guards = srcs.iter().map(source_guard).collect::<Result<Vec<_>>>()?;
-        let inputs: Vec<&[u8]> = guards.iter().map(|g| &**g).collect();
+        let guards = srcs.iter().map(source_guard).collect::<Result<smallvec::SmallVec<[_; 4]>>>()?;
+        let inputs: smallvec::SmallVec<[&[u8]; 4]> = guards.iter().map(|g| &**g).collect();
         let a = if identical(&acc.buf, acc.off, &dst.buf, dst.off) { None } else { Some(acc.buf.read(acc.off, len)?) };
         let mut d = dst.buf.write(dst.off, len)?;
         kernels::reduce_many(dtype, combine, &mut d, a.as_deref(), &inputs)?;

@@ -192,9 +192,22 @@ fn reduce_many_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]
     let d = view_mut::<T>(dst)?;
     let a = acc.map(view::<T>).transpose()?;
     let s: Vec<&[T]> = srcs.iter().map(|x| view::<T>(x)).collect::<Result<_>>()?;
+    if std::mem::size_of_val(d) < stream::STREAM_MIN_BYTES {
+        // Tile by tile, so that each tile of the destination stays in L1 across the sources.
+        let mut start = 0;
+        while start < d.len() {
+            let end = (start + TILE).min(d.len());
+            for (i, src) in s.iter().enumerate() {
+                let first = if i == 0 { a.map(|a| &a[start..end]) } else { None };
+                zip_dispatch(&mut d[start..end], first, &src[start..end], combine);
+            }
+            start = end;
+        }
+        return Ok(());
+    }
     // Large destinations: reduce each tile into an L1-resident buffer, then stream it out
-    // with non-temporal stores (no read-for-ownership of the destination).
-    let streaming = std::mem::size_of_val(d) >= stream::STREAM_MIN_BYTES;
+    // with non-temporal stores (no read-for-ownership of the destination). (Small ones skip
+    // the tile: zeroing it would cost more than their whole reduction.)
     let mut tmp = [T::default(); TILE];
     let mut start = 0;
     while start < d.len() {
@@ -202,18 +215,10 @@ fn reduce_many_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]
         let w = end - start;
         for (i, src) in s.iter().enumerate() {
             let src = &src[start..end];
-            match (i, streaming) {
-                (0, true) => {
-                    zip_dispatch(&mut tmp[..w], Some(a.map_or(&d[start..end], |a| &a[start..end])), src, combine)
-                }
-                (_, true) => zip_dispatch(&mut tmp[..w], None, src, combine),
-                (0, false) => zip_dispatch(&mut d[start..end], a.map(|a| &a[start..end]), src, combine),
-                (_, false) => zip_dispatch(&mut d[start..end], None, src, combine),
-            }
+            let first = if i == 0 { Some(a.map_or(&d[start..end], |a| &a[start..end])) } else { None };
+            zip_dispatch(&mut tmp[..w], first, src, combine);
         }
-        if streaming {
-            stream::copy(as_bytes_mut(&mut d[start..end]), as_bytes(&tmp[..w]));
-        }
+        stream::copy(as_bytes_mut(&mut d[start..end]), as_bytes(&tmp[..w]));
         start = end;
     }
     Ok(())

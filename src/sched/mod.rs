@@ -106,16 +106,20 @@ struct Lend {
 
 /// Device work in flight: what it writes (so nobody lends or reads it before it completes)
 /// and the messages it reads (released once it completes).
+/// The messages one piece of device work reads (usually one; a fused reduce reads several),
+/// inline so that receiving allocates nothing.
+pub(super) type Msgs = smallvec::SmallVec<[Opened; 2]>;
+
 struct InFlight<E> {
     event: E,
     writes: Option<(usize, usize, usize)>,
-    msgs: Vec<Opened>,
+    msgs: Msgs,
     /// Whether it reads this rank's receive staging memory (which must not be reused before).
     staging: bool,
 }
 
 impl<E> InFlight<E> {
-    fn writing(event: E, key: (usize, usize, usize), msgs: Vec<Opened>) -> Self {
+    fn writing(event: E, key: (usize, usize, usize), msgs: Msgs) -> Self {
         InFlight { event, writes: Some(key), msgs, staging: false }
     }
 }
@@ -250,7 +254,7 @@ impl<D: Device> OpRun<D> {
             lends: Vec::new(),
             sent: vec![0; world],
             received: vec![0; world],
-            inflight: prologue.map(|(event, w)| InFlight::writing(event, w, Vec::new())).into_iter().collect(),
+            inflight: prologue.map(|(event, w)| InFlight::writing(event, w, Msgs::new())).into_iter().collect(),
             staged_send: None,
             parked: None,
             noted_wait: std::cell::Cell::new(false),
@@ -343,7 +347,7 @@ impl<D: Device> OpRun<D> {
                     return Ok(Progress::Blocked(b));
                 }
                 let event = self.dev.copy(&s.range, &d.range)?;
-                self.inflight.push(InFlight::writing(event, d.key(), Vec::new()));
+                self.inflight.push(InFlight::writing(event, d.key(), Msgs::new()));
                 Ok(Progress::Advanced)
             }
             Step::Average { span } => {
@@ -353,7 +357,7 @@ impl<D: Device> OpRun<D> {
                 }
                 let n = self.ctx.world as u64;
                 let event = self.dev.scale(&d.range, &d.range, self.ctx.dtype, Scale::DivBy(n))?;
-                self.inflight.push(InFlight::writing(event, d.key(), Vec::new()));
+                self.inflight.push(InFlight::writing(event, d.key(), Msgs::new()));
                 Ok(Progress::Advanced)
             }
         }

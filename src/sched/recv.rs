@@ -3,7 +3,7 @@
 //! while the destination is still lent out. Runs of receive-reduces into one range fuse into
 //! one multi-source kernel.
 
-use super::{Blocked, InFlight, OpRun, Parked, Progress, Resolved, Staged};
+use super::{Blocked, InFlight, Msgs, OpRun, Parked, Progress, Resolved, Staged};
 use crate::algo::{Span, Step};
 use crate::device::{Device, Range, Source};
 use crate::error::{CollectiveError, Result};
@@ -44,7 +44,9 @@ impl<D: Device> OpRun<D> {
             };
             match event {
                 None => self.ctx.link().release(self.ctx.rank, &msg),
-                Some(event) => self.inflight.push(InFlight { event, writes: None, msgs: vec![msg], staging: false }),
+                Some(event) => {
+                    self.inflight.push(InFlight { event, writes: None, msgs: smallvec::smallvec![msg], staging: false })
+                }
             }
             self.parked = Some(Parked { source: staged, dst: d, acc });
             return Ok(Progress::Advanced);
@@ -52,7 +54,7 @@ impl<D: Device> OpRun<D> {
         let landed = self.land(&source, &d, acc, size);
         match landed {
             Ok(event) => {
-                self.inflight.push(InFlight::writing(event, d.key(), vec![msg]));
+                self.inflight.push(InFlight::writing(event, d.key(), smallvec::smallvec![msg]));
                 Ok(Progress::Advanced)
             }
             Err(e) => {
@@ -69,7 +71,7 @@ impl<D: Device> OpRun<D> {
         }
         let Some(p) = self.parked.take() else { return Ok(None) };
         let event = self.land(&p.source, &p.dst, p.acc, size)?;
-        self.inflight.push(InFlight { staging: true, ..InFlight::writing(event, p.dst.key(), Vec::new()) });
+        self.inflight.push(InFlight { staging: true, ..InFlight::writing(event, p.dst.key(), Msgs::new()) });
         Ok(None)
     }
     /// Opens the next message from `peer` (which has arrived) and checks its header and size.
@@ -163,14 +165,14 @@ impl<D: Device> OpRun<D> {
         if d.range.len > 0 && (self.lent(d.key()) || self.being_written(d.key())) {
             return Ok(Progress::Unfused);
         }
-        let peers: Vec<Rank> =
+        let peers: smallvec::SmallVec<[Rank; 4]> =
             run.iter().filter_map(|s| if let Step::RecvReduce { peer, .. } = *s { Some(peer) } else { None }).collect();
         let (me, link) = (self.ctx.rank, self.ctx.link().clone());
         if let Some(&p) = peers.iter().find(|&&p| !link.has_message(me, p)) {
             return Ok(Progress::Blocked(Blocked::Message(p)));
         }
-        let mut msgs: Vec<Opened> = Vec::with_capacity(peers.len());
-        let mut sources = Vec::with_capacity(peers.len());
+        let mut msgs = Msgs::with_capacity(peers.len());
+        let mut sources: smallvec::SmallVec<[Source<D::Buffer>; 4]> = smallvec::SmallVec::with_capacity(peers.len());
         let opened = (|| -> Result<()> {
             for &peer in &peers {
                 let msg = self.open(peer, d.range.len)?;
