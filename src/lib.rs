@@ -35,7 +35,7 @@
 //!
 //! | layer | owns | may block? |
 //! |---|---|---|
-//! | [`Communicator`] (`comm`) | the public calls (blocking, non-blocking → [`Work`], and [`Group`] calls); **the only place arguments are checked** (`comm/validate.rs`); sequence numbers and issue order; sticky errors; the flight recorder | blocking calls and [`Work::wait`] drive or wait for the op |
+//! | [`Communicator`] (`comm`) | the public calls (blocking, non-blocking → [`Work`], and [`Group`] calls); **the only place arguments are checked** (`comm/validate.rs`); sequence numbers and issue order; sticky errors; the flight recorder | blocking calls and [`Work::wait`] drive or wait for the op; with [`CommConfig::with_shared_progress`] one process-wide thread drives every rank |
 //! | [`algo`] | plans: per-rank lists of send / receive / reduce / copy steps; pure, no I/O, no clock; exhaustively simulated | never |
 //! | `sched` | runs a plan as a state machine (`poll` never blocks): lends ranges to peers, receives, enqueues device work and tracks its events, enforces "never write a lent range"; drivers block with the op's deadline, for one op or several ranks' ops at once | only the drivers, always with the op's deadline |
 //! | `transport` | moves payloads between ranks — host bytes, or device ranges as opaque tokens (in-process mailboxes today; TCP next) — and wakes waiters; never sees a device | only inside `wait`, with a deadline |

@@ -37,6 +37,9 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
         format!(
             "# ranks: {n} ({})  device: host  transport: inproc  algo: {}  timeout: {:?}  time: {}",
             match o.mode() {
+                Mode::Threads if config.shared_progress() => {
+                    "threads in this process, ops driven by the shared progress thread (RUCCL_SHARED_PROGRESS)"
+                }
                 Mode::Threads => "threads in this process",
                 Mode::Group => "--group: all driven by one thread, one ruccl::Group per call, time around run()",
                 Mode::Peer => "--api peer: ruccl::api peers, one thread each",

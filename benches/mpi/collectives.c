@@ -1,0 +1,73 @@
+/* OpenMPI's side of the side-by-side benchmark (benches/mpi/run): the same collectives,
+ * sizes and timing rule as ruccl-perf (each rank times ITERS calls back to back after a
+ * warm-up and a barrier; the printed time is the mean over ranks), so that the two tables
+ * compare row by row. Float elements; sizes as nccl-tests (see `ruccl-perf --help`).
+ *
+ * Usage: mpirun -np N ./collectives BYTES ITERS
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*coll_fn)(float *in, float *out, int count, int ranks);
+
+static void all_reduce(float *in, float *out, int count, int ranks) {
+    (void)ranks;
+    MPI_Allreduce(in, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+static void broadcast(float *in, float *out, int count, int ranks) {
+    (void)out; (void)ranks;
+    MPI_Bcast(in, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+}
+static void reduce(float *in, float *out, int count, int ranks) {
+    (void)ranks;
+    MPI_Reduce(in, out, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+}
+static void all_gather(float *in, float *out, int count, int ranks) {
+    MPI_Allgather(in, count / ranks, MPI_FLOAT, out, count / ranks, MPI_FLOAT, MPI_COMM_WORLD);
+}
+static void reduce_scatter(float *in, float *out, int count, int ranks) {
+    MPI_Reduce_scatter_block(in, out, count / ranks, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+static void all_to_all(float *in, float *out, int count, int ranks) {
+    MPI_Alltoall(in, count / ranks, MPI_FLOAT, out, count / ranks, MPI_FLOAT, MPI_COMM_WORLD);
+}
+static void gather(float *in, float *out, int count, int ranks) {
+    MPI_Gather(in, count / ranks, MPI_FLOAT, out, count / ranks, MPI_FLOAT, 0, MPI_COMM_WORLD);
+}
+static void scatter(float *in, float *out, int count, int ranks) {
+    MPI_Scatter(in, count / ranks, MPI_FLOAT, out, count / ranks, MPI_FLOAT, 0, MPI_COMM_WORLD);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, ranks;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    long bytes = argc > 1 ? atol(argv[1]) : 16;
+    int iters = argc > 2 ? atoi(argv[2]) : 1000;
+    int count = (int)(bytes / (long)sizeof(float));
+    if (count < ranks) count = ranks; /* the gather family needs an element per rank */
+    float *in = calloc((size_t)count, sizeof(float));
+    float *out = calloc((size_t)count, sizeof(float));
+    static const struct { const char *name; coll_fn fn; } colls[] = {
+        {"all_reduce", all_reduce}, {"broadcast", broadcast}, {"reduce", reduce},
+        {"all_gather", all_gather}, {"reduce_scatter", reduce_scatter},
+        {"all_to_all", all_to_all}, {"gather", gather}, {"scatter", scatter},
+    };
+    if (rank == 0) printf("# OpenMPI, %d processes, %ld bytes (float), %d iterations\n", ranks, bytes, iters);
+    for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
+        for (int i = 0; i < iters / 10 + 5; i++) colls[c].fn(in, out, count, ranks);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < iters; i++) colls[c].fn(in, out, count, ranks);
+        double us = (MPI_Wtime() - t0) / iters * 1e6, sum = 0;
+        MPI_Reduce(&us, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (rank == 0) printf("%-16s %10.2f us\n", colls[c].name, sum / ranks);
+    }
+    free(in);
+    free(out);
+    MPI_Finalize();
+    return 0;
+}
