@@ -98,6 +98,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 mod hash;
+pub mod launch;
 pub mod mem;
 pub mod op;
 mod sched;

@@ -2,6 +2,11 @@
 //! the scheduler's rules (sends lend, a receive consumes in order, a write waits for the
 //! lends it would clobber, an op ends when its lends are released). It checks results,
 //! message lengths and freedom from deadlock for every op, world size and size we sweep.
+//!
+//! Two transports are modelled ([`Flow`]): in-process lends (the receiver reads the sender's
+//! memory in place, mailboxes unbounded) and socket credits (a message waits in the sender's
+//! unbounded queue until it fits the receiver's bounded buffers, and its lend is released once
+//! it has left; the receiver frees the buffers when it consumes it).
 
 use std::collections::VecDeque;
 
@@ -17,6 +22,19 @@ struct Msg {
     off: usize,
     len: usize,
     lend: usize,
+    /// The bytes, once they left the sender (socket transports); `None`: read in place.
+    data: Option<Vec<i64>>,
+}
+
+/// How messages travel.
+#[derive(Clone, Copy, Debug)]
+enum Flow {
+    /// In-process: unbounded mailboxes; a lend is released when the receiver consumes it.
+    Lend,
+    /// A socket with credits: at most this many elements sit in a receiver's buffers per
+    /// sender (a larger message goes when they are empty); a lend is released when its
+    /// message enters them.
+    Credits(usize),
 }
 
 struct RankSim {
@@ -39,6 +57,7 @@ impl RankSim {
 }
 
 /// Runs all plans; returns each rank's buffers, or a description of what went wrong.
+#[allow(clippy::too_many_arguments)] // a test helper: every argument is one axis of the sweep
 fn run(
     desc: &OpDesc,
     world: usize,
@@ -47,6 +66,7 @@ fn run(
     inputs: Vec<Vec<i64>>,
     out_len: usize,
     seed: u64,
+    flow: Flow,
 ) -> Result<Vec<[Vec<i64>; 3]>, String> {
     let mut ranks: Vec<RankSim> = inputs
         .into_iter()
@@ -78,6 +98,8 @@ fn run(
         })
         .collect();
     let mut queues: Vec<VecDeque<Msg>> = (0..world * world).map(|_| VecDeque::new()).collect();
+    // Socket flow: messages still in the sender's queue, per ordered pair.
+    let mut outgoing: Vec<VecDeque<Msg>> = (0..world * world).map(|_| VecDeque::new()).collect();
     let mut rng = seed | 1;
     loop {
         let live: Vec<usize> = (0..world)
@@ -86,15 +108,21 @@ fn run(
         if live.is_empty() {
             break;
         }
-        // Try ranks in a pseudo-random order; one step for the first that can move.
+        // Try ranks (and then the wires) in a pseudo-random order; one step for the first
+        // that can move.
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let start = (rng as usize) % live.len();
+        let movers = live.len() + world * world;
+        let start = (rng as usize) % movers;
         let mut moved = false;
-        for i in 0..live.len() {
-            let r = live[(start + i) % live.len()];
-            if step(r, &mut ranks, &mut queues, world)? {
+        for i in 0..movers {
+            let m = (start + i) % movers;
+            let went = match live.get(m) {
+                Some(&r) => step(r, &mut ranks, &mut queues, &mut outgoing, world, flow)?,
+                None => transfer(m - live.len(), &mut ranks, &mut queues, &mut outgoing, flow),
+            };
+            if went {
                 moved = true;
                 break;
             }
@@ -107,7 +135,8 @@ fn run(
             return Err(format!("deadlock: {}", where_.join("; ")));
         }
     }
-    if let Some(q) = queues.iter().position(|q| !q.is_empty()) {
+    if let Some(q) = queues.iter().chain(&outgoing).position(|q| !q.is_empty()) {
+        let q = q % (world * world);
         return Err(format!("unconsumed message from {} to {}", q / world, q % world));
     }
     Ok(ranks.into_iter().map(|r| r.bufs).collect())
@@ -117,7 +146,38 @@ fn write(rs: &mut RankSim, dst: (usize, usize, usize), vals: &[i64]) {
     rs.bufs[dst.0][dst.1..dst.1 + dst.2].copy_from_slice(vals);
 }
 
-fn step(r: usize, ranks: &mut [RankSim], queues: &mut [VecDeque<Msg>], world: usize) -> Result<bool, String> {
+/// Moves the oldest message of pair `q` from its sender's queue into its receiver's buffers,
+/// if they have room; true if it moved.
+fn transfer(
+    q: usize,
+    ranks: &mut [RankSim],
+    queues: &mut [VecDeque<Msg>],
+    outgoing: &mut [VecDeque<Msg>],
+    flow: Flow,
+) -> bool {
+    let Flow::Credits(window) = flow else { return false };
+    let Some(m) = outgoing[q].front() else { return false };
+    let buffered: usize = queues[q].iter().map(|m| m.len).sum();
+    if !queues[q].is_empty() && buffered + m.len > window {
+        return false;
+    }
+    let Some(mut m) = outgoing[q].pop_front() else { return false };
+    let world = ranks.len();
+    let from = &mut ranks[q / world];
+    m.data = Some(from.bufs[m.from_buf][m.off..m.off + m.len].to_vec());
+    from.lends[m.lend].3 = true;
+    queues[q].push_back(m);
+    true
+}
+
+fn step(
+    r: usize,
+    ranks: &mut [RankSim],
+    queues: &mut [VecDeque<Msg>],
+    outgoing: &mut [VecDeque<Msg>],
+    world: usize,
+    flow: Flow,
+) -> Result<bool, String> {
     let Some(&st) = ranks[r].plan.steps.get(ranks[r].pc) else {
         return Ok(false); // waiting for lends to be released
     };
@@ -133,7 +193,11 @@ fn step(r: usize, ranks: &mut [RankSim], queues: &mut [VecDeque<Msg>], world: us
             }
             ranks[r].lends.push((b, o, l, false));
             let lend = ranks[r].lends.len() - 1;
-            queues[r * world + peer].push_back(Msg { from_buf: b, off: o, len: l, lend });
+            let msg = Msg { from_buf: b, off: o, len: l, lend, data: None };
+            match flow {
+                Flow::Lend => queues[r * world + peer].push_back(msg),
+                Flow::Credits(_) => outgoing[r * world + peer].push_back(msg),
+            }
         }
         Step::Recv { peer, dst } | Step::RecvReduce { peer, dst, .. } => {
             let d = ranks[r].resolve(dst);
@@ -149,8 +213,13 @@ fn step(r: usize, ranks: &mut [RankSim], queues: &mut [VecDeque<Msg>], world: us
                 if m.len != dst.len {
                     return Err(format!("rank {r} expected {} elements from {peer}, got {}", dst.len, m.len));
                 }
-                let data = ranks[peer].bufs[m.from_buf][m.off..m.off + m.len].to_vec();
-                ranks[peer].lends[m.lend].3 = true;
+                let data = match m.data {
+                    Some(d) => d,
+                    None => {
+                        ranks[peer].lends[m.lend].3 = true;
+                        ranks[peer].bufs[m.from_buf][m.off..m.off + m.len].to_vec()
+                    }
+                };
                 let data = match st {
                     Step::RecvReduce { acc, .. } => {
                         let a = ranks[r].resolve(acc);
@@ -205,9 +274,13 @@ fn out_len(kind: OpKind, n: usize, c: usize) -> usize {
 }
 
 fn check(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64) -> Result<(), String> {
+    check_flow(desc, n, algo, chunk, seed, Flow::Lend)
+}
+
+fn check_flow(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64, flow: Flow) -> Result<(), String> {
     let c = desc.count;
     let ins: Vec<Vec<i64>> = (0..n).map(|r| input(desc.kind, r, n, c)).collect();
-    let res = run(desc, n, algo, chunk, ins.clone(), out_len(desc.kind, n, c), seed)?;
+    let res = run(desc, n, algo, chunk, ins.clone(), out_len(desc.kind, n, c), seed, flow)?;
     let avg = desc.op == Some(ReduceOp::Avg);
     let fin = |s: i64| if avg { s / n as i64 } else { s };
     let root = desc.root.unwrap_or(0);
@@ -364,4 +437,68 @@ fn kary_and_centralized_plans_for_every_world_and_count() {
         }
     }
     assert!(cases > 20_000, "{cases}");
+}
+
+/// Every plan over a socket transport with credits: a window of 0 elements (one message at a
+/// time per pair), a few elements (less than one chunk), and more than a chunk. Sends never
+/// block (the sender's queue is unbounded), so a plan that is deadlock-free with lends is
+/// deadlock-free here too — this test checks that claim, and the results, for every plan.
+#[test]
+fn every_plan_is_deadlock_free_under_credits() {
+    let kinds = [
+        OpKind::AllReduce,
+        OpKind::Broadcast,
+        OpKind::Reduce,
+        OpKind::AllGather,
+        OpKind::ReduceScatter,
+        OpKind::AllToAll,
+        OpKind::Gather,
+        OpKind::Scatter,
+        OpKind::Barrier,
+    ];
+    let algos = [
+        Algorithm::Auto,
+        Algorithm::Ring,
+        Algorithm::Tree,
+        Algorithm::RecursiveDoubling,
+        Algorithm::Direct,
+        Algorithm::KaryTree(2),
+        Algorithm::KaryTree(3),
+        Algorithm::Centralized,
+    ];
+    let mut cases = 0;
+    for kind in kinds {
+        for n in 1..=9 {
+            for count in [0, 1, 3, 7, 17, 33] {
+                for algo in algos {
+                    for in_place in [false, true] {
+                        if in_place && matches!(kind, OpKind::Gather | OpKind::Scatter | OpKind::Barrier) {
+                            continue;
+                        }
+                        let mut d = OpDesc::new(kind, DType::I64, if kind == OpKind::Barrier { 0 } else { count });
+                        d.op = Some(if in_place { ReduceOp::Avg } else { ReduceOp::Sum });
+                        d.in_place = in_place;
+                        d.root = Some((count + 1) % n);
+                        let kary = matches!(algo, Algorithm::KaryTree(_) | Algorithm::Centralized);
+                        if kary && !matches!(kind, OpKind::AllReduce | OpKind::Broadcast | OpKind::Reduce) {
+                            continue;
+                        }
+                        if kary && kind == OpKind::AllReduce {
+                            d.root = None;
+                        }
+                        for chunk in [1, 4, 64] {
+                            for window in [0, 3, 100] {
+                                let seed = (n * 131 + count * 7 + chunk + window) as u64;
+                                check_flow(&d, n, algo, chunk, seed, Flow::Credits(window)).unwrap_or_else(|e| {
+                                    panic!("{d} on {n} ranks, {algo}, chunk {chunk}, window {window}: {e}")
+                                });
+                                cases += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases > 10_000, "{cases}");
 }

@@ -18,6 +18,8 @@
 
 pub mod inproc;
 mod wait;
+#[allow(dead_code)] // until the TCP transport uses it
+pub(crate) mod wire;
 
 use std::any::Any;
 use std::sync::Arc;

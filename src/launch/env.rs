@@ -1,0 +1,271 @@
+//! Launcher environments as a pure function over a variable map: which rank this process is,
+//! how many there are, and where the rendezvous root listens.
+//!
+//! # Precedence
+//! The first launcher whose rank or size variable is set wins:
+//! 1. **torchrun** (and Kubernetes jobs, and anyone setting them by hand): `RANK`,
+//!    `WORLD_SIZE`, optional `LOCAL_RANK` / `LOCAL_WORLD_SIZE`;
+//! 2. **OpenMPI** (`mpirun`): `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, optional
+//!    `OMPI_COMM_WORLD_LOCAL_RANK` / `OMPI_COMM_WORLD_LOCAL_SIZE`;
+//! 3. **Slurm** (`srun`): `SLURM_PROCID`, `SLURM_NTASKS`, optional `SLURM_LOCALID`.
+//!
+//! torchrun's variables come first because they are the ones a user sets to override a
+//! launcher (and torchrun under `srun` sets its own per-process `RANK` while Slurm's
+//! `SLURM_PROCID` numbers the torchrun agents); OpenMPI's beat Slurm's because `mpirun` inside
+//! a Slurm allocation inherits the allocation's `SLURM_*` variables, which describe the
+//! allocation, not the MPI job. A launcher whose variables are only partly set is an error
+//! (never a silent fall-through to the next one).
+//!
+//! Every launcher also needs `MASTER_ADDR` and `MASTER_PORT`: the rendezvous root's address
+//! (torchrun sets them; with `srun` and `mpirun` export them, e.g. `mpirun -x MASTER_ADDR=...
+//! -x MASTER_PORT=...`). `RUCCL_SOCKET_IFNAME` names the interface to bind and advertise (as
+//! `NCCL_SOCKET_IFNAME`); by default, the one that reaches `MASTER_ADDR`.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::error::{CollectiveError, ErrorKind};
+use crate::types::Rank;
+
+/// The launcher whose variables described this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Launcher {
+    /// torchrun (or `RANK` / `WORLD_SIZE` set by hand or by a Kubernetes job).
+    Torchrun,
+    /// OpenMPI's `mpirun`.
+    OpenMpi,
+    /// Slurm's `srun`.
+    Slurm,
+}
+
+impl fmt::Display for Launcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Launcher::Torchrun => "torchrun",
+            Launcher::OpenMpi => "OpenMPI",
+            Launcher::Slurm => "Slurm",
+        })
+    }
+}
+
+/// What a launcher told this process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LaunchEnv {
+    /// Which launcher's variables were used.
+    pub launcher: Launcher,
+    /// This process's rank.
+    pub rank: Rank,
+    /// The number of ranks.
+    pub world_size: usize,
+    /// This process's rank among those on its host, when the launcher says.
+    pub local_rank: Option<Rank>,
+    /// The rendezvous root's host (`MASTER_ADDR`).
+    pub master_addr: String,
+    /// The rendezvous root's port (`MASTER_PORT`).
+    pub master_port: u16,
+    /// The interface to bind and advertise (`RUCCL_SOCKET_IFNAME`), if set.
+    pub socket_ifname: Option<String>,
+}
+
+/// Why the environment does not describe a launch: every missing and every bad variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LaunchError {
+    /// The launcher whose variables were looked at, if any was found.
+    pub launcher: Option<Launcher>,
+    /// Variables that must be set and are not.
+    pub missing: Vec<&'static str>,
+    /// Variables that are set to something unusable, or that contradict each other, each
+    /// with the reason.
+    pub invalid: Vec<String>,
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.launcher {
+            Some(l) => write!(f, "the {l} launch environment is incomplete or wrong")?,
+            None => f.write_str(
+                "no launcher environment found (set RANK and WORLD_SIZE as torchrun does, or run under mpirun or srun)",
+            )?,
+        }
+        if !self.missing.is_empty() {
+            write!(f, "; missing: {}", self.missing.join(", "))?;
+        }
+        if !self.invalid.is_empty() {
+            write!(f, "; {}", self.invalid.join("; "))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LaunchError {}
+
+impl From<LaunchError> for CollectiveError {
+    fn from(e: LaunchError) -> Self {
+        CollectiveError::new(ErrorKind::InvalidArgument, e.to_string()).with_source(e)
+    }
+}
+
+/// The variables of one launcher: rank, size, local rank, local size.
+struct Names {
+    launcher: Launcher,
+    rank: &'static str,
+    size: &'static str,
+    local_rank: &'static str,
+    local_size: Option<&'static str>,
+}
+
+const LAUNCHERS: [Names; 3] = [
+    Names {
+        launcher: Launcher::Torchrun,
+        rank: "RANK",
+        size: "WORLD_SIZE",
+        local_rank: "LOCAL_RANK",
+        local_size: Some("LOCAL_WORLD_SIZE"),
+    },
+    Names {
+        launcher: Launcher::OpenMpi,
+        rank: "OMPI_COMM_WORLD_RANK",
+        size: "OMPI_COMM_WORLD_SIZE",
+        local_rank: "OMPI_COMM_WORLD_LOCAL_RANK",
+        local_size: Some("OMPI_COMM_WORLD_LOCAL_SIZE"),
+    },
+    Names {
+        launcher: Launcher::Slurm,
+        rank: "SLURM_PROCID",
+        size: "SLURM_NTASKS",
+        local_rank: "SLURM_LOCALID",
+        local_size: None,
+    },
+];
+
+impl LaunchEnv {
+    /// Reads the launcher variables of `env` (see the module docs for the precedence).
+    ///
+    /// # Errors
+    /// [`LaunchError`] naming every variable that is missing, malformed or contradicts
+    /// another (a rank not below the world size, a local rank not below the local size, a
+    /// port out of range).
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use ruccl::launch::{LaunchEnv, Launcher};
+    /// let env: HashMap<String, String> = [("RANK", "1"), ("WORLD_SIZE", "4"), ("MASTER_ADDR", "10.0.0.1"), ("MASTER_PORT", "29500")]
+    ///     .into_iter()
+    ///     .map(|(k, v)| (k.to_string(), v.to_string()))
+    ///     .collect();
+    /// let l = LaunchEnv::from_map(&env)?;
+    /// assert_eq!((l.launcher, l.rank, l.world_size, l.master_port), (Launcher::Torchrun, 1, 4, 29500));
+    /// let partial: HashMap<String, String> = [("RANK".to_string(), "1".to_string())].into();
+    /// let e = LaunchEnv::from_map(&partial).unwrap_err();
+    /// assert_eq!(e.missing, ["WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"]);
+    /// # Ok::<(), ruccl::launch::LaunchError>(())
+    /// ```
+    pub fn from_map(env: &HashMap<String, String>) -> Result<Self, LaunchError> {
+        let get = |k: &str| env.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let Some(names) = LAUNCHERS.iter().find(|n| get(n.rank).is_some() || get(n.size).is_some()) else {
+            return Err(LaunchError { launcher: None, missing: Vec::new(), invalid: Vec::new() });
+        };
+        let mut err = LaunchError { launcher: Some(names.launcher), missing: Vec::new(), invalid: Vec::new() };
+        let mut number = |name: &'static str, required: bool| -> Option<usize> {
+            match get(name) {
+                None => {
+                    if required {
+                        err.missing.push(name);
+                    }
+                    None
+                }
+                Some(v) => match v.parse::<usize>() {
+                    Ok(n) => Some(n),
+                    Err(_) => {
+                        err.invalid.push(format!("{name}={v:?} is not a non-negative integer"));
+                        None
+                    }
+                },
+            }
+        };
+        let rank = number(names.rank, true);
+        let world = number(names.size, true);
+        let local_rank = number(names.local_rank, false);
+        let local_size = names.local_size.and_then(|n| number(n, false));
+        let addr = get("MASTER_ADDR").map(str::to_string);
+        if addr.is_none() {
+            err.missing.push("MASTER_ADDR");
+        }
+        let port = match get("MASTER_PORT") {
+            None => {
+                err.missing.push("MASTER_PORT");
+                None
+            }
+            Some(v) => match v.parse::<u16>() {
+                Ok(p) if p > 0 => Some(p),
+                _ => {
+                    err.invalid.push(format!("MASTER_PORT={v:?} is not a port (1 to 65535)"));
+                    None
+                }
+            },
+        };
+        if world == Some(0) {
+            err.invalid.push(format!("{}=0: there must be at least one rank", names.size));
+        }
+        if let (Some(r), Some(w)) = (rank, world)
+            && w > 0
+            && r >= w
+        {
+            err.invalid.push(format!("{}={r} is not below {}={w}", names.rank, names.size));
+        }
+        if let (Some(l), Some(w)) = (local_rank, world)
+            && w > 0
+            && l >= w
+        {
+            err.invalid.push(format!("{}={l} is not below {}={w}", names.local_rank, names.size));
+        }
+        if let (Some(l), Some(s), Some(sn)) = (local_rank, local_size, names.local_size)
+            && l >= s
+        {
+            err.invalid.push(format!("{}={l} is not below {sn}={s}", names.local_rank));
+        }
+        if let (Some(s), Some(w), Some(sn)) = (local_size, world, names.local_size)
+            && s > w
+        {
+            err.invalid.push(format!("{sn}={s} is more than {}={w}", names.size));
+        }
+        let socket_ifname = match env.get("RUCCL_SOCKET_IFNAME").map(|v| v.trim()) {
+            Some("") => {
+                err.invalid.push("RUCCL_SOCKET_IFNAME is set but empty".to_string());
+                None
+            }
+            other => other.map(str::to_string),
+        };
+        match (rank, world, addr, port) {
+            (Some(rank), Some(world_size), Some(master_addr), Some(master_port))
+                if err.missing.is_empty() && err.invalid.is_empty() =>
+            {
+                Ok(LaunchEnv {
+                    launcher: names.launcher,
+                    rank,
+                    world_size,
+                    local_rank,
+                    master_addr,
+                    master_port,
+                    socket_ifname,
+                })
+            }
+            _ => Err(err),
+        }
+    }
+
+    /// Reads this process's environment ([`from_map`](Self::from_map) over `std::env::vars`).
+    ///
+    /// # Errors
+    /// As [`from_map`](Self::from_map).
+    pub fn from_process() -> Result<Self, LaunchError> {
+        Self::from_map(&std::env::vars().collect())
+    }
+}
+
+#[cfg(test)]
+#[path = "env_tests.rs"]
+mod tests;

@@ -1,0 +1,128 @@
+//! The launcher parser on maps: each launcher complete, precedence between them, and every
+//! kind of missing or contradictory value.
+
+use super::*;
+
+fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+const MASTER: [(&str, &str); 2] = [("MASTER_ADDR", "node0"), ("MASTER_PORT", "29500")];
+
+fn with_master(pairs: &[(&'static str, &'static str)]) -> HashMap<String, String> {
+    map(&[pairs, &MASTER[..]].concat())
+}
+
+#[test]
+fn torchrun() {
+    let l = LaunchEnv::from_map(&with_master(&[
+        ("RANK", "3"),
+        ("WORLD_SIZE", "8"),
+        ("LOCAL_RANK", "1"),
+        ("LOCAL_WORLD_SIZE", "2"),
+    ]))
+    .unwrap();
+    assert_eq!(l.launcher, Launcher::Torchrun);
+    assert_eq!((l.rank, l.world_size, l.local_rank), (3, 8, Some(1)));
+    assert_eq!((l.master_addr.as_str(), l.master_port, l.socket_ifname), ("node0", 29500, None));
+}
+
+#[test]
+fn openmpi() {
+    let l = LaunchEnv::from_map(&with_master(&[
+        ("OMPI_COMM_WORLD_RANK", "2"),
+        ("OMPI_COMM_WORLD_SIZE", "4"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "2"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+        ("RUCCL_SOCKET_IFNAME", "eth1"),
+    ]))
+    .unwrap();
+    assert_eq!((l.launcher, l.rank, l.world_size, l.local_rank), (Launcher::OpenMpi, 2, 4, Some(2)));
+    assert_eq!(l.socket_ifname.as_deref(), Some("eth1"));
+}
+
+#[test]
+fn slurm() {
+    let l = LaunchEnv::from_map(&with_master(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"), ("SLURM_LOCALID", "0")]))
+        .unwrap();
+    assert_eq!((l.launcher, l.rank, l.world_size, l.local_rank), (Launcher::Slurm, 0, 1, Some(0)));
+}
+
+#[test]
+fn precedence_torchrun_then_openmpi_then_slurm() {
+    let slurm = [("SLURM_PROCID", "1"), ("SLURM_NTASKS", "2")];
+    let ompi = [("OMPI_COMM_WORLD_RANK", "5"), ("OMPI_COMM_WORLD_SIZE", "6")];
+    let torch = [("RANK", "7"), ("WORLD_SIZE", "16")];
+    let l = LaunchEnv::from_map(&with_master(&[&slurm[..], &ompi[..]].concat())).unwrap();
+    assert_eq!((l.launcher, l.rank, l.world_size), (Launcher::OpenMpi, 5, 6), "mpirun inside a Slurm allocation");
+    let l = LaunchEnv::from_map(&with_master(&[&slurm[..], &ompi[..], &torch[..]].concat())).unwrap();
+    assert_eq!((l.launcher, l.rank, l.world_size), (Launcher::Torchrun, 7, 16), "torchrun under srun");
+}
+
+#[test]
+fn nothing_set() {
+    let e = LaunchEnv::from_map(&map(&MASTER)).unwrap_err();
+    assert_eq!(e.launcher, None);
+    assert!(e.to_string().contains("no launcher environment"), "{e}");
+    let c = CollectiveError::from(e);
+    assert_eq!(c.kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn missing_values_are_all_listed() {
+    let e = LaunchEnv::from_map(&map(&[("WORLD_SIZE", "4")])).unwrap_err();
+    assert_eq!(e.launcher, Some(Launcher::Torchrun));
+    assert_eq!(e.missing, ["RANK", "MASTER_ADDR", "MASTER_PORT"]);
+    let text = e.to_string();
+    assert!(text.contains("torchrun") && text.contains("missing: RANK, MASTER_ADDR, MASTER_PORT"), "{text}");
+    // A partial torchrun set never falls through to a complete lower-precedence launcher.
+    let e =
+        LaunchEnv::from_map(&with_master(&[("RANK", "1"), ("SLURM_PROCID", "1"), ("SLURM_NTASKS", "2")])).unwrap_err();
+    assert_eq!((e.launcher, e.missing.as_slice()), (Some(Launcher::Torchrun), &["WORLD_SIZE"][..]));
+    let e = LaunchEnv::from_map(&map(&[("SLURM_NTASKS", "2"), ("MASTER_ADDR", "x")])).unwrap_err();
+    assert_eq!((e.launcher, e.missing.as_slice()), (Some(Launcher::Slurm), &["SLURM_PROCID", "MASTER_PORT"][..]));
+    // Empty counts as unset.
+    let e = LaunchEnv::from_map(&with_master(&[("RANK", "0"), ("WORLD_SIZE", " ")])).unwrap_err();
+    assert_eq!(e.missing, ["WORLD_SIZE"]);
+}
+
+#[test]
+fn conflicting_and_malformed_values() {
+    let e = LaunchEnv::from_map(&with_master(&[("RANK", "4"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "9")])).unwrap_err();
+    assert_eq!(e.invalid, ["RANK=4 is not below WORLD_SIZE=4", "LOCAL_RANK=9 is not below WORLD_SIZE=4"]);
+    let e = LaunchEnv::from_map(&with_master(&[
+        ("OMPI_COMM_WORLD_RANK", "1"),
+        ("OMPI_COMM_WORLD_SIZE", "4"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "2"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+    ]))
+    .unwrap_err();
+    assert_eq!(e.invalid, ["OMPI_COMM_WORLD_LOCAL_RANK=2 is not below OMPI_COMM_WORLD_LOCAL_SIZE=2"]);
+    let e = LaunchEnv::from_map(&with_master(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_WORLD_SIZE", "3")]))
+        .unwrap_err();
+    assert_eq!(e.invalid, ["LOCAL_WORLD_SIZE=3 is more than WORLD_SIZE=2"]);
+    let e = LaunchEnv::from_map(&map(&[
+        ("RANK", "-1"),
+        ("WORLD_SIZE", "0"),
+        ("MASTER_ADDR", "h"),
+        ("MASTER_PORT", "70000"),
+        ("RUCCL_SOCKET_IFNAME", ""),
+    ]))
+    .unwrap_err();
+    assert_eq!(
+        e.invalid,
+        [
+            "RANK=\"-1\" is not a non-negative integer",
+            "MASTER_PORT=\"70000\" is not a port (1 to 65535)",
+            "WORLD_SIZE=0: there must be at least one rank",
+            "RUCCL_SOCKET_IFNAME is set but empty",
+        ]
+    );
+    assert!(e.missing.is_empty());
+    let e = LaunchEnv::from_map(&with_master(&[("SLURM_PROCID", "x"), ("SLURM_NTASKS", "2")])).unwrap_err();
+    assert!(e.to_string().contains("SLURM_PROCID=\"x\""), "{e}");
+    let e =
+        LaunchEnv::from_map(&map(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "0")]))
+            .unwrap_err();
+    assert_eq!(e.invalid.len(), 1);
+}
