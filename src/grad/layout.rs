@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use super::SyncConfig;
 use crate::device::Device;
 use crate::error::{CollectiveError, Result};
 use crate::hash::{FNV_OFFSET, fnv1a};
@@ -82,13 +83,16 @@ pub(crate) struct Layout<K> {
 }
 
 impl<K: Ord + fmt::Display> Layout<K> {
-    /// Sorts `params` by id and packs them into buckets of at most `bucket_bytes` (a larger
-    /// parameter gets a bucket of its own): dtype by dtype in [`DType::ALL`]'s order, ids in
-    /// order within a dtype, so every rank with the same set builds the same buckets.
+    /// Sorts `params` by id and packs them into buckets, dtype by dtype in [`DType::ALL`]'s
+    /// order: first each gradient of at least `config.in_place_bytes()` in a bucket of its own
+    /// (reduced in place), then the others, in id order, into buckets of at most
+    /// `config.bucket_bytes()` (one larger than that alone). So every rank with the same set
+    /// builds the same buckets.
     ///
     /// # Errors
     /// `InvalidArgument` for a duplicate id or a shape too large to address.
-    pub(crate) fn build(params: impl IntoIterator<Item = (K, ParamSpec)>, bucket_bytes: usize) -> Result<Self> {
+    pub(crate) fn build(params: impl IntoIterator<Item = (K, ParamSpec)>, config: &SyncConfig) -> Result<Self> {
+        let (bucket_bytes, in_place) = (config.bucket_bytes(), config.in_place_bytes());
         let mut entries = Vec::new();
         for (id, spec) in params {
             let bytes =
@@ -103,8 +107,13 @@ impl<K: Ord + fmt::Display> Layout<K> {
         }
         let mut buckets: Vec<BucketPlan> = Vec::new();
         for dtype in DType::ALL {
+            let of_dtype = |e: &Entry<K>| e.spec.dtype == dtype && e.bytes > 0;
+            for (i, e) in entries.iter_mut().enumerate().filter(|(_, e)| of_dtype(e) && e.bytes >= in_place) {
+                e.place = Some((buckets.len(), 0));
+                buckets.push(BucketPlan { dtype, bytes: e.bytes, params: vec![i] });
+            }
             let mut open: Option<BucketPlan> = None;
-            for (i, e) in entries.iter_mut().enumerate().filter(|(_, e)| e.spec.dtype == dtype && e.bytes > 0) {
+            for (i, e) in entries.iter_mut().enumerate().filter(|(_, e)| of_dtype(e) && e.bytes < in_place) {
                 if let Some(b) = open.take_if(|b| b.bytes.saturating_add(e.bytes) > bucket_bytes) {
                     buckets.push(b);
                 }
@@ -128,7 +137,7 @@ impl<K: Ord + fmt::Display> Layout<K> {
 /// the buckets and every parameter in id order — or why it rejected its own set.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Wire {
-    Layout { bucket_bytes: u64, op: (u8, u64), params: Vec<WireParam> },
+    Layout { bucket_bytes: u64, in_place_bytes: u64, op: (u8, u64), params: Vec<WireParam> },
     Rejected(String),
 }
 
@@ -139,13 +148,18 @@ const LAYOUT: u8 = 0;
 const REJECTED: u8 = 1;
 
 impl Wire {
-    pub(crate) fn of<K: fmt::Display>(layout: &Layout<K>, bucket_bytes: usize, op: ReduceOp) -> Self {
+    pub(crate) fn of<K: fmt::Display>(layout: &Layout<K>, config: &SyncConfig) -> Self {
         let params = layout
             .entries
             .iter()
             .map(|e| (e.id.to_string(), e.spec.dtype.code(), e.spec.shape.iter().map(|&d| d as u64).collect()))
             .collect();
-        Wire::Layout { bucket_bytes: bucket_bytes as u64, op: op.code(), params }
+        Wire::Layout {
+            bucket_bytes: config.bucket_bytes() as u64,
+            in_place_bytes: config.in_place_bytes() as u64,
+            op: config.op().code(),
+            params,
+        }
     }
 
     /// The bytes ranks exchange (little-endian, length-prefixed).
@@ -161,9 +175,10 @@ impl Wire {
                 out.push(REJECTED);
                 text(&mut out, why);
             }
-            Wire::Layout { bucket_bytes, op, params } => {
+            Wire::Layout { bucket_bytes, in_place_bytes, op, params } => {
                 out.push(LAYOUT);
                 word(&mut out, *bucket_bytes);
+                word(&mut out, *in_place_bytes);
                 out.push(op.0);
                 word(&mut out, op.1);
                 word(&mut out, params.len() as u64);
@@ -188,6 +203,7 @@ impl Wire {
             REJECTED => Wire::Rejected(r.text()?),
             LAYOUT => {
                 let bucket_bytes = r.word()?;
+                let in_place_bytes = r.word()?;
                 let op = (r.byte()?, r.word()?);
                 let n = r.len()?;
                 let mut params = Vec::new();
@@ -198,7 +214,7 @@ impl Wire {
                     let shape = (0..dims).map(|_| r.word()).collect::<Result<_>>()?;
                     params.push((name, dtype, shape));
                 }
-                Wire::Layout { bucket_bytes, op, params }
+                Wire::Layout { bucket_bytes, in_place_bytes, op, params }
             }
             other => return Err(CollectiveError::protocol(format!("unknown parameter-set record kind {other}"))),
         };
@@ -281,11 +297,16 @@ pub(crate) fn first_difference(a: (usize, &Wire), b: (usize, &Wire)) -> Option<S
         (Wire::Rejected(why), _) => return Some(format!("rank {ra} rejected its own parameter set: {why}")),
         (_, Wire::Rejected(why)) => return Some(format!("rank {rb} rejected its own parameter set: {why}")),
         (
-            Wire::Layout { bucket_bytes: ba, op: oa, params: pa },
-            Wire::Layout { bucket_bytes: bb, op: ob, params: pb },
+            Wire::Layout { bucket_bytes: ba, in_place_bytes: ia, op: oa, params: pa },
+            Wire::Layout { bucket_bytes: bb, in_place_bytes: ib, op: ob, params: pb },
         ) => {
             if ba != bb {
                 return Some(format!("the bucket size is {ba} bytes on rank {ra} but {bb} bytes on rank {rb}"));
+            }
+            if ia != ib {
+                return Some(format!(
+                    "gradients are reduced in place from {ia} bytes on rank {ra} but from {ib} bytes on rank {rb}"
+                ));
             }
             if oa != ob {
                 return Some(format!(
@@ -329,17 +350,21 @@ mod tests {
         ParamSpec::new(dtype, shape)
     }
 
-    #[test]
-    fn sorted_and_packed_by_dtype_then_id() {
-        let params = vec![
+    fn mixed() -> Vec<(&'static str, ParamSpec)> {
+        vec![
             ("c", spec(DType::F32, &[4])),    // 16 bytes
             ("a", spec(DType::F32, &[2, 2])), // 16
             ("b", spec(DType::F16, &[3])),    // 6
             ("d", spec(DType::F32, &[0, 5])), // empty: no bucket
             ("e", spec(DType::F32, &[10])),   // 40: larger than a bucket, alone
             ("f", spec(DType::F32, &[1])),    // 4
-        ];
-        let l = Layout::build(params, 32).unwrap();
+        ]
+    }
+
+    #[test]
+    fn sorted_and_packed_by_dtype_then_id() {
+        let params = mixed();
+        let l = Layout::build(params, &SyncConfig::default().with_bucket_bytes(32)).unwrap();
         let ids: Vec<_> = l.entries.iter().map(|e| e.id).collect();
         assert_eq!(ids, ["a", "b", "c", "d", "e", "f"]);
         let places: Vec<_> = l.entries.iter().map(|e| e.place).collect();
@@ -356,19 +381,34 @@ mod tests {
         );
         assert_eq!(l.index(&"e"), Some(4));
         assert_eq!(l.index(&"z"), None);
+        // Gradients of 16 bytes or more alone first (reduced in place), then the rest packed.
+        let l = Layout::build(mixed(), &SyncConfig::default().with_bucket_bytes(32).with_in_place_bytes(16));
+        let sizes: Vec<_> = l.unwrap().buckets.iter().map(|b| (b.dtype, b.bytes, b.params.clone())).collect();
+        assert_eq!(
+            sizes,
+            [
+                (DType::F32, 16, vec![0]),
+                (DType::F32, 16, vec![2]),
+                (DType::F32, 40, vec![4]),
+                (DType::F32, 4, vec![5]),
+                (DType::F16, 6, vec![1])
+            ]
+        );
     }
 
     #[test]
     fn duplicates_and_huge_shapes_are_rejected() {
-        let dup = Layout::build([(1u64, spec(DType::F32, &[1])), (1, spec(DType::F32, &[2]))], 8).unwrap_err();
+        let c = SyncConfig::default();
+        let dup = Layout::build([(1u64, spec(DType::F32, &[1])), (1, spec(DType::F32, &[2]))], &c).unwrap_err();
         assert!(dup.to_string().contains("parameter id 1 appears twice"), "{dup}");
-        let huge = Layout::build([(1u64, spec(DType::F64, &[usize::MAX, 2]))], 8).unwrap_err();
+        let huge = Layout::build([(1u64, spec(DType::F64, &[usize::MAX, 2]))], &c).unwrap_err();
         assert!(huge.to_string().contains("too large"), "{huge}");
     }
 
     fn wire(params: &[(&str, DType, &[usize])]) -> Wire {
-        let l = Layout::build(params.iter().map(|&(n, d, s)| (n.to_string(), spec(d, s))), 1 << 20).unwrap();
-        Wire::of(&l, 1 << 20, ReduceOp::Avg)
+        let c = SyncConfig::default();
+        let l = Layout::build(params.iter().map(|&(n, d, s)| (n.to_string(), spec(d, s))), &c).unwrap();
+        Wire::of(&l, &c)
     }
 
     #[test]
@@ -418,11 +458,16 @@ mod tests {
         let renamed = wire(&[("a", DType::F32, &[2]), ("ab", DType::F32, &[3])]);
         assert!(first_difference((0, &a), (1, &renamed)).unwrap().starts_with("rank 0 has parameter `b`"));
 
-        let l = Layout::build([("a".to_string(), spec(DType::F32, &[2]))], 64).unwrap();
-        let (small, sum) = (Wire::of(&l, 64, ReduceOp::Avg), Wire::of(&l, 1 << 20, ReduceOp::Sum));
-        let big = Wire::of(&l, 1 << 20, ReduceOp::Avg);
+        let c = SyncConfig::default().with_bucket_bytes(1 << 20);
+        let l = Layout::build([("a".to_string(), spec(DType::F32, &[2]))], &c).unwrap();
+        let (small, sum) = (Wire::of(&l, &c.with_bucket_bytes(64)), Wire::of(&l, &c.with_op(ReduceOp::Sum)));
+        let (big, in_place) = (Wire::of(&l, &c), Wire::of(&l, &c.with_in_place_bytes(8)));
         assert!(first_difference((0, &small), (1, &big)).unwrap().starts_with("the bucket size is 64 bytes on rank 0"));
         assert_eq!(first_difference((0, &big), (1, &sum)).unwrap(), "the reduce op is avg on rank 0 but sum on rank 1");
+        assert_eq!(
+            first_difference((0, &big), (1, &in_place)).unwrap(),
+            "gradients are reduced in place from 1048576 bytes on rank 0 but from 8 bytes on rank 1"
+        );
         let rejected = Wire::Rejected("parameter id x appears twice".into());
         assert_eq!(
             first_difference((0, &a), (1, &rejected)).unwrap(),

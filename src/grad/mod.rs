@@ -8,11 +8,13 @@
 //! sync is built) and this file (the per-step calls).
 
 mod agree;
+mod config;
 mod layout;
 
 use std::fmt;
 use std::time::Instant;
 
+pub use config::{DEFAULT_BUCKET_BYTES, DEFAULT_IN_PLACE_BYTES, SyncConfig};
 pub use layout::ParamSpec;
 use layout::{Layout, Wire};
 
@@ -22,60 +24,6 @@ use crate::device::{Device, Range};
 use crate::error::{CollectiveError, Result};
 use crate::hash::fnv1a_words;
 use crate::tensor::Tensor;
-use crate::types::ReduceOp;
-
-/// PyTorch DDP's default bucket size: 25 MiB.
-pub const DEFAULT_BUCKET_BYTES: usize = 25 << 20;
-
-/// How a [`GradientSync`] packs and reduces: the bucket size and the reduce op. Every rank
-/// must use the same settings (building the sync checks it).
-///
-/// ```
-/// use ruccl::ReduceOp;
-/// use ruccl::grad::{DEFAULT_BUCKET_BYTES, SyncConfig};
-/// let c = SyncConfig::default();
-/// assert_eq!((c.bucket_bytes(), c.op()), (DEFAULT_BUCKET_BYTES, ReduceOp::Avg));
-/// let c = c.with_bucket_bytes(1 << 20).with_op(ReduceOp::Sum);
-/// assert_eq!((c.bucket_bytes(), c.op()), (1 << 20, ReduceOp::Sum));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SyncConfig {
-    bucket_bytes: usize,
-    op: ReduceOp,
-}
-
-impl Default for SyncConfig {
-    /// Buckets of [`DEFAULT_BUCKET_BYTES`]; the mean of the ranks' gradients
-    /// ([`ReduceOp::Avg`]).
-    fn default() -> Self {
-        SyncConfig { bucket_bytes: DEFAULT_BUCKET_BYTES, op: ReduceOp::Avg }
-    }
-}
-
-impl SyncConfig {
-    /// Sets the bucket size in bytes (at least 1): parameters are packed into a bucket until
-    /// the next would overflow it; a parameter larger than a bucket gets one of its own.
-    pub fn with_bucket_bytes(mut self, bytes: usize) -> Self {
-        self.bucket_bytes = bytes.max(1);
-        self
-    }
-
-    /// Sets the reduce op (the default, [`ReduceOp::Avg`], averages the gradients).
-    pub fn with_op(mut self, op: ReduceOp) -> Self {
-        self.op = op;
-        self
-    }
-
-    /// The bucket size in bytes.
-    pub fn bucket_bytes(&self) -> usize {
-        self.bucket_bytes
-    }
-
-    /// The reduce op.
-    pub fn op(&self) -> ReduceOp {
-        self.op
-    }
-}
 
 /// Writes `len` zero bytes into `buf` from `off`, a block at a time (no allocation).
 fn write_zeros<D: Device>(dev: &D, buf: &D::Buffer, off: usize, len: usize) -> Result<()> {
@@ -90,9 +38,10 @@ fn write_zeros<D: Device>(dev: &D, buf: &D::Buffer, off: usize, len: usize) -> R
 }
 
 /// One bucket: its flat tensor (allocated once, reused every step), how many of its
-/// parameters this step still lacks, and its all_reduce once launched.
+/// parameters this step still lacks, and its all_reduce once launched. A bucket of a single
+/// parameter has no flat tensor: that gradient is reduced where it is, without a copy.
 struct Bucket<D: Device> {
-    tensor: Tensor<D>,
+    flat: Option<Tensor<D>>,
     missing: usize,
     work: Option<Work>,
 }
@@ -110,6 +59,12 @@ struct Bucket<D: Device> {
 /// — or do both with [`all_reduce`](Self::all_reduce). A bucket's all_reduce starts as soon as
 /// all of its gradients are in and every bucket before it has started (buckets go in the same
 /// order on every rank: by dtype, then by id), and runs while the caller goes on.
+///
+/// Gradients smaller than [`SyncConfig::in_place_bytes`] (1 MiB by default) are copied into
+/// the flat buckets and back; larger ones are reduced where they are, one all_reduce each,
+/// since they already amortise a collective's fixed cost (see
+/// [`SyncConfig::with_in_place_bytes`]). The buckets are allocated once, when the sync is
+/// built, and reused every step.
 ///
 /// Ids are any ordered type that prints (`String`, `&str`, `u64`, a framework's parameter
 /// id); ranks compare the printed ids, so two ids must not print the same.
@@ -203,19 +158,22 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
         let label = |e: CollectiveError| e.with_rank(comm.rank()).with_op("GradientSync::new");
         // A rank that rejects its own set still takes part in the comparison (saying why),
         // so that its peers fail at once instead of waiting for it.
-        let built = Layout::build(params, config.bucket_bytes).and_then(|layout| {
+        let built = Layout::build(params, &config).and_then(|layout| {
             let buckets = layout
                 .buckets
                 .iter()
                 .map(|b| {
-                    let tensor = Tensor::zeros(comm.device(), b.dtype, &[b.bytes / b.dtype.size()])?;
-                    Ok(Bucket { tensor, missing: b.params.len(), work: None })
+                    let flat = match b.params.len() {
+                        1 => None,
+                        _ => Some(Tensor::zeros(comm.device(), b.dtype, &[b.bytes / b.dtype.size()])?),
+                    };
+                    Ok(Bucket { flat, missing: b.params.len(), work: None })
                 })
                 .collect::<Result<Vec<_>>>()?;
             Ok((layout, buckets))
         });
         let wire = match &built {
-            Ok((layout, _)) => Wire::of(layout, config.bucket_bytes, config.op),
+            Ok((layout, _)) => Wire::of(layout, &config),
             Err(e) => Wire::Rejected(e.message().to_string()),
         };
         let agreed = agree::agree(comm, &wire);
@@ -351,10 +309,12 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
         let Some((b, off)) = e.place else { return Ok(()) };
         let (dev, deadline) = (self.comm.device(), self.deadline());
         let bucket = &mut self.buckets[b];
-        let src = Range::new(grad.buffer().clone(), 0, e.bytes);
-        let dst = Range::new(bucket.tensor.buffer().clone(), off, e.bytes);
-        let event = dev.copy(&src, &dst)?;
-        dev.wait(&event, deadline)?;
+        if let Some(flat) = &bucket.flat {
+            let src = Range::new(grad.buffer().clone(), 0, e.bytes);
+            let dst = Range::new(flat.buffer().clone(), off, e.bytes);
+            let event = dev.copy(&src, &dst)?;
+            dev.wait(&event, deadline)?;
+        }
         bucket.missing -= 1;
         Ok(())
     }
@@ -365,7 +325,15 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
             // The tag makes a rank that launches another bucket here a `Mismatch`, even when
             // two buckets have the same size.
             let tags = Tags { algorithm: None, shape: Some(fnv1a_words([self.digest, self.next as u64])) };
-            b.work = Some(self.comm.tagged(tags).all_reduce_async(&b.tensor, self.config.op)?);
+            let plan = &self.layout.buckets[self.next];
+            let tensor = match &b.flat {
+                Some(flat) => flat,
+                // A complete bucket of one parameter: its gradient is in its slot.
+                None => self.slots[plan.params[0]]
+                    .as_ref()
+                    .ok_or_else(|| CollectiveError::protocol("a complete bucket lacks its gradient"))?,
+            };
+            b.work = Some(self.comm.tagged(tags).all_reduce_async(tensor, self.config.op())?);
             self.next += 1;
         }
         Ok(())
@@ -374,10 +342,13 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
     fn finish(&mut self) -> Result<()> {
         // Parameters without a gradient this step contribute zeros.
         let dev = self.comm.device().clone();
-        for (e, slot) in self.layout.entries.iter().zip(&self.slots) {
-            if let (None, Some((b, off))) = (slot, e.place) {
+        for (e, slot) in self.layout.entries.iter().zip(&mut self.slots) {
+            if let (None, Some((b, off))) = (&slot, e.place) {
                 let bucket = &mut self.buckets[b];
-                write_zeros(&dev, bucket.tensor.buffer(), off, e.bytes)?;
+                match &bucket.flat {
+                    Some(flat) => write_zeros(&dev, flat.buffer(), off, e.bytes)?,
+                    None => *slot = Some(Tensor::zeros(&dev, e.spec.dtype(), e.spec.shape())?),
+                }
                 bucket.missing -= 1;
             }
         }
@@ -387,6 +358,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
             if let Some(work) = b.work.take() {
                 work.wait()?;
             }
+            let Some(flat) = &b.flat else { continue }; // reduced in place
             for &i in &plan.params {
                 let e = &self.layout.entries[i];
                 let grad = match self.slots[i].take() {
@@ -394,7 +366,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
                     None => Tensor::zeros(&dev, e.spec.dtype(), e.spec.shape())?,
                 };
                 let Some((_, off)) = e.place else { continue }; // bucketed parameters have a place
-                let src = Range::new(b.tensor.buffer().clone(), off, e.bytes);
+                let src = Range::new(flat.buffer().clone(), off, e.bytes);
                 let dst = Range::new(grad.buffer().clone(), 0, e.bytes);
                 let event = dev.copy(&src, &dst)?;
                 self.slots[i] = Some(grad);
@@ -441,7 +413,7 @@ mod tests {
         let params = (0..6u64).map(|i| (i, ParamSpec::new(DType::F32, &[3])));
         let mut sync = GradientSync::with_config(&comm, params, SyncConfig::default().with_bucket_bytes(24)).unwrap();
         let ids = |s: &GradientSync<'_, HostDevice, u64>| -> Vec<usize> {
-            s.buckets.iter().map(|b| dev.mem_id(b.tensor.buffer())).collect()
+            s.buckets.iter().filter_map(|b| b.flat.as_ref()).map(|t| dev.mem_id(t.buffer())).collect()
         };
         let before = ids(&sync);
         assert_eq!(before.len(), 3);

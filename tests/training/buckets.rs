@@ -1,10 +1,10 @@
 //! Gradient buckets give every rank the exact reduction of every gradient: all dtypes, empty
-//! gradients, gradients larger than a bucket, buckets of one element, gradients handed over
-//! in a different order on every rank, several steps on one sync, parameters missing on a
-//! rank.
+//! gradients, gradients larger than a bucket, buckets of one element, gradients packed or
+//! reduced in place, gradients handed over in a different order on every rank, several steps
+//! on one sync, parameters missing on a rank.
 
 use half::{bf16, f16};
-use ruccl::grad::{DEFAULT_BUCKET_BYTES, GradientSync, ParamSpec, SyncConfig};
+use ruccl::grad::{DEFAULT_BUCKET_BYTES, DEFAULT_IN_PLACE_BYTES, GradientSync, ParamSpec, SyncConfig};
 use ruccl::{DType, HostDevice, ReduceOp, Tensor};
 
 use crate::{Rng, on_ranks};
@@ -68,11 +68,18 @@ fn buckets_reduce_exactly_on_every_world_size_bucket_size_and_order() {
     let mut set = params();
     set.sort_by(|a, b| a.0.cmp(&b.0));
     for world in 1..=5 {
-        for bucket_bytes in [1, 64, 4096, DEFAULT_BUCKET_BYTES] {
+        // (bucket size, in-place size): everything packed, some or all gradients in place.
+        let configs = [(1, usize::MAX), (64, usize::MAX), (4096, usize::MAX), (DEFAULT_BUCKET_BYTES, usize::MAX)]
+            .into_iter()
+            .chain([(DEFAULT_BUCKET_BYTES, DEFAULT_IN_PLACE_BYTES), (4096, 64), (64, 1)]);
+        for (bucket_bytes, in_place) in configs {
             on_ranks(world, |comm| {
                 let dev = *comm.device();
                 let r = comm.rank();
-                let config = SyncConfig::default().with_bucket_bytes(bucket_bytes).with_op(ReduceOp::Sum);
+                let config = SyncConfig::default()
+                    .with_bucket_bytes(bucket_bytes)
+                    .with_in_place_bytes(in_place)
+                    .with_op(ReduceOp::Sum);
                 let mut listed = params();
                 Rng(r as u64 + 1).shuffle(&mut listed);
                 let mut sync = GradientSync::with_config(&comm, listed, config).unwrap();
@@ -95,7 +102,7 @@ fn buckets_reduce_exactly_on_every_world_size_bucket_size_and_order() {
                         assert!(t.buffer().same(bufs[k].as_ref().unwrap()), "{id}: not written in place");
                         let each: Vec<Vec<f64>> = (0..world).map(|q| grad(q, step, k, numel(spec))).collect();
                         let want: Vec<f64> = (0..numel(spec)).map(|i| each.iter().map(|g| g[i]).sum()).collect();
-                        assert_eq!(values(t), want, "{world} ranks, {bucket_bytes}-byte buckets, step {step}, {id}");
+                        assert_eq!(values(t), want, "{world} ranks, {config:?}, step {step}, {id}");
                     }
                 }
             });
