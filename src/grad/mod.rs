@@ -181,6 +181,13 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
         agreed.map_err(label)?;
         let digest = layout::digest(&wire.encode());
         let slots = layout.entries.iter().map(|_| None).collect();
+        crate::trace::debug_event!(
+            rank = comm.rank(),
+            params = layout.entries.len(),
+            buckets = buckets.len(),
+            packed = buckets.iter().filter(|b| b.flat.is_some()).count(),
+            "GradientSync built"
+        );
         Ok(GradientSync { comm, config, layout, digest, buckets, slots, next: 0 })
     }
 
@@ -333,6 +340,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
                     .as_ref()
                     .ok_or_else(|| CollectiveError::protocol("a complete bucket lacks its gradient"))?,
             };
+            crate::trace::trace_event!(rank = self.comm.rank(), bucket = self.next, "GradientSync: bucket launched");
             b.work = Some(self.comm.tagged(tags).all_reduce_async(tensor, self.config.op())?);
             self.next += 1;
         }
