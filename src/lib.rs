@@ -89,6 +89,11 @@
 //! [`api::register`] / [`api::all_reduce`] / [`api::reduce`] / [`api::broadcast`] /
 //! [`api::finish_collective`] / [`api::reset_collective`] over a [`api::Backend`] contract.
 //! They live in [`api`] only: the crate root holds the communicator's types.
+//!
+//! ## For training
+//! [`grad::GradientSync`] averages a model's gradients across ranks as PyTorch DDP does: it
+//! packs them into flat buckets (25 MiB by default) and all_reduces each bucket with one
+//! non-blocking call as soon as its gradients are in.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod algo;
@@ -97,6 +102,7 @@ mod comm;
 pub mod config;
 pub mod device;
 pub mod error;
+pub mod grad;
 mod hash;
 pub mod launch;
 pub mod mem;

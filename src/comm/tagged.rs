@@ -1,10 +1,11 @@
-//! The hooks the peer API (`crate::api`) needs from a [`Communicator`], and nothing else uses:
-//! collectives whose descriptor carries [`Tags`] (the op's algorithm and shape digest, so
-//! ranks that disagree on them get a `Mismatch` from the core's own message checks), and
-//! failing the communicator on every rank when one rank's arguments were rejected.
+//! The hooks the layers above `comm` need from a [`Communicator`] — the peer API
+//! (`crate::api`) and gradient buckets (`crate::grad`) — and nothing else uses: collectives
+//! whose descriptor carries [`Tags`] (the op's algorithm and shape digest, so ranks that
+//! disagree on them get a `Mismatch` from the core's own message checks), and failing the
+//! communicator on every rank when one rank's arguments were rejected.
 
-use super::Communicator;
 use super::validate::{Call, Output};
+use super::{Communicator, Work};
 use crate::device::Device;
 use crate::error::{CollectiveError, Result};
 use crate::op::OpKind;
@@ -41,6 +42,11 @@ impl<D: Device> Communicator<D> {
 impl<D: Device> Tagged<'_, D> {
     fn submit(&self, call: Call<'_, D>) -> Result<()> {
         self.comm.submit(Call { tags: self.tags, ..call })
+    }
+
+    /// [`Communicator::all_reduce_async`] (in place), tagged.
+    pub(crate) fn all_reduce_async(&self, tensor: &Tensor<D>, op: ReduceOp) -> Result<Work> {
+        self.comm.issue(Call { tags: self.tags, ..Call::all_reduce(tensor, op) })
     }
 
     /// [`Communicator::all_reduce_into`], tagged.

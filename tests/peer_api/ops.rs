@@ -215,3 +215,45 @@ fn broadcast_receivers_learn_dtype_and_shape_from_the_sender() {
         }
     });
 }
+
+/// The promise of the seed, on every strategy and peer count (1 included, where a reduction
+/// has nobody to wait for): the input of `all_reduce`, `reduce` and `broadcast` reads the
+/// same afterwards through another handle on its memory — a framework's clone — and the
+/// result of `all_reduce` never is that memory.
+#[test]
+fn inputs_are_left_unchanged_on_every_strategy_and_peer_count() {
+    let strategies = [Strategy::Centralized, Strategy::Tree(2), Strategy::Ring, Strategy::Auto];
+    for (k, strategy) in strategies.into_iter().enumerate() {
+        for n in [1, 2, 4] {
+            let config = config(n)
+                .with_local_all_reduce_strategy(strategy)
+                .with_local_reduce_strategy(strategy)
+                .with_local_broadcast_strategy(strategy);
+            session::<Tb<46>, _>(&ids_for(n, 46 + k as u64), &config, 46, |p| {
+                let what = format!("{strategy:?}, {n} peers, peer {}", p.id);
+                let mine = input(p.rank, 7, 3);
+                let alias = |t: &Tensor<ruccl::HostDevice>| {
+                    Tensor::from_buffer(&p.dev, t.buffer().clone(), t.dtype(), t.shape()).unwrap()
+                };
+                for op in [ReduceOp::Sum, ReduceOp::Avg] {
+                    let t = tensor(&p.dev, &mine, &[7]);
+                    let kept = alias(&t);
+                    let got = all_reduce::<Tb<46>>(p.id, t, op).unwrap();
+                    assert_eq!(values(&got), reduced(n, 7, 3, op == ReduceOp::Avg), "{what}");
+                    assert!(!got.buffer().same(kept.buffer()), "{what}: all_reduce returned its input's memory");
+                    assert_eq!(values(&kept), mine, "{what}: all_reduce({op}) wrote into its input");
+                }
+                let t = tensor(&p.dev, &mine, &[7]);
+                let kept = alias(&t);
+                reduce::<Tb<46>>(p.id, t, ReduceOp::Sum, p.ids[n - 1]).unwrap();
+                assert_eq!(values(&kept), mine, "{what}: reduce wrote into its input");
+                let sending = p.rank == 0;
+                let t = tensor(&p.dev, &mine, &[7]);
+                let kept = alias(&t);
+                let got = broadcast::<Tb<46>>(p.id, sending.then_some(t)).unwrap();
+                assert_eq!(values(&got), input(0, 7, 3), "{what}");
+                assert_eq!(values(&kept), mine, "{what}: broadcast wrote into its input");
+            });
+        }
+    }
+}

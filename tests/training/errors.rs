@@ -1,0 +1,132 @@
+//! What a rank hears when the ranks' parameter sets differ (every rank: `Mismatch`, naming the
+//! first difference, promptly), when a rank rejects its own set, when a gradient is wrong,
+//! and when the communicator fails mid-step.
+
+use std::time::{Duration, Instant};
+
+use ruccl::grad::{GradientSync, ParamSpec, SyncConfig};
+use ruccl::{DType, ErrorKind, ReduceOp, Tensor};
+
+use crate::on_ranks;
+
+fn f32s(shape: &[usize]) -> ParamSpec {
+    ParamSpec::new(DType::F32, shape)
+}
+
+/// Builds a sync on 3 ranks, rank 2 with `odd` (ids, config); every rank's error message.
+fn build_with_odd_rank(odd: Vec<(&'static str, ParamSpec)>, odd_config: SyncConfig) -> Vec<(ErrorKind, String)> {
+    let start = Instant::now();
+    let got = on_ranks(3, |comm| {
+        let (set, config) = if comm.rank() == 2 {
+            (odd.clone(), odd_config)
+        } else {
+            (vec![("a", f32s(&[2])), ("b", f32s(&[3]))], SyncConfig::default())
+        };
+        let e = GradientSync::with_config(&comm, set, config).unwrap_err();
+        (e.kind(), e.to_string())
+    });
+    assert!(start.elapsed() < Duration::from_secs(10), "the ranks waited out a deadline");
+    got
+}
+
+#[test]
+fn differing_parameter_sets_are_a_mismatch_naming_the_first_difference() {
+    let base = SyncConfig::default();
+    type Case = (Vec<(&'static str, ParamSpec)>, SyncConfig, &'static str);
+    let cases: Vec<Case> = vec![
+        (
+            vec![("a", f32s(&[2])), ("b", f32s(&[1, 3]))],
+            base,
+            "parameter #1 in id order is `b` [3] f32 on rank 0 but `b` [1, 3] f32 on rank 2",
+        ),
+        (
+            vec![("b", f32s(&[3])), ("a", ParamSpec::new(DType::F16, &[2]))],
+            base,
+            "is `a` [2] f32 on rank 0 but `a` [2] f16 on rank 2",
+        ),
+        (
+            vec![("b", f32s(&[3]))],
+            base,
+            "rank 0 has parameter `a` [2] f32 (parameter #0 in id order), which rank 2 does not have",
+        ),
+        (vec![("a", f32s(&[2])), ("b", f32s(&[3])), ("c", f32s(&[1]))], base, "rank 2 has parameter `c` [1] f32"),
+        (
+            vec![("a", f32s(&[2])), ("b", f32s(&[3]))],
+            base.with_bucket_bytes(64),
+            "the bucket size is 26214400 bytes on rank 0 but 64 bytes on rank 2",
+        ),
+        (
+            vec![("a", f32s(&[2])), ("b", f32s(&[3]))],
+            base.with_op(ReduceOp::Sum),
+            "the reduce op is avg on rank 0 but sum on rank 2",
+        ),
+    ];
+    for (odd, config, want) in cases {
+        for (rank, (kind, msg)) in build_with_odd_rank(odd, config).into_iter().enumerate() {
+            assert_eq!(kind, ErrorKind::Mismatch, "rank {rank}: {msg}");
+            assert!(msg.contains(want), "rank {rank}: {msg}\nwanted: {want}");
+            assert!(msg.contains(&format!("rank {rank}: GradientSync::new")), "rank {rank}: {msg}");
+            let peer = if rank == 2 { 0 } else { 2 };
+            assert!(msg.contains(&format!("[peer: rank {peer}]")), "rank {rank}: {msg}");
+        }
+    }
+}
+
+#[test]
+fn a_rank_that_rejects_its_own_set_fails_its_peers_at_once() {
+    let got = build_with_odd_rank(vec![("a", f32s(&[2])), ("a", f32s(&[3]))], SyncConfig::default());
+    assert_eq!(got[2].0, ErrorKind::InvalidArgument, "{}", got[2].1);
+    assert!(got[2].1.contains("parameter id a appears twice"), "{}", got[2].1);
+    for (kind, msg) in &got[..2] {
+        assert_eq!(*kind, ErrorKind::Mismatch, "{msg}");
+        assert!(msg.contains("rank 2 rejected its own parameter set: parameter id a appears twice"), "{msg}");
+    }
+}
+
+#[test]
+fn a_bad_gradient_is_rejected_and_the_step_goes_on() {
+    let got = on_ranks(2, |comm| {
+        let dev = *comm.device();
+        let mut sync = GradientSync::new(&comm, [("w", f32s(&[2]))]).unwrap();
+        let t = |v: &[f32], shape: &[usize]| Tensor::from_slice(&dev, v, shape).unwrap();
+        let mut errors = vec![
+            sync.push(&"nope", t(&[1.0, 2.0], &[2])).unwrap_err(),
+            sync.push(&"w", t(&[1.0, 2.0], &[1, 2])).unwrap_err(),
+            sync.push(&"w", Tensor::from_slice(&dev, &[1.0f64, 2.0], &[2]).unwrap()).unwrap_err(),
+        ];
+        sync.push(&"w", t(&[1.0, 2.0 + comm.rank() as f32], &[2])).unwrap();
+        errors.push(sync.push(&"w", t(&[1.0, 2.0], &[2])).unwrap_err());
+        let out = sync.wait().unwrap();
+        (errors, out[0].1.to_vec::<f32>().unwrap())
+    });
+    for (rank, (errors, out)) in got.into_iter().enumerate() {
+        assert_eq!(out, vec![1.0, 2.5]);
+        let wants = [
+            "parameter nope is not one of the 1 this sync was built for",
+            "the gradient of parameter w is [1, 2] f32, but the parameter set says [2] f32",
+            "the gradient of parameter w is [2] f64, but the parameter set says [2] f32",
+            "the gradient of parameter w was already handed over this step",
+        ];
+        for (e, want) in errors.iter().zip(wants) {
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.to_string().contains(want), "{e}");
+            assert!(e.to_string().starts_with(&format!("rank {rank}: GradientSync::push(")), "{e}");
+        }
+    }
+}
+
+#[test]
+fn a_failed_communicator_ends_the_step_and_every_later_one() {
+    on_ranks(2, |comm| {
+        let dev = *comm.device();
+        let mut sync = GradientSync::new(&comm, [("a", f32s(&[1])), ("b", f32s(&[1]))]).unwrap();
+        comm.abort();
+        let t = || Tensor::from_slice(&dev, &[1.0f32], &[1]).unwrap();
+        // Bucket "a"+"b" starts only once both are in; whichever call starts it fails.
+        let first = sync.push(&"a", t()).and_then(|()| sync.push(&"b", t()));
+        let e = first.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
+        let again = sync.all_reduce([("a", t()), ("b", t())]).unwrap_err();
+        assert_eq!(again.kind(), ErrorKind::Aborted, "{again}");
+    });
+}
