@@ -158,7 +158,7 @@ impl<D: Device> OpRun<D> {
     pub(super) fn poisoned(&self) -> Option<CollectiveError> {
         let c = &self.ctx;
         let now = if c.p2p { super::Now::P2p } else { super::Now::Collective(c.seq) };
-        c.link().poisoned().map(|e| after_failure(&e, c.rank, now))
+        c.link().poisoned(c.rank).map(|e| after_failure(&e, c.rank, now))
     }
 
     /// Whether what `b` waits for has happened (cheap; no side effects).
@@ -167,6 +167,7 @@ impl<D: Device> OpRun<D> {
         match b {
             Blocked::Message(p) => link.has_message(me, p),
             Blocked::Release(p, t) => link.is_released(me, p, t),
+            Blocked::Delivered(p, t) => link.is_delivered(me, p, t),
             Blocked::Device => self.device_event_done(),
         }
     }
@@ -181,6 +182,7 @@ impl<D: Device> OpRun<D> {
         match b {
             Blocked::Message(p) => (Some(p), format!("rank {p} to send message {} of this op", self.received[p])),
             Blocked::Release(p, t) => (Some(p), format!("rank {p} to read message #{t} this rank sent it")),
+            Blocked::Delivered(p, t) => (Some(p), format!("rank {p} to take message #{t} this rank sent it")),
             Blocked::Device => (None, format!("its device ({}) to finish queued work", self.dev.describe())),
         }
     }
@@ -204,7 +206,7 @@ impl<D: Device> OpRun<D> {
             return Err(e);
         }
         if let Some(p) = peer
-            && c.link().is_departed(p)
+            && c.link().is_departed(c.rank, p)
             && !self.ready(b)
         {
             return Err(CollectiveError::new(

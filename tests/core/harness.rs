@@ -23,6 +23,11 @@ pub trait TestDevice: Device<Buffer: Clone> {
     fn for_rank(rank: Rank) -> Self;
     /// A device other than `for_rank(rank)`.
     fn foreign(rank: Rank) -> Self;
+    /// The config the suite's ranks use on this fixture, from the one a test asks for (a
+    /// fixture may pick the transport).
+    fn configure(config: CommConfig) -> CommConfig {
+        config
+    }
     /// Why this device cannot run here, if it cannot (the test then prints it and skips).
     fn unavailable() -> Option<String> {
         None
@@ -114,8 +119,9 @@ where
                     .spawn_scoped(s, move || {
                         let _guard = BreakOnPanic(sync.clone(), rank);
                         let dev = D::for_rank(rank);
-                        let comm = Communicator::with_config(dev.clone(), world, id, rank, opts.config.clone())
-                            .unwrap_or_else(|e| panic!("Communicator::with_config failed: {e}"));
+                        let comm =
+                            Communicator::with_config(dev.clone(), world, id, rank, D::configure(opts.config.clone()))
+                                .unwrap_or_else(|e| panic!("Communicator::with_config failed: {e}"));
                         let ctx = Ctx {
                             comm,
                             dev,
