@@ -95,7 +95,7 @@ impl std::str::FromStr for Algorithm {
 /// Environment overrides, read by [`CommConfig::from_env`] (which `Communicator::new` uses):
 /// `RUCCL_TIMEOUT` and `RUCCL_WARN_AFTER` (seconds, may be fractional; `inf` or any huge
 /// value means never), `RUCCL_ALGO` (`auto|ring|tree|rd|direct|kary:K|centralized`),
-/// `RUCCL_CHUNK_BYTES`.
+/// `RUCCL_CHUNK_BYTES`, `RUCCL_TRANSPORT` (`inproc|tcp`).
 ///
 /// ```
 /// use std::time::Duration;
@@ -116,6 +116,39 @@ pub struct CommConfig {
     algorithm: Algorithm,
     #[cfg_attr(feature = "serde", serde(default))]
     shared_progress: bool,
+    transport: Transport,
+}
+
+/// How the ranks of one communicator that live in one process talk to each other.
+///
+/// ```
+/// use ruccl::{CommConfig, config::Transport};
+/// assert_eq!("tcp".parse::<Transport>()?, Transport::Tcp);
+/// let cfg = CommConfig::default().with_transport(Transport::Tcp);
+/// assert_eq!(cfg.transport(), Transport::Tcp);
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum Transport {
+    /// Shared memory: peers read each other's buffers in place (the fastest).
+    #[default]
+    InProc,
+    /// TCP over loopback, each rank its own endpoint, as if every rank were its own process
+    /// (`RUCCL_TRANSPORT=tcp`): what runs between processes, testable in one.
+    Tcp,
+}
+
+impl std::str::FromStr for Transport {
+    type Err = CollectiveError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "inproc" | "" => Ok(Transport::InProc),
+            "tcp" => Ok(Transport::Tcp),
+            other => Err(CollectiveError::invalid(format!("unknown transport {other:?} (inproc or tcp)"))),
+        }
+    }
 }
 
 /// The default deadline of every wait (as torch.distributed's NCCL default).
@@ -162,6 +195,7 @@ impl Default for CommConfig {
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             algorithm: Algorithm::Auto,
             shared_progress: false,
+            transport: Transport::InProc,
         }
     }
 }
@@ -189,6 +223,11 @@ impl CommConfig {
             c.algorithm = v
                 .parse()
                 .map_err(|e: CollectiveError| CollectiveError::invalid(format!("RUCCL_ALGO: {}", e.message())))?;
+        }
+        if let Some(v) = get("RUCCL_TRANSPORT") {
+            c.transport = v
+                .parse()
+                .map_err(|e: CollectiveError| CollectiveError::invalid(format!("RUCCL_TRANSPORT: {}", e.message())))?;
         }
         if let Some(v) = get("RUCCL_CHUNK_BYTES") {
             c.chunk_bytes = v.trim().parse().ok().filter(|&b: &usize| b > 0).ok_or_else(|| {
@@ -278,6 +317,17 @@ impl CommConfig {
     /// Whether the process-wide progress thread drives this rank's ops.
     pub fn shared_progress(&self) -> bool {
         self.shared_progress
+    }
+
+    /// Sets how ranks in one process talk ([`Transport`]); all ranks must agree.
+    pub fn with_transport(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// How ranks in one process talk.
+    pub fn transport(&self) -> Transport {
+        self.transport
     }
 
     /// The deadline of every wait.

@@ -6,8 +6,10 @@
 //! CubeCL devices (CUDA, Vulkan, Metal, WebGPU) behind the same trait.
 //!
 //! **What runs today:** ranks are threads of one process, one [`Communicator`] per thread,
-//! with tensors on the [`HostDevice`]. TCP between processes (and hosts) and GPU devices are
-//! not there yet.
+//! with tensors on the [`HostDevice`]; they talk through shared memory or, with
+//! [`config::Transport::Tcp`], each over its own TCP endpoint on loopback (the transport
+//! processes will use). Bootstrapping separate processes and GPU devices are not there yet;
+//! [`launch`] already reads the launchers' environments.
 //!
 //! ```
 //! use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
@@ -38,7 +40,7 @@
 //! | [`Communicator`] (`comm`) | the public calls (blocking, non-blocking → [`Work`], and [`Group`] calls); **the only place arguments are checked** (`comm/validate.rs`); sequence numbers and issue order; sticky errors; the flight recorder | blocking calls and [`Work::wait`] drive or wait for the op; with [`CommConfig::with_shared_progress`] one process-wide thread drives every rank |
 //! | [`algo`] | plans: per-rank lists of send / receive / reduce / copy steps; pure, no I/O, no clock; exhaustively simulated | never |
 //! | `sched` | runs a plan as a state machine (`poll` never blocks): lends ranges to peers, receives, enqueues device work and tracks its events, enforces "never write a lent range"; drivers block with the op's deadline, for one op or several ranks' ops at once | only the drivers, always with the op's deadline |
-//! | `transport` | moves payloads between ranks — host bytes, or device ranges as opaque tokens (in-process mailboxes today; TCP next) — and wakes waiters; never sees a device | only inside `wait`, with a deadline |
+//! | `transport` | moves payloads between ranks — host bytes, or device ranges as opaque tokens (in-process mailboxes; TCP connections with a pure wire codec, credits, abort / goodbye / heartbeat frames) — and wakes waiters; never sees a device | only inside `wait`, with a deadline |
 //! | [`device`] | memory and enqueued work with events ([`HostDevice`] today; CubeCL devices next); says how it reaches other devices; never sees the transport | only in `wait`/`synchronize`, with a deadline |
 //!
 //! ## Guarantees
@@ -81,7 +83,8 @@
 //! ## Environment
 //! `RUCCL_TIMEOUT` (seconds; huge values mean no deadline), `RUCCL_WARN_AFTER` (seconds a
 //! join or collective waits before it logs who is missing), `RUCCL_ALGO` (`auto`, `ring`,
-//! `tree`, `rd`, `direct`, `kary:K`, `centralized`), `RUCCL_CHUNK_BYTES` override the defaults
+//! `tree`, `rd`, `direct`, `kary:K`, `centralized`), `RUCCL_CHUNK_BYTES`, `RUCCL_TRANSPORT`
+//! (`inproc`, `tcp`) override the defaults
 //! of [`Communicator::new`] (see [`CommConfig::from_env`]).
 //!
 //! ## For tensor frameworks

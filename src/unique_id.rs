@@ -91,6 +91,13 @@ impl UniqueId {
         UniqueId { bytes }
     }
 
+    /// The 16 bytes that name the communicator on the wire.
+    pub(crate) fn comm_bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&self.bytes[4..20]);
+        b
+    }
+
     /// A short hex prefix for logs and errors.
     pub fn short(&self) -> String {
         hex(&self.bytes[4..10])

@@ -26,7 +26,7 @@ use work::Engine;
 pub use work::Work;
 
 use crate::algo;
-use crate::config::CommConfig;
+use crate::config::{CommConfig, Transport};
 use crate::device::Device;
 use crate::device::{Range, Reach};
 use crate::error::{CollectiveError, ErrorKind, Result};
@@ -54,19 +54,37 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The link the ranks of a new group of `world` named `id` talk over, as `config` asks.
+    /// (Built before the group's `Instance`, which must never be dropped under the
+    /// registry's lock.)
+    ///
+    /// # Errors
+    /// As [`tcp::setup::loopback`](crate::transport::tcp::setup::loopback).
+    pub(crate) fn link_for(id: &UniqueId, world: usize, config: &CommConfig) -> Result<Link> {
+        match config.transport() {
+            Transport::InProc => Ok(Link::InProc(Arc::new(Fabric::new(world)))),
+            Transport::Tcp => {
+                let deadline = crate::config::deadline_after(config.timeout());
+                let mesh = crate::transport::tcp::setup::loopback(id.comm_bytes(), world, deadline)?;
+                Ok(Link::Tcp(Arc::new(mesh)))
+            }
+        }
+    }
+
     pub(crate) fn new(
         id: UniqueId,
         world: usize,
         config: CommConfig,
         instance: rendezvous::Instance,
         devices: Vec<Arc<dyn Any + Send + Sync>>,
+        link: Link,
     ) -> Self {
         Shared {
             devices,
             name: id.short(),
             id,
             world,
-            link: Link::InProc(Arc::new(Fabric::new(world))),
+            link,
             board: Board::new(world, config.warn_after()),
             config,
             instance,
@@ -271,7 +289,12 @@ impl<D: Device> Communicator<D> {
         let reach: Arc<[Reach]> = shared
             .devices
             .iter()
-            .map(|other| other.downcast_ref::<D>().map_or(Reach::Host, |o| device.reach(o)))
+            .enumerate()
+            .map(|(p, other)| match other.downcast_ref::<D>() {
+                // A peer across a socket gets host bytes, whatever its device is.
+                Some(o) if shared.link.shares_memory(rank, p) => device.reach(o),
+                _ => Reach::Host,
+            })
             .collect();
         let local = Arc::new(Mutex::new(Local {
             seq: 0,
@@ -338,13 +361,14 @@ impl<D: Device> Communicator<D> {
     /// ```
     pub fn abort(&self) {
         self.shared.link.poison(
+            self.rank,
             CollectiveError::new(ErrorKind::Aborted, format!("rank {} called abort()", self.rank)).with_rank(self.rank),
         );
     }
 
     /// Whether this communicator can still run operations.
     pub fn is_usable(&self) -> bool {
-        self.shared.link.poisoned().is_none() && self.lock().failed.is_none()
+        self.shared.link.poisoned(self.rank).is_none() && self.lock().failed.is_none()
     }
 
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Local<D>> {
@@ -409,7 +433,7 @@ impl<D: Device> Communicator<D> {
             .with_rank(self.rank)
             .with_op(desc.to_string()));
         }
-        if let Some(e) = self.shared.link.poisoned() {
+        if let Some(e) = self.shared.link.poisoned(self.rank) {
             // Where this call stands relative to the op that failed decides what it reports:
             // the original error if it is that op (arriving late) or past it, `Aborted` if not.
             let now = if desc.kind.is_collective() { Now::Collective(local.seq) } else { Now::NewP2p };

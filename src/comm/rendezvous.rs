@@ -201,20 +201,28 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
     let differ: Vec<usize> = members
         .iter()
         .enumerate()
-        .filter(|(_, (_, c, _))| c.chunk_bytes() != first.chunk_bytes() || c.algorithm() != first.algorithm())
+        .filter(|(_, (_, c, _))| {
+            c.chunk_bytes() != first.chunk_bytes()
+                || c.algorithm() != first.algorithm()
+                || c.transport() != first.transport()
+        })
         .map(|(r, _)| r)
         .collect();
     let devices = members.iter().map(|(_, _, d)| d.clone()).collect();
     let outcome = if differ.is_empty() {
-        let nonce = fresh_nonce();
-        reg.live.insert(id.clone(), nonce);
-        Ok(Arc::new(Shared::new(id.clone(), room.world, first, Instance { id: id.clone(), nonce }, devices)))
+        Shared::link_for(id, room.world, &first).map(|link| {
+            let nonce = fresh_nonce();
+            reg.live.insert(id.clone(), nonce);
+            let instance = Instance { id: id.clone(), nonce };
+            Arc::new(Shared::new(id.clone(), room.world, first, instance, devices, link))
+        })
     } else {
         Err(CollectiveError::invalid(format!(
-            "ranks {} use a CommConfig whose chunk size or algorithm differs from rank 0's (chunk {} bytes, algorithm {}); all ranks must agree",
+            "ranks {} use a CommConfig whose chunk size, algorithm or transport differs from rank 0's (chunk {} bytes, algorithm {}, transport {:?}); all ranks must agree",
             ranks_list(&differ),
             first.chunk_bytes(),
-            first.algorithm()
+            first.algorithm(),
+            first.transport()
         )))
     };
     // Every member gets a clone; the original is dropped here, never the last reference.

@@ -33,7 +33,7 @@ impl<D: Device> Communicator<D> {
     pub(crate) fn fail(&self, err: CollectiveError) -> CollectiveError {
         let mut local = self.lock();
         let err = err.with_rank(self.rank).with_seq(local.seq);
-        self.shared.link.poison(err.clone());
+        self.shared.link.poison(self.rank, err.clone());
         local.failed.get_or_insert_with(|| err.clone());
         err
     }

@@ -79,7 +79,7 @@ impl<D: Device> OpRun<D> {
 
     /// Whether stepping the op again may move it (cheap; no side effects).
     pub(crate) fn is_ready(&self, turn: &Turn) -> bool {
-        turn.blocked.is_none_or(|b| self.ready(b)) || self.ctx.link().is_poisoned()
+        turn.blocked.is_none_or(|b| self.ready(b)) || self.ctx.link().is_poisoned(self.ctx.rank)
     }
 
     /// Whether the op waits on its device (which rings no doorbell).
@@ -134,7 +134,7 @@ pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>]) -> Vec<Result<()>
             let runs: &[&mut OpRun<D>] = runs;
             let turns = &mut turns;
             let failed = &mut failed;
-            let mut ready = || blocked.iter().any(|&(i, b)| runs[i].ready(b) || runs[i].ctx.link().is_poisoned());
+            let mut ready = || blocked.iter().any(|&(i, b)| runs[i].ready(b) || runs[i].ctx.link().is_poisoned(runs[i].ctx.rank));
             let mut slow = || -> Result<()> {
                 for &(i, b) in &blocked {
                     let watch = turns[i]
@@ -204,7 +204,7 @@ impl<D: Device> OpRun<D> {
     pub(super) fn poisoned(&self) -> Option<CollectiveError> {
         let c = &self.ctx;
         let now = if c.p2p { super::Now::P2p } else { super::Now::Collective(c.seq) };
-        c.link().poisoned().map(|e| after_failure(&e, c.rank, now))
+        c.link().poisoned(c.rank).map(|e| after_failure(&e, c.rank, now))
     }
 
     /// Whether what `b` waits for has happened (cheap; no side effects).
@@ -213,6 +213,7 @@ impl<D: Device> OpRun<D> {
         match b {
             Blocked::Message(p) => link.has_message(me, p),
             Blocked::Release(p, t) => link.is_released(me, p, t),
+            Blocked::Delivered(p, t) => link.is_delivered(me, p, t),
             Blocked::Device => self.device_event_done(),
         }
     }
@@ -227,6 +228,7 @@ impl<D: Device> OpRun<D> {
         match b {
             Blocked::Message(p) => (Some(p), format!("rank {p} to send message {} of this op", self.received[p])),
             Blocked::Release(p, t) => (Some(p), format!("rank {p} to read message #{t} this rank sent it")),
+            Blocked::Delivered(p, t) => (Some(p), format!("rank {p} to take message #{t} this rank sent it")),
             Blocked::Device => (None, format!("its device ({}) to finish queued work", self.dev.describe())),
         }
     }
@@ -250,7 +252,7 @@ impl<D: Device> OpRun<D> {
             return Err(e);
         }
         if let Some(p) = peer
-            && c.link().is_departed(p)
+            && c.link().is_departed(c.rank, p)
             && !self.ready(b)
         {
             return Err(CollectiveError::new(

@@ -149,8 +149,10 @@ type Staged<D> = (Source<<D as Device>::Buffer>, Option<<D as Device>::Event>);
 pub(crate) enum Blocked {
     /// The next message from a peer.
     Message(Rank),
-    /// A peer's release of a lent message.
+    /// A peer's release of a lent message (its memory may be written again).
     Release(Rank, u64),
+    /// A peer having taken a message (and checked its header): what an op's end waits for.
+    Delivered(Rank, u64),
     /// Device work of this rank.
     Device,
 }
@@ -223,7 +225,7 @@ fn fusable_run(steps: &[Step]) -> usize {
 /// they are in the failed op, behind it or past it ([`after_failure`]).
 pub(crate) fn fail(ctx: &OpCtx, err: &CollectiveError) {
     let poison = err.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string());
-    ctx.link().poison(if ctx.p2p { poison } else { poison.with_seq(ctx.seq) });
+    ctx.link().poison(ctx.rank, if ctx.p2p { poison } else { poison.with_seq(ctx.seq) });
 }
 
 /// How long a failed op waits, past its own deadline if need be, for a peer that is in the
@@ -300,10 +302,13 @@ impl<D: Device> OpRun<D> {
                 if !self.inflight.is_empty() {
                     return Ok(Some(Blocked::Device));
                 }
+                // The op ends once every peer took what it was sent (and so checked its
+                // header): a mismatch fails this call on both sides, even where the bytes
+                // left early (a socket releases a lend once they are on the wire).
                 let (link, me) = (self.ctx.link(), self.ctx.rank);
-                self.lends.retain(|l| !link.is_released(me, l.peer, l.ticket));
+                self.lends.retain(|l| !link.is_delivered(me, l.peer, l.ticket));
                 if let Some(l) = self.lends.first() {
-                    return Ok(Some(Blocked::Release(l.peer, l.ticket)));
+                    return Ok(Some(Blocked::Delivered(l.peer, l.ticket)));
                 }
                 debug_event!(rank = self.ctx.rank, seq = self.ctx.seq, steps = steps.len(), "plan done");
                 self.done = true;
@@ -451,10 +456,10 @@ impl<D: Device> OpRun<D> {
     /// What writing `key` waits for: an unreleased lend that overlaps it, if any.
     fn hazard(&mut self, key: (usize, usize, usize)) -> Option<Blocked> {
         let (link, me) = (self.ctx.link(), self.ctx.rank);
-        self.lends.retain(|l| !link.is_released(me, l.peer, l.ticket));
+        self.lends.retain(|l| !link.is_delivered(me, l.peer, l.ticket));
         self.lends
             .iter()
-            .find(|l| l.range.is_some_and(|r| overlaps(r, key)))
+            .find(|l| l.range.is_some_and(|r| overlaps(r, key)) && !link.is_released(me, l.peer, l.ticket))
             .map(|l| Blocked::Release(l.peer, l.ticket))
     }
 

@@ -1,7 +1,7 @@
 //! Transports move payloads between ranks; they never see a device (a device range travels as
-//! an opaque token). Today: in-process mailboxes between threads ([`inproc`]). The scheduler
-//! talks to a [`Link`], a closed enum so that a TCP transport can join it per peer pair
-//! without touching the plans.
+//! an opaque token). In-process mailboxes between threads ([`inproc`]) and TCP connections
+//! ([`tcp`], frames from [`wire`]). The scheduler talks to a [`Link`], a closed enum, so the
+//! plans run unchanged over either.
 //!
 //! Semantics every transport provides:
 //! - `send` lends a [`Payload`] to a peer and returns a ticket; the lent memory must not be
@@ -10,15 +10,20 @@
 //! - messages between two ranks arrive in the order they were sent;
 //! - `open` lets the receiver read the oldest unopened message in place; `release` tells the
 //!   sender it is done, `close` puts the message back unread (a receiver that fails never
-//!   tells a sender its data was consumed);
+//!   tells a sender its data was consumed); over TCP the receiver reads a buffer the transport
+//!   owns, and a device range never crosses (the scheduler stages it to host memory for a
+//!   peer that [`shares_memory`](Link::shares_memory) says is not in this process);
 //! - `reclaim` takes back every message a failed sender lent that was not opened yet, and
 //!   waits for the ones being read, so a failed op never returns memory a peer still reads;
 //! - `wait` blocks with a deadline and wakes on any message, release, abort or departure;
-//!   [`wait_any`] does so for a thread that drives several ranks (of any links).
+//!   [`wait_any`] does so for a thread that drives several ranks (of any links);
+//! - failure and departure are each rank's own view (`poison(me, ..)`, `poisoned(me)`,
+//!   `is_departed(me, ..)`): the link tells every peer (in-process a shared flag, over TCP an
+//!   `Abort` or `Goodbye` frame), so what one rank learns from another always travels.
 
 pub mod inproc;
+pub(crate) mod tcp;
 mod wait;
-#[allow(dead_code)] // until the TCP transport uses it
 pub(crate) mod wire;
 
 use std::any::Any;
@@ -105,6 +110,8 @@ pub struct Opened {
 pub enum Link {
     /// Ranks are threads of this process.
     InProc(Arc<inproc::Fabric>),
+    /// Ranks talk over TCP connections.
+    Tcp(Arc<tcp::Mesh>),
 }
 
 impl Link {
@@ -112,6 +119,7 @@ impl Link {
     pub fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
         match self {
             Link::InProc(f) => f.send(from, to, header, payload),
+            Link::Tcp(m) => m.send(from, to, header, payload),
         }
     }
 
@@ -119,6 +127,7 @@ impl Link {
     pub fn has_message(&self, me: Rank, from: Rank) -> bool {
         match self {
             Link::InProc(f) => f.has_message(me, from),
+            Link::Tcp(m) => m.has_message(me, from),
         }
     }
 
@@ -127,6 +136,7 @@ impl Link {
     pub fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
         match self {
             Link::InProc(f) => f.open(me, from),
+            Link::Tcp(m) => m.open(me, from),
         }
     }
 
@@ -134,6 +144,7 @@ impl Link {
     pub fn release(&self, me: Rank, msg: &Opened) {
         match self {
             Link::InProc(f) => f.finish(me, msg.from, msg.ticket, true),
+            Link::Tcp(m) => m.finish(me, msg.from, msg.ticket, true),
         }
     }
 
@@ -141,6 +152,7 @@ impl Link {
     pub fn close(&self, me: Rank, msg: &Opened) {
         match self {
             Link::InProc(f) => f.finish(me, msg.from, msg.ticket, false),
+            Link::Tcp(m) => m.finish(me, msg.from, msg.ticket, false),
         }
     }
 
@@ -148,6 +160,17 @@ impl Link {
     pub fn is_released(&self, me: Rank, to: Rank, ticket: u64) -> bool {
         match self {
             Link::InProc(f) => f.is_released(me, to, ticket),
+            Link::Tcp(m) => m.is_released(me, to, ticket),
+        }
+    }
+
+    /// Whether `to` has taken the message with `ticket` from `me` (released it after reading
+    /// it, and so checked its header). In-process the same as
+    /// [`is_released`](Self::is_released); over a socket, later (a credit coming back).
+    pub fn is_delivered(&self, me: Rank, to: Rank, ticket: u64) -> bool {
+        match self {
+            Link::InProc(f) => f.is_released(me, to, ticket),
+            Link::Tcp(m) => m.is_delivered(me, to, ticket),
         }
     }
 
@@ -157,6 +180,7 @@ impl Link {
     pub fn reclaim(&self, me: Rank, to: Rank, deadline: Instant) -> bool {
         match self {
             Link::InProc(f) => f.wait_quietly(me, deadline, &mut || !f.revoke(me, to)),
+            Link::Tcp(m) => m.reclaim(me, to, deadline),
         }
     }
 
@@ -173,35 +197,50 @@ impl Link {
     ) -> Result<WaitOutcome> {
         match self {
             Link::InProc(f) => f.wait(me, peer, deadline, ready, slow),
+            Link::Tcp(m) => m.wait(me, peer, deadline, ready, slow),
         }
     }
 
     /// Whether the link failed (aborted, or an op failed on some rank). Cheap enough to ask
     /// in a spin loop.
-    pub fn is_poisoned(&self) -> bool {
+    pub fn is_poisoned(&self, me: Rank) -> bool {
         match self {
             Link::InProc(f) => f.is_failed(),
+            Link::Tcp(m) => m.is_failed(me),
         }
     }
 
-    /// Whether `rank` has dropped its communicator.
-    pub fn is_departed(&self, rank: Rank) -> bool {
+    /// Whether `me` knows that `rank` has dropped its communicator (or, over a socket, lost
+    /// its connection).
+    pub fn is_departed(&self, me: Rank, rank: Rank) -> bool {
         match self {
             Link::InProc(f) => f.is_departed(rank),
+            Link::Tcp(m) => m.is_departed(me, rank),
         }
     }
 
-    /// Marks the link failed with `err` and wakes every waiting rank.
-    pub fn poison(&self, err: CollectiveError) {
+    /// Marks `me` failed with `err`, tells every peer, and wakes every waiting rank.
+    pub fn poison(&self, me: Rank, err: CollectiveError) {
         match self {
             Link::InProc(f) => f.poison(err),
+            Link::Tcp(m) => m.poison(me, err),
         }
     }
 
-    /// The error the link failed with, if any.
-    pub fn poisoned(&self) -> Option<CollectiveError> {
+    /// The error `me` knows the communicator failed with (its own or a peer's), if any.
+    pub fn poisoned(&self, me: Rank) -> Option<CollectiveError> {
         match self {
             Link::InProc(f) => f.poisoned(),
+            Link::Tcp(m) => m.poisoned(me),
+        }
+    }
+
+    /// Whether `me` and `peer` are in one process and so may pass device ranges and read
+    /// each other's host memory in place. When not, the scheduler sends host bytes only.
+    pub fn shares_memory(&self, me: Rank, peer: Rank) -> bool {
+        match self {
+            Link::InProc(_) => true,
+            Link::Tcp(m) => me == peer || m.is_local(),
         }
     }
 
@@ -209,6 +248,7 @@ impl Link {
     pub fn depart(&self, rank: Rank) {
         match self {
             Link::InProc(f) => f.depart(rank),
+            Link::Tcp(m) => m.depart(rank),
         }
     }
 }

@@ -11,7 +11,7 @@
 //! | 7 | flags: bit 0 = point-to-point sequence number; other bits zero |
 //! | 8..24 | communicator id (the `UniqueId`'s random bytes) |
 //! | 24..28 | source rank |
-//! | 28..32 | message index (data); world size (hello) |
+//! | 28..32 | message index (data); world size (hello); messages taken (credit) |
 //! | 32..40 | sequence number (data); bytes granted (credit) |
 //! | 40..48 | body length in bytes |
 //! | 48..96 | op fingerprint (data frames; zero otherwise), see [`put_fingerprint`] |
@@ -51,7 +51,8 @@ pub(crate) enum FrameKind {
     FlightQuery,
     /// A flight recorder, as text.
     FlightAnswer,
-    /// The receiver freed `seq` bytes of receive buffers: the sender may send that much more.
+    /// The receiver took `index` messages and freed `seq` bytes of receive buffers: the
+    /// sender may send that much more.
     Credit,
 }
 
@@ -187,8 +188,6 @@ pub(crate) enum WireError {
     Reserved { what: &'static str, value: u64 },
     #[error("a {kind:?} frame announces {len} bytes, more than the {max} this receiver allows")]
     TooLong { kind: FrameKind, len: u64, max: u64 },
-    #[error("a {0:?} frame carries no op fingerprint")]
-    MissingFingerprint(FrameKind),
     #[error("truncated {what}: {got} bytes, {want} needed")]
     Truncated { what: &'static str, got: usize, want: usize },
     #[error("{0} is not UTF-8")]
@@ -210,7 +209,7 @@ pub(crate) struct FrameHeader {
     /// Data: the op's sequence number; credit: the bytes granted; otherwise 0.
     pub seq: u64,
     pub p2p: bool,
-    /// Data: the message index; hello: the world size; otherwise 0.
+    /// Data: the message index; hello: the world size; credit: messages taken; otherwise 0.
     pub index: u32,
     /// Data frames only.
     pub fp: Option<Fingerprint>,
@@ -369,7 +368,7 @@ pub(crate) fn decode_header(b: &[u8; HEADER_LEN], limits: Limits) -> Result<Fram
     let (seq_ok, index_ok) = match kind {
         FrameKind::Data => (true, true),
         FrameKind::Hello => (false, true),
-        FrameKind::Credit => (true, false),
+        FrameKind::Credit => (true, true),
         _ => (false, false),
     };
     if kind != FrameKind::Data && p2p {
@@ -384,57 +383,68 @@ pub(crate) fn decode_header(b: &[u8; HEADER_LEN], limits: Limits) -> Result<Fram
     Ok(FrameHeader { kind, comm, from, seq, p2p, index, fp, len })
 }
 
-/// The body of an abort frame: the error's kind, context and message.
+/// The body of an abort frame: the error's kind, context, report and message.
 ///
-/// Layout: kind code, flags (bit 0 rank, 1 peer, 2 seq, 3 op), 2 zero bytes, rank u32, peer
-/// u32, seq u64, op length u32, op (UTF-8), message (UTF-8, the rest).
+/// Layout: kind code, flags (bit 0 rank, 1 peer, 2 seq, 3 op, 4 report), 2 zero bytes, rank
+/// u32, peer u32, seq u64, op length u32, report length u32, op (UTF-8), report (UTF-8),
+/// message (UTF-8, the rest). Long texts are cut to fit [`MAX_CONTROL`].
 pub(crate) fn encode_error(e: &CollectiveError) -> Vec<u8> {
     let c = e.context();
-    let op = c.op.as_deref().unwrap_or("");
     let cap = |s: &str, max: usize| -> usize {
         // The longest prefix that fits and ends on a character boundary.
         (0..=s.len().min(max)).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
     };
+    let op = c.op.as_deref().unwrap_or("");
     let op = &op[..cap(op, 1024)];
-    let budget = MAX_CONTROL as usize - 24 - op.len();
+    let report = e.report().unwrap_or("");
+    let report = &report[..cap(report, 32 * 1024)];
+    let budget = MAX_CONTROL as usize - 28 - op.len() - report.len();
     let msg = &e.message()[..cap(e.message(), budget)];
-    let mut b = Vec::with_capacity(24 + op.len() + msg.len());
+    let mut b = Vec::with_capacity(28 + op.len() + report.len() + msg.len());
     b.push(code_of(&ERROR_KINDS, e.kind()));
     b.push(
         u8::from(c.rank.is_some())
             | u8::from(c.peer.is_some()) << 1
             | u8::from(c.seq.is_some()) << 2
-            | u8::from(c.op.is_some()) << 3,
+            | u8::from(c.op.is_some()) << 3
+            | u8::from(e.report().is_some()) << 4,
     );
     b.extend_from_slice(&[0, 0]);
     b.extend_from_slice(&(c.rank.unwrap_or(0) as u32).to_le_bytes());
     b.extend_from_slice(&(c.peer.unwrap_or(0) as u32).to_le_bytes());
     b.extend_from_slice(&c.seq.unwrap_or(0).to_le_bytes());
     b.extend_from_slice(&(op.len() as u32).to_le_bytes());
+    b.extend_from_slice(&(report.len() as u32).to_le_bytes());
     b.extend_from_slice(op.as_bytes());
+    b.extend_from_slice(report.as_bytes());
     b.extend_from_slice(msg.as_bytes());
     b
 }
 
 /// Decodes an abort frame's body.
 pub(crate) fn decode_error(b: &[u8]) -> Result<CollectiveError, WireError> {
-    if b.len() < 24 {
-        return Err(WireError::Truncated { what: "abort body", got: b.len(), want: 24 });
+    if b.len() < 28 {
+        return Err(WireError::Truncated { what: "abort body", got: b.len(), want: 28 });
     }
     let kind = from_code(&ERROR_KINDS, b[0]).ok_or(WireError::Code { field: "error kind", code: b[0] })?;
     let flags = b[1];
-    if flags & !0x0f != 0 {
-        return Err(WireError::Reserved { what: "error flags", value: u64::from(flags & !0x0f) });
+    if flags & !0x1f != 0 {
+        return Err(WireError::Reserved { what: "error flags", value: u64::from(flags & !0x1f) });
     }
     zero(&b[2..4], "error padding")?;
-    let op_len = u32_at(b, 20) as usize;
-    let rest = &b[24..];
-    if op_len > rest.len() {
-        return Err(WireError::Truncated { what: "abort op", got: rest.len(), want: op_len });
+    let (op_len, report_len) = (u32_at(b, 20) as usize, u32_at(b, 24) as usize);
+    let rest = &b[28..];
+    if op_len.saturating_add(report_len) > rest.len() {
+        return Err(WireError::Truncated { what: "abort op and report", got: rest.len(), want: op_len + report_len });
     }
     let op = std::str::from_utf8(&rest[..op_len]).map_err(|_| WireError::Utf8("abort op"))?;
-    let msg = std::str::from_utf8(&rest[op_len..]).map_err(|_| WireError::Utf8("abort message"))?;
+    let report =
+        std::str::from_utf8(&rest[op_len..op_len + report_len]).map_err(|_| WireError::Utf8("abort report"))?;
+    let msg = std::str::from_utf8(&rest[op_len + report_len..]).map_err(|_| WireError::Utf8("abort message"))?;
     let mut e = CollectiveError::new(kind, msg);
+    if flags & 16 != 0 {
+        e = e.with_report(report);
+    }
     if flags & 1 != 0 {
         e = e.with_rank(u32_at(b, 4) as usize);
     }

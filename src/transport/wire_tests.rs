@@ -150,7 +150,7 @@ fn random_header(rng: &mut Rng, max_data: u64) -> FrameHeader {
         }
         FrameKind::Abort | FrameKind::FlightAnswer => h.len = rng.below(MAX_CONTROL + 1),
         FrameKind::Hello => h.index = rng.next() as u32,
-        FrameKind::Credit => h.seq = rng.next(),
+        FrameKind::Credit => (h.seq, h.index) = (rng.next(), rng.next() as u32),
         _ => {}
     }
     h
@@ -193,12 +193,15 @@ fn errors_round_trip() {
         .with_rank(2)
         .with_peer(1)
         .with_seq(17)
-        .with_op("all_reduce(sum, 4 x f32)");
+        .with_op("all_reduce(sum, 4 x f32)")
+        .with_report("flight recorder:\n rank 0 ...");
     let back = decode_error(&encode_error(&e)).unwrap();
     assert_eq!((back.kind(), back.message(), back.context()), (e.kind(), e.message(), e.context()));
+    assert_eq!(back.report(), e.report());
     let bare = CollectiveError::new(ErrorKind::Aborted, "abort() called");
     let back = decode_error(&encode_error(&bare)).unwrap();
     assert_eq!((back.kind(), back.message(), back.context()), (bare.kind(), bare.message(), bare.context()));
+    assert_eq!(back.report(), None);
     // An overlong message is cut (on a character boundary) to fit a control frame.
     let long = CollectiveError::new(ErrorKind::Io, "é".repeat(100_000));
     let enc = encode_error(&long);

@@ -93,8 +93,8 @@ pub fn thousand_mixed_ops<D: TestDevice>() {
 }
 
 fn join_extra<D: TestDevice>(ctx: &Ctx<D>, id: &UniqueId) -> Communicator<D> {
-    let cfg = D::config(CommConfig::default().with_timeout(TEST_TIMEOUT));
-    Communicator::with_config(ctx.dev.clone(), ctx.world, id.clone(), ctx.rank, cfg)
+    let cfg = CommConfig::default().with_timeout(TEST_TIMEOUT);
+    Communicator::with_config(ctx.dev.clone(), ctx.world, id.clone(), ctx.rank, D::configure(cfg))
         .unwrap_or_else(|e| panic!("joining an extra communicator: {e}"))
 }
 

@@ -11,7 +11,7 @@ use crate::reference::{data, reduce_input, reduced};
 
 fn comms<D: TestDevice>(world: usize) -> Vec<Communicator<D>> {
     let devices = (0..world).map(D::for_rank).collect();
-    Communicator::init_all(devices, CommConfig::default().with_timeout(TEST_TIMEOUT)).unwrap()
+    Communicator::init_all(devices, D::configure(CommConfig::default().with_timeout(TEST_TIMEOUT))).unwrap()
 }
 
 fn t<D: TestDevice, T: ruccl::Element>(c: &Communicator<D>, v: &[T]) -> Tensor<D> {

@@ -23,8 +23,9 @@ pub trait TestDevice: Device<Buffer: Clone> {
     fn for_rank(rank: Rank) -> Self;
     /// A device other than `for_rank(rank)`.
     fn foreign(rank: Rank) -> Self;
-    /// The config the suite's communicators use on this device, given the test's own.
-    fn config(config: CommConfig) -> CommConfig {
+    /// The config the suite's ranks use on this fixture, from the one a test asks for (a
+    /// fixture may pick the transport).
+    fn configure(config: CommConfig) -> CommConfig {
         config
     }
     /// What the device saw go wrong that the test's own checks cannot see (run after each
@@ -119,7 +120,6 @@ where
 {
     let id = UniqueId::new().expect("a UniqueId");
     let sync = Arc::new(SyncPoint::new(world));
-    let opts = &Opts { config: D::config(opts.config.clone()), ..opts.clone() };
     let failures: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..world)
             .map(|rank| {
@@ -129,8 +129,9 @@ where
                     .spawn_scoped(s, move || {
                         let _guard = BreakOnPanic(sync.clone(), rank);
                         let dev = D::for_rank(rank);
-                        let comm = Communicator::with_config(dev.clone(), world, id, rank, opts.config.clone())
-                            .unwrap_or_else(|e| panic!("Communicator::with_config failed: {e}"));
+                        let comm =
+                            Communicator::with_config(dev.clone(), world, id, rank, D::configure(opts.config.clone()))
+                                .unwrap_or_else(|e| panic!("Communicator::with_config failed: {e}"));
                         let ctx = Ctx {
                             comm,
                             dev,

@@ -10,7 +10,7 @@ use ruccl::{Algorithm, CollectiveError, CommConfig, Communicator, ErrorKind, Ran
 use crate::harness::{TestDevice, names_rank};
 
 fn join<D: TestDevice>(world: usize, id: &UniqueId, rank: Rank, cfg: &CommConfig) -> ruccl::Result<Communicator<D>> {
-    Communicator::with_config(D::for_rank(rank), world, id.clone(), rank, cfg.clone())
+    Communicator::with_config(D::for_rank(rank), world, id.clone(), rank, D::configure(cfg.clone()))
 }
 
 fn expect_kind(r: ruccl::Result<()>, kind: ErrorKind, what: &str) -> CollectiveError {

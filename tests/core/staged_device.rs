@@ -18,10 +18,11 @@ use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use ruccl::config::Transport;
 use ruccl::device::{Range, Reach, Source};
 use ruccl::mem::{HostMem, HostRegion};
 use ruccl::types::{Combine, Scale};
-use ruccl::{CollectiveError, DType, Device, ErrorKind, HostDevice, Rank, ReduceOp, Result};
+use ruccl::{CollectiveError, CommConfig, DType, Device, ErrorKind, HostDevice, Rank, ReduceOp, Result};
 
 use crate::harness::{Opts, TestDevice, run};
 
@@ -36,6 +37,8 @@ pub trait Policy: Send + Sync + 'static {
     const FLAKY: bool = false;
     /// Whether the suite's communicators run on the process-wide progress thread.
     const SHARED_PROGRESS: bool = false;
+    /// How the ranks of one process talk.
+    const TRANSPORT: Transport = Transport::InProc;
 }
 
 #[derive(Debug)]
@@ -60,6 +63,28 @@ impl Policy for Async {
     const NAME: &'static str = "async";
     const REACH: Reach = Reach::Same;
     const ASYNC: bool = true;
+}
+
+/// The shared device with every rank its own TCP endpoint on loopback: the library must send
+/// host bytes (staging device ranges) to peers across a socket, whatever the devices reach.
+#[derive(Debug)]
+pub struct Tcp;
+impl Policy for Tcp {
+    const NAME: &'static str = "tcp";
+    const REACH: Reach = Reach::Same;
+    const ASYNC: bool = false;
+    const TRANSPORT: Transport = Transport::Tcp;
+}
+
+/// The host device (peers' bytes read in place) over loopback TCP.
+#[derive(Debug)]
+pub struct TcpHost;
+impl Policy for TcpHost {
+    const NAME: &'static str = "tcp-host";
+    const REACH: Reach = Reach::Same;
+    const ASYNC: bool = false;
+    const HOST_VIEW: bool = true;
+    const TRANSPORT: Transport = Transport::Tcp;
 }
 
 /// The host device, except that the next allocation on a thread that asked for it fails
@@ -103,6 +128,8 @@ pub type FlakyDevice = TestDev<Flaky>;
 pub type SharedDevice = TestDev<Shared>;
 pub type AsyncDevice = TestDev<Async>;
 pub type OneThreadDevice = TestDev<OneThread>;
+pub type TcpDevice = TestDev<Tcp>;
+pub type TcpHostDevice = TestDev<TcpHost>;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -208,10 +235,13 @@ impl<P: Policy> TestDevice for TestDev<P> {
     fn foreign(rank: Rank) -> Self {
         Self::new(HostDevice::foreign(rank))
     }
-    fn config(config: ruccl::CommConfig) -> ruccl::CommConfig {
-        config.with_shared_progress(P::SHARED_PROGRESS)
+    fn configure(config: CommConfig) -> CommConfig {
+        config.with_transport(P::TRANSPORT).with_shared_progress(P::SHARED_PROGRESS)
     }
     fn check() -> Result<(), String> {
+        if !P::SHARED_PROGRESS {
+            return Ok(());
+        }
         match OFF_THREAD.swap(0, Ordering::SeqCst) {
             0 => Ok(()),
             n => Err(format!("{n} scheduler steps ran off the shared progress thread")),

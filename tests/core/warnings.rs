@@ -80,8 +80,9 @@ pub fn join_warns_missing_rank<D: TestDevice>() {
                 let (id, cfg) = (&id, &cfg);
                 s.spawn(move || {
                     let log = capture::Capture::default();
-                    let r =
-                        log.during(|| Communicator::with_config(D::for_rank(rank), 3, id.clone(), rank, cfg.clone()));
+                    let r = log.during(|| {
+                        Communicator::with_config(D::for_rank(rank), 3, id.clone(), rank, D::configure(cfg.clone()))
+                    });
                     assert_eq!(r.map(|_| ()).unwrap_err().kind(), ErrorKind::Timeout);
                     let warnings = log.messages();
                     // At 40, 80, 160, 320, 640 ms: a few, not one per wake-up.
@@ -123,7 +124,8 @@ pub fn collective_warns_missing_rank<D: TestDevice>() {
                 let (id, cfg) = (&id, &cfg);
                 s.spawn(move || {
                     let dev = D::for_rank(rank);
-                    let comm = Communicator::with_config(dev.clone(), 3, id.clone(), rank, cfg.clone()).unwrap();
+                    let comm =
+                        Communicator::with_config(dev.clone(), 3, id.clone(), rank, D::configure(cfg.clone())).unwrap();
                     comm.barrier().unwrap();
                     if rank == 2 {
                         std::thread::sleep(Duration::from_millis(400));

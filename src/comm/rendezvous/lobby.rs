@@ -197,8 +197,18 @@ fn complete(reg: &mut Registry, lobby: &UniqueId) {
     let devices = room.joined.values().map(|(.., d)| d.clone()).collect();
     let nonce = fresh_nonce();
     let id = lobby.derive(nonce, &[members.len() as u64]);
+    let link = match Shared::link_for(&id, room.world, &config) {
+        Ok(link) => link,
+        Err(e) => {
+            for (ticket, ..) in room.joined.values() {
+                reg.seated.insert(*ticket, Err(e.clone()));
+            }
+            room.cv.notify_all();
+            return;
+        }
+    };
     reg.live.insert(id.clone(), nonce);
-    let shared = Arc::new(Shared::new(id.clone(), room.world, config, Instance { id, nonce }, devices));
+    let shared = Arc::new(Shared::new(id.clone(), room.world, config, Instance { id, nonce }, devices, link));
     for (rank, (ticket, ..)) in room.joined.values().enumerate() {
         let seat = Seat { shared: shared.clone(), rank, members: members.clone() };
         reg.seated.insert(*ticket, Ok(seat));

@@ -1,0 +1,215 @@
+//! The tasks that move frames: one reader and one writer per connection, on a small tokio
+//! runtime shared by the process.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::runtime::{Handle, Runtime};
+
+use super::{Endpoint, HEARTBEAT, MAX_MESSAGE, OutMsg, Peer, SILENCE, WINDOW, lock, lost};
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::mem::{HostMem, HostRegion};
+use crate::transport::Payload;
+use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
+
+/// The process's transport runtime (two worker threads: I/O, not compute, runs there).
+pub(super) fn runtime() -> Result<Handle> {
+    static RT: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+    let rt = RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("ruccl-tcp")
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    match rt {
+        Ok(rt) => Ok(rt.handle().clone()),
+        Err(e) => Err(CollectiveError::new(ErrorKind::Io, format!("cannot start the TCP transport's runtime: {e}"))),
+    }
+}
+
+/// Starts the reader and writer of `me`'s connection to `p`.
+pub(super) fn spawn(rt: &Handle, e: Arc<Endpoint>, p: Arc<Peer>, read: OwnedReadHalf, write: OwnedWriteHalf) {
+    rt.spawn(reader(e.clone(), p.clone(), read));
+    rt.spawn(writer(e, p, write));
+}
+
+/// What the writer does next.
+enum Next {
+    Control(Vec<u8>),
+    Data(OutMsg),
+    Idle,
+    Done,
+}
+
+fn next(p: &Peer) -> Next {
+    let mut out = lock(&p.out);
+    if let Some(c) = out.control.pop_front() {
+        return Next::Control(c);
+    }
+    if out.closing {
+        return Next::Done;
+    }
+    let fits = |len: u64, in_flight: u64| in_flight == 0 || in_flight + len <= WINDOW;
+    let Some((len, ticket)) = out.data.front().map(|m| (m.payload.len() as u64, m.ticket)) else { return Next::Idle };
+    if !fits(len, out.in_flight) {
+        return Next::Idle;
+    }
+    out.in_flight += len;
+    out.writing = Some(ticket);
+    out.data.pop_front().map_or(Next::Idle, Next::Data)
+}
+
+async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, mut w: OwnedWriteHalf) {
+    loop {
+        let sent = match next(&p) {
+            Next::Done => break,
+            Next::Idle => {
+                if tokio::time::timeout(HEARTBEAT, p.wake.notified()).await.is_err() {
+                    p.push_control(e.control(FrameKind::Heartbeat, &[]));
+                }
+                continue;
+            }
+            Next::Control(frame) => w.write_all(&frame).await.map_err(|_| ()),
+            Next::Data(m) => {
+                let ticket = m.ticket;
+                let r = write_data(&e, &mut w, m).await;
+                lock(&p.out).writing = None;
+                if r.is_ok() {
+                    p.released.fetch_max(ticket, Ordering::SeqCst);
+                }
+                e.ring();
+                r
+            }
+        };
+        if sent.is_err() {
+            lost(&e, &p);
+            // Nothing will be written any more: whatever is queued counts as released.
+            lock(&p.out).data.clear();
+            e.ring();
+            return;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::result::Result<(), ()> {
+    let region: HostRegion = match m.payload {
+        Payload::Host(r) => r,
+        Payload::Device(..) => {
+            // The scheduler stages device memory to the host for peers it cannot reach.
+            e.set_poison(CollectiveError::unsupported("a device range cannot cross a socket").with_rank(e.rank));
+            return Err(());
+        }
+    };
+    let mut h = FrameHeader::control(FrameKind::Data, e.comm, e.rank as u32, region.len as u64);
+    (h.seq, h.p2p, h.index, h.fp) = (m.header.seq, m.header.p2p, m.header.index, Some(m.header.fp));
+    w.write_all(&wire::encode_header(&h)).await.map_err(|_| ())?;
+    let bytes = match region.read() {
+        Ok(b) => b,
+        Err(err) => {
+            e.set_poison(err.with_rank(e.rank));
+            return Err(());
+        }
+    };
+    w.write_all(&bytes).await.map_err(|_| ())
+}
+
+async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut r: OwnedReadHalf) {
+    let peer = p.rank;
+    loop {
+        let mut hb = [0u8; HEADER_LEN];
+        match tokio::time::timeout(SILENCE, r.read_exact(&mut hb)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) | Err(_) => {
+                // Closed without a goodbye, broken, or silent for too long.
+                lost(&e, &p);
+                return;
+            }
+        }
+        let buffered = lock(&p.inbox).buffered;
+        let max_data = if buffered == 0 { MAX_MESSAGE } else { WINDOW.saturating_sub(buffered) };
+        let h = match wire::decode_header(&hb, Limits { max_data }) {
+            Ok(h) => h,
+            Err(err) => return e.protocol(peer, err),
+        };
+        if h.comm != e.comm || h.from as usize != peer {
+            return e.protocol(
+                peer,
+                format!("a frame for communicator/rank {:02x?}/{} on this connection", &h.comm[..6], h.from),
+            );
+        }
+        match h.kind {
+            FrameKind::Data => {
+                let Some(fp) = h.fp else { return e.protocol(peer, "a data frame without a fingerprint") };
+                let len = h.len as usize;
+                let mem = match HostMem::zeroed(len) {
+                    Ok(m) => m,
+                    Err(err) => return e.set_poison(err.with_rank(e.rank).with_peer(peer)),
+                };
+                let read = match mem.write(0, len) {
+                    Ok(mut g) => r.read_exact(&mut g).await.map(|_| ()),
+                    Err(err) => return e.set_poison(err.with_rank(e.rank)),
+                };
+                if read.is_err() {
+                    lost(&e, &p);
+                    return;
+                }
+                let header = crate::transport::Header { seq: h.seq, p2p: h.p2p, index: h.index, fp };
+                {
+                    let mut inbox = lock(&p.inbox);
+                    let id = inbox.next_id;
+                    inbox.next_id += 1;
+                    inbox.buffered += h.len;
+                    let region = HostRegion { mem, off: 0, len };
+                    inbox.msgs.push_back(super::InMsg { id, header, region, opened: false });
+                }
+                p.unopened.fetch_add(1, Ordering::SeqCst);
+                e.ring();
+            }
+            FrameKind::Abort => {
+                let mut body = vec![0u8; h.len as usize];
+                if r.read_exact(&mut body).await.is_err() {
+                    lost(&e, &p);
+                    return;
+                }
+                match wire::decode_error(&body) {
+                    Ok(err) => {
+                        e.set_poison(err);
+                        e.tell();
+                    }
+                    Err(err) => return e.protocol(peer, err),
+                }
+            }
+            FrameKind::Credit => {
+                {
+                    let mut out = lock(&p.out);
+                    out.in_flight = out.in_flight.saturating_sub(h.seq);
+                }
+                p.delivered.fetch_add(u64::from(h.index), Ordering::SeqCst);
+                e.ring();
+                p.wake.notify_one();
+            }
+            FrameKind::Goodbye => {
+                p.gone.store(true, Ordering::SeqCst);
+                e.ring();
+                return;
+            }
+            FrameKind::Heartbeat => {}
+            FrameKind::FlightAnswer => {
+                // Not asked for by this build; read and drop.
+                let mut body = vec![0u8; h.len as usize];
+                if r.read_exact(&mut body).await.is_err() {
+                    lost(&e, &p);
+                    return;
+                }
+            }
+            FrameKind::FlightQuery => {}
+            FrameKind::Hello => return e.protocol(peer, "a second hello"),
+        }
+    }
+}

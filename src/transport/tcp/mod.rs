@@ -1,0 +1,390 @@
+//! TCP transport: one connection per pair of ranks, frames from [`wire`](super::wire).
+//!
+//! Ranks cannot read each other's memory, so what the in-process transport shares becomes
+//! messages:
+//! - a send queues the lent payload (the queue is unbounded: `send` never blocks) and a
+//!   writer task puts it on the wire; the lend is *released once its bytes are written*;
+//! - a reader task receives each message into a buffer it allocates (owned by the receiver,
+//!   handed to the scheduler as host memory), after checking the frame against what it may
+//!   accept; the receiver's `release` frees the buffer and returns *credits* to the sender,
+//!   which keeps at most [`WINDOW`] bytes un-credited per peer (one larger message goes
+//!   alone), so buffers are bounded without ever blocking a send (see the simulator's
+//!   `every_plan_is_deadlock_free_under_credits`);
+//! - poison is an `Abort` frame (passed on by every rank that hears it), departure a `Goodbye` frame (or the connection closing),
+//!   and a peer that falls silent for [`SILENCE`] (heartbeats every [`HEARTBEAT`]) is lost;
+//! - bytes that break the protocol poison the receiving rank with a `Protocol` error naming
+//!   the peer.
+//!
+//! A [`Mesh`] holds the endpoints of the ranks that live in this process (every rank of a
+//! loopback mesh, see [`setup`]). Read and write halves of a connection are separate tasks,
+//! so sending and receiving never wait for each other. The tasks run on one small tokio
+//! runtime shared by the process; ranks talk to them through mutexes, atomics, `Notify` and
+//! the ranks' doorbells — never across an `.await` with a lock held.
+
+mod io;
+pub(crate) mod setup;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use super::wait::{Event, WaitOutcome};
+use super::wire::{self, FrameHeader, FrameKind};
+use super::{Header, Opened, Payload};
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::mem::HostRegion;
+use crate::types::Rank;
+
+/// Bytes a sender may have on the wire to one peer before the peer credits them back.
+pub(crate) const WINDOW: u64 = 16 << 20;
+/// The largest single message a receiver accepts (it goes alone, when nothing else is
+/// buffered). Larger plans' messages are a protocol error.
+pub(crate) const MAX_MESSAGE: u64 = 16 << 30;
+/// How often an idle connection says it is alive.
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(2);
+/// How long a connection may stay silent before its peer counts as lost.
+pub(crate) const SILENCE: Duration = Duration::from_secs(60);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A received message, in a buffer the receiver owns.
+#[derive(Debug)]
+struct InMsg {
+    id: u64,
+    header: Header,
+    region: HostRegion,
+    opened: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inbox {
+    msgs: VecDeque<InMsg>,
+    next_id: u64,
+    /// Bytes held in received, unreleased messages.
+    buffered: u64,
+}
+
+/// A message waiting for the wire.
+#[derive(Debug)]
+struct OutMsg {
+    ticket: u64,
+    header: Header,
+    payload: Payload,
+}
+
+#[derive(Debug, Default)]
+struct Outbox {
+    data: VecDeque<OutMsg>,
+    /// Encoded control frames (header and body), sent before any further data.
+    control: VecDeque<Vec<u8>>,
+    /// Bytes written and not yet credited back by the peer.
+    in_flight: u64,
+    /// The ticket being written now.
+    writing: Option<u64>,
+    /// No more frames after the queued control frames (this rank departed).
+    closing: bool,
+}
+
+/// One rank's side of its connection to one peer.
+#[derive(Debug)]
+pub(crate) struct Peer {
+    rank: Rank,
+    inbox: Mutex<Inbox>,
+    /// Unopened messages in the inbox (the scheduler's fast check).
+    unopened: AtomicUsize,
+    out: Mutex<Outbox>,
+    /// Tickets issued; every ticket up to `released` is on the wire or taken back.
+    sent: AtomicU64,
+    released: AtomicU64,
+    /// Messages the peer has taken (counted by its credits).
+    delivered: AtomicU64,
+    /// Wakes the writer task.
+    wake: Notify,
+    /// The connection ended (goodbye, close, error, or silence).
+    gone: AtomicBool,
+}
+
+impl Peer {
+    fn new(rank: Rank) -> Self {
+        Peer {
+            rank,
+            inbox: Mutex::new(Inbox::default()),
+            unopened: AtomicUsize::new(0),
+            out: Mutex::new(Outbox::default()),
+            sent: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            wake: Notify::new(),
+            gone: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the connection ended and its writer let go of every payload (a rank whose
+    /// memory the writer still reads is not told its peer is gone before that).
+    fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst) && lock(&self.out).writing.is_none()
+    }
+
+    fn push_control(&self, frame: Vec<u8>) {
+        lock(&self.out).control.push_back(frame);
+        self.wake.notify_one();
+    }
+}
+
+/// One rank of this process: its connections, doorbell and view of failures.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    rank: Rank,
+    comm: [u8; 16],
+    peers: Vec<Option<Arc<Peer>>>,
+    event: Event,
+    failed: AtomicBool,
+    poison: Mutex<Option<CollectiveError>>,
+    /// Whether the peers were sent this rank's poison.
+    told: AtomicBool,
+}
+
+impl Endpoint {
+    /// Sends this rank's poison to every peer, once. Every rank that learns of a failure
+    /// passes it on before anything else it sends (a goodbye included), as the in-process
+    /// transport's shared flag is seen before a departure: on every connection the news of
+    /// a failure comes before the news that its rank left.
+    fn tell(&self) {
+        let Some(err) = lock(&self.poison).clone() else { return };
+        if self.told.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let frame = self.control(FrameKind::Abort, &wire::encode_error(&err));
+        for p in self.peers.iter().flatten() {
+            p.push_control(frame.clone());
+        }
+    }
+
+    fn ring(&self) {
+        self.event.ring();
+        super::wait::bell().ring();
+    }
+
+    fn peer(&self, p: Rank) -> Option<&Arc<Peer>> {
+        self.peers.get(p).and_then(Option::as_ref)
+    }
+
+    /// Records `err` as this rank's failure (the first one wins) and wakes it.
+    fn set_poison(&self, err: CollectiveError) {
+        {
+            let mut p = lock(&self.poison);
+            if p.is_none() {
+                *p = Some(err);
+            }
+        }
+        self.failed.store(true, Ordering::SeqCst);
+        self.ring();
+    }
+
+    fn control(&self, kind: FrameKind, body: &[u8]) -> Vec<u8> {
+        let h = FrameHeader::control(kind, self.comm, self.rank as u32, body.len() as u64);
+        let mut f = wire::encode_header(&h).to_vec();
+        f.extend_from_slice(body);
+        f
+    }
+
+    /// A peer broke the protocol: this rank fails with a `Protocol` error naming it.
+    fn protocol(&self, peer: Rank, what: impl std::fmt::Display) {
+        let e = CollectiveError::protocol(format!("rank {peer} sent a bad frame: {what}"))
+            .with_peer(peer)
+            .with_rank(self.rank);
+        self.set_poison(e);
+    }
+
+    fn stop(&self, peer: Option<Rank>) -> Option<WaitOutcome> {
+        if self.failed.load(Ordering::SeqCst) {
+            Some(WaitOutcome::Poisoned)
+        } else if peer.and_then(|p| self.peer(p)).is_some_and(|p| p.is_gone()) {
+            Some(WaitOutcome::PeerGone)
+        } else {
+            None
+        }
+    }
+}
+
+/// The TCP endpoints of one communicator's ranks that live in this process.
+#[derive(Debug)]
+pub struct Mesh {
+    endpoints: Vec<Option<Arc<Endpoint>>>,
+}
+
+impl Drop for Mesh {
+    fn drop(&mut self) {
+        // The last rank is gone: close every connection still open (their tasks end).
+        for r in 0..self.endpoints.len() {
+            self.depart(r);
+        }
+    }
+}
+
+impl Mesh {
+    fn ep(&self, r: Rank) -> Option<&Arc<Endpoint>> {
+        self.endpoints.get(r).and_then(Option::as_ref)
+    }
+
+    fn pair(&self, me: Rank, p: Rank) -> Option<(&Arc<Endpoint>, &Arc<Peer>)> {
+        let e = self.ep(me)?;
+        Some((e, e.peer(p)?))
+    }
+
+    pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
+        let Some((e, p)) = self.pair(from, to) else { return 0 };
+        let ticket = {
+            let mut out = lock(&p.out);
+            let ticket = p.sent.fetch_add(1, Ordering::SeqCst) + 1;
+            out.data.push_back(OutMsg { ticket, header, payload });
+            ticket
+        };
+        p.wake.notify_one();
+        let _ = e;
+        ticket
+    }
+
+    pub(super) fn has_message(&self, me: Rank, from: Rank) -> bool {
+        self.pair(me, from).is_some_and(|(_, p)| p.unopened.load(Ordering::SeqCst) > 0)
+    }
+
+    pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
+        let (_, p) = self.pair(me, from)?;
+        let mut inbox = lock(&p.inbox);
+        let m = inbox.msgs.iter_mut().find(|m| !m.opened)?;
+        m.opened = true;
+        p.unopened.fetch_sub(1, Ordering::SeqCst);
+        Some(Opened { from, ticket: m.id, header: m.header, payload: Payload::Host(m.region.clone()) })
+    }
+
+    /// Done with (`release`: the buffer is freed and its bytes credited back to the sender)
+    /// or back in the queue unread.
+    pub(super) fn finish(&self, me: Rank, from: Rank, id: u64, release: bool) {
+        let Some((e, p)) = self.pair(me, from) else { return };
+        let freed = {
+            let mut inbox = lock(&p.inbox);
+            let Some(i) = inbox.msgs.iter().position(|m| m.id == id && m.opened) else { return };
+            if !release {
+                inbox.msgs[i].opened = false;
+                p.unopened.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+            let len = inbox.msgs.remove(i).map_or(0, |m| m.region.len as u64);
+            inbox.buffered -= len.min(inbox.buffered);
+            len
+        };
+        let mut h = FrameHeader::control(FrameKind::Credit, e.comm, me as u32, 0);
+        (h.seq, h.index) = (freed, 1);
+        p.push_control(wire::encode_header(&h).to_vec());
+    }
+
+    pub(super) fn is_released(&self, me: Rank, to: Rank, ticket: u64) -> bool {
+        let Some((_, p)) = self.pair(me, to) else { return true };
+        if p.released.load(Ordering::SeqCst) >= ticket {
+            return true;
+        }
+        let out = lock(&p.out);
+        // Issued (a staging slot being filled is marked with a ticket not issued yet), and
+        // neither being written nor waiting: on the wire, or taken back.
+        ticket <= p.sent.load(Ordering::SeqCst)
+            && out.writing != Some(ticket)
+            && !out.data.iter().any(|m| m.ticket == ticket)
+    }
+
+    pub(super) fn is_delivered(&self, me: Rank, to: Rank, ticket: u64) -> bool {
+        // Taken by the peer *and* done with here: the peer may read the last bytes (and credit
+        // them) before the writer task that wrote them has let go of the sender's memory.
+        self.pair(me, to).is_none_or(|(_, p)| p.delivered.load(Ordering::SeqCst) >= ticket)
+            && self.is_released(me, to, ticket)
+    }
+
+    /// Takes back what `me` queued for `to` and has not started writing; true while a
+    /// message to it is still being written.
+    fn revoke(&self, me: Rank, to: Rank) -> bool {
+        let Some((_, p)) = self.pair(me, to) else { return false };
+        let mut out = lock(&p.out);
+        out.data.clear();
+        out.writing.is_some()
+    }
+
+    pub(super) fn reclaim(&self, me: Rank, to: Rank, deadline: Instant) -> bool {
+        let Some(e) = self.ep(me) else { return true };
+        let ok = e.event.wait(deadline, &mut || !self.revoke(me, to), &|| None, &mut || Ok(()));
+        matches!(ok, Ok(WaitOutcome::Ready))
+    }
+
+    pub(super) fn wait(
+        &self,
+        me: Rank,
+        peer: Rank,
+        deadline: Instant,
+        ready: &mut dyn FnMut() -> bool,
+        slow: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<WaitOutcome> {
+        let Some(e) = self.ep(me) else {
+            return Err(CollectiveError::protocol(format!("rank {me} has no endpoint in this process")));
+        };
+        e.event.wait(deadline, ready, &|| e.stop(Some(peer)), slow)
+    }
+
+    pub(super) fn is_departed(&self, me: Rank, rank: Rank) -> bool {
+        self.pair(me, rank).is_some_and(|(_, p)| p.is_gone())
+    }
+
+    /// `me` failed with `err`: it records it and tells every peer (an `Abort` frame).
+    pub(super) fn poison(&self, me: Rank, err: CollectiveError) {
+        let Some(e) = self.ep(me) else { return };
+        e.set_poison(err);
+        e.tell();
+    }
+
+    /// Whether `me` failed (cheap: one atomic load).
+    pub(super) fn is_failed(&self, me: Rank) -> bool {
+        self.ep(me).is_some_and(|e| e.failed.load(Ordering::SeqCst))
+    }
+
+    pub(super) fn poisoned(&self, me: Rank) -> Option<CollectiveError> {
+        let e = self.ep(me)?;
+        if !e.failed.load(Ordering::SeqCst) {
+            return None;
+        }
+        lock(&e.poison).clone()
+    }
+
+    /// `rank` dropped its communicator: it says goodbye to every peer and closes.
+    pub(super) fn depart(&self, rank: Rank) {
+        let Some(e) = self.ep(rank) else { return };
+        e.tell();
+        let bye = e.control(FrameKind::Goodbye, &[]);
+        for p in e.peers.iter().flatten() {
+            let mut out = lock(&p.out);
+            if !out.closing {
+                out.closing = true;
+                out.control.push_back(bye.clone());
+            }
+            drop(out);
+            p.wake.notify_one();
+        }
+    }
+
+    /// Whether both ranks live in this process and share memory (never, over TCP).
+    pub(super) fn is_local(&self) -> bool {
+        false
+    }
+}
+
+/// A peer's connection ended without a goodbye, or it fell silent: `PeerLost` for waits on it.
+fn lost(e: &Endpoint, p: &Peer) {
+    p.gone.store(true, Ordering::SeqCst);
+    e.ring();
+}
+
+fn io_error(what: &str, err: std::io::Error) -> CollectiveError {
+    CollectiveError::new(ErrorKind::Io, format!("{what}: {err}")).with_source(err)
+}
