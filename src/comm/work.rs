@@ -40,6 +40,23 @@ struct Queued<D: Device> {
     slot: Arc<Slot>,
     /// Its state while the shared progress thread drives it alongside other ranks' ops.
     turn: sched::Turn,
+    /// The issuing thread's `tracing` subscriber: what the op logs while another thread
+    /// drives it goes where the caller's own logs go.
+    #[cfg(feature = "tracing")]
+    dispatch: tracing::Dispatch,
+}
+
+impl<D: Device> Queued<D> {
+    /// Runs `f` with the issuing thread's subscriber in force.
+    fn traced<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        #[cfg(feature = "tracing")]
+        {
+            let dispatch = self.dispatch.clone();
+            tracing::dispatcher::with_default(&dispatch, || f(self))
+        }
+        #[cfg(not(feature = "tracing"))]
+        f(self)
+    }
 }
 
 /// The op a rank's driver is in the middle of (the shared progress thread leaves it here
@@ -99,7 +116,13 @@ impl<D: Device> Engine<D> {
     /// order) and returns its handle.
     pub(crate) fn push(self: &Arc<Self>, op: Prepared<D>) -> Work {
         let slot = Arc::new(Slot::default());
-        lock(&self.queue).push_back(Queued { op, slot: slot.clone(), turn: sched::Turn::default() });
+        lock(&self.queue).push_back(Queued {
+            op,
+            slot: slot.clone(),
+            turn: sched::Turn::default(),
+            #[cfg(feature = "tracing")]
+            dispatch: tracing::dispatcher::get_default(Clone::clone),
+        });
         Work { slot, rank: self.rank }
     }
 
@@ -152,7 +175,7 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
                 current.0 = lock(&self.queue).pop_front();
             }
             let Some(q) = current.0.as_mut() else { return Pass::Idle };
-            match q.op.run.take_turn(&mut q.turn) {
+            match q.traced(|q| q.op.run.take_turn(&mut q.turn)) {
                 sched::Advance::Blocked => {
                     return Pass::Blocked {
                         deadline: q.op.run.deadline(),
@@ -181,7 +204,7 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
     fn check_waiting(&self) -> bool {
         let Ok(mut current) = self.driving.try_lock() else { return false };
         let Some(q) = current.0.as_mut() else { return false };
-        let Some(e) = q.op.run.check_waiting(&mut q.turn) else { return false };
+        let Some(e) = q.traced(|q| q.op.run.check_waiting(&mut q.turn)) else { return false };
         if let Some(q) = current.0.take() {
             self.finish(q, Err(e));
         }

@@ -134,7 +134,8 @@ pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>]) -> Vec<Result<()>
             let runs: &[&mut OpRun<D>] = runs;
             let turns = &mut turns;
             let failed = &mut failed;
-            let mut ready = || blocked.iter().any(|&(i, b)| runs[i].ready(b) || runs[i].ctx.link().is_poisoned(runs[i].ctx.rank));
+            let mut ready =
+                || blocked.iter().any(|&(i, b)| runs[i].ready(b) || runs[i].ctx.link().is_poisoned(runs[i].ctx.rank));
             let mut slow = || -> Result<()> {
                 for &(i, b) in &blocked {
                     let watch = turns[i]
