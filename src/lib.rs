@@ -68,6 +68,7 @@
 //! |---|---|
 //! | *(default)* | the communication core and the host device; no GPU crate is compiled |
 //! | `tracing` (default) | a span per collective (communicator, rank, op, sequence number, bytes, algorithm), `debug!` per plan, `trace!` per step, and `warn!` naming the missing ranks when a join or a collective waits longer than [`CommConfig::with_warn_after`] (30 s by default); the library never installs a subscriber |
+//! | `burn` | `ruccl::burn`: burn 0.21's backends in the peer API (through host data) and `GradientsParams` averaged through [`grad::GradientSync`]; the `collective_training` example (burn's CPU backend) |
 //! | `serde` | `Serialize` / `Deserialize` for [`UniqueId`] (as hex), [`DType`], [`ReduceOp`], [`Algorithm`], [`CommConfig`] and the peer API's [`PeerId`](api::PeerId), [`ReduceOperation`](api::ReduceOperation), [`Strategy`](api::Strategy), [`CollectiveConfig`](api::CollectiveConfig) |
 //!
 //! ## Debug builds
@@ -101,6 +102,8 @@
 
 pub mod algo;
 pub mod api;
+#[cfg(feature = "burn")]
+pub mod burn;
 mod comm;
 pub mod config;
 pub mod device;

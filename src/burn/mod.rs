@@ -1,0 +1,56 @@
+//! burn integration (the `burn` feature): burn's backends take part in the peer API
+//! ([`Burn`], through host data), and a burn model's gradients are averaged across ranks with
+//! a [`GradientSync`](crate::grad::GradientSync) ([`AllReduceWith`]).
+//!
+//! Gradients travel through host memory: each is read into a fresh ruCCL host tensor, reduced
+//! there, and handed back to burn as a new tensor — so nothing burn still holds (a clone of a
+//! gradient shares its storage) is ever written. Autodiff callers pass the autodiff backend and
+//! its module; the gradients come back on the inner backend, as `GradientsParams` holds them.
+//!
+//! Ranks that are threads of one process must each [`fork`](::burn::module::Module::fork) the
+//! module they were handed: clones share their parameters' autodiff nodes, and two threads
+//! backpropagating through shared nodes can deadlock inside burn-autodiff 0.21 (a lock-order
+//! inversion between its global graph locator and a graph's own lock).
+//!
+//! ```
+//! use burn::backend::{Autodiff, NdArray};
+//! use burn::module::Module;
+//! use burn::nn::{Linear, LinearConfig};
+//! use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+//! use burn::tensor::Tensor;
+//! use ruccl::burn::{AllReduceWith, param_specs};
+//! use ruccl::grad::GradientSync;
+//! use ruccl::{Communicator, HostDevice, UniqueId};
+//!
+//! type B = Autodiff<NdArray>;
+//! let device = Default::default();
+//! let model: Linear<B> = LinearConfig::new(3, 1).init(&device);
+//! let specs = param_specs(&model); // also initialises the lazy parameters, before cloning
+//! let id = UniqueId::new()?;
+//! let ranks: Vec<_> = (0..2)
+//!     .map(|rank| {
+//!         let (id, model, specs) = (id.clone(), model.clone(), specs.clone());
+//!         std::thread::spawn(move || -> ruccl::Result<Vec<f32>> {
+//!             let device = Default::default();
+//!             let model = model.fork(&device); // this rank's own autodiff graph
+//!             let comm = Communicator::new(HostDevice::default(), 2, id, rank)?;
+//!             let mut sync = GradientSync::new(&comm, specs)?;
+//!             let mut optim = SgdConfig::new().init::<B, Linear<B>>();
+//!             let x = Tensor::<B, 2>::ones([2, 3], &device) * (rank as f32 + 1.0);
+//!             let grads = GradientsParams::from_grads(model.forward(x).sum().backward(), &model);
+//!             let grads = grads.all_reduce_with(&mut sync, &model)?; // the mean over the ranks
+//!             let model = optim.step(0.1, model, grads);
+//!             Ok(model.weight.val().into_data().to_vec::<f32>().unwrap_or_default())
+//!         })
+//!     })
+//!     .collect();
+//! let weights: Vec<_> = ranks.into_iter().map(|r| r.join().unwrap()).collect::<Result<_, _>>()?;
+//! assert_eq!(weights[0], weights[1]); // every rank took the same step
+//! # Ok::<(), ruccl::CollectiveError>(())
+//! ```
+
+mod backend;
+mod grads;
+
+pub use backend::Burn;
+pub use grads::{AllReduceWith, param_specs};
