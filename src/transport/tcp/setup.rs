@@ -112,3 +112,7 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, deadline: Instant) -> Resul
     }
     Ok(Mesh { endpoints, any })
 }
+
+#[cfg(test)]
+#[path = "setup_tests.rs"]
+mod tests;
