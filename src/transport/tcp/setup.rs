@@ -110,3 +110,7 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, deadline: Instant) -> Resul
     }
     Ok(Mesh { endpoints })
 }
+
+#[cfg(test)]
+#[path = "setup_tests.rs"]
+mod tests;
