@@ -98,6 +98,8 @@ pub mod config;
 pub mod device;
 pub mod error;
 mod hash;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod kernels;
 pub mod mem;
 pub mod op;
 mod sched;

@@ -30,6 +30,9 @@ macro_rules! per_dtype {
     };
 }
 
+#[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal", feature = "test-cuda"))]
+#[path = "core/gpu.rs"]
+mod gpu;
 #[path = "core/harness.rs"]
 mod harness;
 #[path = "core/reference.rs"]
@@ -223,6 +226,9 @@ core_suite!(host, ruccl::HostDevice);
 core_suite!(staged, crate::staged_device::StagedDevice);
 core_suite!(shared, crate::staged_device::SharedDevice);
 core_suite!(asynchronous, crate::staged_device::AsyncDevice);
+// The GPU device of the `test-*` feature (one at a time): every rank on one shared device.
+#[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal", feature = "test-cuda"))]
+core_suite!(on_gpu, crate::gpu::GpuDevice);
 
 #[test]
 fn local_failure_stops_peers_at_once() {
