@@ -66,6 +66,10 @@
 //! |---|---|
 //! | *(default)* | the communication core and the host device; no GPU crate is compiled |
 //! | `tracing` (default) | a span per collective (communicator, rank, op, sequence number, bytes, algorithm), `debug!` per plan, `trace!` per step, and `warn!` naming the missing ranks when a join or a collective waits longer than [`CommConfig::with_warn_after`] (30 s by default); the library never installs a subscriber |
+//! | `wgpu` | `device::CubeDevice` on wgpu (WGSL; Vulkan, Metal, DX12 or GL underneath): the GPU device, with kernels written once in CubeCL (CubeCL pinned to 0.10, see the README) |
+//! | `vulkan`, `metal` | `wgpu` with wgpu's SPIR-V or MSL compiler path |
+//! | `cuda` | `device::CubeDevice` on CUDA (the driver is loaded at run time; builds without one) |
+//! | `test-wgpu`, `test-vulkan`, `test-metal`, `test-cuda` | stamp the core test suite out on that GPU device (one at a time) |
 //! | `serde` | `Serialize` / `Deserialize` for [`UniqueId`] (as hex), [`DType`], [`ReduceOp`], [`Algorithm`], [`CommConfig`] and the peer API's [`PeerId`](api::PeerId), [`ReduceOperation`](api::ReduceOperation), [`Strategy`](api::Strategy), [`CollectiveConfig`](api::CollectiveConfig) |
 //!
 //! ## Debug builds

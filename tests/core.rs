@@ -87,6 +87,11 @@ macro_rules! per_world {
     ($dev:ty; $($module:ident :: $test:ident),* $(,)?) => {$(
         mod $test {
             fn at(world: usize) {
+                use crate::harness::TestDevice;
+                if world > <$dev>::max_world() {
+                    eprintln!("SKIPPED on {}: world {world} is above this device's test cap of {}", stringify!($dev), <$dev>::max_world());
+                    return;
+                }
                 crate::harness::guard::<$dev>(|| crate::$module::$test::<$dev>(world));
             }
             #[test]

@@ -49,7 +49,7 @@ fn f16_to_f32(h: u32) -> f32 {
         // Infinity, or a NaN made quiet (as the half crate and F16C widen it).
         bits = sign | 0x7f80_0000u32 | (man << 13);
         if man != 0 {
-            bits = bits | 0x0040_0000u32;
+            bits |= 0x0040_0000u32;
         }
     }
     let mut out = f32::reinterpret(bits);

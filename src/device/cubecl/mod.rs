@@ -79,8 +79,9 @@ static NEXT_BUFFER: AtomicUsize = AtomicUsize::new(1);
 /// A CubeCL device: one CubeCL device of runtime `R` (a GPU, or a device opened on an
 /// adapter), shared by every clone.
 ///
-/// Open one with [`WgpuCubeDevice::wgpu_default`] / [`WgpuCubeDevice::wgpu_distinct`] or
-/// [`CudaCubeDevice::cuda`]; every rank that should share the device uses a clone.
+/// Open one with `WgpuCubeDevice::wgpu_default` / `WgpuCubeDevice::wgpu_distinct` (feature
+/// `wgpu`) or `CudaCubeDevice::cuda` (feature `cuda`); every rank that should share the
+/// device uses a clone.
 ///
 /// ```
 /// // The host device is the runnable example of the contract; a CubeCL device is used the

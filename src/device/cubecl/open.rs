@@ -99,6 +99,19 @@ impl CubeDevice<cubecl::cuda::CudaRuntime> {
         }
         let device = cubecl::cuda::CudaDevice { index };
         let client = contained(&name, "opening the GPU", || cubecl::cuda::CudaRuntime::client(&device))?;
-        Ok(Self::from_client(client, &device, name))
+        let label = format!("{name} ({})", runtime_name::<cubecl::cuda::CudaRuntime>());
+        Ok(Self::from_client(client, &device, label))
+    }
+}
+
+#[cfg(all(test, feature = "cuda"))]
+mod tests {
+    /// Without a CUDA driver, opening a GPU is a `Device` error, not a panic.
+    #[test]
+    fn a_missing_cuda_driver_is_a_device_error() {
+        match super::CudaCubeDevice::cuda(0) {
+            Err(e) => assert_eq!(e.kind(), crate::ErrorKind::Device, "{e}"),
+            Ok(d) => eprintln!("SKIPPED: a CUDA GPU is present here ({d:?})"),
+        }
     }
 }
