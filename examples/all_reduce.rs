@@ -88,6 +88,7 @@ fn rank_main<D: Device>(dev: D, rank: usize, id: UniqueId) -> ruccl::Result<Vec<
     Ok(lines)
 }
 
+#[allow(clippy::clone_on_copy, reason = "the host device is Copy, the GPU devices are not")]
 fn main() -> ExitCode {
     let dev = match open() {
         Ok(dev) => dev,
