@@ -37,6 +37,9 @@ macro_rules! per_dtype {
     };
 }
 
+#[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal", feature = "test-cuda"))]
+#[path = "core/gpu.rs"]
+mod gpu;
 #[path = "core/harness.rs"]
 mod harness;
 #[path = "core/reference.rs"]
@@ -91,6 +94,11 @@ macro_rules! per_world {
     ($dev:ty; $($module:ident :: $test:ident),* $(,)?) => {$(
         mod $test {
             fn at(world: usize) {
+                use crate::harness::TestDevice;
+                if world > <$dev>::max_world() {
+                    eprintln!("SKIPPED on {}: world {world} is above this device's test cap of {}", stringify!($dev), <$dev>::max_world());
+                    return;
+                }
                 crate::harness::guard::<$dev>(|| crate::$module::$test::<$dev>(world));
             }
             #[test]
@@ -246,6 +254,9 @@ core_suite!(asynchronous, crate::staged_device::AsyncDevice);
 core_suite!(one_thread, crate::staged_device::OneThreadDevice);
 core_suite!(tcp, crate::staged_device::TcpDevice, sockets);
 core_suite!(tcp_host, crate::staged_device::TcpHostDevice, sockets);
+// The GPU device of the `test-*` feature (one at a time): every rank on one shared device.
+#[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal", feature = "test-cuda"))]
+core_suite!(on_gpu, crate::gpu::GpuDevice);
 
 #[test]
 fn local_failure_stops_peers_at_once() {

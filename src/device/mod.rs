@@ -21,6 +21,8 @@
 //! - [`read`](Device::read) and [`write`](Device::write) are blocking conveniences for
 //!   building and reading tensors; the scheduler does not use them.
 
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub mod cubecl;
 mod host;
 mod kernels;
 mod stream;
@@ -28,6 +30,8 @@ mod stream;
 use std::fmt;
 use std::time::Instant;
 
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub use self::cubecl::{CubeBuffer, CubeDevice, CubeEvent};
 pub use host::{HostDevice, HostEvent};
 
 use crate::error::Result;

@@ -37,6 +37,11 @@ pub trait TestDevice: Device<Buffer: Clone> {
     fn unavailable() -> Option<String> {
         None
     }
+    /// The largest world the suite's per-world tests run on this device (larger ones are
+    /// skipped with a printed reason).
+    fn max_world() -> usize {
+        usize::MAX
+    }
 }
 
 impl TestDevice for HostDevice {

@@ -1,0 +1,116 @@
+//! Completion of CubeCL work: the client's `sync` future (resolved when the queue finished
+//! everything submitted before it) or a read future, polled with a no-op waker. CubeCL's
+//! runtimes complete these futures from their own threads (wgpu's poll thread, CUDA's
+//! stream callbacks), so polling never has to drive anything.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use cubecl::server::ServerError;
+
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::mem::HostRegion;
+
+type Fut<T> = Pin<Box<dyn Future<Output = std::result::Result<T, ServerError>> + Send>>;
+
+/// Bytes that land in host memory once a read completes.
+pub(super) struct Landing {
+    /// Where the bytes go.
+    pub dst: HostRegion,
+    /// How many leading bytes of the read to skip (reads start on a word boundary).
+    pub skip: usize,
+}
+
+enum State {
+    Sync(Fut<()>),
+    Read(Fut<Vec<cubecl::bytes::Bytes>>, Landing),
+    Done(std::result::Result<(), String>),
+}
+
+/// The completion of work enqueued on a [`CubeDevice`](super::CubeDevice).
+pub struct CubeEvent {
+    state: Mutex<State>,
+    what: &'static str,
+}
+
+impl fmt::Debug for CubeEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CubeEvent({})", self.what)
+    }
+}
+
+impl CubeEvent {
+    /// Already complete.
+    pub(super) fn done() -> Self {
+        CubeEvent { state: Mutex::new(State::Done(Ok(()))), what: "done" }
+    }
+
+    /// Complete when `fut` resolves.
+    pub(super) fn sync(fut: Fut<()>) -> Self {
+        CubeEvent { state: Mutex::new(State::Sync(fut)), what: "sync" }
+    }
+
+    /// Complete when the read resolved and its bytes were copied to `landing`.
+    pub(super) fn read(fut: Fut<Vec<cubecl::bytes::Bytes>>, landing: Landing) -> Self {
+        CubeEvent { state: Mutex::new(State::Read(fut, landing)), what: "read" }
+    }
+
+    /// Whether the work completed; an error when it failed. Never blocks.
+    pub(super) fn poll(&self, device: &str) -> Result<bool> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cx = Context::from_waker(Waker::noop());
+        let next = match &mut *st {
+            State::Done(r) => return r.clone().map(|()| true).map_err(CollectiveError::device),
+            State::Sync(f) => match f.as_mut().poll(&mut cx) {
+                Poll::Pending => return Ok(false),
+                Poll::Ready(r) => r.map_err(|e| format!("{device}: device work failed: {e}")),
+            },
+            State::Read(f, landing) => match f.as_mut().poll(&mut cx) {
+                Poll::Pending => return Ok(false),
+                Poll::Ready(r) => match r {
+                    Err(e) => Err(format!("{device}: read from the device failed: {e}")),
+                    Ok(bytes) => land(&bytes, landing).map_err(|e| e.to_string()),
+                },
+            },
+        };
+        *st = State::Done(next.clone());
+        next.map(|()| true).map_err(CollectiveError::device)
+    }
+
+    /// Blocks until the work completed, or `deadline` passed.
+    pub(super) fn wait(&self, device: &str, deadline: Option<Instant>) -> Result<()> {
+        let mut pause = Duration::from_micros(5);
+        loop {
+            if self.poll(device)? {
+                return Ok(());
+            }
+            if deadline.is_some_and(|t| Instant::now() >= t) {
+                return Err(CollectiveError::new(
+                    ErrorKind::Timeout,
+                    format!("{device}: device work did not finish before the deadline"),
+                ));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_micros(200));
+        }
+    }
+}
+
+/// Copies the wanted bytes of a completed read into host memory.
+fn land(bytes: &[cubecl::bytes::Bytes], landing: &Landing) -> Result<()> {
+    let got: &[u8] = bytes.first().map(|b| &b[..]).unwrap_or(&[]);
+    let (skip, len) = (landing.skip, landing.dst.len);
+    let Some(src) = got.get(skip..skip + len) else {
+        return Err(CollectiveError::device(format!(
+            "the device returned {} bytes, {} expected",
+            got.len(),
+            skip + len
+        )));
+    };
+    landing.dst.mem.write(landing.dst.off, len)?.copy_from_slice(src);
+    Ok(())
+}

@@ -1,0 +1,423 @@
+//! The CubeCL device: the [`Device`] contract on any CubeCL runtime (wgpu, CUDA), with the
+//! kernels of `crate::kernels`.
+//!
+//! **Paths.** Ranks whose devices are the same CubeCL device ([`Reach::Same`]) pass device
+//! ranges to each other and reduce on the device: no byte crosses host memory. Ranks on
+//! distinct devices — two GPUs, or two CubeCL devices opened on one adapter — reach each
+//! other through the host ([`Reach::Host`]): the scheduler downloads into host staging and
+//! the receiving device uploads and reduces.
+//!
+//! **Order.** All work on one CubeCL device goes to one CubeCL stream (a fixed stream id,
+//! not the per-thread default), so work runs in the order it was enqueued whichever thread
+//! enqueues it — the contract's ordering, and what lets ranks driven from different threads
+//! share a device.
+//!
+//! **Silent failures.** CubeCL 0.10 drops a launch that panics on its device thread and still
+//! reports success. So every launch is checked first: element types against the runtime's
+//! supported types, lengths against the largest binding, and client-side panics are
+//! contained and turned into `Device` errors.
+
+mod event;
+mod launch;
+mod open;
+
+use std::any::type_name;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use cubecl::Runtime;
+use cubecl::client::ComputeClient;
+use cubecl::device::{Device as _, DeviceId};
+use cubecl::server::Handle;
+
+pub use event::CubeEvent;
+#[cfg(feature = "cuda")]
+pub use open::CudaCubeDevice;
+#[cfg(feature = "wgpu")]
+pub use open::WgpuCubeDevice;
+
+use super::{Device, Range, Reach, Source};
+use crate::error::{CollectiveError, Result};
+use crate::mem::{HostMem, HostRegion};
+use crate::types::{Combine, DType, Scale};
+
+/// A device buffer: a CubeCL handle with its length. Allocations are padded to whole 8-byte
+/// words (kernels address `u32` words; 64-bit elements need 8).
+#[derive(Clone)]
+pub struct CubeBuffer {
+    inner: Arc<BufInner>,
+}
+
+struct BufInner {
+    handle: Handle,
+    len: usize,
+    id: usize,
+    device: DeviceId,
+}
+
+impl fmt::Debug for CubeBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CubeBuffer(#{}, {} bytes)", self.inner.id, self.inner.len)
+    }
+}
+
+impl CubeBuffer {
+    fn handle(&self) -> Handle {
+        self.inner.handle.clone()
+    }
+    /// The padded size in bytes (a multiple of 8).
+    fn padded(&self) -> usize {
+        self.inner.handle.size_in_used() as usize
+    }
+}
+
+static NEXT_BUFFER: AtomicUsize = AtomicUsize::new(1);
+
+/// A CubeCL device: one CubeCL device of runtime `R` (a GPU, or a device opened on an
+/// adapter), shared by every clone.
+///
+/// Open one with `WgpuCubeDevice::wgpu_default` / `WgpuCubeDevice::wgpu_distinct` (feature
+/// `wgpu`) or `CudaCubeDevice::cuda` (feature `cuda`); every rank that should share the
+/// device uses a clone.
+///
+/// ```
+/// // The host device is the runnable example of the contract; a CubeCL device is used the
+/// // same way: `Communicator::new(device.clone(), world, id, rank)`.
+/// use ruccl::{Device, HostDevice};
+/// assert!(HostDevice::default().supports(ruccl::DType::BF16));
+/// ```
+pub struct CubeDevice<R: Runtime> {
+    inner: Arc<Inner<R>>,
+}
+
+struct Inner<R: Runtime> {
+    client: ComputeClient<R>,
+    id: DeviceId,
+    name: String,
+    /// Largest buffer the runtime binds to a kernel.
+    max_binding: usize,
+    /// Bytes moved between this device and host memory by `upload`/`download`/host sources.
+    host_bytes: AtomicUsize,
+}
+
+impl<R: Runtime> Clone for CubeDevice<R> {
+    fn clone(&self) -> Self {
+        CubeDevice { inner: self.inner.clone() }
+    }
+}
+
+impl<R: Runtime> fmt::Debug for CubeDevice<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.inner.name)
+    }
+}
+
+/// Runs a CubeCL call, turning a panic into a `Device` error naming `what`.
+fn contained<T>(device: &str, what: &str, f: impl FnOnce() -> T) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+        let why = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".into());
+        CollectiveError::device(format!("{device}: {what} failed inside CubeCL: {why}"))
+    })
+}
+
+/// Whether `a` and `b` of one buffer overlap without being identical.
+fn partial_overlap(a: &Range<CubeBuffer>, b: &Range<CubeBuffer>) -> bool {
+    a.buf.inner.id == b.buf.inner.id && a.off != b.off && a.off < b.off + a.len && b.off < a.off + a.len
+}
+
+fn identical(a: &Range<CubeBuffer>, b: &Range<CubeBuffer>) -> bool {
+    a.buf.inner.id == b.buf.inner.id && a.off == b.off
+}
+
+impl<R: Runtime> CubeDevice<R> {
+    /// Wraps a CubeCL device whose client is `client` (opened by the constructors in `open`).
+    fn from_client(mut client: ComputeClient<R>, device: &R::Device, label: String) -> Self {
+        // One stream for the whole device, whatever thread enqueues (see the module docs).
+        // SAFETY: the stream id only selects which of CubeCL's streams records the work;
+        // every handle this device makes is created and used on that one stream.
+        unsafe { client.set_stream(cubecl::stream_id::StreamId { value: STREAM }) };
+        let max_binding = usize::try_from(client.properties().memory.max_page_size).unwrap_or(usize::MAX);
+        CubeDevice {
+            inner: Arc::new(Inner {
+                client,
+                id: device.to_id(),
+                name: label,
+                max_binding,
+                host_bytes: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Bytes this device (and its clones) moved between device and host memory for uploads,
+    /// downloads and host-resident reduction sources. Ranks sharing a device move none.
+    pub fn host_bytes(&self) -> usize {
+        self.inner.host_bytes.load(Ordering::Relaxed)
+    }
+
+    fn client(&self) -> &ComputeClient<R> {
+        &self.inner.client
+    }
+
+    fn check_range(&self, r: &Range<CubeBuffer>, what: &str) -> Result<()> {
+        if r.buf.inner.device != self.inner.id {
+            return Err(CollectiveError::device(format!(
+                "{}: {what} names a buffer of another device",
+                self.inner.name
+            )));
+        }
+        if r.off.checked_add(r.len).is_none_or(|end| end > r.buf.inner.len) {
+            return Err(CollectiveError::device(format!(
+                "{}: {what} range {}..{} is outside a buffer of {} bytes",
+                self.inner.name,
+                r.off,
+                r.off.saturating_add(r.len),
+                r.buf.inner.len
+            )));
+        }
+        Ok(())
+    }
+
+    /// An event for everything enqueued so far.
+    fn event(&self) -> Result<CubeEvent> {
+        let fut = contained(&self.inner.name, "sync", || self.client().sync())?;
+        Ok(CubeEvent::sync(fut))
+    }
+
+    /// A device copy of host bytes (a fresh handle; CubeCL reuses its memory once dropped).
+    fn stage_in(&self, src: &HostRegion) -> Result<CubeBuffer> {
+        let bytes = src.read()?;
+        let mut padded = vec![0u8; pad(bytes.len())];
+        padded[..bytes.len()].copy_from_slice(&bytes);
+        self.inner.host_bytes.fetch_add(bytes.len(), Ordering::Relaxed);
+        let handle = contained(&self.inner.name, "upload", || self.client().create_from_slice(&padded))?;
+        Ok(self.wrap(handle, bytes.len()))
+    }
+
+    fn wrap(&self, handle: Handle, len: usize) -> CubeBuffer {
+        CubeBuffer {
+            inner: Arc::new(BufInner {
+                handle,
+                len,
+                id: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed),
+                device: self.inner.id,
+            }),
+        }
+    }
+}
+
+/// CubeCL's stream id for all of ruCCL's work (any value works; it names one stream).
+const STREAM: u64 = 0x7275_6363_6c00;
+
+/// `len` rounded up to whole 8-byte words (at least one).
+fn pad(len: usize) -> usize {
+    len.div_ceil(8).max(1) * 8
+}
+
+impl<R: Runtime> Device for CubeDevice<R> {
+    type Buffer = CubeBuffer;
+    type Event = CubeEvent;
+
+    fn describe(&self) -> String {
+        self.inner.name.clone()
+    }
+
+    fn same_device(&self, other: &Self) -> bool {
+        self.inner.id == other.inner.id
+    }
+
+    fn reach(&self, other: &Self) -> Reach {
+        if self.same_device(other) { Reach::Same } else { Reach::Host }
+    }
+
+    fn supports(&self, dtype: DType) -> bool {
+        launch::supports(self.client(), dtype)
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<CubeBuffer> {
+        let size = pad(bytes);
+        if size > self.inner.max_binding {
+            return Err(CollectiveError::device(format!(
+                "{}: a buffer of {bytes} bytes is larger than the {} bytes one kernel can bind",
+                self.inner.name, self.inner.max_binding
+            )));
+        }
+        let handle = contained(&self.inner.name, "allocation", || self.client().empty(size))?;
+        let buf = self.wrap(handle, bytes);
+        // CubeCL hands out reused, uninitialised memory; the contract promises zeroes.
+        launch::fill(self.client(), &buf.handle(), size / 4, 0, &self.inner.name)?;
+        Ok(buf)
+    }
+
+    fn alloc_staging(&self, bytes: usize) -> Result<HostMem> {
+        HostMem::zeroed(bytes)
+    }
+
+    fn len(&self, buf: &CubeBuffer) -> usize {
+        buf.inner.len
+    }
+
+    fn mem_id(&self, buf: &CubeBuffer) -> usize {
+        buf.inner.id
+    }
+
+    fn write(&self, dst: &CubeBuffer, off: usize, src: &[u8]) -> Result<()> {
+        let mem = HostMem::zeroed(src.len())?;
+        mem.write(0, src.len())?.copy_from_slice(src);
+        let ev = self.upload(&Range::new(dst.clone(), off, src.len()), &HostRegion { mem, off: 0, len: src.len() })?;
+        self.wait(&ev, None)
+    }
+
+    fn read(&self, src: &CubeBuffer, off: usize, dst: &mut [u8]) -> Result<()> {
+        let mem = HostMem::zeroed(dst.len())?;
+        let region = HostRegion { mem: mem.clone(), off: 0, len: dst.len() };
+        let ev = self.download(&Range::new(src.clone(), off, dst.len()), &region)?;
+        self.wait(&ev, None)?;
+        dst.copy_from_slice(&mem.read(0, dst.len())?);
+        Ok(())
+    }
+
+    fn upload(&self, dst: &Range<CubeBuffer>, src: &HostRegion) -> Result<CubeEvent> {
+        self.check_range(dst, "upload")?;
+        if src.len != dst.len {
+            return Err(CollectiveError::device(format!("upload of {} bytes into {}", src.len, dst.len)));
+        }
+        if dst.len == 0 {
+            return Ok(CubeEvent::done());
+        }
+        let staged = self.stage_in(src)?;
+        launch::copy(self.client(), &staged.handle(), 0, &dst.buf.handle(), dst.off, dst.len, &self.inner.name)?;
+        self.event()
+    }
+
+    fn download(&self, src: &Range<CubeBuffer>, dst: &HostRegion) -> Result<CubeEvent> {
+        self.check_range(src, "download")?;
+        if src.len != dst.len {
+            return Err(CollectiveError::device(format!("download of {} bytes into {}", src.len, dst.len)));
+        }
+        if !dst.mem.check(dst.off, dst.len) {
+            return Err(CollectiveError::device(format!("{}: download into a bad host range", self.inner.name)));
+        }
+        if src.len == 0 {
+            return Ok(CubeEvent::done());
+        }
+        // Reads start and end on word boundaries; the event copies out the wanted bytes.
+        let start = src.off / 4 * 4;
+        let end = (src.off + src.len).div_ceil(4) * 4;
+        let handle = src.buf.handle().offset_start(start as u64).offset_end((src.buf.padded() - end) as u64);
+        self.inner.host_bytes.fetch_add(src.len, Ordering::Relaxed);
+        let client = self.client().clone();
+        // The future owns its client; CubeCL enqueues the read when it is first polled,
+        // which happens right here, so the read keeps its place in the device's order.
+        let fut = Box::pin(async move { client.read_async(vec![handle]).await });
+        let ev = CubeEvent::read(fut, event::Landing { dst: dst.clone(), skip: src.off - start });
+        contained(&self.inner.name, "download", || ev.poll(&self.inner.name))??;
+        Ok(ev)
+    }
+
+    fn copy(&self, src: &Range<CubeBuffer>, dst: &Range<CubeBuffer>) -> Result<CubeEvent> {
+        self.check_range(src, "copy source")?;
+        self.check_range(dst, "copy destination")?;
+        if src.len != dst.len {
+            return Err(CollectiveError::device(format!("copy of {} bytes into {}", src.len, dst.len)));
+        }
+        if identical(src, dst) || src.len == 0 {
+            return Ok(CubeEvent::done());
+        }
+        if partial_overlap(src, dst) {
+            return Err(CollectiveError::device("copy between overlapping ranges"));
+        }
+        launch::copy(self.client(), &src.buf.handle(), src.off, &dst.buf.handle(), dst.off, dst.len, &self.inner.name)?;
+        self.event()
+    }
+
+    fn reduce(
+        &self,
+        dst: &Range<CubeBuffer>,
+        acc: &Range<CubeBuffer>,
+        srcs: &[Source<CubeBuffer>],
+        dtype: DType,
+        combine: Combine,
+    ) -> Result<CubeEvent> {
+        let len = dst.len;
+        self.check_range(dst, "reduce destination")?;
+        self.check_range(acc, "reduce accumulator")?;
+        if acc.len != len || srcs.iter().any(|s| s.len() != len) || !len.is_multiple_of(dtype.size()) {
+            return Err(CollectiveError::device("reduce ranges differ in length"));
+        }
+        if srcs.is_empty() {
+            return self.copy(acc, dst);
+        }
+        if partial_overlap(acc, dst) {
+            return Err(CollectiveError::device("reduce between overlapping ranges"));
+        }
+        if !self.supports(dtype) {
+            return Err(CollectiveError::unsupported(format!("{} cannot reduce {dtype}", self.inner.name)));
+        }
+        if len == 0 {
+            return Ok(CubeEvent::done());
+        }
+        let mut ranges = Vec::with_capacity(srcs.len());
+        for s in srcs {
+            match s {
+                Source::Device(r) => {
+                    self.check_range(r, "reduce source")?;
+                    if r.buf.inner.id == dst.buf.inner.id && r.off < dst.off + len && dst.off < r.off + len {
+                        return Err(CollectiveError::device("a reduce source overlaps its destination"));
+                    }
+                    ranges.push(r.clone());
+                }
+                Source::Host(h) => ranges.push(Range::new(self.stage_in(h)?, 0, len)),
+            }
+        }
+        launch::reduce(self, dst, acc, &ranges, dtype, combine)?;
+        self.event()
+    }
+
+    fn scale(&self, src: &Range<CubeBuffer>, dst: &Range<CubeBuffer>, dtype: DType, scale: Scale) -> Result<CubeEvent> {
+        self.check_range(src, "scale source")?;
+        self.check_range(dst, "scale destination")?;
+        if src.len != dst.len || !dst.len.is_multiple_of(dtype.size()) {
+            return Err(CollectiveError::device("scale ranges differ in length"));
+        }
+        if partial_overlap(src, dst) {
+            return Err(CollectiveError::device("scale between overlapping ranges"));
+        }
+        if !self.supports(dtype) {
+            return Err(CollectiveError::unsupported(format!("{} cannot scale {dtype}", self.inner.name)));
+        }
+        if dst.len == 0 {
+            return Ok(CubeEvent::done());
+        }
+        launch::scale(self, src, dst, dtype, scale)?;
+        self.event()
+    }
+
+    fn poll(&self, event: &CubeEvent) -> Result<bool> {
+        event.poll(&self.inner.name)
+    }
+
+    fn wait(&self, event: &CubeEvent, deadline: Option<Instant>) -> Result<()> {
+        event.wait(&self.inner.name, deadline)
+    }
+
+    fn host_view(&self, _buf: &CubeBuffer) -> Option<HostMem> {
+        None
+    }
+
+    fn synchronize(&self, deadline: Option<Instant>) -> Result<()> {
+        let ev = self.event()?;
+        self.wait(&ev, deadline)
+    }
+}
+
+/// The runtime's name for messages.
+fn runtime_name<R: Runtime>() -> &'static str {
+    type_name::<R>().rsplit("::").next().unwrap_or("cubecl")
+}

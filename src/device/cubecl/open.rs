@@ -1,0 +1,117 @@
+//! Opening CubeCL devices: the default wgpu adapter, several distinct devices on one adapter,
+//! and CUDA GPUs. A device that cannot be opened (no adapter, no driver) is a `Device` error,
+//! never a panic: CubeCL panics in these cases, so the driver is looked for first where that
+//! is possible and every panic is contained.
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+use super::{CubeDevice, contained, runtime_name};
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+use crate::error::{CollectiveError, Result};
+
+/// A CubeCL device on wgpu (WebGPU: Vulkan, Metal, DX12 or GL underneath).
+#[cfg(feature = "wgpu")]
+pub type WgpuCubeDevice = CubeDevice<cubecl::wgpu::WgpuRuntime>;
+
+/// A CubeCL device on CUDA.
+#[cfg(feature = "cuda")]
+pub type CudaCubeDevice = CubeDevice<cubecl::cuda::CudaRuntime>;
+
+#[cfg(feature = "wgpu")]
+impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
+    /// The default wgpu adapter (CubeCL's `WgpuDevice::DefaultDevice`); every call names the
+    /// same device, so ranks that each call it share it.
+    ///
+    /// # Errors
+    /// `Device` when no adapter can be opened (no GPU, no driver).
+    pub fn wgpu_default() -> Result<Self> {
+        use cubecl::Runtime;
+        let device = cubecl::wgpu::WgpuDevice::DefaultDevice;
+        let name = "wgpu:default".to_string();
+        let client = contained(&name, "opening the default adapter", || cubecl::wgpu::WgpuRuntime::client(&device))?;
+        let label = format!("{name} ({})", runtime_name::<cubecl::wgpu::WgpuRuntime>());
+        Ok(Self::from_client(client, &device, label))
+    }
+
+    /// `n` distinct devices opened on the default adapter: each its own wgpu device, queue
+    /// and CubeCL device thread. They reach each other through host memory, as distinct GPUs
+    /// do — the way to test that path on a machine with one adapter.
+    ///
+    /// # Errors
+    /// `Device` when no adapter or device can be had.
+    pub fn wgpu_distinct(n: usize) -> Result<Vec<Self>> {
+        use cubecl::Runtime;
+        let name = "wgpu".to_string();
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::all(),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = cubecl::future::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            force_fallback_adapter: false,
+            compatible_surface: None,
+        }))
+        .map_err(|e| CollectiveError::device(format!("wgpu: no adapter: {e}")))?;
+        (0..n)
+            .map(|_| {
+                let (device, queue) = cubecl::future::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+                    label: Some("ruccl"),
+                    required_features: adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+                    required_limits: adapter.limits(),
+                    memory_hints: wgpu::MemoryHints::MemoryUsage,
+                    trace: wgpu::Trace::Off,
+                    experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                }))
+                .map_err(|e| CollectiveError::device(format!("wgpu: cannot open a device: {e}")))?;
+                let setup = cubecl::wgpu::WgpuSetup {
+                    instance: instance.clone(),
+                    adapter: adapter.clone(),
+                    device,
+                    queue,
+                    backend: adapter.get_info().backend,
+                };
+                let id = contained(&name, "opening a device", || {
+                    cubecl::wgpu::init_device(setup, cubecl::wgpu::RuntimeOptions::default())
+                })?;
+                let client = contained(&name, "opening a device", || cubecl::wgpu::WgpuRuntime::client(&id))?;
+                let label = format!("wgpu:{id:?} ({})", runtime_name::<cubecl::wgpu::WgpuRuntime>());
+                Ok(Self::from_client(client, &id, label))
+            })
+            .collect()
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl CubeDevice<cubecl::cuda::CudaRuntime> {
+    /// CUDA GPU `index`.
+    ///
+    /// # Errors
+    /// `Device` when the CUDA driver library is missing or the GPU cannot be opened.
+    pub fn cuda(index: usize) -> Result<Self> {
+        use cubecl::Runtime;
+        let name = format!("cuda:{index}");
+        // SAFETY: only tries to load the driver library by name; nothing of it is called.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(CollectiveError::device(format!("{name}: no CUDA driver library (libcuda) on this machine")));
+        }
+        // SAFETY: as above, for the runtime compiler CubeCL compiles kernels with.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(CollectiveError::device(format!("{name}: no NVRTC library (libnvrtc) on this machine")));
+        }
+        let device = cubecl::cuda::CudaDevice { index };
+        let client = contained(&name, "opening the GPU", || cubecl::cuda::CudaRuntime::client(&device))?;
+        let label = format!("{name} ({})", runtime_name::<cubecl::cuda::CudaRuntime>());
+        Ok(Self::from_client(client, &device, label))
+    }
+}
+
+#[cfg(all(test, feature = "cuda"))]
+mod tests {
+    /// Without a CUDA driver, opening a GPU is a `Device` error, not a panic.
+    #[test]
+    fn a_missing_cuda_driver_is_a_device_error() {
+        match super::CudaCubeDevice::cuda(0) {
+            Err(e) => assert_eq!(e.kind(), crate::ErrorKind::Device, "{e}"),
+            Ok(d) => eprintln!("SKIPPED: a CUDA GPU is present here ({d:?})"),
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The GPU device the suite is stamped on (`--features test-wgpu`, `test-vulkan`,
+//! `test-metal` or `test-cuda`), and the tests only a GPU device needs:
+//! - its kernels against the host kernels, bit for bit, for every dtype, combine and scale,
+//!   at unaligned offsets, on random bit patterns (NaNs, signed zeros, subnormals), with
+//!   outputs pre-filled with a sentinel so a dropped launch fails;
+//! - ranks sharing the device move zero bytes through host memory;
+//! - ranks on distinct devices (opened on one adapter) stage through the host.
+//!
+//! Ranks of the suite share one device (`for_rank`); `foreign` is a second, distinct device.
+
+use std::sync::OnceLock;
+
+use ruccl::device::{Range, Source};
+use ruccl::mem::{HostMem, HostRegion};
+use ruccl::types::{Combine, Scale};
+use ruccl::{Communicator, DType, Device, HostDevice, Rank, ReduceOp, Tensor, UniqueId};
+
+use crate::harness::TestDevice;
+
+#[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))]
+pub type GpuDevice = ruccl::device::cubecl::WgpuCubeDevice;
+#[cfg(all(feature = "test-cuda", not(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))))]
+pub type GpuDevice = ruccl::device::cubecl::CudaCubeDevice;
+
+/// The shared device, and a distinct one (or why there is none).
+fn devices() -> &'static Result<(GpuDevice, GpuDevice), String> {
+    static DEVICES: OnceLock<Result<(GpuDevice, GpuDevice), String>> = OnceLock::new();
+    DEVICES.get_or_init(|| open().map_err(|e| e.to_string()))
+}
+
+#[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))]
+fn open() -> ruccl::Result<(GpuDevice, GpuDevice)> {
+    let shared = GpuDevice::wgpu_default()?;
+    let mut other = GpuDevice::wgpu_distinct(1)?;
+    Ok((shared, other.remove(0)))
+}
+
+#[cfg(all(feature = "test-cuda", not(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))))]
+fn open() -> ruccl::Result<(GpuDevice, GpuDevice)> {
+    let shared = GpuDevice::cuda(0)?;
+    let other = GpuDevice::cuda(1)?;
+    Ok((shared, other))
+}
+
+fn pair() -> &'static (GpuDevice, GpuDevice) {
+    match devices() {
+        Ok(p) => p,
+        Err(e) => panic!("the GPU device is unavailable: {e}"),
+    }
+}
+
+impl TestDevice for GpuDevice {
+    fn for_rank(_rank: Rank) -> Self {
+        pair().0.clone()
+    }
+    fn foreign(_rank: Rank) -> Self {
+        pair().1.clone()
+    }
+    fn unavailable() -> Option<String> {
+        devices().as_ref().err().cloned()
+    }
+    /// Mesa's software Vulkan runs every launch on the CPU: worlds of 4, 5 and 8 ranks (tens of
+    /// seconds per test there) are left to real GPUs (`RUCCL_GPU_MAX_WORLD` raises the cap).
+    fn max_world() -> usize {
+        std::env::var("RUCCL_GPU_MAX_WORLD").ok().and_then(|v| v.parse().ok()).unwrap_or(3)
+    }
+}
+
+/// Runs `f` when the device opened, says why not otherwise.
+fn with_gpu(f: impl FnOnce(&GpuDevice)) {
+    match devices() {
+        Ok((d, _)) => f(d),
+        Err(e) => eprintln!("SKIPPED on {}: {e}", std::any::type_name::<GpuDevice>()),
+    }
+}
+
+/// Random bytes (xorshift), with every element of 16- and 32-bit floats drawn from a mix
+/// of special values and random patterns.
+fn bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn specials(dtype: DType, seed: u64, n: usize) -> Vec<u8> {
+    let mut b = bytes(n * dtype.size(), seed);
+    // Sprinkle signed zeros, ones, infinities and NaNs where the type has them.
+    let special16: [u16; 6] = match dtype {
+        DType::F16 => [0x0000, 0x8000, 0x3c00, 0x7c00, 0x7e01, 0x0001],
+        _ => [0x0000, 0x8000, 0x3f80, 0x7f80, 0x7fc1, 0x0001],
+    };
+    if matches!(dtype, DType::F16 | DType::BF16) {
+        for i in (0..n).step_by(3) {
+            let v = special16[(i / 3) % special16.len()];
+            b[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    if dtype == DType::F32 {
+        let s: [f32; 4] = [0.0, -0.0, f32::NAN, 1.0];
+        for i in (0..n).step_by(4) {
+            b[4 * i..4 * i + 4].copy_from_slice(&s[(i / 4) % 4].to_le_bytes());
+        }
+    }
+    b
+}
+
+/// Whether element bytes `a` and `b` of `dtype` are NaNs (which NaN an operation returns
+/// differs between processors and is not promised).
+fn both_nan(dtype: DType, a: &[u8], b: &[u8]) -> bool {
+    let nan = |x: &[u8]| match dtype {
+        DType::F32 => f32::from_le_bytes(x.try_into().unwrap()).is_nan(),
+        DType::F64 => f64::from_le_bytes(x.try_into().unwrap()).is_nan(),
+        DType::F16 => half::f16::from_le_bytes(x.try_into().unwrap()).is_nan(),
+        DType::BF16 => half::bf16::from_le_bytes(x.try_into().unwrap()).is_nan(),
+        _ => false,
+    };
+    nan(a) && nan(b)
+}
+
+/// Asserts equal bytes, element by element; NaNs match any NaN.
+fn assert_same(dtype: DType, got: &[u8], want: &[u8], what: std::fmt::Arguments<'_>) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let es = dtype.size();
+    for (i, (g, w)) in got.chunks(es).zip(want.chunks(es)).enumerate() {
+        assert!(g == w || both_nan(dtype, g, w), "{what}: element {i} is {g:02x?}, expected {w:02x?}");
+    }
+}
+
+fn host_mem(b: &[u8]) -> HostMem {
+    let m = HostMem::zeroed(b.len()).unwrap();
+    m.write(0, b.len()).unwrap().copy_from_slice(b);
+    m
+}
+
+/// Runs the same reduce on the host device and on `gpu`, compares every byte of the output
+/// buffers (outside the range too: a kernel must not touch its neighbours).
+fn compare_reduce(gpu: &GpuDevice, dtype: DType, combine: Combine, sources: usize, offs: [usize; 3], n: usize) {
+    let es = dtype.size();
+    let total = (n + 9) * es;
+    let dst0 = vec![0xA5u8; total]; // the sentinel
+    let acc0 = specials(dtype, 11 + offs[0] as u64, total / es);
+    let srcs0: Vec<Vec<u8>> = (0..sources).map(|k| specials(dtype, 101 + k as u64, total / es)).collect();
+    let (d_off, a_off, s_off) = (offs[0] * es, offs[1] * es, offs[2] * es);
+    let len = n * es;
+    // Host reference.
+    let h = HostDevice::default();
+    let hd = host_mem(&dst0);
+    let ha = host_mem(&acc0);
+    let hs: Vec<Source<HostMem>> = srcs0.iter().map(|s| Source::Device(Range::new(host_mem(s), s_off, len))).collect();
+    h.reduce(&Range::new(hd.clone(), d_off, len), &Range::new(ha, a_off, len), &hs, dtype, combine).unwrap();
+    let want = hd.read(0, total).unwrap().to_vec();
+    // The GPU, every other source from host memory.
+    let up = |b: &[u8]| {
+        let buf = gpu.alloc(b.len()).unwrap();
+        gpu.write(&buf, 0, b).unwrap();
+        buf
+    };
+    let gd = up(&dst0);
+    let ga = up(&acc0);
+    let gs: Vec<Source<_>> = srcs0
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            if k % 2 == 1 {
+                Source::Host(HostRegion { mem: host_mem(&s[s_off..s_off + len]), off: 0, len })
+            } else {
+                Source::Device(Range::new(up(s), s_off, len))
+            }
+        })
+        .collect();
+    let ev = gpu.reduce(&Range::new(gd.clone(), d_off, len), &Range::new(ga, a_off, len), &gs, dtype, combine).unwrap();
+    gpu.wait(&ev, None).unwrap();
+    let mut got = vec![0u8; total];
+    gpu.read(&gd, 0, &mut got).unwrap();
+    assert_same(dtype, &got, &want, format_args!("{dtype} {combine:?} x{sources} offsets {offs:?} n {n}"));
+}
+
+#[test]
+fn gpu_kernels_match_the_host_bit_for_bit() {
+    with_gpu(|gpu| {
+        for dtype in DType::ALL {
+            if !gpu.supports(dtype) {
+                eprintln!("SKIPPED {dtype} on {}: the runtime has no such type", gpu.describe());
+                continue;
+            }
+            for combine in [Combine::Sum, Combine::Prod, Combine::Min, Combine::Max] {
+                for (sources, offs, n) in
+                    [(1, [0, 0, 0], 1), (1, [1, 3, 2], 7), (2, [3, 0, 1], 33), (3, [2, 5, 7], 517)]
+                {
+                    compare_reduce(gpu, dtype, combine, sources, offs, n);
+                }
+                // In place: the accumulator is the destination.
+                let es = dtype.size();
+                let n = 45;
+                let a0 = specials(dtype, 7, n + 3);
+                let s0 = specials(dtype, 8, n);
+                let h = HostDevice::default();
+                let ha = host_mem(&a0);
+                h.reduce(
+                    &Range::new(ha.clone(), es, n * es),
+                    &Range::new(ha.clone(), es, n * es),
+                    &[Source::Device(Range::new(host_mem(&s0), 0, n * es))],
+                    dtype,
+                    combine,
+                )
+                .unwrap();
+                let ga = gpu.alloc(a0.len()).unwrap();
+                gpu.write(&ga, 0, &a0).unwrap();
+                let gs = gpu.alloc(s0.len()).unwrap();
+                gpu.write(&gs, 0, &s0).unwrap();
+                let r = Range::new(ga.clone(), es, n * es);
+                let ev = gpu.reduce(&r, &r, &[Source::Device(Range::new(gs, 0, n * es))], dtype, combine).unwrap();
+                gpu.wait(&ev, None).unwrap();
+                let mut got = vec![0u8; a0.len()];
+                gpu.read(&ga, 0, &mut got).unwrap();
+                let want = ha.read(0, a0.len()).unwrap().to_vec();
+                assert_same(dtype, &got, &want, format_args!("{dtype} {combine:?} in place"));
+            }
+            for scale in [Scale::DivBy(3), Scale::DivBy(8), Scale::MulBy(2.0), Scale::MulBy(0.37)] {
+                let es = dtype.size();
+                let n = 67;
+                let s0 = specials(dtype, 21, n + 2);
+                let d0 = vec![0x5Au8; (n + 4) * es];
+                let h = HostDevice::default();
+                let hd = host_mem(&d0);
+                h.scale(&Range::new(host_mem(&s0), es, n * es), &Range::new(hd.clone(), 3 * es, n * es), dtype, scale)
+                    .unwrap();
+                let gs = gpu.alloc(s0.len()).unwrap();
+                gpu.write(&gs, 0, &s0).unwrap();
+                let gd = gpu.alloc(d0.len()).unwrap();
+                gpu.write(&gd, 0, &d0).unwrap();
+                let ev = gpu
+                    .scale(&Range::new(gs, es, n * es), &Range::new(gd.clone(), 3 * es, n * es), dtype, scale)
+                    .unwrap();
+                gpu.wait(&ev, None).unwrap();
+                let mut got = vec![0u8; d0.len()];
+                gpu.read(&gd, 0, &mut got).unwrap();
+                let want = hd.read(0, d0.len()).unwrap().to_vec();
+                assert_same(dtype, &got, &want, format_args!("{dtype} {scale:?}"));
+            }
+        }
+    });
+}
+
+#[test]
+fn gpu_copies_at_any_byte_offset() {
+    with_gpu(|gpu| {
+        let src = bytes(300, 5);
+        let s = gpu.alloc(src.len()).unwrap();
+        gpu.write(&s, 0, &src).unwrap();
+        for (so, d_off, len) in [(0, 0, 300), (1, 2, 17), (3, 0, 64), (0, 5, 250), (7, 7, 1), (2, 1, 0)] {
+            let d = gpu.alloc(320).unwrap();
+            gpu.write(&d, 0, &[0xEE; 320]).unwrap();
+            let ev = gpu.copy(&Range::new(s.clone(), so, len), &Range::new(d.clone(), d_off, len)).unwrap();
+            gpu.wait(&ev, None).unwrap();
+            let mut got = vec![0u8; 320];
+            gpu.read(&d, 0, &mut got).unwrap();
+            let mut want = vec![0xEEu8; 320];
+            want[d_off..d_off + len].copy_from_slice(&src[so..so + len]);
+            assert_eq!(got, want, "copy {so} -> {d_off}, {len} bytes");
+            // Partial reads at odd offsets.
+            let mut part = vec![0u8; len];
+            gpu.read(&d, d_off, &mut part).unwrap();
+            assert_eq!(part, &src[so..so + len]);
+        }
+    });
+}
+
+/// Ranks that share the device exchange device ranges and reduce on it: the collectives
+/// move no byte through host memory (building and reading tensors does, outside the count).
+/// The ranks use their own handle on the device, so other tests running at the same time
+/// do not add to its count.
+#[test]
+fn gpu_shared_device_moves_no_host_bytes() {
+    if let Some(why) = GpuDevice::unavailable() {
+        eprintln!("SKIPPED on {}: {why}", std::any::type_name::<GpuDevice>());
+        return;
+    }
+    let dev = own_handle();
+    assert!(dev.same_device(&GpuDevice::for_rank(0)));
+    let (world, n) = (4, 6);
+    let id = UniqueId::new().unwrap();
+    let ready = std::sync::Barrier::new(world);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..world)
+            .map(|r| {
+                let (id, dev, ready) = (id.clone(), dev.clone(), &ready);
+                s.spawn(move || {
+                    let comm = Communicator::new(dev.clone(), world, id, r).unwrap();
+                    let mut t = Tensor::from_slice(&dev, &[r as f32 + 1.0; 6], &[6]).unwrap();
+                    let x = Tensor::from_slice(&dev, &vec![r as f32; n * world], &[n * world]).unwrap();
+                    let mut y = Tensor::zeros(&dev, DType::F32, &[n]).unwrap();
+                    let mut yw = Tensor::zeros(&dev, DType::F32, &[n * world]).unwrap();
+                    ready.wait();
+                    let before = dev.host_bytes();
+                    ready.wait();
+                    comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+                    comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
+                    comm.broadcast(&mut t, 1).unwrap();
+                    comm.all_gather_into_tensor(&mut yw, &t).unwrap();
+                    comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Sum).unwrap();
+                    comm.all_to_all_single(&mut yw, &x).unwrap();
+                    comm.barrier().unwrap();
+                    ready.wait();
+                    let after = dev.host_bytes();
+                    ready.wait();
+                    assert_eq!(after - before, 0, "rank {r}: bytes crossed host memory");
+                    assert_eq!(t.to_vec::<f32>().unwrap(), vec![10.0; 6], "all_reduce sum then avg");
+                    assert_eq!(y.to_vec::<f32>().unwrap(), vec![6.0; 6], "reduce_scatter");
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+}
+
+#[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))]
+fn own_handle() -> GpuDevice {
+    GpuDevice::wgpu_default().unwrap()
+}
+
+#[cfg(all(feature = "test-cuda", not(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))))]
+fn own_handle() -> GpuDevice {
+    GpuDevice::cuda(0).unwrap()
+}
+
+/// Ranks on distinct devices (opened on one adapter) reach each other through the host.
+#[test]
+fn gpu_distinct_devices_stage_through_the_host() {
+    if let Some(why) = GpuDevice::unavailable() {
+        eprintln!("SKIPPED on {}: {why}", std::any::type_name::<GpuDevice>());
+        return;
+    }
+    let world = 3;
+    let devs = distinct(world);
+    let id = UniqueId::new().unwrap();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = devs
+            .iter()
+            .enumerate()
+            .map(|(rank, dev)| {
+                let (id, dev) = (id.clone(), dev.clone());
+                s.spawn(move || {
+                    let comm = Communicator::new(dev.clone(), world, id, rank).unwrap();
+                    let mut t = Tensor::from_slice(&dev, &[rank as f32 + 1.0; 5], &[5]).unwrap();
+                    let mut b = Tensor::from_slice(&dev, &[half::bf16::from_f32(rank as f32); 3], &[3]).unwrap();
+                    let before = dev.host_bytes();
+                    comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+                    comm.all_reduce(&mut b, ReduceOp::Max).unwrap();
+                    assert!(dev.host_bytes() > before, "rank {rank}: nothing was staged through the host");
+                    assert_eq!(t.to_vec::<f32>().unwrap(), vec![6.0; 5]);
+                    assert_eq!(b.to_vec::<half::bf16>().unwrap(), vec![half::bf16::from_f32(2.0); 3]);
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+}
+
+#[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))]
+fn distinct(n: usize) -> Vec<GpuDevice> {
+    GpuDevice::wgpu_distinct(n).unwrap()
+}
+
+#[cfg(all(feature = "test-cuda", not(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))))]
+fn distinct(n: usize) -> Vec<GpuDevice> {
+    (0..n).map(|i| GpuDevice::cuda(i).unwrap()).collect()
+}
+
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Communicator<GpuDevice>>();
+    send_sync::<Tensor<GpuDevice>>();
+};
