@@ -310,19 +310,22 @@ fn check_flow(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64,
     Ok(())
 }
 
+/// Every collective the simulator runs plans of.
+const COLLECTIVES: [OpKind; 9] = [
+    OpKind::AllReduce,
+    OpKind::Broadcast,
+    OpKind::Reduce,
+    OpKind::AllGather,
+    OpKind::ReduceScatter,
+    OpKind::AllToAll,
+    OpKind::Gather,
+    OpKind::Scatter,
+    OpKind::Barrier,
+];
+
 #[test]
 fn every_plan_is_correct_and_deadlock_free() {
-    let kinds = [
-        OpKind::AllReduce,
-        OpKind::Broadcast,
-        OpKind::Reduce,
-        OpKind::AllGather,
-        OpKind::ReduceScatter,
-        OpKind::AllToAll,
-        OpKind::Gather,
-        OpKind::Scatter,
-        OpKind::Barrier,
-    ];
+    let kinds = COLLECTIVES;
     let mut cases = 0;
     for kind in kinds {
         for n in 1..=9 {
@@ -445,17 +448,7 @@ fn kary_and_centralized_plans_for_every_world_and_count() {
 /// deadlock-free here too — this test checks that claim, and the results, for every plan.
 #[test]
 fn every_plan_is_deadlock_free_under_credits() {
-    let kinds = [
-        OpKind::AllReduce,
-        OpKind::Broadcast,
-        OpKind::Reduce,
-        OpKind::AllGather,
-        OpKind::ReduceScatter,
-        OpKind::AllToAll,
-        OpKind::Gather,
-        OpKind::Scatter,
-        OpKind::Barrier,
-    ];
+    let kinds = COLLECTIVES;
     let algos = [
         Algorithm::Auto,
         Algorithm::Ring,
