@@ -7,6 +7,7 @@ mod calls;
 mod collectives;
 pub(crate) mod flight;
 mod group;
+mod local;
 mod nonblocking;
 mod p2p;
 mod progress;
