@@ -40,6 +40,9 @@ macro_rules! per_dtype {
 #[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal", feature = "test-cuda"))]
 #[path = "core/gpu.rs"]
 mod gpu;
+#[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal", feature = "test-cuda"))]
+#[path = "core/gpu_peer.rs"]
+mod gpu_peer;
 #[path = "core/harness.rs"]
 mod harness;
 #[path = "core/reference.rs"]

@@ -116,6 +116,70 @@ impl Backend for HostBackend {
     }
 }
 
+/// ruCCL's own tensors on any [`Device`] as a [`Backend`] — for CubeCL devices
+/// (`DeviceBackend<CubeDevice<R>>`, features `wgpu` or `cuda`) the peer API's GPU backend:
+/// the primitive *is* a [`Tensor<D>`], so both conversions are moves, and peers registered
+/// on one device exchange device memory and reduce on the device with no host round trip
+/// (peers on different devices stage through host memory, like any communicator's ranks).
+///
+/// ```
+/// use ruccl::api::{self, CollectiveConfig, DeviceBackend, PeerId, ReduceOperation};
+/// use ruccl::{HostDevice, Tensor};
+/// type B = DeviceBackend<HostDevice>; // with `--features wgpu`: DeviceBackend<WgpuCubeDevice>
+/// let dev = HostDevice::default();
+/// let peer = PeerId::new(0);
+/// api::register::<B>(peer, dev, CollectiveConfig::default())?;
+/// let t = api::all_reduce::<B>(peer, Tensor::from_slice(&dev, &[1.0f32, 3.0], &[2])?, ReduceOperation::Sum)?;
+/// assert_eq!(t.to_vec::<f32>()?, vec![1.0, 3.0]);
+/// api::finish_collective::<B>(peer)?;
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+pub struct DeviceBackend<D>(std::marker::PhantomData<fn() -> D>);
+
+impl<D> fmt::Debug for DeviceBackend<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeviceBackend<{}>", std::any::type_name::<D>())
+    }
+}
+
+impl<D: Device + PartialEq> Backend for DeviceBackend<D> {
+    type Device = D;
+    type FloatTensorPrimitive = Tensor<D>;
+    type CommDevice = D;
+
+    const FLOAT_DTYPES: &'static [DType] = &[DType::F32, DType::F64, DType::F16, DType::BF16];
+
+    fn comm_device(device: &D) -> Result<D> {
+        Ok(device.clone())
+    }
+
+    fn float_device(tensor: &Tensor<D>) -> D {
+        tensor.device().clone()
+    }
+
+    fn to_ruccl(tensor: Tensor<D>, device: &D) -> Result<Tensor<D>> {
+        relabel(tensor, device)
+    }
+
+    fn from_ruccl(tensor: Tensor<D>, device: &D) -> Result<Tensor<D>> {
+        relabel(tensor, device)
+    }
+}
+
+/// A tensor of one device handed over for another: a move when it is the same device; a
+/// `Device` error otherwise (the peer API checks a tensor's device against its registration
+/// before it converts, so this is a broken invariant, not a user error).
+fn relabel<D: Device>(tensor: Tensor<D>, device: &D) -> Result<Tensor<D>> {
+    if tensor.device().same_device(device) {
+        return Ok(tensor);
+    }
+    Err(crate::error::CollectiveError::device(format!(
+        "a tensor on {} was handed over for {}",
+        tensor.device().describe(),
+        device.describe()
+    )))
+}
+
 /// Every host device is the same memory, so moving a tensor between logical host devices only
 /// changes its label.
 fn rewrap(tensor: Tensor<HostDevice>, device: &HostDevice) -> Result<Tensor<HostDevice>> {

@@ -111,7 +111,7 @@ mod tests;
 
 use std::fmt;
 
-pub use backend::{Backend, HostBackend};
+pub use backend::{Backend, DeviceBackend, HostBackend};
 pub use config::{CollectiveConfig, Strategy};
 pub use ops::{
     all_gather, all_reduce, barrier, broadcast, finish_collective, reduce, reduce_scatter, register, reset_collective,

@@ -224,6 +224,14 @@ impl<D: Device> OpRun<D> {
         first.is_none_or(|ev| self.dev.poll(ev).unwrap_or(true))
     }
 
+    /// The peer `b` waits on, if any (cheap: no formatting, unlike [`describe`](Self::describe)).
+    fn awaited(b: Blocked) -> Option<Rank> {
+        match b {
+            Blocked::Message(p) | Blocked::Release(p, _) | Blocked::Delivered(p, _) => Some(p),
+            Blocked::Device => None,
+        }
+    }
+
     /// "what this rank waits for", for the flight recorder and error messages.
     fn describe(&self, b: Blocked) -> (Option<Rank>, String) {
         match b {
@@ -314,7 +322,7 @@ impl<D: Device> OpRun<D> {
     /// the link fails.
     fn block_on(&mut self, b: Blocked, watch: &mut Option<WaitWatch>) -> Result<()> {
         let deadline = self.ctx.deadline;
-        let Some(peer) = self.describe(b).0 else {
+        let Some(peer) = Self::awaited(b) else {
             let ev = self.staged_send.as_ref().map(|s| &s.event).or(self.inflight.first().map(|f| &f.event));
             return match ev {
                 Some(ev) => self.dev.wait(ev, Some(deadline)).map_err(|e| match e.kind() {

@@ -323,12 +323,12 @@ fn gpu_shared_device_moves_no_host_bytes() {
 }
 
 #[cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))]
-fn own_handle() -> GpuDevice {
+pub fn own_handle() -> GpuDevice {
     GpuDevice::wgpu_default().unwrap()
 }
 
 #[cfg(all(feature = "test-cuda", not(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))))]
-fn own_handle() -> GpuDevice {
+pub fn own_handle() -> GpuDevice {
     GpuDevice::cuda(0).unwrap()
 }
 

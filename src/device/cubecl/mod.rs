@@ -109,6 +109,13 @@ impl<R: Runtime> Clone for CubeDevice<R> {
     }
 }
 
+/// Two handles are equal when they open the same device (as [`Device::same_device`]).
+impl<R: Runtime> PartialEq for CubeDevice<R> {
+    fn eq(&self, other: &Self) -> bool {
+        self.same_device(other)
+    }
+}
+
 impl<R: Runtime> fmt::Debug for CubeDevice<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.inner.name)
