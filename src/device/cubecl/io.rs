@@ -1,24 +1,32 @@
-//! Host→device writes without a CubeCL handle per transfer. On wgpu, bytes go straight into
+//! Transfers without a CubeCL handle or kernel per step. On wgpu, host bytes go straight into
 //! the destination's own wgpu buffer by a queued write (`Queue::write_buffer`, what CubeCL
-//! itself does to fill a new handle), after the device's earlier work was submitted, so the
-//! write lands after every kernel enqueued before it and before every kernel enqueued after.
-//! Host-resident reduction sources go into one reusable scratch buffer per device. Where
-//! there is no queue (CUDA), the old path remains: a fresh CubeCL handle and the copy kernel.
+//! itself does to fill a new handle), and word-aligned device copies are the queue's
+//! buffer-to-buffer copy instead of the copy kernel. Both are issued after the device's
+//! earlier work was submitted, so they land after every kernel enqueued before them and
+//! before every kernel enqueued after. Host-resident reduction sources go into one reusable
+//! scratch buffer per device. Where there is no queue (CUDA), the old paths remain: a fresh
+//! CubeCL handle and the copy kernel.
 
 use std::sync::{Mutex, MutexGuard};
 
 use cubecl::Runtime;
 
-use super::{CubeBuffer, CubeDevice, contained, pad};
-use crate::error::{CollectiveError, Result};
+use super::{CubeBuffer, CubeDevice};
+use crate::error::Result;
+#[cfg(feature = "wgpu")]
+use {
+    super::{contained, pad},
+    crate::error::CollectiveError,
+};
 
 /// A device's transfer state.
 pub(super) struct Io {
-    /// The wgpu queue under the device, when ruCCL opened the device and so holds it.
+    /// The wgpu device and queue under the device, when ruCCL opened it and so holds them.
     #[cfg(feature = "wgpu")]
-    queue: Option<wgpu::Queue>,
+    queue: Option<(wgpu::Device, wgpu::Queue)>,
     /// Scratch for host-resident reduction sources. Held locked from the write into it until
     /// the kernels reading it are enqueued: the next writer's submit then orders them first.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     scratch: Mutex<Option<CubeBuffer>>,
 }
 
@@ -35,7 +43,7 @@ impl Io {
 
     /// Queued writes through `queue`.
     #[cfg(feature = "wgpu")]
-    pub(super) fn wgpu(queue: Option<wgpu::Queue>) -> Self {
+    pub(super) fn wgpu(queue: Option<(wgpu::Device, wgpu::Queue)>) -> Self {
         Io { queue, scratch: Mutex::new(None) }
     }
 }
@@ -49,25 +57,71 @@ impl<R: Runtime> CubeDevice<R> {
     fn write_queued(&self, buf: &CubeBuffer, off: usize, bytes: &[u8]) -> Result<bool> {
         debug_assert!(off.is_multiple_of(4) && bytes.len().is_multiple_of(4) && off + bytes.len() <= buf.padded());
         #[cfg(feature = "wgpu")]
-        if let Some(queue) = &self.inner.io.queue {
-            let name = &self.inner.name;
-            let res = contained(name, "looking up a buffer", || self.client().get_resource(buf.handle()))?
-                .map_err(|e| CollectiveError::device(format!("{name}: looking up a buffer: {e}")))?;
-            let any: &dyn std::any::Any = res.resource();
-            let Some(w) = any.downcast_ref::<cubecl::wgpu::WgpuResource>() else {
-                return Ok(false);
-            };
-            // Submit what was enqueued so far: a queued write runs before the next submit.
-            contained(name, "flush", || self.client().flush())?
-                .map_err(|e| CollectiveError::device(format!("{name}: device work failed: {e}")))?;
-            contained(name, "a queued write", || {
-                queue.write_buffer(&w.buffer, w.offset + off as u64, bytes);
+        if let Some((_, queue)) = &self.inner.io.queue {
+            let Some((buffer, base)) = self.wgpu_buffer(buf)? else { return Ok(false) };
+            self.submit_pending()?;
+            contained(&self.inner.name, "a queued write", || {
+                queue.write_buffer(&buffer, base + off as u64, bytes);
                 queue.submit([]);
             })?;
             return Ok(true);
         }
         let _ = (buf, off, bytes);
         Ok(false)
+    }
+
+    /// `len` bytes from `src[src_off..]` to `dst[dst_off..]` by the queue's buffer-to-buffer
+    /// copy; `Ok(false)` (nothing done) where there is no queue, the range is not
+    /// word-aligned, or both lie in one wgpu buffer (CubeCL sub-allocates; a copy within one
+    /// buffer is not allowed).
+    pub(super) fn copy_queued(
+        &self,
+        src: &CubeBuffer,
+        src_off: usize,
+        dst: &CubeBuffer,
+        dst_off: usize,
+        len: usize,
+    ) -> Result<bool> {
+        #[cfg(feature = "wgpu")]
+        if let Some((device, queue)) = &self.inner.io.queue {
+            if !(src_off.is_multiple_of(4) && dst_off.is_multiple_of(4) && len.is_multiple_of(4)) {
+                return Ok(false);
+            }
+            let (Some((sb, s_base)), Some((db, d_base))) = (self.wgpu_buffer(src)?, self.wgpu_buffer(dst)?) else {
+                return Ok(false);
+            };
+            if sb == db {
+                return Ok(false);
+            }
+            self.submit_pending()?;
+            contained(&self.inner.name, "a buffer copy", || {
+                let mut enc =
+                    device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("ruccl copy") });
+                enc.copy_buffer_to_buffer(&sb, s_base + src_off as u64, &db, d_base + dst_off as u64, len as u64);
+                queue.submit([enc.finish()]);
+            })?;
+            return Ok(true);
+        }
+        let _ = (src, src_off, dst, dst_off, len);
+        Ok(false)
+    }
+
+    /// The wgpu buffer under `buf` and where `buf` starts in it; `None` off wgpu.
+    #[cfg(feature = "wgpu")]
+    fn wgpu_buffer(&self, buf: &CubeBuffer) -> Result<Option<(wgpu::Buffer, u64)>> {
+        let name = &self.inner.name;
+        let res = contained(name, "looking up a buffer", || self.client().get_resource(buf.handle()))?
+            .map_err(|e| CollectiveError::device(format!("{name}: looking up a buffer: {e}")))?;
+        let any: &dyn std::any::Any = res.resource();
+        Ok(any.downcast_ref::<cubecl::wgpu::WgpuResource>().map(|w| (w.buffer.clone(), w.offset)))
+    }
+
+    /// Submits the kernels enqueued so far: work put on the queue directly runs after them.
+    #[cfg(feature = "wgpu")]
+    fn submit_pending(&self) -> Result<()> {
+        let name = &self.inner.name;
+        contained(name, "flush", || self.client().flush())?
+            .map_err(|e| CollectiveError::device(format!("{name}: device work failed: {e}")))
     }
 
     /// `bytes` into `buf[off..]`: the word-aligned middle by a queued write, ragged edges

@@ -102,7 +102,8 @@ struct Inner<R: Runtime> {
     max_binding: usize,
     /// Bytes moved between this device and host memory by `upload`/`download`/host sources.
     host_bytes: AtomicUsize,
-    /// Host→device transfers: queued writes and reusable scratch (see `io`).
+    /// Host→device transfers: queued writes and reusable scratch (see `io`; CUDA has none).
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     io: io::Io,
 }
 
@@ -334,6 +335,9 @@ impl<R: Runtime> Device for CubeDevice<R> {
         }
         if partial_overlap(src, dst) {
             return Err(CollectiveError::device("copy between overlapping ranges"));
+        }
+        if self.copy_queued(&src.buf, src.off, &dst.buf, dst.off, dst.len)? {
+            return self.event();
         }
         launch::copy(self.client(), &src.buf.handle(), src.off, &dst.buf.handle(), dst.off, dst.len, &self.inner.name)?;
         self.event()

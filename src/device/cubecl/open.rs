@@ -30,7 +30,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
         // Opening the default device ourselves, as CubeCL would, keeps its queue for queued
         // writes (see `io`). If CubeCL already opened it (someone asked it for the default
         // device first), this fails inside CubeCL and uploads go through handles.
-        static QUEUE: std::sync::OnceLock<Option<wgpu::Queue>> = std::sync::OnceLock::new();
+        static QUEUE: std::sync::OnceLock<Option<(wgpu::Device, wgpu::Queue)>> = std::sync::OnceLock::new();
         let queue = QUEUE
             .get_or_init(|| {
                 let setup = || {
@@ -39,7 +39,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
                         cubecl::wgpu::RuntimeOptions::default(),
                     )
                 };
-                contained(&name, "opening the default adapter", setup).ok().map(|s| s.queue)
+                contained(&name, "opening the default adapter", setup).ok().map(|s| (s.device, s.queue))
             })
             .clone();
         let client = contained(&name, "opening the default adapter", || cubecl::wgpu::WgpuRuntime::client(&device))?;
@@ -77,7 +77,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
                     experimental_features: wgpu::ExperimentalFeatures::disabled(),
                 }))
                 .map_err(|e| CollectiveError::device(format!("wgpu: cannot open a device: {e}")))?;
-                let io = Io::wgpu(Some(queue.clone()));
+                let io = Io::wgpu(Some((device.clone(), queue.clone())));
                 let setup = cubecl::wgpu::WgpuSetup {
                     instance: instance.clone(),
                     adapter: adapter.clone(),
