@@ -18,6 +18,8 @@
 pub(crate) mod copy;
 pub(crate) mod native;
 pub(crate) mod packed;
+#[cfg(all(test, feature = "test-wgpu"))]
+mod shaders;
 
 /// Units per cube (workgroup).
 pub(crate) const CUBE_DIM: u32 = 256;

@@ -18,6 +18,7 @@
 //! contained and turned into `Device` errors.
 
 mod event;
+mod io;
 mod launch;
 mod open;
 
@@ -101,6 +102,9 @@ struct Inner<R: Runtime> {
     max_binding: usize,
     /// Bytes moved between this device and host memory by `upload`/`download`/host sources.
     host_bytes: AtomicUsize,
+    /// Host→device transfers: queued writes and reusable scratch (see `io`; CUDA has none).
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+    io: io::Io,
 }
 
 impl<R: Runtime> Clone for CubeDevice<R> {
@@ -145,7 +149,7 @@ fn identical(a: &Range<CubeBuffer>, b: &Range<CubeBuffer>) -> bool {
 
 impl<R: Runtime> CubeDevice<R> {
     /// Wraps a CubeCL device whose client is `client` (opened by the constructors in `open`).
-    fn from_client(mut client: ComputeClient<R>, device: &R::Device, label: String) -> Self {
+    fn from_client(mut client: ComputeClient<R>, device: &R::Device, label: String, io: io::Io) -> Self {
         // One stream for the whole device, whatever thread enqueues (see the module docs).
         // SAFETY: the stream id only selects which of CubeCL's streams records the work;
         // every handle this device makes is created and used on that one stream.
@@ -158,6 +162,7 @@ impl<R: Runtime> CubeDevice<R> {
                 name: label,
                 max_binding,
                 host_bytes: AtomicUsize::new(0),
+                io,
             }),
         }
     }
@@ -198,11 +203,9 @@ impl<R: Runtime> CubeDevice<R> {
     }
 
     /// A device copy of host bytes (a fresh handle; CubeCL reuses its memory once dropped).
-    fn stage_in(&self, src: &HostRegion) -> Result<CubeBuffer> {
-        let bytes = src.read()?;
+    fn stage_in(&self, bytes: &[u8]) -> Result<CubeBuffer> {
         let mut padded = vec![0u8; pad(bytes.len())];
-        padded[..bytes.len()].copy_from_slice(&bytes);
-        self.inner.host_bytes.fetch_add(bytes.len(), Ordering::Relaxed);
+        padded[..bytes.len()].copy_from_slice(bytes);
         let handle = contained(&self.inner.name, "upload", || self.client().create_from_slice(&padded))?;
         Ok(self.wrap(handle, bytes.len()))
     }
@@ -298,8 +301,8 @@ impl<R: Runtime> Device for CubeDevice<R> {
         if dst.len == 0 {
             return Ok(CubeEvent::done());
         }
-        let staged = self.stage_in(src)?;
-        launch::copy(self.client(), &staged.handle(), 0, &dst.buf.handle(), dst.off, dst.len, &self.inner.name)?;
+        self.inner.host_bytes.fetch_add(dst.len, Ordering::Relaxed);
+        self.write_bytes(&dst.buf, dst.off, &src.read()?)?;
         self.event()
     }
 
@@ -340,6 +343,9 @@ impl<R: Runtime> Device for CubeDevice<R> {
         if partial_overlap(src, dst) {
             return Err(CollectiveError::device("copy between overlapping ranges"));
         }
+        if self.copy_queued(&src.buf, src.off, &dst.buf, dst.off, dst.len)? {
+            return self.event();
+        }
         launch::copy(self.client(), &src.buf.handle(), src.off, &dst.buf.handle(), dst.off, dst.len, &self.inner.name)?;
         self.event()
     }
@@ -370,7 +376,18 @@ impl<R: Runtime> Device for CubeDevice<R> {
         if len == 0 {
             return Ok(CubeEvent::done());
         }
+        let hosts: Vec<&HostRegion> = srcs
+            .iter()
+            .filter_map(|s| match s {
+                Source::Host(h) => Some(h),
+                Source::Device(_) => None,
+            })
+            .collect();
+        // Host sources go into the device's scratch, held until the kernels are enqueued (a
+        // fresh handle each where there are no queued writes).
+        let scratch = if hosts.is_empty() { None } else { self.scratch_for(&hosts)? };
         let mut ranges = Vec::with_capacity(srcs.len());
+        let mut next_host = 0;
         for s in srcs {
             match s {
                 Source::Device(r) => {
@@ -380,10 +397,23 @@ impl<R: Runtime> Device for CubeDevice<R> {
                     }
                     ranges.push(r.clone());
                 }
-                Source::Host(h) => ranges.push(Range::new(self.stage_in(h)?, 0, len)),
+                Source::Host(h) => {
+                    self.inner.host_bytes.fetch_add(len, Ordering::Relaxed);
+                    match &scratch {
+                        Some((buf, offs)) => {
+                            let Some(buf) = buf.as_ref() else {
+                                return Err(CollectiveError::device("reduce scratch missing"));
+                            };
+                            ranges.push(Range::new(buf.clone(), offs[next_host], len));
+                        }
+                        None => ranges.push(Range::new(self.stage_in(&h.read()?)?, 0, len)),
+                    }
+                    next_host += 1;
+                }
             }
         }
         launch::reduce(self, dst, acc, &ranges, dtype, combine)?;
+        drop(scratch);
         self.event()
     }
 

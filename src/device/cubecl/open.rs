@@ -4,7 +4,7 @@
 //! is possible and every panic is contained.
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-use super::{CubeDevice, contained, runtime_name};
+use super::{CubeDevice, contained, io::Io, runtime_name};
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 use crate::error::{CollectiveError, Result};
 
@@ -27,9 +27,24 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
         use cubecl::Runtime;
         let device = cubecl::wgpu::WgpuDevice::DefaultDevice;
         let name = "wgpu:default".to_string();
+        // Opening the default device ourselves, as CubeCL would, keeps its queue for queued
+        // writes (see `io`). If CubeCL already opened it (someone asked it for the default
+        // device first), this fails inside CubeCL and uploads go through handles.
+        static QUEUE: std::sync::OnceLock<Option<(wgpu::Device, wgpu::Queue)>> = std::sync::OnceLock::new();
+        let queue = QUEUE
+            .get_or_init(|| {
+                let setup = || {
+                    cubecl::wgpu::init_setup::<cubecl::wgpu::AutoGraphicsApi>(
+                        &device,
+                        cubecl::wgpu::RuntimeOptions::default(),
+                    )
+                };
+                contained(&name, "opening the default adapter", setup).ok().map(|s| (s.device, s.queue))
+            })
+            .clone();
         let client = contained(&name, "opening the default adapter", || cubecl::wgpu::WgpuRuntime::client(&device))?;
         let label = format!("{name} ({})", runtime_name::<cubecl::wgpu::WgpuRuntime>());
-        Ok(Self::from_client(client, &device, label))
+        Ok(Self::from_client(client, &device, label, Io::wgpu(queue)))
     }
 
     /// `n` distinct devices opened on the default adapter: each its own wgpu device, queue
@@ -62,6 +77,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
                     experimental_features: wgpu::ExperimentalFeatures::disabled(),
                 }))
                 .map_err(|e| CollectiveError::device(format!("wgpu: cannot open a device: {e}")))?;
+                let io = Io::wgpu(Some((device.clone(), queue.clone())));
                 let setup = cubecl::wgpu::WgpuSetup {
                     instance: instance.clone(),
                     adapter: adapter.clone(),
@@ -74,7 +90,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
                 })?;
                 let client = contained(&name, "opening a device", || cubecl::wgpu::WgpuRuntime::client(&id))?;
                 let label = format!("wgpu:{id:?} ({})", runtime_name::<cubecl::wgpu::WgpuRuntime>());
-                Ok(Self::from_client(client, &id, label))
+                Ok(Self::from_client(client, &id, label, io))
             })
             .collect()
     }
@@ -100,7 +116,7 @@ impl CubeDevice<cubecl::cuda::CudaRuntime> {
         let device = cubecl::cuda::CudaDevice { index };
         let client = contained(&name, "opening the GPU", || cubecl::cuda::CudaRuntime::client(&device))?;
         let label = format!("{name} ({})", runtime_name::<cubecl::cuda::CudaRuntime>());
-        Ok(Self::from_client(client, &device, label))
+        Ok(Self::from_client(client, &device, label, Io::handles_only()))
     }
 }
 

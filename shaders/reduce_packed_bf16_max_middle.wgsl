@@ -1,0 +1,209 @@
+// reduce_packed_bf16_max_middle: generated from src/kernels/packed.rs by the CubeCL 0.10 WGSL compiler.
+// Do not edit; regenerate with `RUCCL_BLESS=1 cargo test -p ruCCL --features test-wgpu --lib kernels::shaders`.
+@group(0)
+@binding(0)
+var<storage, read_write> buffer_0_global: array<u32>;
+
+@group(0)
+@binding(1)
+var<storage, read_write> buffer_1_global: array<u32>;
+
+@group(0)
+@binding(2)
+var<storage, read_write> buffer_2_global: array<u32>;
+
+@group(0)
+@binding(3)
+var<storage, read_write> buffer_3_global: array<f32>;
+
+struct info_st {
+   scalars_u32: array<u32, 6>,
+   static_meta: array<u32, 8>,
+}
+
+@group(0)
+@binding(4)
+var<storage, read> info: info_st;
+
+const WORKGROUP_SIZE_X = 256u;
+const WORKGROUP_SIZE_Y = 1u;
+const WORKGROUP_SIZE_Z = 1u;
+
+@compute
+@workgroup_size(256, 1, 1)
+fn reduce_packed(
+    @builtin(global_invocation_id) global_id: vec3<u32>,
+    @builtin(num_workgroups) num_workgroups: vec3<u32>,
+) {
+let id = (u32(global_id.z) * u32(num_workgroups.x) * u32(WORKGROUP_SIZE_X) * u32(num_workgroups.y) * u32(WORKGROUP_SIZE_Y)) + (u32(global_id.y) * u32(num_workgroups.x) * u32(WORKGROUP_SIZE_X)) + u32(global_id.x);
+
+var l_mut_2: u32;
+var l_mut_7: u32;
+var l_mut_21: f32;
+var l_mut_25: f32;
+var l_mut_26: f32;
+var l_mut_34: f32;
+let l_0 = info.scalars_u32[0] / u32(2);
+let l_1 = info.scalars_u32[0] + info.scalars_u32[3];
+l_mut_2 = id;
+loop {
+let l_3 = l_mut_2 < info.scalars_u32[4];
+let l_4 = !l_3;
+if l_4 {
+break;
+}
+let l_5 = l_0 + l_mut_2;
+let l_74 = info.static_meta[u32(0)];
+let l_75 = l_74 * u32(1);
+let l_76 = l_5 < l_75;
+let l_77 = l_75 - u32(1);
+let l_78 = min(l_5, l_77);
+let l_79 = buffer_0_global[l_78];
+let l_80 = select(u32(0), l_79, l_76);
+let l_6 = l_80;
+l_mut_7 = l_6;
+let l_8 = l_5 * u32(2);
+let l_9 = l_8 + u32(0);
+let l_10 = l_9 >= info.scalars_u32[0];
+let l_11 = l_9 < l_1;
+let l_12 = l_10 && l_11;
+if l_12 {
+let l_13 = l_9 - info.scalars_u32[0];
+let l_14 = info.scalars_u32[2] + l_13;
+let l_15 = l_14 / u32(2);
+let l_81 = info.static_meta[u32(2)];
+let l_82 = l_81 * u32(1);
+let l_83 = l_15 < l_82;
+let l_84 = l_82 - u32(1);
+let l_85 = min(l_15, l_84);
+let l_86 = buffer_2_global[l_85];
+let l_87 = select(u32(0), l_86, l_83);
+let l_16 = l_87;
+let l_17 = l_14 % u32(2);
+let l_18 = l_17 * u32(16);
+let l_19 = l_16 >> l_18;
+let l_20 = l_19 & u32(65535);
+l_mut_21 = f32(0.0);
+let l_88 = info.static_meta[u32(3)];
+let l_89 = l_88 * u32(1);
+let l_90 = l_13 < l_89;
+let l_91 = l_89 - u32(1);
+let l_92 = min(l_13, l_91);
+let l_93 = buffer_3_global[l_92];
+let l_94 = select(f32(0.0), l_93, l_90);
+let l_22 = l_94;
+l_mut_21 = l_22;
+let l_23 = l_20 << u32(16);
+let l_24 = bitcast<f32>(l_23);
+l_mut_25 = l_24;
+l_mut_26 = l_mut_21;
+let l_27 = l_mut_25 > l_mut_21;
+if l_27 {
+l_mut_26 = l_mut_25;
+}
+let l_28 = l_mut_21 > l_mut_25;
+let l_29 = !l_28;
+let l_30 = l_mut_25 > l_mut_21;
+let l_31 = !l_30;
+let l_32 = l_29 && l_31;
+if l_32 {
+let l_33 = l_mut_21 == l_mut_25;
+if l_33 {
+l_mut_34 = l_mut_21;
+let l_35 = bitcast<u32>(l_mut_21);
+let l_36 = bitcast<u32>(l_mut_25);
+let l_37 = l_35 & l_36;
+let l_38 = bitcast<f32>(l_37);
+l_mut_34 = l_38;
+l_mut_26 = l_mut_34;
+} else {
+l_mut_34 = l_mut_21;
+let l_39 = bitcast<u32>(l_mut_21);
+let l_40 = bitcast<u32>(l_mut_25);
+let l_41 = l_39 | l_40;
+let l_42 = bitcast<f32>(l_41);
+l_mut_34 = l_42;
+l_mut_26 = l_mut_34;
+}
+}
+let l_95 = info.static_meta[u32(3)];
+let l_96 = l_95 * u32(1);
+let l_97 = l_13 < l_96;
+if l_97 {
+buffer_3_global[l_13] = l_mut_26;
+}
+}
+let l_43 = l_5 * u32(2);
+let l_44 = l_43 + u32(1);
+let l_45 = l_44 >= info.scalars_u32[0];
+let l_46 = l_44 < l_1;
+let l_47 = l_45 && l_46;
+if l_47 {
+let l_48 = l_44 - info.scalars_u32[0];
+let l_49 = info.scalars_u32[2] + l_48;
+let l_50 = l_49 / u32(2);
+let l_98 = info.static_meta[u32(2)];
+let l_99 = l_98 * u32(1);
+let l_100 = l_50 < l_99;
+let l_101 = l_99 - u32(1);
+let l_102 = min(l_50, l_101);
+let l_103 = buffer_2_global[l_102];
+let l_104 = select(u32(0), l_103, l_100);
+let l_51 = l_104;
+let l_52 = l_49 % u32(2);
+let l_53 = l_52 * u32(16);
+let l_54 = l_51 >> l_53;
+let l_55 = l_54 & u32(65535);
+l_mut_34 = f32(0.0);
+let l_105 = info.static_meta[u32(3)];
+let l_106 = l_105 * u32(1);
+let l_107 = l_48 < l_106;
+let l_108 = l_106 - u32(1);
+let l_109 = min(l_48, l_108);
+let l_110 = buffer_3_global[l_109];
+let l_111 = select(f32(0.0), l_110, l_107);
+let l_56 = l_111;
+l_mut_34 = l_56;
+let l_57 = l_55 << u32(16);
+let l_58 = bitcast<f32>(l_57);
+l_mut_26 = l_58;
+l_mut_25 = l_mut_34;
+let l_59 = l_mut_26 > l_mut_34;
+if l_59 {
+l_mut_25 = l_mut_26;
+}
+let l_60 = l_mut_34 > l_mut_26;
+let l_61 = !l_60;
+let l_62 = l_mut_26 > l_mut_34;
+let l_63 = !l_62;
+let l_64 = l_61 && l_63;
+if l_64 {
+let l_65 = l_mut_34 == l_mut_26;
+if l_65 {
+l_mut_21 = l_mut_34;
+let l_66 = bitcast<u32>(l_mut_34);
+let l_67 = bitcast<u32>(l_mut_26);
+let l_68 = l_66 & l_67;
+let l_69 = bitcast<f32>(l_68);
+l_mut_21 = l_69;
+l_mut_25 = l_mut_21;
+} else {
+l_mut_21 = l_mut_34;
+let l_70 = bitcast<u32>(l_mut_34);
+let l_71 = bitcast<u32>(l_mut_26);
+let l_72 = l_70 | l_71;
+let l_73 = bitcast<f32>(l_72);
+l_mut_21 = l_73;
+l_mut_25 = l_mut_21;
+}
+}
+let l_112 = info.static_meta[u32(3)];
+let l_113 = l_112 * u32(1);
+let l_114 = l_48 < l_113;
+if l_114 {
+buffer_3_global[l_48] = l_mut_25;
+}
+}
+l_mut_2 = l_mut_2 + info.scalars_u32[5];
+}
+}

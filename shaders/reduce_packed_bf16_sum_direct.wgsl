@@ -1,0 +1,224 @@
+// reduce_packed_bf16_sum_direct: generated from src/kernels/packed.rs by the CubeCL 0.10 WGSL compiler.
+// Do not edit; regenerate with `RUCCL_BLESS=1 cargo test -p ruCCL --features test-wgpu --lib kernels::shaders`.
+@group(0)
+@binding(0)
+var<storage, read_write> buffer_0_global: array<u32>;
+
+@group(0)
+@binding(1)
+var<storage, read_write> buffer_1_global: array<u32>;
+
+@group(0)
+@binding(2)
+var<storage, read_write> buffer_2_global: array<u32>;
+
+@group(0)
+@binding(3)
+var<storage, read_write> buffer_3_global: array<f32>;
+
+struct info_st {
+   scalars_u32: array<u32, 6>,
+   static_meta: array<u32, 8>,
+}
+
+@group(0)
+@binding(4)
+var<storage, read> info: info_st;
+
+const WORKGROUP_SIZE_X = 256u;
+const WORKGROUP_SIZE_Y = 1u;
+const WORKGROUP_SIZE_Z = 1u;
+
+@compute
+@workgroup_size(256, 1, 1)
+fn reduce_packed(
+    @builtin(global_invocation_id) global_id: vec3<u32>,
+    @builtin(num_workgroups) num_workgroups: vec3<u32>,
+) {
+let id = (u32(global_id.z) * u32(num_workgroups.x) * u32(WORKGROUP_SIZE_X) * u32(num_workgroups.y) * u32(WORKGROUP_SIZE_Y)) + (u32(global_id.y) * u32(num_workgroups.x) * u32(WORKGROUP_SIZE_X)) + u32(global_id.x);
+
+var l_mut_2: u32;
+var l_mut_7: u32;
+var l_mut_21: f32;
+var l_mut_31: f32;
+var l_mut_34: f32;
+var l_mut_36: u32;
+var l_mut_43: u32;
+let l_0 = info.scalars_u32[0] / u32(2);
+let l_1 = info.scalars_u32[0] + info.scalars_u32[3];
+l_mut_2 = id;
+loop {
+let l_3 = l_mut_2 < info.scalars_u32[4];
+let l_4 = !l_3;
+if l_4 {
+break;
+}
+let l_5 = l_0 + l_mut_2;
+let l_105 = info.static_meta[u32(0)];
+let l_106 = l_105 * u32(1);
+let l_107 = l_5 < l_106;
+let l_108 = l_106 - u32(1);
+let l_109 = min(l_5, l_108);
+let l_110 = buffer_0_global[l_109];
+let l_111 = select(u32(0), l_110, l_107);
+let l_6 = l_111;
+l_mut_7 = l_6;
+let l_8 = l_5 * u32(2);
+let l_9 = l_8 + u32(0);
+let l_10 = l_9 >= info.scalars_u32[0];
+let l_11 = l_9 < l_1;
+let l_12 = l_10 && l_11;
+if l_12 {
+let l_13 = l_9 - info.scalars_u32[0];
+let l_14 = info.scalars_u32[2] + l_13;
+let l_15 = l_14 / u32(2);
+let l_115 = info.static_meta[u32(2)];
+let l_116 = l_115 * u32(1);
+let l_117 = l_15 < l_116;
+let l_118 = l_116 - u32(1);
+let l_119 = min(l_15, l_118);
+let l_120 = buffer_2_global[l_119];
+let l_121 = select(u32(0), l_120, l_117);
+let l_16 = l_121;
+let l_17 = l_14 % u32(2);
+let l_18 = l_17 * u32(16);
+let l_19 = l_16 >> l_18;
+let l_20 = l_19 & u32(65535);
+l_mut_21 = f32(0.0);
+let l_22 = info.scalars_u32[1] + l_13;
+let l_23 = l_22 / u32(2);
+let l_122 = info.static_meta[u32(1)];
+let l_123 = l_122 * u32(1);
+let l_124 = l_23 < l_123;
+let l_125 = l_123 - u32(1);
+let l_126 = min(l_23, l_125);
+let l_127 = buffer_1_global[l_126];
+let l_128 = select(u32(0), l_127, l_124);
+let l_24 = l_128;
+let l_25 = l_22 % u32(2);
+let l_26 = l_25 * u32(16);
+let l_27 = l_24 >> l_26;
+let l_28 = l_27 & u32(65535);
+let l_29 = l_28 << u32(16);
+let l_30 = bitcast<f32>(l_29);
+l_mut_31 = l_30;
+l_mut_21 = l_mut_31;
+let l_32 = l_20 << u32(16);
+let l_33 = bitcast<f32>(l_32);
+l_mut_31 = l_33;
+l_mut_34 = l_mut_21;
+let l_35 = l_mut_21 + l_mut_31;
+l_mut_34 = l_35;
+l_mut_36 = u32(0);
+let l_37 = bitcast<u32>(l_mut_34);
+let l_38 = l_37 + u32(32767);
+let l_39 = l_37 >> u32(16);
+let l_40 = l_39 & u32(1);
+let l_41 = l_38 + l_40;
+let l_42 = l_41 >> u32(16);
+l_mut_43 = l_42;
+let l_44 = l_37 & u32(2139095040);
+let l_45 = l_44 == u32(2139095040);
+let l_46 = l_37 & u32(8388607);
+let l_47 = l_46 != u32(0);
+let l_48 = l_45 && l_47;
+if l_48 {
+let l_49 = l_37 >> u32(16);
+let l_50 = l_49 | u32(64);
+l_mut_43 = l_50;
+}
+let l_51 = l_mut_43 & u32(65535);
+l_mut_36 = l_51;
+let l_52 = u32(0) * u32(16);
+let l_53 = u32(65535) << l_52;
+let l_54 = ~l_53;
+let l_55 = l_mut_7 & l_54;
+let l_56 = l_mut_36 & u32(65535);
+let l_57 = l_56 << l_52;
+let l_58 = l_55 | l_57;
+l_mut_7 = l_58;
+}
+let l_59 = l_5 * u32(2);
+let l_60 = l_59 + u32(1);
+let l_61 = l_60 >= info.scalars_u32[0];
+let l_62 = l_60 < l_1;
+let l_63 = l_61 && l_62;
+if l_63 {
+let l_64 = l_60 - info.scalars_u32[0];
+let l_65 = info.scalars_u32[2] + l_64;
+let l_66 = l_65 / u32(2);
+let l_129 = info.static_meta[u32(2)];
+let l_130 = l_129 * u32(1);
+let l_131 = l_66 < l_130;
+let l_132 = l_130 - u32(1);
+let l_133 = min(l_66, l_132);
+let l_134 = buffer_2_global[l_133];
+let l_135 = select(u32(0), l_134, l_131);
+let l_67 = l_135;
+let l_68 = l_65 % u32(2);
+let l_69 = l_68 * u32(16);
+let l_70 = l_67 >> l_69;
+let l_71 = l_70 & u32(65535);
+l_mut_34 = f32(0.0);
+let l_72 = info.scalars_u32[1] + l_64;
+let l_73 = l_72 / u32(2);
+let l_136 = info.static_meta[u32(1)];
+let l_137 = l_136 * u32(1);
+let l_138 = l_73 < l_137;
+let l_139 = l_137 - u32(1);
+let l_140 = min(l_73, l_139);
+let l_141 = buffer_1_global[l_140];
+let l_142 = select(u32(0), l_141, l_138);
+let l_74 = l_142;
+let l_75 = l_72 % u32(2);
+let l_76 = l_75 * u32(16);
+let l_77 = l_74 >> l_76;
+let l_78 = l_77 & u32(65535);
+let l_79 = l_78 << u32(16);
+let l_80 = bitcast<f32>(l_79);
+l_mut_31 = l_80;
+l_mut_34 = l_mut_31;
+let l_81 = l_71 << u32(16);
+let l_82 = bitcast<f32>(l_81);
+l_mut_31 = l_82;
+l_mut_21 = l_mut_34;
+let l_83 = l_mut_34 + l_mut_31;
+l_mut_21 = l_83;
+l_mut_43 = u32(0);
+let l_84 = bitcast<u32>(l_mut_21);
+let l_85 = l_84 + u32(32767);
+let l_86 = l_84 >> u32(16);
+let l_87 = l_86 & u32(1);
+let l_88 = l_85 + l_87;
+let l_89 = l_88 >> u32(16);
+l_mut_36 = l_89;
+let l_90 = l_84 & u32(2139095040);
+let l_91 = l_90 == u32(2139095040);
+let l_92 = l_84 & u32(8388607);
+let l_93 = l_92 != u32(0);
+let l_94 = l_91 && l_93;
+if l_94 {
+let l_95 = l_84 >> u32(16);
+let l_96 = l_95 | u32(64);
+l_mut_36 = l_96;
+}
+let l_97 = l_mut_36 & u32(65535);
+l_mut_43 = l_97;
+let l_98 = u32(1) * u32(16);
+let l_99 = u32(65535) << l_98;
+let l_100 = ~l_99;
+let l_101 = l_mut_7 & l_100;
+let l_102 = l_mut_43 & u32(65535);
+let l_103 = l_102 << l_98;
+let l_104 = l_101 | l_103;
+l_mut_7 = l_104;
+}
+let l_112 = info.static_meta[u32(0)];
+let l_113 = l_112 * u32(1);
+let l_114 = l_5 < l_113;
+if l_114 {
+buffer_0_global[l_5] = l_mut_7;
+}
+l_mut_2 = l_mut_2 + info.scalars_u32[5];
+}
+}

@@ -1,0 +1,190 @@
+//! Transfers without a CubeCL handle or kernel per step. On wgpu, host bytes go straight into
+//! the destination's own wgpu buffer by a queued write (`Queue::write_buffer`, what CubeCL
+//! itself does to fill a new handle), and word-aligned device copies are the queue's
+//! buffer-to-buffer copy instead of the copy kernel. Both are issued after the device's
+//! earlier work was submitted, so they land after every kernel enqueued before them and
+//! before every kernel enqueued after. Host-resident reduction sources go into one reusable
+//! scratch buffer per device. Where there is no queue (CUDA), the old paths remain: a fresh
+//! CubeCL handle and the copy kernel.
+
+use std::sync::{Mutex, MutexGuard};
+
+use cubecl::Runtime;
+
+use super::{CubeBuffer, CubeDevice};
+use crate::error::Result;
+#[cfg(feature = "wgpu")]
+use {
+    super::{contained, pad},
+    crate::error::CollectiveError,
+};
+
+/// A device's transfer state.
+pub(super) struct Io {
+    /// The wgpu device and queue under the device, when ruCCL opened it and so holds them.
+    #[cfg(feature = "wgpu")]
+    queue: Option<(wgpu::Device, wgpu::Queue)>,
+    /// Scratch for host-resident reduction sources. Held locked from the write into it until
+    /// the kernels reading it are enqueued: the next writer's submit then orders them first.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+    scratch: Mutex<Option<CubeBuffer>>,
+}
+
+impl Io {
+    /// No queued writes (every upload through a CubeCL handle).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(super) fn handles_only() -> Self {
+        Io {
+            #[cfg(feature = "wgpu")]
+            queue: None,
+            scratch: Mutex::new(None),
+        }
+    }
+
+    /// Queued writes through `queue`.
+    #[cfg(feature = "wgpu")]
+    pub(super) fn wgpu(queue: Option<(wgpu::Device, wgpu::Queue)>) -> Self {
+        Io { queue, scratch: Mutex::new(None) }
+    }
+}
+
+/// The locked scratch and each host source's offset in it.
+pub(super) type Scratch<'a> = (MutexGuard<'a, Option<CubeBuffer>>, Vec<usize>);
+
+impl<R: Runtime> CubeDevice<R> {
+    /// Writes `bytes` at byte `off` of `buf` by a queued write; `Ok(false)` when this device
+    /// has none (then nothing was written). `off` and `bytes.len()` are multiples of 4.
+    fn write_queued(&self, buf: &CubeBuffer, off: usize, bytes: &[u8]) -> Result<bool> {
+        debug_assert!(off.is_multiple_of(4) && bytes.len().is_multiple_of(4) && off + bytes.len() <= buf.padded());
+        #[cfg(feature = "wgpu")]
+        if let Some((_, queue)) = &self.inner.io.queue {
+            let Some((buffer, base)) = self.wgpu_buffer(buf)? else { return Ok(false) };
+            self.submit_pending()?;
+            contained(&self.inner.name, "a queued write", || {
+                queue.write_buffer(&buffer, base + off as u64, bytes);
+                queue.submit([]);
+            })?;
+            return Ok(true);
+        }
+        let _ = (buf, off, bytes);
+        Ok(false)
+    }
+
+    /// `len` bytes from `src[src_off..]` to `dst[dst_off..]` by the queue's buffer-to-buffer
+    /// copy; `Ok(false)` (nothing done) where there is no queue, the range is not
+    /// word-aligned, or both lie in one wgpu buffer (CubeCL sub-allocates; a copy within one
+    /// buffer is not allowed).
+    pub(super) fn copy_queued(
+        &self,
+        src: &CubeBuffer,
+        src_off: usize,
+        dst: &CubeBuffer,
+        dst_off: usize,
+        len: usize,
+    ) -> Result<bool> {
+        #[cfg(feature = "wgpu")]
+        if let Some((device, queue)) = &self.inner.io.queue {
+            if !(src_off.is_multiple_of(4) && dst_off.is_multiple_of(4) && len.is_multiple_of(4)) {
+                return Ok(false);
+            }
+            let (Some((sb, s_base)), Some((db, d_base))) = (self.wgpu_buffer(src)?, self.wgpu_buffer(dst)?) else {
+                return Ok(false);
+            };
+            if sb == db {
+                return Ok(false);
+            }
+            self.submit_pending()?;
+            contained(&self.inner.name, "a buffer copy", || {
+                let mut enc =
+                    device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("ruccl copy") });
+                enc.copy_buffer_to_buffer(&sb, s_base + src_off as u64, &db, d_base + dst_off as u64, len as u64);
+                queue.submit([enc.finish()]);
+            })?;
+            return Ok(true);
+        }
+        let _ = (src, src_off, dst, dst_off, len);
+        Ok(false)
+    }
+
+    /// The wgpu buffer under `buf` and where `buf` starts in it; `None` off wgpu.
+    #[cfg(feature = "wgpu")]
+    fn wgpu_buffer(&self, buf: &CubeBuffer) -> Result<Option<(wgpu::Buffer, u64)>> {
+        let name = &self.inner.name;
+        let res = contained(name, "looking up a buffer", || self.client().get_resource(buf.handle()))?
+            .map_err(|e| CollectiveError::device(format!("{name}: looking up a buffer: {e}")))?;
+        let any: &dyn std::any::Any = res.resource();
+        Ok(any.downcast_ref::<cubecl::wgpu::WgpuResource>().map(|w| (w.buffer.clone(), w.offset)))
+    }
+
+    /// Submits the kernels enqueued so far: work put on the queue directly runs after them.
+    #[cfg(feature = "wgpu")]
+    fn submit_pending(&self) -> Result<()> {
+        let name = &self.inner.name;
+        contained(name, "flush", || self.client().flush())?
+            .map_err(|e| CollectiveError::device(format!("{name}: device work failed: {e}")))
+    }
+
+    /// `bytes` into `buf[off..]`: the word-aligned middle by a queued write, ragged edges
+    /// (and everything, where there is no queued write) through a handle and the copy kernel.
+    pub(super) fn write_bytes(&self, buf: &CubeBuffer, off: usize, bytes: &[u8]) -> Result<()> {
+        let end = off + bytes.len();
+        let (mid_lo, mid_hi) = (off.next_multiple_of(4).min(end), (end / 4 * 4).max(off.next_multiple_of(4).min(end)));
+        if mid_hi > mid_lo && self.write_queued(buf, mid_lo, &bytes[mid_lo - off..mid_hi - off])? {
+            for (lo, hi) in [(off, mid_lo), (mid_hi, end)] {
+                if hi > lo {
+                    self.write_staged(buf, lo, &bytes[lo - off..hi - off])?;
+                }
+            }
+            return Ok(());
+        }
+        self.write_staged(buf, off, bytes)
+    }
+
+    /// `bytes` into `buf[off..]` through a fresh CubeCL handle and the copy kernel.
+    fn write_staged(&self, buf: &CubeBuffer, off: usize, bytes: &[u8]) -> Result<()> {
+        let staged = self.stage_in(bytes)?;
+        super::launch::copy(self.client(), &staged.handle(), 0, &buf.handle(), off, bytes.len(), &self.inner.name)
+    }
+
+    /// Host sources in device scratch (one region each, 8-byte aligned), with the lock that
+    /// must stay held until the kernels reading them are enqueued. `None` when this device has
+    /// no queued writes.
+    pub(super) fn scratch_for(&self, srcs: &[&crate::mem::HostRegion]) -> Result<Option<Scratch<'_>>> {
+        #[cfg(feature = "wgpu")]
+        if self.inner.io.queue.is_some() {
+            let mut guard = self.inner.io.scratch.lock().unwrap_or_else(|e| e.into_inner());
+            let mut offs = Vec::with_capacity(srcs.len());
+            let mut total = 0;
+            for s in srcs {
+                offs.push(total);
+                total += pad(s.len);
+            }
+            if guard.as_ref().is_none_or(|b| b.padded() < total) {
+                if total > self.inner.max_binding {
+                    return Ok(None);
+                }
+                let handle = contained(&self.inner.name, "scratch allocation", || self.client().empty(total))?;
+                *guard = Some(self.wrap(handle, total));
+            }
+            let Some(scratch) = (*guard).clone() else { return Ok(None) };
+            for (s, &o) in srcs.iter().zip(&offs) {
+                let bytes = s.read()?;
+                let whole = bytes.len() / 4 * 4;
+                if whole > 0 && !self.write_queued(&scratch, o, &bytes[..whole])? {
+                    return Ok(None);
+                }
+                if whole < bytes.len() {
+                    // The last partial word, padded (scratch bytes past a source are unused).
+                    let mut tail = [0u8; 4];
+                    tail[..bytes.len() - whole].copy_from_slice(&bytes[whole..]);
+                    if !self.write_queued(&scratch, o + whole, &tail)? {
+                        return Ok(None);
+                    }
+                }
+            }
+            return Ok(Some((guard, offs)));
+        }
+        let _ = srcs;
+        Ok(None)
+    }
+}
