@@ -7,6 +7,7 @@ mod calls;
 mod collectives;
 pub(crate) mod flight;
 mod group;
+mod launch;
 mod nonblocking;
 mod p2p;
 mod progress;
@@ -119,8 +120,9 @@ pub(crate) struct Local<D: Device> {
 
 /// One rank's handle on a group of ranks that run collectives together.
 ///
-/// Today every rank is a thread of one process: make one [`UniqueId`], hand a clone to one
-/// thread per rank, and build each rank's communicator on its own thread (below).
+/// Make one [`UniqueId`], hand it to one thread per rank (a clone) or to other processes (its
+/// text or bytes), and build each rank's communicator on its own thread (below); or let a
+/// launcher's variables describe the group ([`from_env`](Self::from_env)).
 /// `Communicator` is `Send + Sync`; calls on one communicator are serialised.
 ///
 /// # The ordering rule
