@@ -6,7 +6,8 @@
 //!
 //! Covered: every collective with f32, i64, bf16 and u8 for world sizes 2, 3 and 4 (one rank
 //! per process) and 2 processes x 2 in-process ranks; a peer killed mid-collective
-//! (`PeerLost` naming it); a rank that never comes (`Timeout` naming it); duplicate rank,
+//! (`PeerLost` naming it); a live peer that never calls the collective and a rank that
+//! never comes (`Timeout` naming them); duplicate rank,
 //! world and config mismatches across processes; a listener fed garbage that keeps serving;
 //! `Communicator::from_env` with torchrun's variables.
 
@@ -58,6 +59,7 @@ fn child() {
         "join" => join_child(),
         "victim" => victim_child(),
         "survivor" => survivor_child(),
+        "waiter" => waiter_child(),
         "env" => env_child(),
         r => Err(format!("unknown role {r}")),
     };
@@ -235,6 +237,23 @@ fn survivor_child() -> Result<(), String> {
     Ok(())
 }
 
+/// Joins, passes a barrier, then all_reduces with a peer that is alive but never calls it:
+/// expects `Timeout` naming `MP_VICTIM`.
+fn waiter_child() -> Result<(), String> {
+    let victim = num("MP_VICTIM");
+    let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    let mut t = Tensor::from_slice(&HostDevice::default(), &[1.0f32; 64], &[64]).map_err(|e| e.to_string())?;
+    match comm.all_reduce(&mut t, ReduceOp::Sum) {
+        Err(e) if e.kind() == ErrorKind::Timeout && e.to_string().contains(&format!("rank {victim}")) => {
+            println!("expected: {e}");
+            Ok(())
+        }
+        Err(e) => Err(format!("expected a Timeout naming rank {victim}, got {:?}: {e}", e.kind())),
+        Ok(()) => Err("an all_reduce without one rank succeeded".into()),
+    }
+}
+
 /// torchrun's variables: `Communicator::from_env`, an all_reduce, a barrier.
 fn env_child() -> Result<(), String> {
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
@@ -251,9 +270,10 @@ struct Kids {
 
 impl Drop for Kids {
     fn drop(&mut self) {
-        for (_, c, _) in &mut self.kids {
+        for (_, c, log) in &mut self.kids {
             let _ = c.kill();
             let _ = c.wait();
+            let _ = std::fs::remove_file(&*log);
         }
     }
 }
@@ -293,9 +313,20 @@ impl Kids {
     /// Waits for every child; panics with their logs if one fails or the deadline passes
     /// (the children are then killed by `Drop`). `skip` names children not checked.
     fn wait(&mut self, skip: &[&str]) {
+        let all: Vec<String> =
+            self.kids.iter().map(|(n, ..)| n.clone()).filter(|n| !skip.contains(&n.as_str())).collect();
+        self.wait_for(&all.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+
+    /// Waits for the children named in `names` only, and checks them (the others are killed
+    /// by `Drop`).
+    fn wait_for(&mut self, names: &[&str]) {
         let deadline = Instant::now() + GROUP_DEADLINE;
         let mut failed = Vec::new();
         for (name, c, log) in &mut self.kids {
+            if !names.contains(&name.as_str()) {
+                continue;
+            }
             let status = loop {
                 match c.try_wait().unwrap() {
                     Some(s) => break Some(s),
@@ -305,8 +336,8 @@ impl Kids {
             };
             let text = std::fs::read_to_string(&*log).unwrap_or_default();
             let _ = std::fs::remove_file(&*log);
-            if skip.contains(&name.as_str()) {
-                continue;
+            if std::env::var_os("MP_SHOW").is_some() {
+                println!("--- {name}: {status:?}\n{text}");
             }
             match status {
                 Some(s) if s.success() && text.contains("child ok") => {}
@@ -377,6 +408,25 @@ fn a_killed_peer_is_named_in_peer_lost() {
     std::thread::sleep(Duration::from_millis(200));
     kids.kill("rank1");
     kids.wait(&["rank1"]);
+    let _ = std::fs::remove_file(mark);
+}
+
+#[test]
+fn a_silent_peer_is_named_in_the_timeout() {
+    let id = UniqueId::new().unwrap();
+    let mark = scratch("mark");
+    let mut kids = Kids::new();
+    for (r, role) in [(0, "waiter"), (1, "victim")] {
+        let mut env = ranks_env(&id, 2, &[r]);
+        env.extend([
+            ("MP_RANK", r.to_string()),
+            ("MP_VICTIM", "1".into()),
+            ("MP_MARK", mark.display().to_string()),
+            ("RUCCL_TIMEOUT", "2".into()),
+        ]);
+        kids.spawn(&format!("rank{r}"), role, &env);
+    }
+    kids.wait_for(&["rank0"]);
     let _ = std::fs::remove_file(mark);
 }
 

@@ -112,5 +112,7 @@ fn build(
     }
     registry().live.insert(id.clone(), table.nonce);
     let instance = Instance { id: id.clone(), nonce: table.nonce };
-    Ok(Arc::new(Shared::new(id.clone(), world, config.clone(), instance, devices, Link::Tcp(Arc::new(mesh)))))
+    let mut shared = Shared::new(id.clone(), world, config.clone(), instance, devices, Link::Tcp(Arc::new(mesh)));
+    shared.board = super::super::flight::Board::with_local(local, config.warn_after());
+    Ok(Arc::new(shared))
 }
