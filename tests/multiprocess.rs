@@ -5,7 +5,8 @@
 //! its own hard deadline ([`CHILD_DEADLINE`]).
 //!
 //! Covered: every collective with f32, i64, bf16 and u8 for world sizes 2, 3 and 4 (one rank
-//! per process) and 2 processes x 2 in-process ranks; a peer killed mid-collective
+//! per process) and 2 processes x 2 in-process ranks, then on a split of the even and of the
+//! odd ranks; a peer killed mid-collective
 //! (`PeerLost` naming it); a live peer that never calls the collective and a rank that
 //! never comes (`Timeout` naming them); duplicate rank,
 //! world and config mismatches across processes; a listener fed garbage that keeps serving;
@@ -89,6 +90,11 @@ fn collectives_child() -> Result<(), String> {
                 every_collective::<i64>(&comm, |v| v as i64)?;
                 every_collective::<bf16>(&comm, |v| bf16::from_f64(v as f64))?;
                 every_collective::<u8>(&comm, |v| v as u8)?;
+                // A split across processes: even and odd ranks, each a group of its own.
+                let mine: Vec<usize> = (0..comm.world_size()).filter(|r| r % 2 == rank % 2).collect();
+                let child = comm.split_from(&mine).map_err(|e| e.to_string())?.ok_or("left out of the split")?;
+                every_collective::<f32>(&child, |v| v as f32)?;
+                drop(child);
                 comm.barrier().map_err(|e| e.to_string())
             })
         })
