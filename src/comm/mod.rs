@@ -201,7 +201,10 @@ impl<D: Device> Communicator<D> {
     /// by a communicator that exists, or an id that two groups join at once (a rank number
     /// joining twice fails everyone waiting in that rendezvous); `Timeout` naming the ranks
     /// that never came. A join that waits longer than [`CommConfig::with_warn_after`] logs
-    /// the missing ranks (with the `tracing` feature).
+    /// the missing ranks (with the `tracing` feature). For an id made by another process:
+    /// `Timeout` naming its root's address when that cannot be reached in time, `Protocol`
+    /// when something else answers there, `Io`/`Timeout` when the mesh of TCP connections
+    /// cannot be built.
     pub fn new(device: D, world_size: usize, unique_id: UniqueId, rank: Rank) -> Result<Self> {
         Self::with_config(device, world_size, unique_id, rank, CommConfig::from_env()?)
     }
