@@ -180,6 +180,7 @@ macro_rules! core_suite {
                 algorithms::identical_bits,
                 soundness::aliased_all_reduce_runs_in_place,
                 execution::group_drives_every_rank,
+                execution::group_direct_path_every_op,
                 soundness::aliased_outputs_of_every_collective,
             );
             single!($dev;

@@ -6,11 +6,12 @@
 
 use std::sync::MutexGuard;
 
-use super::validate::Call;
+use super::validate::{Call, Io};
 use super::work::Current;
 use super::{Communicator, Local, Prepared};
 use crate::device::Device;
 use crate::error::Result;
+use crate::op::OpDesc;
 use crate::sched::{self, OpRun};
 use crate::tensor::Tensor;
 use crate::types::{Rank, ReduceOp};
@@ -193,6 +194,9 @@ impl<'a, D: Device> Group<'a, D> {
             let key = c as *const Communicator<D> as usize;
             guards.iter_mut().position(|(k, _)| *k == key)
         };
+        if let Some(results) = run_direct(&self.calls, &checked, &mut guards) {
+            return Ok(results);
+        }
         let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(self.calls.len());
         for ((comm, _), checked) in self.calls.into_iter().zip(checked) {
             let prepared = match local(&mut guards, comm) {
@@ -220,4 +224,28 @@ impl<'a, D: Device> Group<'a, D> {
         }
         Ok(results)
     }
+}
+
+/// The group run without messages when it qualifies ([`local`](super::local)): one call per
+/// communicator, each with its locked state.
+fn run_direct<'a, D: Device>(
+    calls: &[(&'a Communicator<D>, Call<'a, D>)],
+    checked: &[(OpDesc, Io<D::Buffer>)],
+    guards: &mut [(usize, MutexGuard<'a, Local<D>>)],
+) -> Option<Vec<Result<()>>> {
+    if guards.len() != calls.len() {
+        return None;
+    }
+    type Few<T> = smallvec::SmallVec<[T; 8]>;
+    let order = calls
+        .iter()
+        .map(|(c, _)| guards.iter().position(|(k, _)| *k == *c as *const Communicator<D> as usize))
+        .collect::<Option<Few<usize>>>()?;
+    let mut slots: Few<Option<&mut Local<D>>> = guards.iter_mut().map(|(_, g)| Some(&mut **g)).collect();
+    let mut locals: Few<&mut Local<D>> = Few::new();
+    for i in order {
+        locals.push(slots[i].take()?);
+    }
+    let comms: Few<&Communicator<D>> = calls.iter().map(|(c, _)| *c).collect();
+    super::local::try_run(&comms, checked, &mut locals)
 }

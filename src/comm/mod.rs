@@ -8,6 +8,7 @@ mod collectives;
 pub(crate) mod flight;
 mod group;
 mod launch;
+mod local;
 mod nonblocking;
 mod p2p;
 mod progress;

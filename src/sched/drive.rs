@@ -249,11 +249,12 @@ impl<D: Device> OpRun<D> {
         }
         // A failure elsewhere outranks a departure: the failed rank poisons the link before
         // it leaves, and its error is the one to report.
+        // Departure is read first: once it shows, a poison set before it shows too.
+        let gone = peer.filter(|&p| c.link().is_departed(c.rank, p));
         if let Some(e) = self.poisoned() {
             return Err(e);
         }
-        if let Some(p) = peer
-            && c.link().is_departed(c.rank, p)
+        if let Some(p) = gone
             && !self.ready(b)
         {
             return Err(CollectiveError::new(
@@ -331,12 +332,12 @@ impl<D: Device> OpRun<D> {
         match outcome {
             WaitOutcome::Ready => Ok(()),
             WaitOutcome::TimedOut => Err(self.timeout(b)),
-            WaitOutcome::PeerGone => Err(CollectiveError::new(
+            WaitOutcome::PeerGone if self.poisoned().is_none() => Err(CollectiveError::new(
                 ErrorKind::PeerLost,
                 format!("rank {peer} dropped its communicator while this rank waited for {}", self.describe(b).1),
             )
             .with_peer(peer)),
-            WaitOutcome::Poisoned => Err(self
+            WaitOutcome::PeerGone | WaitOutcome::Poisoned => Err(self
                 .poisoned()
                 .unwrap_or_else(|| CollectiveError::new(ErrorKind::Aborted, "the communicator was aborted"))),
         }

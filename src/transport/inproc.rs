@@ -186,10 +186,14 @@ impl Fabric {
         self.failed.load(Ordering::SeqCst)
     }
 
+    /// Departure is read before the poison: a rank that fails poisons the link before it
+    /// leaves, so once its departure shows, so does its poison (reading them the other way
+    /// round, the peer could fail and leave between the two loads and look merely gone).
     fn stop(&self, peer: Option<Rank>) -> Option<WaitOutcome> {
+        let gone = peer.is_some_and(|p| self.departed.get(p).is_some_and(|d| d.load(Ordering::SeqCst)));
         if self.failed.load(Ordering::SeqCst) {
             Some(WaitOutcome::Poisoned)
-        } else if peer.is_some_and(|p| self.departed.get(p).is_some_and(|d| d.load(Ordering::SeqCst))) {
+        } else if gone {
             Some(WaitOutcome::PeerGone)
         } else {
             None

@@ -193,3 +193,113 @@ pub fn work_abort_and_errors<D: TestDevice>() {
         assert_eq!(e.kind(), ErrorKind::Mismatch, "{e}");
     });
 }
+
+/// A group holding one collective for every rank of a communicator on one device runs
+/// without messages (the flight recorder says `Direct`): every op, reduce op and dtype, in
+/// place and out of place, gives the exact result; sequence numbers stay in step with the
+/// general path (non-blocking ops issued after it, then a direct op again); a chosen
+/// algorithm keeps the general path.
+pub fn group_direct_path_every_op<D: TestDevice>(world: usize) {
+    use ruccl::Algorithm;
+    fn one<D: TestDevice, T: ruccl::Element + crate::reference::Elem>(comms: &[Communicator<D>], round: usize) {
+        let world = comms.len();
+        let n = 7;
+        for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod] {
+            let want = reduced::<T>(op, world, n, round);
+            // all_reduce, out of place and in place.
+            let ins: Vec<_> = comms.iter().map(|c| t(c, &reduce_input::<T>(op, c.rank(), n, round))).collect();
+            let mut outs: Vec<_> = comms.iter().map(|c| Tensor::zeros(c.device(), T::DTYPE, &[n]).unwrap()).collect();
+            let mut g = Group::new();
+            for ((c, x), y) in comms.iter().zip(&ins).zip(outs.iter_mut()) {
+                g.all_reduce_into(c, y, x, op);
+            }
+            g.run().unwrap();
+            for y in &outs {
+                assert_bits(&y.to_vec::<T>().unwrap(), &want, format!("direct all_reduce_into {op}"));
+            }
+            let mut ts: Vec<_> = comms.iter().map(|c| t(c, &reduce_input::<T>(op, c.rank(), n, round))).collect();
+            let mut g = Group::new();
+            for (c, x) in comms.iter().zip(ts.iter_mut()) {
+                g.all_reduce(c, x, op);
+            }
+            g.run().unwrap();
+            for x in &ts {
+                assert_bits(&x.to_vec::<T>().unwrap(), &want, format!("direct all_reduce {op}"));
+            }
+            // reduce to the last rank, in place: only the root's tensor holds the result.
+            let mut ts: Vec<_> = comms.iter().map(|c| t(c, &reduce_input::<T>(op, c.rank(), n, round))).collect();
+            let mut g = Group::new();
+            for (c, x) in comms.iter().zip(ts.iter_mut()) {
+                g.reduce(c, x, op, world - 1);
+            }
+            g.run().unwrap();
+            assert_bits(&ts[world - 1].to_vec::<T>().unwrap(), &want, format!("direct reduce {op}"));
+            // reduce_scatter.
+            let all = reduced::<T>(op, world, n * world, round);
+            let ins: Vec<_> = comms.iter().map(|c| t(c, &reduce_input::<T>(op, c.rank(), n * world, round))).collect();
+            let mut outs: Vec<_> = comms.iter().map(|c| Tensor::zeros(c.device(), T::DTYPE, &[n]).unwrap()).collect();
+            let mut g = Group::new();
+            for ((c, x), y) in comms.iter().zip(&ins).zip(outs.iter_mut()) {
+                g.reduce_scatter_tensor(c, y, x, op);
+            }
+            g.run().unwrap();
+            for (r, y) in outs.iter().enumerate() {
+                assert_bits(&y.to_vec::<T>().unwrap(), &all[r * n..(r + 1) * n], format!("direct reduce_scatter {op}"));
+            }
+        }
+        // all_to_all: rank r's block q goes to rank q's block r.
+        let ins: Vec<_> = comms.iter().map(|c| t(c, &data::<T>(c.rank(), n * world, round))).collect();
+        let mut outs: Vec<_> =
+            comms.iter().map(|c| Tensor::zeros(c.device(), T::DTYPE, &[n * world]).unwrap()).collect();
+        let mut g = Group::new();
+        for ((c, x), y) in comms.iter().zip(&ins).zip(outs.iter_mut()) {
+            g.all_to_all_single(c, y, x);
+        }
+        g.run().unwrap();
+        for (r, y) in outs.iter().enumerate() {
+            let want: Vec<T> =
+                (0..world).flat_map(|q| data::<T>(q, n * world, round)[r * n..(r + 1) * n].to_vec()).collect();
+            assert_bits(&y.to_vec::<T>().unwrap(), &want, "direct all_to_all");
+        }
+    }
+    let comms = comms::<D>(world);
+    for round in 0..2 {
+        one::<D, f32>(&comms, round);
+        one::<D, i64>(&comms, round);
+        one::<D, half::bf16>(&comms, round);
+        one::<D, u8>(&comms, round);
+        // Non-blocking ops (the general path) after direct ones: the ranks' sequence numbers
+        // still agree.
+        let xs: Vec<_> = comms.iter().map(|c| t(c, &reduce_input::<i32>(ReduceOp::Sum, c.rank(), 9, round))).collect();
+        let works: Vec<_> = comms.iter().zip(&xs).map(|(c, x)| c.all_reduce_async(x, ReduceOp::Sum).unwrap()).collect();
+        for w in works {
+            w.wait().unwrap();
+        }
+        for x in &xs {
+            assert_bits(
+                &x.to_vec::<i32>().unwrap(),
+                &reduced::<i32>(ReduceOp::Sum, world, 9, round),
+                "async after direct",
+            );
+        }
+    }
+    let direct = comms[0].flight_recorder().last().map(|e| e.algorithm);
+    assert_ne!(direct, Some(Algorithm::Direct), "the non-blocking all_reduce took the general path");
+    let history = comms[world - 1].flight_recorder();
+    let all_direct = history.iter().rev().skip(1).take(5).all(|e| e.algorithm == Algorithm::Direct);
+    assert!(all_direct || !D::direct_groups(), "group ops on one device run direct: {history:?}");
+    // A chosen algorithm is the caller's: the general path runs it.
+    let devices = (0..world).map(D::for_rank).collect();
+    let config = CommConfig::default().with_timeout(TEST_TIMEOUT).with_algorithm(Algorithm::Ring);
+    let ring = Communicator::init_all(devices, D::configure(config)).unwrap();
+    let mut ts: Vec<_> = ring.iter().map(|c| t(c, &reduce_input::<i32>(ReduceOp::Max, c.rank(), 5, 0))).collect();
+    let mut g = Group::new();
+    for (c, x) in ring.iter().zip(ts.iter_mut()) {
+        g.all_reduce(c, x, ReduceOp::Max);
+    }
+    g.run().unwrap();
+    for x in &ts {
+        assert_bits(&x.to_vec::<i32>().unwrap(), &reduced::<i32>(ReduceOp::Max, world, 5, 0), "ring group");
+    }
+    assert_eq!(ring[0].flight_recorder().last().map(|e| e.algorithm), Some(Algorithm::Ring));
+}

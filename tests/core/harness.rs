@@ -42,6 +42,11 @@ pub trait TestDevice: Device<Buffer: Clone> {
     fn max_world() -> usize {
         usize::MAX
     }
+    /// Whether a group of every rank's collective runs without messages on this fixture
+    /// (ranks on one device, in one process).
+    fn direct_groups() -> bool {
+        true
+    }
 }
 
 impl TestDevice for HostDevice {

@@ -229,6 +229,9 @@ impl<P: Policy> TestDev<P> {
 }
 
 impl<P: Policy> TestDevice for TestDev<P> {
+    fn direct_groups() -> bool {
+        P::REACH == Reach::Same && matches!(P::TRANSPORT, Transport::InProc)
+    }
     fn for_rank(rank: Rank) -> Self {
         Self::new(HostDevice::for_rank(rank))
     }

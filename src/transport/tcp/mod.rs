@@ -209,10 +209,12 @@ impl Endpoint {
         self.set_poison(e);
     }
 
+    /// Departure is read before the poison, as in-process (a failing peer poisons first).
     fn stop(&self, peer: Option<Rank>) -> Option<WaitOutcome> {
+        let gone = peer.and_then(|p| self.peer(p)).is_some_and(|p| p.is_gone());
         if self.failed.load(Ordering::SeqCst) {
             Some(WaitOutcome::Poisoned)
-        } else if peer.and_then(|p| self.peer(p)).is_some_and(|p| p.is_gone()) {
+        } else if gone {
             Some(WaitOutcome::PeerGone)
         } else {
             None
