@@ -8,8 +8,9 @@
 //! **What runs today:** ranks are threads of one process, one [`Communicator`] per thread,
 //! with tensors on the [`HostDevice`]; they talk through shared memory or, with
 //! [`config::Transport::Tcp`], each over its own TCP endpoint on loopback (the transport
-//! processes will use). Bootstrapping separate processes and GPU devices are not there yet;
-//! [`launch`] already reads the launchers' environments.
+//! processes use). Ranks may also be separate processes (or hosts): a [`UniqueId`] carries
+//! its root's rendezvous address, and [`Communicator::from_env`] joins the group a launcher
+//! (torchrun, `mpirun`, `srun`) describes ([`launch`]); such a group talks TCP.
 //!
 //! ```
 //! use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};

@@ -1,6 +1,12 @@
-//! `UniqueId`: the 128-byte name that ranks share to find each other.
+//! `UniqueId`: the 128-byte name that ranks share to find each other, and where its root
+//! listens (NCCL style).
+//!
+//! Layout: `rucl` tag (4 bytes), random token (16), address family (1: 0 none, 4 IPv4,
+//! 6 IPv6), port (2, big-endian), IP address (16, an IPv4 address in the first 4), zeros.
 
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::str::FromStr;
 
 #[cfg(feature = "serde")]
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -14,9 +20,20 @@ pub const UNIQUE_ID_BYTES: usize = 128;
 /// An opaque id: every rank given the same id joins the same communicator.
 ///
 /// Make it once (on one rank, or before spawning threads) with [`UniqueId::new`] and hand it
-/// to every rank — by cloning, or as bytes / hex through any channel. The layout is opaque;
-/// today it is 16 random bytes after a tag, and the TCP transport will carry the root's
-/// address in the rest.
+/// to every rank — by cloning, or through any channel as bytes ([`to_bytes`](Self::to_bytes))
+/// or text ([`Display`](fmt::Display) / [`FromStr`], e.g. `ruccl:<32 hex digits>@127.0.0.1:41234`).
+///
+/// The id carries a random token and the address of the process-wide rendezvous listener
+/// of the process that made it (the *root*). Ranks in the root's process meet in memory;
+/// a rank in another process connects to that address, so ranks of several processes (or
+/// hosts) join one communicator. Which address the listener binds and advertises:
+/// 1. `RUCCL_SOCKET_IFNAME`: an interface name (its first IPv4 address, else IPv6) or an IP
+///    address;
+/// 2. else, when `MASTER_ADDR` is set, the local address that routes to it;
+/// 3. else `127.0.0.1` (processes of one host only).
+///
+/// When no listener can be started (or under Miri), the id has no address and only ranks of
+/// this process can use it.
 ///
 /// An id names one group at a time: while any communicator made with it exists, joining with
 /// it again is refused (`InvalidArgument`), and two groups that join with it at the same time
@@ -45,14 +62,72 @@ const TAG: &[u8; 4] = b"rucl";
 impl UniqueId {
     /// A fresh random id.
     ///
+    /// The first call starts this process's rendezvous listener (see the type's docs).
+    ///
     /// # Errors
-    /// `Io` when the operating system's random source fails.
+    /// `Io` when the operating system's random source fails; `InvalidArgument` when
+    /// `RUCCL_SOCKET_IFNAME` names neither an interface nor an address of this host.
     pub fn new() -> Result<Self> {
+        let mut token = [0u8; 16];
+        getrandom::fill(&mut token)
+            .map_err(|e| CollectiveError::new(crate::ErrorKind::Io, format!("no randomness for a UniqueId: {e}")))?;
+        Ok(UniqueId::from_parts(token, crate::comm::rendezvous::listener::default_address()?))
+    }
+
+    /// The id every process of a launch derives from the root's address and the world size
+    /// (the same on every rank, with no exchange): see `Communicator::from_launch`.
+    pub(crate) fn for_launch(root: SocketAddr, world: usize) -> Self {
+        let text = format!("ruccl-launch {root} {world}");
+        let h1 = fnv1a(FNV_OFFSET, text.as_bytes());
+        let h2 = fnv1a(FNV_OFFSET ^ 0x9e37_79b9_7f4a_7c15, text.as_bytes());
+        let mut token = [0u8; 16];
+        token[..8].copy_from_slice(&h1.to_le_bytes());
+        token[8..].copy_from_slice(&h2.to_le_bytes());
+        UniqueId::from_parts(token, Some(root))
+    }
+
+    /// An id made of a token and a root address.
+    pub(crate) fn from_parts(token: [u8; 16], root: Option<SocketAddr>) -> Self {
         let mut bytes = [0u8; UNIQUE_ID_BYTES];
         bytes[..4].copy_from_slice(TAG);
-        getrandom::fill(&mut bytes[4..20])
-            .map_err(|e| CollectiveError::new(crate::ErrorKind::Io, format!("no randomness for a UniqueId: {e}")))?;
-        Ok(UniqueId { bytes })
+        bytes[4..20].copy_from_slice(&token);
+        if let Some(addr) = root {
+            bytes[21..23].copy_from_slice(&addr.port().to_be_bytes());
+            match addr.ip() {
+                IpAddr::V4(ip) => {
+                    bytes[20] = 4;
+                    bytes[23..27].copy_from_slice(&ip.octets());
+                }
+                IpAddr::V6(ip) => {
+                    bytes[20] = 6;
+                    bytes[23..39].copy_from_slice(&ip.octets());
+                }
+            }
+        }
+        UniqueId { bytes }
+    }
+
+    /// The address of the root's rendezvous listener, if the id has one.
+    ///
+    /// ```
+    /// let id = ruccl::UniqueId::new()?;
+    /// if let Some(root) = id.root_address() {
+    ///     assert!(root.port() != 0);
+    /// }
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    pub fn root_address(&self) -> Option<SocketAddr> {
+        let port = u16::from_be_bytes([self.bytes[21], self.bytes[22]]);
+        let ip: IpAddr = match self.bytes[20] {
+            4 => Ipv4Addr::new(self.bytes[23], self.bytes[24], self.bytes[25], self.bytes[26]).into(),
+            6 => {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(&self.bytes[23..39]);
+                Ipv6Addr::from(o).into()
+            }
+            _ => return None,
+        };
+        Some(SocketAddr::new(ip, port))
     }
 
     /// The raw bytes.
@@ -70,6 +145,15 @@ impl UniqueId {
         })?;
         if &bytes[..4] != TAG {
             return Err(CollectiveError::invalid("these bytes are not a ruCCL UniqueId (bad tag)"));
+        }
+        let used = match bytes[20] {
+            0 => 21,
+            4 => 27,
+            6 => 39,
+            f => return Err(CollectiveError::invalid(format!("a UniqueId with unknown address family {f}"))),
+        };
+        if bytes[used..].iter().any(|&b| b != 0) || (bytes[20] == 0 && bytes[21..39].iter().any(|&b| b != 0)) {
+            return Err(CollectiveError::invalid("these bytes are not a ruCCL UniqueId (reserved bytes set)"));
         }
         Ok(UniqueId { bytes })
     }
@@ -108,6 +192,51 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || !s.is_ascii() {
+        return None;
+    }
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()).collect()
+}
+
+/// The text form: `ruccl:<token, 32 hex digits>`, then `@<root address>` when there is one.
+impl fmt::Display for UniqueId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ruccl:{}", hex(&self.bytes[4..20]))?;
+        match self.root_address() {
+            Some(a) => write!(f, "@{a}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Parses the [`Display`](fmt::Display) form, or the 256 hex digits of the bytes.
+///
+/// ```
+/// use ruccl::UniqueId;
+/// let id = UniqueId::new()?;
+/// assert_eq!(id.to_string().parse::<UniqueId>()?, id);
+/// assert!("ruccl:00@nowhere".parse::<UniqueId>().is_err());
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+impl FromStr for UniqueId {
+    type Err = CollectiveError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || CollectiveError::invalid(format!("{s:?} is not a UniqueId (ruccl:<32 hex digits>[@ip:port])"));
+        if s.len() == 2 * UNIQUE_ID_BYTES {
+            return UniqueId::from_bytes(&unhex(s).ok_or_else(bad)?);
+        }
+        let rest = s.trim().strip_prefix("ruccl:").ok_or_else(bad)?;
+        let (token, addr) = match rest.split_once('@') {
+            Some((t, a)) => (t, Some(a.parse::<SocketAddr>().map_err(|_| bad())?)),
+            None => (rest, None),
+        };
+        let token: [u8; 16] = unhex(token).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
+        Ok(UniqueId::from_parts(token, addr))
+    }
+}
+
 impl fmt::Debug for UniqueId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "UniqueId({})", hex(&self.bytes))
@@ -117,7 +246,7 @@ impl fmt::Debug for UniqueId {
 #[cfg(feature = "serde")]
 impl Serialize for UniqueId {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(&hex(&self.bytes))
+        s.serialize_str(&self.to_string())
     }
 }
 
@@ -125,13 +254,7 @@ impl Serialize for UniqueId {
 impl<'de> Deserialize<'de> for UniqueId {
     fn deserialize<De: Deserializer<'de>>(d: De) -> std::result::Result<Self, De::Error> {
         let s = String::deserialize(d)?;
-        if s.len() != 2 * UNIQUE_ID_BYTES || !s.is_ascii() {
-            return Err(serde::de::Error::custom("a UniqueId is 256 hex digits"));
-        }
-        let bytes: std::result::Result<Vec<u8>, _> =
-            (0..UNIQUE_ID_BYTES).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16)).collect();
-        let bytes = bytes.map_err(serde::de::Error::custom)?;
-        UniqueId::from_bytes(&bytes).map_err(serde::de::Error::custom)
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -149,5 +272,28 @@ mod tests {
         assert!(UniqueId::from_bytes(&[0; 128]).is_err());
         assert!(UniqueId::from_bytes(&[0; 3]).is_err());
         assert!(format!("{id:?}").len() > 256);
+    }
+
+    #[test]
+    fn text_and_bytes_round_trip() {
+        let v4 = UniqueId::from_parts([7; 16], Some("10.1.2.3:29500".parse().unwrap()));
+        let v6 = UniqueId::from_parts([8; 16], Some("[::1]:80".parse().unwrap()));
+        let none = UniqueId::from_parts([9; 16], None);
+        for id in [v4.clone(), v6, none] {
+            assert_eq!(id.to_string().parse::<UniqueId>().unwrap(), id);
+            assert_eq!(hex(&id.to_bytes()).parse::<UniqueId>().unwrap(), id);
+            assert_eq!(UniqueId::from_bytes(&id.to_bytes()).unwrap(), id);
+        }
+        assert_eq!(v4.to_string(), format!("ruccl:{}@10.1.2.3:29500", "07".repeat(16)));
+        assert_eq!(v4.derive(1, &[2]).root_address(), v4.root_address(), "a split keeps its root");
+        for bad in ["", "ruccl:", "ruccl:zz", "rucc:0707", &format!("ruccl:{}@host", "07".repeat(16))] {
+            assert!(bad.parse::<UniqueId>().is_err(), "{bad}");
+        }
+        let mut b = v4.to_bytes();
+        b[20] = 5;
+        assert!(UniqueId::from_bytes(&b).is_err());
+        b[20] = 4;
+        b[100] = 1;
+        assert!(UniqueId::from_bytes(&b).is_err());
     }
 }

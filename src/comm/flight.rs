@@ -65,14 +65,23 @@ struct RankStatus {
 /// Every rank's status, shared by the ranks of one communicator.
 #[derive(Debug)]
 pub(crate) struct Board {
-    ranks: Vec<Mutex<RankStatus>>,
+    /// Per rank; `None` for a rank of another process (its state is not known here).
+    ranks: Vec<Option<Mutex<RankStatus>>>,
     /// How long a wait lasts before it logs which ranks are behind (see `comm::watch`).
     warn_after: Duration,
 }
 
 impl Board {
     pub(crate) fn new(world: usize, warn_after: Duration) -> Self {
-        Board { ranks: (0..world).map(|_| Mutex::new(RankStatus::default())).collect(), warn_after }
+        Board { ranks: (0..world).map(|_| Some(Mutex::new(RankStatus::default()))).collect(), warn_after }
+    }
+
+    /// A board for a group spanning processes: `local[r]` whether rank `r` is of this one.
+    /// Reports and blame leave the others out (their flight recorders are not gathered over
+    /// the connections yet).
+    pub(crate) fn with_local(local: &[bool], warn_after: Duration) -> Self {
+        let ranks = local.iter().map(|&l| l.then(|| Mutex::new(RankStatus::default()))).collect();
+        Board { ranks, warn_after }
     }
 
     /// How long a wait lasts before it logs which ranks are behind.
@@ -81,7 +90,7 @@ impl Board {
     }
 
     fn with<R>(&self, rank: Rank, f: impl FnOnce(&mut RankStatus) -> R) -> Option<R> {
-        self.ranks.get(rank).map(|m| f(&mut m.lock().unwrap_or_else(|e| e.into_inner())))
+        self.ranks.get(rank).and_then(Option::as_ref).map(|m| f(&mut m.lock().unwrap_or_else(|e| e.into_inner())))
     }
 
     pub(crate) fn start(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm) {
@@ -203,7 +212,7 @@ impl Board {
                     if s.departed { ", and it dropped its communicator" } else { "" }
                 ),
             })
-            .unwrap_or_else(|| format!("rank {peer} never got there"));
+            .unwrap_or_else(|| format!("rank {peer} (in another process) never answered"));
         (peer, why)
     }
 
@@ -248,7 +257,7 @@ impl Board {
                     }
                     l
                 })
-                .unwrap_or_default();
+                .unwrap_or_else(|| "in another process (not known here)".to_string());
             let _ = write!(out, "\n  rank {r}: {line}");
         }
         out

@@ -7,6 +7,7 @@ mod calls;
 mod collectives;
 pub(crate) mod flight;
 mod group;
+mod launch;
 mod local;
 mod nonblocking;
 mod p2p;
@@ -120,8 +121,9 @@ pub(crate) struct Local<D: Device> {
 
 /// One rank's handle on a group of ranks that run collectives together.
 ///
-/// Today every rank is a thread of one process: make one [`UniqueId`], hand a clone to one
-/// thread per rank, and build each rank's communicator on its own thread (below).
+/// Make one [`UniqueId`], hand it to one thread per rank (a clone) or to other processes (its
+/// text or bytes), and build each rank's communicator on its own thread (below); or let a
+/// launcher's variables describe the group ([`from_env`](Self::from_env)).
 /// `Communicator` is `Send + Sync`; calls on one communicator are serialised.
 ///
 /// # The ordering rule
@@ -200,7 +202,10 @@ impl<D: Device> Communicator<D> {
     /// by a communicator that exists, or an id that two groups join at once (a rank number
     /// joining twice fails everyone waiting in that rendezvous); `Timeout` naming the ranks
     /// that never came. A join that waits longer than [`CommConfig::with_warn_after`] logs
-    /// the missing ranks (with the `tracing` feature).
+    /// the missing ranks (with the `tracing` feature). For an id made by another process:
+    /// `Timeout` naming its root's address when that cannot be reached in time, `Protocol`
+    /// when something else answers there, `Io`/`Timeout` when the mesh of TCP connections
+    /// cannot be built.
     pub fn new(device: D, world_size: usize, unique_id: UniqueId, rank: Rank) -> Result<Self> {
         Self::with_config(device, world_size, unique_id, rank, CommConfig::from_env()?)
     }

@@ -12,6 +12,16 @@
 //! Members that know their key but not their rank (the peer API's peers) meet in a [`lobby`]
 //! of the same registry instead.
 //!
+//! **Across processes.** An id carries the address of its root's [`listener`]. Ranks in
+//! the root's process join its room here; a rank of another process registers at that
+//! listener ([`remote`]), where a thread joins the same room on its behalf. A room whose
+//! ranks are all of this process forms a group here, over the config's in-process link (as
+//! before); one that spans processes ends with a table of where every rank's process
+//! listens ([`proto::Table`]), sent to the other processes, and the ranks of each process
+//! build one group over TCP from it ([`assemble`]). Every rank of such a group talks TCP,
+//! even to ranks of its own process (choosing the transport per pair of ranks is future
+//! work). Across processes the config checks cover the chunk size and the algorithm.
+//!
 //! Every wait has the config's deadline; a rank that never comes is named in the `Timeout`
 //! error, and a wait longer than the config's warning interval logs who is missing.
 //!
@@ -19,7 +29,12 @@
 //! hand-over from "pending" to "live" atomic. Rule: no `Shared` is ever dropped while the
 //! lock is held (its `Instance` takes the lock in `Drop`); outcomes are only moved out.
 
+mod assemble;
+mod ifaddr;
+pub(crate) mod listener;
 pub(crate) mod lobby;
+mod proto;
+mod remote;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -43,7 +58,7 @@ struct Registry {
     /// Ids seen used by two groups at once, refused until the instant given.
     reused: HashMap<UniqueId, Instant>,
     /// The outcome of a completed or failed room, per joiner ticket, until the joiner takes it.
-    outcomes: HashMap<u64, Result<Arc<Shared>>>,
+    outcomes: HashMap<u64, Result<Joined>>,
     /// Lobbies waiting for members, and the outcome per lobby joiner ticket.
     lobbies: HashMap<UniqueId, lobby::Lobby>,
     seated: HashMap<u64, Result<lobby::Seat>>,
@@ -53,10 +68,23 @@ struct Registry {
 /// A joiner's ticket and config, and the device of the rank it joins for (type-erased).
 pub(super) type Joiner = (u64, CommConfig, Arc<dyn Any + Send + Sync>);
 
+/// A joiner, and where its process listens when it is not this one.
+type Member = (Joiner, Option<proto::ProcAddr>);
+
+/// What a full room gives its members.
+#[derive(Clone)]
+pub(crate) enum Joined {
+    /// Every rank is of this process: the group.
+    Group(Arc<Shared>),
+    /// The ranks span processes: where each listens.
+    Table(Arc<proto::Table>),
+}
+
 struct Pending {
     world: usize,
-    /// Per rank: the ticket and config of the joiner waiting there, and the rank's device.
-    joined: Vec<Option<Joiner>>,
+    /// Per rank: the ticket and config of the joiner waiting there, the rank's device, and
+    /// its process when not this one.
+    joined: Vec<Option<Member>>,
     /// Ranks that came but left at their deadline (so a later timeout does not blame them).
     gave_up: Vec<bool>,
     /// The latest deadline of anyone who joined: how long a reuse of the id is remembered.
@@ -122,7 +150,38 @@ pub(crate) fn join(
     members: &[(Rank, Arc<dyn Any + Send + Sync>)],
     config: &CommConfig,
 ) -> Result<Arc<Shared>> {
-    let Some(&(rank, _)) = members.first() else {
+    if let Some(root) = id.root_address().filter(|a| !listener::serves(*a)) {
+        let [(rank, device)] = members else {
+            return Err(CollectiveError::invalid(format!(
+                "communicator {} is rooted in another process ({root}): join it one rank per call",
+                id.short()
+            ))
+            .with_op("Communicator::new"));
+        };
+        if registry().live.contains_key(id) {
+            return Err(CollectiveError::invalid(format!(
+                "communicator id {} is in use by a communicator that still exists; give each group its own UniqueId",
+                id.short()
+            ))
+            .with_rank(*rank)
+            .with_op("Communicator::new"));
+        }
+        return remote::join(id, world, *rank, device.clone(), config);
+    }
+    let here: Vec<_> = members.iter().map(|(r, d)| (*r, d.clone(), None)).collect();
+    match enter(id, world, &here, config)? {
+        Joined::Group(shared) => Ok(shared),
+        Joined::Table(table) => assemble::assemble(id, world, &table, members, config),
+    }
+}
+
+/// A member of a room: its rank, its device, and its process when not this one.
+pub(crate) type Entrant = (Rank, Arc<dyn Any + Send + Sync>, Option<proto::ProcAddr>);
+
+/// Enters `id`'s room with `members` (ranks of this process, or one rank of another); returns
+/// once the room is full, failed, or `config`'s deadline passed.
+pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &CommConfig) -> Result<Joined> {
+    let Some(&(rank, ..)) = members.first() else {
         return Err(CollectiveError::invalid("no rank to join").with_op("Communicator::new"));
     };
     let started = Instant::now();
@@ -160,17 +219,17 @@ pub(crate) fn join(
     }
     let cv = room.cv.clone();
     room.latest = room.latest.max(deadline);
-    for (i, (r, _)) in members.iter().enumerate() {
+    for (i, (r, ..)) in members.iter().enumerate() {
         if *r >= world {
             return Err(fail(CollectiveError::invalid(format!("rank {r} is out of range for world_size {world}"))));
         }
-        if room.joined[*r].is_some() || members[..i].iter().any(|(q, _)| q == r) {
+        if room.joined[*r].is_some() || members[..i].iter().any(|(q, ..)| q == r) {
             let r = *r;
             return Err(fail(reuse(&mut reg, id, r)));
         }
     }
-    for (r, dev) in members {
-        room.joined[*r] = Some((ticket, config.clone(), dev.clone()));
+    for (r, dev, at) in members {
+        room.joined[*r] = Some(((ticket, config.clone(), dev.clone()), *at));
         room.gave_up[*r] = false;
     }
     if room.joined.iter().all(Option::is_some) {
@@ -196,25 +255,33 @@ pub(crate) fn join(
 /// Hands the full room's outcome to its members: a new live group, or the config error.
 fn complete(reg: &mut Registry, id: &UniqueId) {
     let Some(room) = reg.pending.remove(id) else { return };
-    let members: Vec<Joiner> = room.joined.into_iter().flatten().collect();
-    let Some(first) = members.first().map(|(_, c, _)| c.clone()) else { return };
+    let members: Vec<Member> = room.joined.into_iter().flatten().collect();
+    let Some(first) = members.first().map(|((_, c, _), _)| c.clone()) else { return };
+    // Ranks of other processes talk TCP whatever their config's transport says.
+    let spans = members.iter().any(|(_, at)| at.is_some());
     let differ: Vec<usize> = members
         .iter()
         .enumerate()
-        .filter(|(_, (_, c, _))| {
+        .filter(|(_, ((_, c, _), _))| {
             c.chunk_bytes() != first.chunk_bytes()
                 || c.algorithm() != first.algorithm()
-                || c.transport() != first.transport()
+                || (!spans && c.transport() != first.transport())
         })
         .map(|(r, _)| r)
         .collect();
-    let devices = members.iter().map(|(_, _, d)| d.clone()).collect();
-    let outcome = if differ.is_empty() {
+    let devices = members.iter().map(|((_, _, d), _)| d.clone()).collect();
+    let outcome = if differ.is_empty() && spans {
+        listener::mesh_address().map(|addr| {
+            let here = proto::ProcAddr { token: listener::process_token(), addr };
+            let procs = members.iter().map(|(_, at)| at.unwrap_or(here)).collect();
+            Joined::Table(Arc::new(proto::Table { nonce: fresh_nonce(), procs }))
+        })
+    } else if differ.is_empty() {
         Shared::link_for(id, room.world, &first).map(|link| {
             let nonce = fresh_nonce();
             reg.live.insert(id.clone(), nonce);
             let instance = Instance { id: id.clone(), nonce };
-            Arc::new(Shared::new(id.clone(), room.world, first, instance, devices, link))
+            Joined::Group(Arc::new(Shared::new(id.clone(), room.world, first, instance, devices, link)))
         })
     } else {
         Err(CollectiveError::invalid(format!(
@@ -226,7 +293,7 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
         )))
     };
     // Every member gets a clone; the original is dropped here, never the last reference.
-    for (ticket, ..) in members {
+    for ((ticket, ..), _) in members {
         reg.outcomes.insert(ticket, outcome.clone());
     }
     room.cv.notify_all();
@@ -240,7 +307,7 @@ fn reuse(reg: &mut Registry, id: &UniqueId, rank: Rank) -> CollectiveError {
         id.short()
     ));
     if let Some(room) = reg.pending.remove(id) {
-        for (ticket, ..) in room.joined.iter().flatten() {
+        for ((ticket, ..), _) in room.joined.iter().flatten() {
             reg.outcomes.insert(*ticket, Err(err.clone()));
         }
         reg.reused.insert(id.clone(), room.latest);
@@ -260,7 +327,7 @@ fn give_up(reg: &mut Registry, id: &UniqueId, rank: Rank, ticket: u64, config: &
     };
     let (missing, left) = (absent(false), absent(true));
     for r in 0..world {
-        if room.joined[r].as_ref().is_some_and(|(t, ..)| *t == ticket) {
+        if room.joined[r].as_ref().is_some_and(|((t, ..), _)| *t == ticket) {
             room.joined[r] = None;
             room.gave_up[r] = true;
         }

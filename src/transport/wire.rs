@@ -11,8 +11,8 @@
 //! | 7 | flags: bit 0 = point-to-point sequence number; other bits zero |
 //! | 8..24 | communicator id (the `UniqueId`'s random bytes) |
 //! | 24..28 | source rank |
-//! | 28..32 | message index (data); world size (hello); messages taken (credit) |
-//! | 32..40 | sequence number (data); bytes granted (credit) |
+//! | 28..32 | message index (data); world size (hello, register, table); messages taken (credit) |
+//! | 32..40 | sequence number (data); bytes granted (credit); the rank called (hello) |
 //! | 40..48 | body length in bytes |
 //! | 48..96 | op fingerprint (data frames; zero otherwise), see [`put_fingerprint`] |
 //!
@@ -33,6 +33,8 @@ pub(crate) const VERSION: u16 = 1;
 pub(crate) const HEADER_LEN: usize = 96;
 /// The longest body of a control frame (an abort's message, a flight recorder's answer).
 pub(crate) const MAX_CONTROL: u64 = 64 * 1024;
+/// The longest rendezvous table (every rank's process and address).
+pub(crate) const MAX_TABLE: u64 = 16 << 20;
 
 /// What a frame is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,10 +56,15 @@ pub(crate) enum FrameKind {
     /// The receiver took `index` messages and freed `seq` bytes of receive buffers: the
     /// sender may send that much more.
     Credit,
+    /// A rank of another process joins a communicator at its root's rendezvous listener
+    /// (`index`: the world size; body: see `comm::rendezvous::proto`).
+    Register,
+    /// The root's answer once every rank registered: where each rank listens.
+    Table,
 }
 
 /// The kind codes. Never renumber; append.
-const KINDS: [(FrameKind, u8); 8] = [
+const KINDS: [(FrameKind, u8); 10] = [
     (FrameKind::Data, 1),
     (FrameKind::Abort, 2),
     (FrameKind::Goodbye, 3),
@@ -66,6 +73,8 @@ const KINDS: [(FrameKind, u8); 8] = [
     (FrameKind::FlightQuery, 6),
     (FrameKind::FlightAnswer, 7),
     (FrameKind::Credit, 8),
+    (FrameKind::Register, 9),
+    (FrameKind::Table, 10),
 ];
 
 fn code_of<T: PartialEq + Copy>(table: &[(T, u8)], v: T) -> u8 {
@@ -146,7 +155,7 @@ fn reduce_from(code: u8, scalar: u64) -> Option<Option<ReduceOp>> {
 }
 
 /// Algorithm codes (0: none chosen per op); `KaryTree`'s arity travels beside it.
-fn algorithm_code(a: Option<Algorithm>) -> (u8, u32) {
+pub(crate) fn algorithm_code(a: Option<Algorithm>) -> (u8, u32) {
     match a {
         None => (0, 0),
         Some(Algorithm::Auto) => (1, 0),
@@ -159,7 +168,7 @@ fn algorithm_code(a: Option<Algorithm>) -> (u8, u32) {
     }
 }
 
-fn algorithm_from(code: u8, arity: u32) -> Option<Option<Algorithm>> {
+pub(crate) fn algorithm_from(code: u8, arity: u32) -> Option<Option<Algorithm>> {
     Some(match code {
         0 => None,
         1 => Some(Algorithm::Auto),
@@ -192,6 +201,8 @@ pub(crate) enum WireError {
     Truncated { what: &'static str, got: usize, want: usize },
     #[error("{0} is not UTF-8")]
     Utf8(&'static str),
+    #[error("malformed {0}")]
+    Malformed(&'static str),
 }
 
 impl From<WireError> for CollectiveError {
@@ -357,7 +368,8 @@ pub(crate) fn decode_header(b: &[u8; HEADER_LEN], limits: Limits) -> Result<Fram
     };
     let max = match kind {
         FrameKind::Data => limits.max_data,
-        FrameKind::Abort | FrameKind::FlightAnswer => MAX_CONTROL,
+        FrameKind::Abort | FrameKind::FlightAnswer | FrameKind::Register => MAX_CONTROL,
+        FrameKind::Table => MAX_TABLE,
         _ => 0,
     };
     if len > max {
@@ -367,7 +379,9 @@ pub(crate) fn decode_header(b: &[u8; HEADER_LEN], limits: Limits) -> Result<Fram
     // Which of sequence number, index and the p2p flag a control frame may use.
     let (seq_ok, index_ok) = match kind {
         FrameKind::Data => (true, true),
-        FrameKind::Hello => (false, true),
+        // A hello's sequence number is the rank it calls (meshes of several processes).
+        FrameKind::Hello => (true, true),
+        FrameKind::Register | FrameKind::Table => (false, true),
         FrameKind::Credit => (true, true),
         _ => (false, false),
     };

@@ -32,11 +32,13 @@ fn codes_never_move() {
         FrameKind::FlightQuery,
         FrameKind::FlightAnswer,
         FrameKind::Credit,
+        FrameKind::Register,
+        FrameKind::Table,
     ]
     .iter()
     .map(|&k| code_of(&KINDS, k))
     .collect();
-    assert_eq!(kinds, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(kinds, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     let ops: Vec<u8> = [
         OpKind::AllReduce,
         OpKind::Broadcast,
@@ -149,7 +151,9 @@ fn random_header(rng: &mut Rng, max_data: u64) -> FrameHeader {
             h.len = rng.below(max_data + 1);
         }
         FrameKind::Abort | FrameKind::FlightAnswer => h.len = rng.below(MAX_CONTROL + 1),
-        FrameKind::Hello => h.index = rng.next() as u32,
+        FrameKind::Hello => (h.seq, h.index) = (rng.next(), rng.next() as u32),
+        FrameKind::Register => (h.index, h.len) = (rng.next() as u32, rng.below(MAX_CONTROL + 1)),
+        FrameKind::Table => (h.index, h.len) = (rng.next() as u32, rng.below(MAX_TABLE + 1)),
         FrameKind::Credit => (h.seq, h.index) = (rng.next(), rng.next() as u32),
         _ => {}
     }
@@ -263,7 +267,11 @@ fn a_million_random_and_mutated_frames() {
             Ok(h) => {
                 ok += 1;
                 assert_eq!(encode_header(&h), b, "not canonical: {h:?}");
-                let max = if h.kind == FrameKind::Data { limits.max_data } else { MAX_CONTROL };
+                let max = match h.kind {
+                    FrameKind::Data => limits.max_data,
+                    FrameKind::Table => MAX_TABLE,
+                    _ => MAX_CONTROL,
+                };
                 assert!(h.len <= max);
             }
             Err(e) => {

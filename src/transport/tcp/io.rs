@@ -90,11 +90,13 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, mut w: OwnedWriteHalf) {
             lost(&e, &p);
             // Nothing will be written any more: whatever is queued counts as released.
             lock(&p.out).data.clear();
+            p.flushed.store(true, Ordering::SeqCst);
             e.ring();
             return;
         }
     }
     let _ = w.shutdown().await;
+    p.flushed.store(true, Ordering::SeqCst);
 }
 
 async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::result::Result<(), ()> {
@@ -210,6 +212,9 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut r: OwnedReadHalf) {
             }
             FrameKind::FlightQuery => {}
             FrameKind::Hello => return e.protocol(peer, "a second hello"),
+            FrameKind::Register | FrameKind::Table => {
+                return e.protocol(peer, format!("a rendezvous {:?} frame on a mesh connection", h.kind));
+            }
         }
     }
 }

@@ -21,6 +21,7 @@
 //! runtime shared by the process; ranks talk to them through mutexes, atomics, `Notify` and
 //! the ranks' doorbells — never across an `.await` with a lock held.
 
+pub(crate) mod inbox;
 mod io;
 pub(crate) mod setup;
 
@@ -47,6 +48,10 @@ pub(crate) const MAX_MESSAGE: u64 = 16 << 30;
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(2);
 /// How long a connection may stay silent before its peer counts as lost.
 pub(crate) const SILENCE: Duration = Duration::from_secs(60);
+/// How long dropping a mesh waits for its writers to put the last frames (credits, the
+/// goodbye) on the wire: a process that exits right after dropping its communicator must not
+/// leave its peers waiting for credits that were never sent.
+const LINGER: Duration = Duration::from_secs(2);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -107,6 +112,8 @@ pub(crate) struct Peer {
     wake: Notify,
     /// The connection ended (goodbye, close, error, or silence).
     gone: AtomicBool,
+    /// The writer task ended: everything queued before the goodbye is on the wire.
+    flushed: AtomicBool,
 }
 
 impl Peer {
@@ -121,6 +128,7 @@ impl Peer {
             delivered: AtomicU64::new(0),
             wake: Notify::new(),
             gone: AtomicBool::new(false),
+            flushed: AtomicBool::new(false),
         }
     }
 
@@ -225,6 +233,11 @@ impl Drop for Mesh {
         // The last rank is gone: close every connection still open (their tasks end).
         for r in 0..self.endpoints.len() {
             self.depart(r);
+        }
+        let until = Instant::now() + LINGER;
+        let peers = || self.endpoints.iter().flatten().flat_map(|e| e.peers.iter().flatten());
+        while Instant::now() < until && !peers().all(|p| p.flushed.load(Ordering::SeqCst)) {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }

@@ -1,7 +1,9 @@
-//! Building a mesh: every rank its own listener on 127.0.0.1 (an ephemeral port), the
-//! higher rank of each pair connecting to the lower one and introducing itself with a
-//! `Hello` frame, which the lower one checks (magic, version, communicator, rank, world
-//! size) before the connection carries anything else.
+//! Building a mesh: the higher rank of each pair connects to the lower one and introduces
+//! itself with a `Hello` frame, which the lower one checks (magic, version, communicator,
+//! rank, world size) before the connection carries anything else.
+//! - [`loopback`]: every rank of one process its own listener on 127.0.0.1;
+//! - [`process_mesh`]: the ranks of several processes, each process's ranks reached at its
+//!   rendezvous listener, which hands their hellos to the [`inbox`].
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -9,6 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::inbox;
 use super::io::{runtime, spawn};
 use super::{Endpoint, Mesh, Peer, io_error};
 use crate::error::{CollectiveError, ErrorKind, Result};
@@ -16,10 +19,10 @@ use crate::transport::wait::Event;
 use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
 use crate::types::Rank;
 
-/// A hello from `from` for communicator `comm` of `world` ranks.
-fn hello(comm: [u8; 16], from: Rank, world: usize) -> [u8; HEADER_LEN] {
+/// A hello from `from` to `to` for communicator `comm` of `world` ranks.
+pub(crate) fn hello(comm: [u8; 16], from: Rank, to: Rank, world: usize) -> [u8; HEADER_LEN] {
     let mut h = FrameHeader::control(FrameKind::Hello, comm, from as u32, 0);
-    h.index = world as u32;
+    (h.index, h.seq) = (world as u32, to as u64);
     wire::encode_header(&h)
 }
 
@@ -47,7 +50,6 @@ fn check_hello(s: &mut TcpStream, comm: [u8; 16], world: usize, want: Rank) -> R
 /// `Io` when a socket cannot be bound, connected or configured; `Protocol` for a bad hello;
 /// `Timeout` when the handshake does not finish by `deadline`.
 pub(crate) fn loopback(comm: [u8; 16], world: usize, deadline: Instant) -> Result<Mesh> {
-    let rt = runtime()?;
     let listeners: Vec<TcpListener> = (0..world)
         .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_error("binding 127.0.0.1:0", e)))
         .collect::<Result<_>>()?;
@@ -65,7 +67,7 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, deadline: Instant) -> Resul
         let addr = listeners[lo].local_addr().map_err(|e| io_error("a listener's address", e))?;
         for hi in lo + 1..world {
             let mut c = TcpStream::connect_timeout(&addr, left()?).map_err(|e| io_error("connecting", e))?;
-            c.write_all(&hello(comm, hi, world)).map_err(|e| io_error("sending a hello", e))?;
+            c.write_all(&hello(comm, hi, lo, world)).map_err(|e| io_error("sending a hello", e))?;
             // The connection is in the listener's backlog: accept returns at once.
             let (mut a, _) = listeners[lo].accept().map_err(|e| io_error("accepting", e))?;
             a.set_read_timeout(Some(left()?)).map_err(|e| io_error("configuring a socket", e))?;
@@ -75,9 +77,71 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, deadline: Instant) -> Resul
             streams[hi][lo] = Some(c);
         }
     }
+    endpoints(comm, streams.into_iter().map(Some).collect())
+}
+
+/// A mesh of `world` ranks spread over processes: `addrs[r]` is where rank `r`'s process
+/// listens, `local[r]` whether rank `r` lives in this one. This process's ranks call every
+/// lower rank (at its process's listener, this one's included) and take the calls of every
+/// higher rank from the [`inbox`].
+///
+/// # Errors
+/// `Io` when a socket cannot be configured; `Timeout` naming the ranks that could not be
+/// reached or did not call by `deadline`.
+pub(crate) fn process_mesh(
+    comm: [u8; 16],
+    world: usize,
+    addrs: &[std::net::SocketAddr],
+    local: &[bool],
+    deadline: Instant,
+) -> Result<Mesh> {
+    let mut rows: Vec<Option<Vec<Option<TcpStream>>>> =
+        (0..world).map(|r| local[r].then(|| (0..world).map(|_| None).collect())).collect();
+    for (hi, row) in rows.iter_mut().enumerate() {
+        let Some(row) = row else { continue };
+        for (lo, slot) in row.iter_mut().enumerate().take(hi) {
+            let mut c = connect(addrs[lo], deadline).map_err(|e| e.with_rank(hi).with_peer(lo))?;
+            c.write_all(&hello(comm, hi, lo, world)).map_err(|e| io_error("sending a hello", e))?;
+            *slot = Some(c);
+        }
+    }
+    for (lo, row) in rows.iter_mut().enumerate() {
+        let Some(row) = row else { continue };
+        for (hi, slot) in row.iter_mut().enumerate().skip(lo + 1) {
+            *slot = Some(inbox::take(comm, lo, hi, world, deadline)?);
+        }
+    }
+    endpoints(comm, rows)
+}
+
+/// Connects to `addr`, retrying (a listener not up yet) with backoff until `deadline`.
+pub(crate) fn connect(addr: std::net::SocketAddr, deadline: Instant) -> Result<TcpStream> {
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(CollectiveError::new(ErrorKind::Timeout, format!("could not connect to {addr} in time")));
+        }
+        match TcpStream::connect_timeout(&addr, left.min(Duration::from_secs(5))) {
+            Ok(s) => return Ok(s),
+            Err(_) => std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now()))),
+        }
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// The endpoints of the ranks whose rows are given (`rows[me][peer]`: their connections),
+/// their reader and writer tasks started.
+fn endpoints(comm: [u8; 16], rows: Vec<Option<Vec<Option<TcpStream>>>>) -> Result<Mesh> {
+    let rt = runtime()?;
+    let world = rows.len();
     let mut endpoints = Vec::with_capacity(world);
     let _enter = rt.enter();
-    for (me, row) in streams.into_iter().enumerate() {
+    for (me, row) in rows.into_iter().enumerate() {
+        let Some(row) = row else {
+            endpoints.push(None);
+            continue;
+        };
         let mut peers = Vec::with_capacity(world);
         let mut conns = Vec::new();
         for (p, s) in row.into_iter().enumerate() {

@@ -16,19 +16,19 @@ fn hello_from(bytes: &[u8]) -> Result<()> {
 
 #[test]
 fn strangers_get_protocol_errors() {
-    assert!(hello_from(&hello([7; 16], 2, 4)).is_ok());
+    assert!(hello_from(&hello([7; 16], 2, 0, 4)).is_ok());
     let cases: [(Vec<u8>, &str); 5] = [
         (b"GET / HTTP/1.1\r\n\r\n".repeat(8), "magic"),
         (
             {
-                let mut h = hello([7; 16], 2, 4);
+                let mut h = hello([7; 16], 2, 0, 4);
                 h[4] = 9;
                 h.to_vec()
             },
             "version 9",
         ),
-        (hello([8; 16], 2, 4).to_vec(), "another communicator"),
-        (hello([7; 16], 3, 4).to_vec(), "rank 3 of 4"),
+        (hello([8; 16], 2, 0, 4).to_vec(), "another communicator"),
+        (hello([7; 16], 3, 0, 4).to_vec(), "rank 3 of 4"),
         (wire::encode_header(&FrameHeader::control(FrameKind::Heartbeat, [7; 16], 2, 0)).to_vec(), "Heartbeat"),
     ];
     for (bytes, what) in cases {
@@ -37,5 +37,5 @@ fn strangers_get_protocol_errors() {
         assert!(e.to_string().contains(what), "{what}: {e}");
     }
     // Truncated: the peer closes mid-hello.
-    assert_eq!(hello_from(&hello([7; 16], 2, 4)[..40]).unwrap_err().kind(), ErrorKind::Io);
+    assert_eq!(hello_from(&hello([7; 16], 2, 0, 4)[..40]).unwrap_err().kind(), ErrorKind::Io);
 }

@@ -1,0 +1,83 @@
+//! Communicators from a launcher's environment: torchrun, `srun`, `mpirun` ([`LaunchEnv`]).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use super::Communicator;
+use super::rendezvous::listener;
+use crate::config::CommConfig;
+use crate::device::Device;
+use crate::error::{CollectiveError, Result};
+use crate::launch::LaunchEnv;
+use crate::unique_id::UniqueId;
+
+impl<D: Device> Communicator<D> {
+    /// Joins the communicator the launcher describes (torchrun, `srun` or `mpirun`
+    /// variables, see [`LaunchEnv`] for which and in what order), with the default config and
+    /// `RUCCL_*` overrides ([`CommConfig::from_env`]). See
+    /// [`from_launch`](Self::from_launch).
+    ///
+    /// # Errors
+    /// `InvalidArgument` listing every missing or bad variable; as
+    /// [`from_launch`](Self::from_launch).
+    pub fn from_env(device: D) -> Result<Self> {
+        Self::from_env_with_config(device, CommConfig::from_env()?)
+    }
+
+    /// Like [`from_env`](Self::from_env) with an explicit config.
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn from_env_with_config(device: D, config: CommConfig) -> Result<Self> {
+        let env = LaunchEnv::from_process()?;
+        Self::from_launch(device, &env, config)
+    }
+
+    /// Joins the communicator of a launch: rank `env.rank` of `env.world_size`. Rank 0 listens
+    /// on `MASTER_ADDR:MASTER_PORT` for the rendezvous (on every interface when that address is
+    /// not one of its host's); the other ranks connect there, retrying until the config's
+    /// timeout. The id is derived from the address and the world size, so no id needs to be
+    /// passed around (and two launches at once need two ports). This process listens for its
+    /// peers on `RUCCL_SOCKET_IFNAME` (an interface or an address), else on the address that
+    /// reaches `MASTER_ADDR`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `MASTER_ADDR` does not resolve or `RUCCL_SOCKET_IFNAME` names
+    /// nothing on this host; `Io` when rank 0 cannot listen on `MASTER_PORT`; as
+    /// [`new`](Self::new).
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use ruccl::{CommConfig, Communicator, HostDevice, launch::LaunchEnv};
+    /// let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    /// let vars: HashMap<String, String> = [
+    ///     ("RANK", "0".to_string()),
+    ///     ("WORLD_SIZE", "1".to_string()),
+    ///     ("MASTER_ADDR", "127.0.0.1".to_string()),
+    ///     ("MASTER_PORT", port.to_string()),
+    /// ]
+    /// .into_iter()
+    /// .map(|(k, v)| (k.to_string(), v))
+    /// .collect();
+    /// let env = LaunchEnv::from_map(&vars)?;
+    /// let comm = Communicator::from_launch(HostDevice::default(), &env, CommConfig::default())?;
+    /// assert_eq!((comm.rank(), comm.world_size()), (0, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_launch(device: D, env: &LaunchEnv, config: CommConfig) -> Result<Self> {
+        let fail = |e: CollectiveError| e.with_rank(env.rank).with_op("Communicator::from_env");
+        let root = resolve(&env.master_addr, env.master_port).map_err(fail)?;
+        listener::address_for(env.socket_ifname.as_deref(), Some(&env.master_addr)).map_err(fail)?;
+        if env.rank == 0 {
+            listener::serve_at(root).map_err(fail)?;
+        }
+        let id = UniqueId::for_launch(root, env.world_size);
+        Self::with_config(device, env.world_size, id, env.rank, config)
+    }
+}
+
+/// `host:port` as one address (IPv4 preferred).
+fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    let bad = |why: String| CollectiveError::invalid(format!("MASTER_ADDR={host} does not resolve: {why}"));
+    let all: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(|e| bad(e.to_string()))?.collect();
+    all.iter().find(|a| a.is_ipv4()).or(all.first()).copied().ok_or_else(|| bad("no address".into()))
+}

@@ -1,0 +1,118 @@
+//! The ranks of one process that joined a group spanning processes meet here with the
+//! table, and the last to arrive builds the process's side of the TCP mesh and the group's
+//! shared state for all of them.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::proto::Table;
+use super::{Instance, Shared, listener, registry};
+use crate::config::{CommConfig, deadline_after};
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::transport::{Link, tcp};
+use crate::types::Rank;
+use crate::unique_id::UniqueId;
+
+struct Assembly {
+    /// Ranks of this process in the table.
+    expected: usize,
+    arrived: Vec<(Rank, Arc<dyn Any + Send + Sync>)>,
+    /// Arrivals that have not taken the result yet.
+    left: usize,
+    result: Option<Result<Arc<Shared>>>,
+}
+
+type Key = ([u8; 16], u128);
+
+static ASSEMBLIES: LazyLock<(Mutex<HashMap<Key, Assembly>>, Condvar)> = LazyLock::new(Default::default);
+
+fn assemblies() -> MutexGuard<'static, HashMap<Key, Assembly>> {
+    ASSEMBLIES.0.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits for the other ranks of this process in `table`, then returns the group they share.
+///
+/// # Errors
+/// As [`tcp::setup::process_mesh`]; `Timeout` when the process's other ranks do not arrive.
+pub(super) fn assemble(
+    id: &UniqueId,
+    world: usize,
+    table: &Table,
+    members: &[(Rank, Arc<dyn Any + Send + Sync>)],
+    config: &CommConfig,
+) -> Result<Arc<Shared>> {
+    let me = listener::process_token();
+    let local: Vec<bool> = table.procs.iter().map(|p| p.token == me).collect();
+    let key = (id.comm_bytes(), table.nonce);
+    let deadline = deadline_after(config.timeout());
+    let mut g = assemblies();
+    let a = g.entry(key).or_insert_with(|| {
+        let expected = local.iter().filter(|&&l| l).count();
+        Assembly { expected, arrived: Vec::new(), left: expected, result: None }
+    });
+    a.arrived.extend(members.iter().cloned());
+    if a.arrived.len() >= a.expected {
+        let arrived = std::mem::take(&mut a.arrived);
+        drop(g);
+        let built = build(id, world, table, &local, arrived, config, deadline);
+        g = assemblies();
+        if let Some(a) = g.get_mut(&key) {
+            a.result = Some(built);
+        }
+        ASSEMBLIES.1.notify_all();
+    }
+    loop {
+        if let Some(a) = g.get_mut(&key)
+            && let Some(r) = a.result.clone()
+        {
+            a.left = a.left.saturating_sub(members.len());
+            if a.left == 0 {
+                // Not the last reference: `r` holds one.
+                g.remove(&key);
+            }
+            return r;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            let ranks: Vec<String> = (0..world).filter(|&r| local[r]).map(|r| r.to_string()).collect();
+            return Err(CollectiveError::new(
+                ErrorKind::Timeout,
+                format!(
+                    "the ranks of this process ({}) did not all finish joining communicator {}",
+                    ranks.join(", "),
+                    id.short()
+                ),
+            )
+            .with_op("Communicator::new"));
+        }
+        g = ASSEMBLIES.1.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+/// The process's side of the group: its ranks' TCP endpoints and the shared state.
+fn build(
+    id: &UniqueId,
+    world: usize,
+    table: &Table,
+    local: &[bool],
+    arrived: Vec<(Rank, Arc<dyn Any + Send + Sync>)>,
+    config: &CommConfig,
+    deadline: Instant,
+) -> Result<Arc<Shared>> {
+    // Frames name this instance of the id: a later group reusing the id never reads them.
+    let mut comm = id.comm_bytes();
+    comm.iter_mut().zip(table.nonce.to_le_bytes()).for_each(|(c, n)| *c ^= n);
+    let addrs: Vec<_> = table.procs.iter().map(|p| p.addr).collect();
+    let mesh = tcp::setup::process_mesh(comm, world, &addrs, local, deadline)?;
+    let mut devices: Vec<Arc<dyn Any + Send + Sync>> = (0..world).map(|_| Arc::new(()) as _).collect();
+    for (r, d) in arrived {
+        devices[r] = d;
+    }
+    registry().live.insert(id.clone(), table.nonce);
+    let instance = Instance { id: id.clone(), nonce: table.nonce };
+    let mut shared = Shared::new(id.clone(), world, config.clone(), instance, devices, Link::Tcp(Arc::new(mesh)));
+    shared.board = super::super::flight::Board::with_local(local, config.warn_after());
+    Ok(Arc::new(shared))
+}

@@ -1,0 +1,210 @@
+//! The process's rendezvous listeners: TCP listeners started on demand (the first by
+//! [`UniqueId::new`](crate::UniqueId::new), one on `MASTER_PORT` for rank 0 of
+//! [`Communicator::from_env`](crate::Communicator::from_env)), each on its own accept
+//! thread. A connection says what it is with its first frame:
+//! - `Register`: a rank of another process joins a communicator rooted here
+//!   ([`super::remote::serve`]);
+//! - `Hello`: a peer's mesh connection, kept for the rank it calls
+//!   ([`inbox`](crate::transport::tcp::inbox)).
+//!
+//! Anything else (garbage, another protocol version, a frame of the wrong kind, silence for
+//! [`FIRST_FRAME`]) closes that connection with a `Protocol` error, logged; the listener
+//! keeps serving. The first listener's address is where this process's ranks take mesh
+//! connections.
+
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::transport::tcp::inbox;
+use crate::transport::wire::{self, FrameKind, HEADER_LEN, Limits, MAX_CONTROL};
+
+/// How long a new connection may take to send its first frame.
+const FIRST_FRAME: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct Listeners {
+    /// Addresses this process serves, the first one where its ranks take mesh connections.
+    serving: Vec<SocketAddr>,
+}
+
+static LISTENERS: LazyLock<Mutex<Listeners>> = LazyLock::new(Default::default);
+
+fn listeners() -> MutexGuard<'static, Listeners> {
+    LISTENERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A random token naming this process in rendezvous tables.
+pub(crate) fn process_token() -> [u8; 16] {
+    static TOKEN: LazyLock<[u8; 16]> = LazyLock::new(|| super::fresh_nonce().to_le_bytes());
+    *TOKEN
+}
+
+/// Whether this process serves `addr` (made the ids rooted there).
+pub(crate) fn serves(addr: SocketAddr) -> bool {
+    listeners().serving.contains(&addr)
+}
+
+/// The address of this process's first listener, started (see [`bind_ip`]) if there is none
+/// yet; `None` when none can be started (no network, Miri), and the ids this process makes
+/// then serve its own threads only.
+///
+/// # Errors
+/// `InvalidArgument` when `RUCCL_SOCKET_IFNAME` names no interface or address of this host.
+pub(crate) fn default_address() -> Result<Option<SocketAddr>> {
+    let ifname = std::env::var("RUCCL_SOCKET_IFNAME").ok();
+    let master = std::env::var("MASTER_ADDR").ok();
+    address_for(ifname.as_deref(), master.as_deref())
+}
+
+/// [`default_address`], the IP chosen from `ifname` and `master` (as [`bind_ip`]) when a
+/// listener must be started.
+///
+/// # Errors
+/// As [`default_address`].
+pub(crate) fn address_for(ifname: Option<&str>, master: Option<&str>) -> Result<Option<SocketAddr>> {
+    if cfg!(miri) {
+        return Ok(None);
+    }
+    let mut l = listeners();
+    if let Some(a) = l.serving.first() {
+        return Ok(Some(*a));
+    }
+    let ip = bind_ip(ifname, master)?;
+    match start(SocketAddr::new(ip, 0)) {
+        Ok(a) => {
+            l.serving.push(a);
+            Ok(Some(a))
+        }
+        Err(e) => {
+            #[cfg(feature = "tracing")]
+            tracing::warn!("no rendezvous listener on {ip}: {e}; ids made here serve this process's threads only");
+            let _ = e;
+            Ok(None)
+        }
+    }
+}
+
+/// The address where this process's ranks take mesh connections.
+///
+/// # Errors
+/// `Io` when no listener runs and none can be started.
+pub(crate) fn mesh_address() -> Result<SocketAddr> {
+    default_address()?.ok_or_else(|| {
+        CollectiveError::new(ErrorKind::Io, "this process cannot listen for connections (no rendezvous listener)")
+    })
+}
+
+/// Serves `addr` (rank 0 of a launch binding `MASTER_ADDR:MASTER_PORT`); nothing to do if it
+/// already does. When `addr`'s IP is not one of this host's, binds all interfaces on its port.
+///
+/// # Errors
+/// `Io` naming the address when the port cannot be bound (in use).
+pub(crate) fn serve_at(addr: SocketAddr) -> Result<()> {
+    let mut l = listeners();
+    if l.serving.contains(&addr) {
+        return Ok(());
+    }
+    let bound = match start(addr) {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            let any: IpAddr =
+                if addr.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { std::net::Ipv6Addr::UNSPECIFIED.into() };
+            start(SocketAddr::new(any, addr.port()))
+        }
+        r => r,
+    };
+    bound.map_err(|e| {
+        CollectiveError::new(
+            ErrorKind::Io,
+            format!("rank 0 cannot listen on the rendezvous address {addr} (MASTER_ADDR:MASTER_PORT): {e}"),
+        )
+        .with_source(e)
+    })?;
+    l.serving.push(addr);
+    Ok(())
+}
+
+/// Binds `addr` and starts its accept thread; returns the bound address.
+fn start(addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    std::thread::Builder::new().name("ruccl-rendezvous".into()).spawn(move || accept_loop(listener))?;
+    Ok(local)
+}
+
+fn accept_loop(listener: TcpListener) {
+    loop {
+        let Ok((stream, from)) = listener.accept() else {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        // A thread per connection: a silent stranger holds only its own thread, for at most
+        // FIRST_FRAME. If no thread can be made, the connection is dropped (the peer retries
+        // or times out).
+        let _ = std::thread::Builder::new().name("ruccl-rendezvous-conn".into()).spawn(move || {
+            if let Err(e) = handle(stream) {
+                #[cfg(feature = "tracing")]
+                tracing::warn!(%from, "rendezvous listener refused a connection: {e}");
+                let _ = (e, from);
+            }
+        });
+    }
+}
+
+/// Reads a connection's first frame and hands it on.
+fn handle(mut s: TcpStream) -> Result<()> {
+    let io = |what: &str, e: std::io::Error| CollectiveError::new(ErrorKind::Io, format!("{what}: {e}"));
+    s.set_read_timeout(Some(FIRST_FRAME)).map_err(|e| io("configuring a socket", e))?;
+    s.set_nodelay(true).map_err(|e| io("configuring a socket", e))?;
+    let mut hb = [0u8; HEADER_LEN];
+    s.read_exact(&mut hb).map_err(|e| CollectiveError::protocol(format!("no complete first frame: {e}")))?;
+    let h = wire::decode_header(&hb, Limits { max_data: 0 })?;
+    match h.kind {
+        FrameKind::Hello => {
+            s.set_read_timeout(None).map_err(|e| io("configuring a socket", e))?;
+            inbox::arrive(&h, s)
+        }
+        FrameKind::Register => {
+            let len = h.len.min(MAX_CONTROL) as usize;
+            let mut body = vec![0u8; len];
+            s.read_exact(&mut body).map_err(|e| CollectiveError::protocol(format!("a truncated registration: {e}")))?;
+            super::remote::serve(&h, &body, s)
+        }
+        k => Err(CollectiveError::protocol(format!("a {k:?} frame as the first frame at a rendezvous listener"))),
+    }
+}
+
+/// The IP this process's listener binds and advertises:
+/// 1. `RUCCL_SOCKET_IFNAME` (`ifname`): an IP address, or an interface name (its first IPv4
+///    address, else its first IPv6 one);
+/// 2. else, when `MASTER_ADDR` (`master`) is set, the local address that routes to it;
+/// 3. else `127.0.0.1` (one host only).
+///
+/// # Errors
+/// `InvalidArgument` when `RUCCL_SOCKET_IFNAME` names nothing on this host.
+fn bind_ip(ifname: Option<&str>, master: Option<&str>) -> Result<IpAddr> {
+    if let Some(name) = ifname.map(str::trim).filter(|s| !s.is_empty()) {
+        if let Ok(ip) = name.parse::<IpAddr>() {
+            return Ok(ip);
+        }
+        return super::ifaddr::interface_ip(name).ok_or_else(|| {
+            CollectiveError::invalid(format!(
+                "RUCCL_SOCKET_IFNAME={name} is neither an IP address nor an interface of this host with an address"
+            ))
+        });
+    }
+    let master = master.map(str::trim).filter(|s| !s.is_empty());
+    Ok(master.and_then(route_to).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)))
+}
+
+/// The local address the host would use to reach `host` (no packet is sent).
+fn route_to(host: &str) -> Option<IpAddr> {
+    let target = (host, 9).to_socket_addrs().ok()?.next()?;
+    let any: SocketAddr = if target.is_ipv4() { (Ipv4Addr::UNSPECIFIED, 0).into() } else { "[::]:0".parse().ok()? };
+    let u = UdpSocket::bind(any).ok()?;
+    u.connect(target).ok()?;
+    let ip = u.local_addr().ok()?.ip();
+    (!ip.is_unspecified()).then_some(ip)
+}

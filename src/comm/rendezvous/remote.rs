@@ -1,0 +1,202 @@
+//! Joining across processes: a rank whose id is rooted in another process registers at the
+//! root's listener and waits for the table ([`join`]); the root's listener joins the room on
+//! its behalf and answers with the table or the error ([`serve`]).
+
+use std::any::Any;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::proto::{self, ProcAddr, Registration};
+use super::{Joined, Shared, assemble, listener};
+use crate::config::{CommConfig, deadline_after};
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::transport::tcp::setup;
+use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
+use crate::types::Rank;
+use crate::unique_id::UniqueId;
+
+/// How much longer than its own deadline a rank waits for the root's answer (the root's
+/// deadline for it starts when its registration arrives).
+const GRACE: Duration = Duration::from_secs(5);
+/// The longest a root waits for a rank of another process, whatever it asks.
+const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
+/// Joins `id` (rooted in another process) as `rank` of `world`.
+///
+/// # Errors
+/// `Timeout` when the root cannot be reached, or names the ranks that never came; the
+/// root's errors (duplicate rank, world or config mismatch); `Protocol` for a bad answer;
+/// as [`assemble::assemble`].
+pub(super) fn join(
+    id: &UniqueId,
+    world: usize,
+    rank: Rank,
+    device: Arc<dyn Any + Send + Sync>,
+    config: &CommConfig,
+) -> Result<Arc<Shared>> {
+    let fail = |e: CollectiveError| e.with_rank(rank).with_op("Communicator::new");
+    let Some(root) = id.root_address() else {
+        return Err(fail(CollectiveError::invalid("this UniqueId has no root address")));
+    };
+    let deadline = deadline_after(config.timeout());
+    let at = ProcAddr { token: listener::process_token(), addr: listener::mesh_address().map_err(fail)? };
+    let reg = Registration {
+        id: id.clone(),
+        rank,
+        world,
+        at,
+        timeout: config.timeout(),
+        chunk_bytes: config.chunk_bytes() as u64,
+        algorithm: config.algorithm(),
+    };
+    let mut s = setup::connect(root, deadline).map_err(|_| {
+        fail(CollectiveError::new(
+            ErrorKind::Timeout,
+            format!(
+                "could not reach the rendezvous root of communicator {} at {root} within {:?}: is the process that made the id (rank 0 of a launch) running, and is {root} reachable from here?",
+                id.short(),
+                config.timeout()
+            ),
+        ))
+    })?;
+    let io = |what: &str, e: std::io::Error| {
+        let kind = match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+            _ => ErrorKind::Protocol,
+        };
+        fail(CollectiveError::new(kind, format!("{what} the rendezvous root at {root}: {e}")))
+    };
+    s.write_all(&proto::encode_register(&reg)).map_err(|e| io("registering at", e))?;
+    let wait = deadline.saturating_duration_since(Instant::now()) + GRACE;
+    s.set_read_timeout(Some(wait)).map_err(|e| io("configuring the connection to", e))?;
+    let mut hb = [0u8; HEADER_LEN];
+    s.read_exact(&mut hb).map_err(|e| io("no answer from", e))?;
+    let bad = |what: String| fail(CollectiveError::protocol(format!("the rendezvous root at {root} {what}")));
+    let h = wire::decode_header(&hb, Limits { max_data: 0 }).map_err(|e| bad(format!("answered badly: {e}")))?;
+    if h.comm != id.comm_bytes() {
+        return Err(bad("answered for another communicator".into()));
+    }
+    let mut body = vec![0u8; h.len as usize];
+    s.read_exact(&mut body).map_err(|e| io("a truncated answer from", e))?;
+    match h.kind {
+        FrameKind::Table => {
+            let table = proto::decode_table(&h, &body).map_err(|e| bad(format!("sent a bad table: {e}")))?;
+            if table.procs.len() != world {
+                return Err(bad(format!("sent a table of {} ranks for a world of {world}", table.procs.len())));
+            }
+            assemble::assemble(id, world, &table, &[(rank, device)], config)
+        }
+        FrameKind::Abort => Err(fail(wire::decode_error(&body).map_err(|e| bad(format!("sent a bad error: {e}")))?)),
+        k => Err(bad(format!("answered with a {k:?} frame"))),
+    }
+}
+
+/// The root's side: a registration `h` + `body` arrived on `s`. Joins the room for the rank
+/// and answers with the table, or with the error (an `Abort` frame). Returns the error of a
+/// registration that is not one (logged by the listener).
+pub(super) fn serve(h: &FrameHeader, body: &[u8], mut s: TcpStream) -> Result<()> {
+    let answer = |s: &mut TcpStream, frame: &[u8]| {
+        // The rank may be gone; it then learns nothing more from us anyway.
+        let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
+        let _ = s.write_all(frame);
+    };
+    let refuse = |s: &mut TcpStream, e: CollectiveError| {
+        let mut hd = FrameHeader::control(FrameKind::Abort, h.comm, 0, 0);
+        let b = wire::encode_error(&e);
+        hd.len = b.len() as u64;
+        let mut f = wire::encode_header(&hd).to_vec();
+        f.extend_from_slice(&b);
+        answer(s, &f);
+        e
+    };
+    let reg = match proto::decode_register(h, body) {
+        Ok(r) => r,
+        Err(e) => return Err(refuse(&mut s, CollectiveError::from(e))),
+    };
+    if reg.id.comm_bytes() != h.comm || !reg.id.root_address().is_some_and(listener::serves) {
+        let e = CollectiveError::protocol(format!(
+            "rank {} registered for communicator {}, which is not rooted in this process",
+            reg.rank,
+            reg.id.short()
+        ));
+        return Err(refuse(&mut s, e));
+    }
+    let config = CommConfig::default()
+        .with_chunk_bytes(reg.chunk_bytes.min(usize::MAX as u64) as usize)
+        .with_algorithm(reg.algorithm)
+        .with_timeout(reg.timeout.min(MAX_WAIT));
+    let member: super::Entrant = (reg.rank, Arc::new(()), Some(reg.at));
+    match super::enter(&reg.id, reg.world, &[member], &config) {
+        Ok(Joined::Table(t)) => answer(&mut s, &proto::encode_table(h.comm, &t)),
+        Ok(Joined::Group(_)) => {
+            refuse(&mut s, CollectiveError::protocol("a group of one process formed around a rank of another"));
+        }
+        Err(e) => {
+            refuse(&mut s, e);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends `frame` to `root` and reads the root's answer: the error it refused with.
+    fn refused(root: std::net::SocketAddr, frame: &[u8]) -> CollectiveError {
+        let mut s = TcpStream::connect(root).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(frame).unwrap();
+        let mut hb = [0u8; HEADER_LEN];
+        s.read_exact(&mut hb).unwrap();
+        let h = wire::decode_header(&hb, Limits { max_data: 0 }).unwrap();
+        assert_eq!(h.kind, FrameKind::Abort);
+        let mut body = vec![0u8; h.len as usize];
+        s.read_exact(&mut body).unwrap();
+        wire::decode_error(&body).unwrap()
+    }
+
+    fn registration(id: &UniqueId) -> Registration {
+        let at = ProcAddr { token: [1; 16], addr: "127.0.0.1:9".parse().unwrap() };
+        let timeout = Duration::from_millis(300);
+        Registration {
+            id: id.clone(),
+            rank: 1,
+            world: 2,
+            at,
+            timeout,
+            chunk_bytes: 1 << 20,
+            algorithm: Default::default(),
+        }
+    }
+
+    #[test]
+    fn strangers_are_refused_and_the_listener_keeps_serving() {
+        let id = UniqueId::new().unwrap();
+        let Some(root) = id.root_address() else {
+            eprintln!("skipped: this machine cannot listen on a socket");
+            return;
+        };
+        // Garbage and silence: the connection is closed, the listener goes on.
+        let mut g = TcpStream::connect(root).unwrap();
+        g.write_all(&b"GET / HTTP/1.1\r\n\r\n".repeat(8)).unwrap();
+        let _silent = TcpStream::connect(root).unwrap();
+        // An id rooted elsewhere.
+        let elsewhere = UniqueId::from_parts([9; 16], Some("10.255.255.1:1".parse().unwrap()));
+        let e = refused(root, &proto::encode_register(&registration(&elsewhere)));
+        assert_eq!(e.kind(), ErrorKind::Protocol, "{e}");
+        assert!(e.to_string().contains("not rooted in this process"), "{e}");
+        // A malformed registration (truncated body, announced as such).
+        let mut f = proto::encode_register(&registration(&id));
+        f.truncate(f.len() - 3);
+        let len = (f.len() - HEADER_LEN) as u64;
+        f[40..48].copy_from_slice(&len.to_le_bytes());
+        assert_eq!(refused(root, &f).kind(), ErrorKind::Protocol);
+        // A real registration is still served: rank 0 never comes, so the root names it.
+        let e = refused(root, &proto::encode_register(&registration(&id)));
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        assert!(e.to_string().contains("rank(s) 0 never called"), "{e}");
+    }
+}
