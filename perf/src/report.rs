@@ -13,8 +13,8 @@ use crate::check::FLOAT_ULPS;
 use crate::run::{Failure, Msg, Plan};
 use crate::table::{self, Coll};
 
-/// The lines printed before the table.
-pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
+/// The lines printed before the table; `device` names the ranks' devices.
+pub fn header(o: &Options, plan: &Plan, config: &CommConfig, device: &str) -> Vec<String> {
     let n = o.ranks();
     let mut h = vec![
         format!(
@@ -35,7 +35,7 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
             o.check
         ),
         format!(
-            "# ranks: {n} ({})  device: host  transport: inproc  algo: {}  timeout: {:?}  time: {}",
+            "# ranks: {n} ({})  device: {device}  transport: inproc  algo: {}  timeout: {:?}  time: {}",
             match o.mode() {
                 Mode::Threads if config.shared_progress() => {
                     "threads in this process, ops driven by the shared progress thread (RUCCL_SHARED_PROGRESS)"
