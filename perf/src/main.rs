@@ -6,8 +6,15 @@
 //!
 //! Same flags, columns and bandwidth arithmetic as nccl-tests' `*_perf` binaries, so the
 //! numbers read side by side with NCCL's. Ranks are threads of this process (or, with
-//! `--group`, all driven by one thread; with `--api peer`, peers of `ruccl::api`). `--help`
-//! says everything; `PERFORMANCE.md` holds measured tables.
+//! `--group`, all driven by one thread; with `--api peer`, peers of `ruccl::api`). Ranks run
+//! on the host, or with the crate's `wgpu` / `cuda` features on a GPU (`--device wgpu`: the
+//! default adapter's device shared by every rank; `--distinct`: one device per rank):
+//!
+//! ```text
+//! XDG_RUNTIME_DIR=/tmp cargo run --release -p ruccl-perf --features wgpu -- all_reduce -g 2 --device wgpu
+//! ```
+//!
+//! `--help` says everything; `PERFORMANCE.md` holds measured tables.
 
 mod args;
 mod case;
@@ -186,7 +193,8 @@ fn run<D: PerfDevice>(opts: &Options, config: CommConfig, json: Option<std::fs::
         }
     };
     let plan = Plan::new(opts);
-    for line in report::header(opts, &plan, &config, &device::describe(&devices)) {
+    let per_rank: Vec<String> = devices.iter().map(ruccl::Device::describe).collect();
+    for line in report::header(opts, &plan, &config, &device::describe(&devices), &per_rank) {
         println!("{line}");
     }
     let mut report = Report::new(opts, &plan, json);
