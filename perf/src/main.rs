@@ -157,12 +157,12 @@ fn main() -> ExitCode {
     match opts.device {
         DeviceKind::Host => run(&opts, config, json, device::host(opts.ranks())),
         #[cfg(feature = "wgpu")]
-        DeviceKind::Wgpu => match device::wgpu(opts.ranks(), opts.distinct) {
+        DeviceKind::Wgpu => match quietly(|| device::wgpu(opts.ranks(), opts.distinct)) {
             Ok(devices) => run(&opts, config, json, devices),
             Err(e) => no_device(&e),
         },
         #[cfg(feature = "cuda")]
-        DeviceKind::Cuda => match device::cuda(opts.ranks(), opts.distinct) {
+        DeviceKind::Cuda => match quietly(|| device::cuda(opts.ranks(), opts.distinct)) {
             Ok(devices) => run(&opts, config, json, devices),
             Err(e) => no_device(&e),
         },
@@ -173,6 +173,21 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Runs `open` with the panic hook silenced. CubeCL panics when it finds no adapter or
+/// driver (on the caller's thread and on its device thread); ruCCL contains the panic and
+/// returns a `Device` error, but the default hook would still print each panic and its
+/// backtrace over the one line [`no_device`] prints. A hook runs before its panic unwinds,
+/// so every panic of the failed open has gone through the silent hook by the time ruCCL
+/// returns.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn quietly<T>(open: impl FnOnce() -> T) -> T {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = open();
+    std::panic::set_hook(hook);
+    out
 }
 
 /// The one line for a device that cannot be opened.
