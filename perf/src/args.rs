@@ -6,10 +6,17 @@ use std::time::Duration;
 
 use ruccl::{Algorithm, DType, ReduceOp};
 
+use crate::device::DeviceKind;
 use crate::table::Coll;
 
-/// Devices this build can run on. The GPU devices join this list when they are compiled in.
-pub const DEVICES: &[&str] = &["host"];
+/// Devices this build can run on: the host, and each GPU device whose feature is compiled in.
+pub const DEVICES: &[&str] = &[
+    "host",
+    #[cfg(feature = "wgpu")]
+    "wgpu",
+    #[cfg(feature = "cuda")]
+    "cuda",
+];
 
 /// How per-rank times are combined into the table's time (nccl-tests `-a`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +117,10 @@ pub struct Options {
     /// `--group`: every rank driven from one thread through group calls.
     pub group: bool,
     pub api: Api,
+    /// `--device`: what the ranks run on.
+    pub device: DeviceKind,
+    /// `--distinct`: one device per rank instead of one device every rank shares.
+    pub distinct: bool,
 }
 
 impl Options {
@@ -340,6 +351,8 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
         reference: false,
         group: false,
         api: Api::Comm,
+        device: DeviceKind::Host,
+        distinct: false,
     };
     let mut i = 0;
     while i < argv.len() {
@@ -354,6 +367,10 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
         }
         if a == "--group" {
             o.group = true;
+            continue;
+        }
+        if a == "--distinct" {
+            o.distinct = true;
             continue;
         }
         if !a.starts_with('-') || a == "-" {
@@ -408,6 +425,9 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
         ));
     }
     check_mode(&o)?;
+    if o.distinct && o.device == DeviceKind::Host {
+        return err("--distinct needs a GPU --device (host ranks are one memory already)");
+    }
     Ok(Parsed::Run(Box::new(o)))
 }
 
@@ -529,6 +549,11 @@ fn apply(o: &mut Options, key: &str, flag: &str, v: &str) -> Result<(), UsageErr
                 };
                 return err(format!("{why}; compiled-in devices: {}", DEVICES.join(", ")));
             }
+            o.device = match d.as_str() {
+                "wgpu" => DeviceKind::Wgpu,
+                "cuda" => DeviceKind::Cuda,
+                _ => DeviceKind::Host,
+            };
         }
         "transport" => match v.trim().to_ascii_lowercase().as_str() {
             "inproc" => {}
@@ -579,7 +604,9 @@ mod tests {
         assert_eq!(o.ranks(), 3);
         assert_eq!(o.dtypes.len(), 10);
         assert!(parse(&args("all_reduce --transport tcp")).is_err());
-        assert!(parse(&args("all_reduce --device cuda")).is_err());
+        assert_eq!(parse(&args("all_reduce --device cuda")).is_err(), cfg!(not(feature = "cuda")));
+        assert_eq!(parse(&args("all_reduce --device wgpu")).is_err(), cfg!(not(feature = "wgpu")));
+        assert!(parse(&args("all_reduce --distinct")).is_err());
         assert!(parse(&args("all_reduce -q 1")).is_err());
         assert!(parse(&args("broadcast -g 2 -r 2")).is_err());
     }

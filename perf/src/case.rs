@@ -8,21 +8,29 @@
 
 use std::marker::PhantomData;
 
-use ruccl::api::{self, HostBackend, PeerId};
-use ruccl::{Communicator, Group, HostDevice, ReduceOp, Result, Tensor};
+use ruccl::api::{self, PeerId};
+use ruccl::{Communicator, Group, ReduceOp, Result, Tensor};
 
 use crate::check::{Gen, Num, count_wrong, tolerance};
+use crate::device::PerfDevice;
 use crate::run::Failure;
 use crate::table::Coll;
 
 /// The entry point a rank's timed call goes through.
-#[derive(Clone, Copy)]
-pub enum Via<'a> {
+pub enum Via<'a, D: PerfDevice> {
     /// A `Communicator` method.
-    Comm(&'a Communicator<HostDevice>),
+    Comm(&'a Communicator<D>),
     /// The peer API, as this registered peer.
     Peer(PeerId),
 }
+
+// By hand: a derive would ask `D: Copy`, and only the reference is copied.
+impl<D: PerfDevice> Clone for Via<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<D: PerfDevice> Copy for Via<'_, D> {}
 
 /// What one rank runs.
 #[derive(Clone, Copy, Debug)]
@@ -38,18 +46,18 @@ pub struct Spec {
 }
 
 /// The tensors of one half-row.
-pub struct Case<T: Num> {
+pub struct Case<T: Num, D: PerfDevice> {
     spec: Spec,
     /// Out-of-place input (absent in place, and on scatter's non-roots).
-    input: Option<Tensor<HostDevice>>,
+    input: Option<Tensor<D>>,
     /// The output, or the single in-place tensor.
-    output: Tensor<HostDevice>,
+    output: Tensor<D>,
     _elem: PhantomData<fn() -> T>,
 }
 
-impl<T: Num> Case<T> {
+impl<T: Num, D: PerfDevice> Case<T, D> {
     /// Allocates zeroed tensors for `spec` on `dev`.
-    pub fn new(dev: &HostDevice, spec: Spec) -> Result<Self> {
+    pub fn new(dev: &D, spec: Spec) -> Result<Self> {
         let (c, n) = (spec.count, spec.ranks);
         let (in_len, out_len) = match spec.coll {
             Coll::AllReduce | Coll::Broadcast | Coll::Reduce | Coll::SendRecv => (c, c),
@@ -96,14 +104,14 @@ impl<T: Num> Case<T> {
     }
 
     /// Runs the collective once (the timed unit), through `via`.
-    pub fn run(&mut self, via: Via<'_>) -> std::result::Result<(), Failure> {
+    pub fn run(&mut self, via: Via<'_, D>) -> std::result::Result<(), Failure> {
         match via {
             Via::Comm(comm) => Ok(self.run_comm(comm)?),
             Via::Peer(peer) => self.run_peer(peer),
         }
     }
 
-    fn run_comm(&mut self, comm: &Communicator<HostDevice>) -> Result<()> {
+    fn run_comm(&mut self, comm: &Communicator<D>) -> Result<()> {
         let s = self.spec;
         let op = s.op.unwrap_or(ReduceOp::Sum);
         let out = &mut self.output;
@@ -147,16 +155,16 @@ impl<T: Num> Case<T> {
         };
         let alias = || Tensor::from_buffer(inp.device(), inp.buffer().clone(), inp.dtype(), inp.shape());
         match s.coll {
-            Coll::AllReduce => self.output = api::all_reduce::<HostBackend>(peer, alias()?, op)?,
-            Coll::AllGather => self.output = api::all_gather::<HostBackend>(peer, alias()?)?,
-            Coll::ReduceScatter => self.output = api::reduce_scatter::<HostBackend>(peer, alias()?, op)?,
+            Coll::AllReduce => self.output = api::all_reduce::<D::Peer>(peer, alias()?, op)?,
+            Coll::AllGather => self.output = api::all_gather::<D::Peer>(peer, alias()?)?,
+            Coll::ReduceScatter => self.output = api::reduce_scatter::<D::Peer>(peer, alias()?, op)?,
             Coll::Broadcast => {
                 let mine = (s.rank == s.root).then(alias).transpose()?;
-                self.output = api::broadcast::<HostBackend>(peer, mine)?;
+                self.output = api::broadcast::<D::Peer>(peer, mine)?;
             }
             Coll::Reduce => {
                 // Non-roots get nothing back; their (zeroed) output stays as the check expects.
-                if let Some(t) = api::reduce::<HostBackend>(peer, alias()?, op, PeerId::from(s.root))? {
+                if let Some(t) = api::reduce::<D::Peer>(peer, alias()?, op, PeerId::from(s.root))? {
                     self.output = t;
                 }
             }
@@ -171,8 +179,8 @@ impl<T: Num> Case<T> {
     /// through what [`Options::halves`](crate::args::Options::halves) says a group can run.
     pub fn push<'a>(
         &'a mut self,
-        comm: &'a Communicator<HostDevice>,
-        group: &mut Group<'a, HostDevice>,
+        comm: &'a Communicator<D>,
+        group: &mut Group<'a, D>,
     ) -> std::result::Result<(), Failure> {
         let s = self.spec;
         let op = s.op.unwrap_or(ReduceOp::Sum);
@@ -244,10 +252,10 @@ impl<T: Num> Case<T> {
 /// then targets an odd rank that is already receiving, except (for odd `n`) rank `n - 1`'s
 /// send to rank 0, which rank 0 takes once its own send to rank 1 (receiving first) is done.
 /// No cycle of waits exists for any `n >= 2`. The caller skips `n == 1`.
-fn send_recv(
-    comm: &Communicator<HostDevice>,
-    input: &Tensor<HostDevice>,
-    output: &mut Tensor<HostDevice>,
+fn send_recv<D: PerfDevice>(
+    comm: &Communicator<D>,
+    input: &Tensor<D>,
+    output: &mut Tensor<D>,
     rank: usize,
     n: usize,
 ) -> Result<()> {

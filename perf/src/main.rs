@@ -6,12 +6,20 @@
 //!
 //! Same flags, columns and bandwidth arithmetic as nccl-tests' `*_perf` binaries, so the
 //! numbers read side by side with NCCL's. Ranks are threads of this process (or, with
-//! `--group`, all driven by one thread; with `--api peer`, peers of `ruccl::api`). `--help`
-//! says everything; `PERFORMANCE.md` holds measured tables.
+//! `--group`, all driven by one thread; with `--api peer`, peers of `ruccl::api`). Ranks run
+//! on the host, or with the crate's `wgpu` / `cuda` features on a GPU (`--device wgpu`: the
+//! default adapter's device shared by every rank; `--distinct`: one device per rank):
+//!
+//! ```text
+//! XDG_RUNTIME_DIR=/tmp cargo run --release -p ruccl-perf --features wgpu -- all_reduce -g 2 --device wgpu
+//! ```
+//!
+//! `--help` says everything; `PERFORMANCE.md` holds measured tables.
 
 mod args;
 mod case;
 mod check;
+mod device;
 mod report;
 mod run;
 mod table;
@@ -21,7 +29,8 @@ use std::sync::mpsc;
 
 use ruccl::{CommConfig, UniqueId};
 
-use crate::args::{DEVICES, Mode, Parsed};
+use crate::args::{DEVICES, Mode, Options, Parsed};
+use crate::device::{DeviceKind, PerfDevice};
 use crate::report::Report;
 use crate::run::{Ctx, Failure, Gate, Plan};
 
@@ -52,8 +61,14 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
   -T, --timeout <secs>      deadline of every wait inside ruCCL (0 or absent: the library
                             default, 600 s, or RUCCL_TIMEOUT)
   -a, --average <0-3>       how ranks' times combine: 0 rank 0, 1 mean (default), 2 min, 3 max
-      --device <name>       compiled-in devices: DEVICES (wgpu, vulkan, metal, cuda: not in
-                            this build)
+      --device <name>       what the ranks run on; compiled-in devices: DEVICES (wgpu and
+                            cuda with the perf crate's features of those names). wgpu: the
+                            default adapter's device, shared by every rank; cuda: GPU 0,
+                            shared. Inputs are written and checked through host copies
+                            outside the timed calls
+      --distinct            with a GPU --device: one device per rank (wgpu: devices opened
+                            on the default adapter; cuda: GPU `rank`), staged through host
+                            memory as distinct GPUs are
       --transport <name>    inproc (default); tcp is not built yet
       --algo <name>         auto (default) or a plan ruCCL should force: ring, tree, rd
                             (recursive doubling), direct, ... (any name this ruCCL accepts; a
@@ -97,8 +112,9 @@ CHECK: inputs are small integers chosen so every reduction is exact in any order
   premulsum uses the scalar 3 on every rank. Non-root outputs of reduce and gather must be
   left untouched. #wrong sums the ranks' wrong elements; 'Out of bounds values' counts the
   rank checks that found any.
-EXIT STATUS: 0 all good; 1 wrong values or a failed collective; 2 bad command line (also an
-  unknown device or a transport that is not built).
+EXIT STATUS: 0 all good; 1 wrong values, a failed collective or a device that cannot be
+  opened (no adapter, no driver); 2 bad command line (also an unknown device or a transport
+  that is not built).
 ";
 
 fn main() -> ExitCode {
@@ -138,6 +154,52 @@ fn main() -> ExitCode {
         },
         None => None,
     };
+    match opts.device {
+        DeviceKind::Host => run(&opts, config, json, device::host(opts.ranks())),
+        #[cfg(feature = "wgpu")]
+        DeviceKind::Wgpu => match quietly(|| device::wgpu(opts.ranks(), opts.distinct)) {
+            Ok(devices) => run(&opts, config, json, devices),
+            Err(e) => no_device(&e),
+        },
+        #[cfg(feature = "cuda")]
+        DeviceKind::Cuda => match quietly(|| device::cuda(opts.ranks(), opts.distinct)) {
+            Ok(devices) => run(&opts, config, json, devices),
+            Err(e) => no_device(&e),
+        },
+        // The parser only lets through the devices in `DEVICES`.
+        #[allow(unreachable_patterns)]
+        other => {
+            eprintln!("ruccl-perf: device {:?} is not compiled into this build", other.name());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs `open` with the panic hook silenced. CubeCL panics when it finds no adapter or
+/// driver (on the caller's thread and on its device thread); ruCCL contains the panic and
+/// returns a `Device` error, but the default hook would still print each panic and its
+/// backtrace over the one line [`no_device`] prints. A hook runs before its panic unwinds,
+/// so every panic of the failed open has gone through the silent hook by the time ruCCL
+/// returns.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn quietly<T>(open: impl FnOnce() -> T) -> T {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = open();
+    std::panic::set_hook(hook);
+    out
+}
+
+/// The one line for a device that cannot be opened.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn no_device(e: &ruccl::CollectiveError) -> ExitCode {
+    eprintln!("ruccl-perf: no device to run on: {e}");
+    ExitCode::FAILURE
+}
+
+/// The run itself on `devices` (rank `r` on `devices[r]`): header, every rank's thread,
+/// the table and the footer. Monomorphised per device type.
+fn run<D: PerfDevice>(opts: &Options, config: CommConfig, json: Option<std::fs::File>, devices: Vec<D>) -> ExitCode {
     let id = match UniqueId::new() {
         Ok(id) => id,
         Err(e) => {
@@ -145,31 +207,33 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let plan = Plan::new(&opts);
-    for line in report::header(&opts, &plan, &config) {
+    let plan = Plan::new(opts);
+    let per_rank: Vec<String> = devices.iter().map(ruccl::Device::describe).collect();
+    for line in report::header(opts, &plan, &config, &device::describe(&devices), &per_rank) {
         println!("{line}");
     }
-    let mut report = Report::new(&opts, &plan, json);
+    let mut report = Report::new(opts, &plan, json);
     // The harness barrier is not what -T bounds: ranks wait there while rank 0 runs the
     // memcpy reference or others check results. It only guards against a rank that never
     // comes back, with the longer of -T and ten minutes.
     let gate = Gate::new(opts.ranks(), config.timeout().max(std::time::Duration::from_secs(600)));
-    let ctx = Ctx { opts: &opts, plan: &plan, id, gate, config };
+    let ctx = Ctx { opts, plan: &plan, id, gate, config };
     let mut io_error = None;
     if !plan.rows.is_empty() {
         std::thread::scope(|s| {
             let (tx, rx) = mpsc::channel();
-            for rank in 0..opts.ranks() {
-                let tx = tx.clone();
+            for (rank, dev) in devices.iter().enumerate() {
+                let (tx, dev) = (tx.clone(), dev.clone());
                 let ctx = &ctx;
                 let builder = std::thread::Builder::new().name(format!("rank-{rank}"));
                 let spawned = match opts.mode() {
-                    Mode::Threads => builder.spawn_scoped(s, move || run::rank_main(ctx, rank, tx)),
-                    Mode::Peer => builder.spawn_scoped(s, move || run::peer_main(ctx, rank, tx)),
+                    Mode::Threads => builder.spawn_scoped(s, move || run::rank_main(ctx, rank, dev, tx)),
+                    Mode::Peer => builder.spawn_scoped(s, move || run::peer_main(ctx, rank, dev, tx)),
                     // One thread drives every rank.
-                    Mode::Group if rank == 0 => std::thread::Builder::new()
-                        .name("group".into())
-                        .spawn_scoped(s, move || run::group_main(ctx, tx)),
+                    Mode::Group if rank == 0 => std::thread::Builder::new().name("group".into()).spawn_scoped(s, {
+                        let all = devices.clone();
+                        move || run::group_main(ctx, all, tx)
+                    }),
                     Mode::Group => break,
                 };
                 if let Err(e) = spawned {

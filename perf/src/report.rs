@@ -13,8 +13,9 @@ use crate::check::FLOAT_ULPS;
 use crate::run::{Failure, Msg, Plan};
 use crate::table::{self, Coll};
 
-/// The lines printed before the table.
-pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
+/// The lines printed before the table; `device` names the ranks' devices together, and
+/// `per_rank[r]` rank `r`'s.
+pub fn header(o: &Options, plan: &Plan, config: &CommConfig, device: &str, per_rank: &[String]) -> Vec<String> {
     let n = o.ranks();
     let mut h = vec![
         format!(
@@ -35,7 +36,7 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
             o.check
         ),
         format!(
-            "# ranks: {n} ({})  device: host  transport: inproc  algo: {}  timeout: {:?}  time: {}",
+            "# ranks: {n} ({})  device: {device}  transport: inproc  algo: {}  timeout: {:?}  time: {}",
             match o.mode() {
                 Mode::Threads if config.shared_progress() => {
                     "threads in this process, ops driven by the shared progress thread (RUCCL_SHARED_PROGRESS)"
@@ -84,10 +85,11 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig) -> Vec<String> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "localhost".into());
-    for r in 0..n {
+    for (r, name) in per_rank.iter().enumerate() {
         h.push(format!(
-            "#  Rank {r:>2} Group  0 Pid {:>6} on {host:>10} device {r:>2} [host] host:{r}",
-            std::process::id()
+            "#  Rank {r:>2} Group  0 Pid {:>6} on {host:>10} device {r:>2} [{}] {name}",
+            std::process::id(),
+            o.device.name()
         ));
     }
     h.push("#".into());

@@ -13,12 +13,13 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use half::{bf16, f16};
-use ruccl::api::{self, CollectiveConfig, HostBackend, PeerId};
-use ruccl::{CollectiveError, CommConfig, Communicator, DType, Group, HostDevice, ReduceOp, UniqueId};
+use ruccl::api::{self, CollectiveConfig, PeerId};
+use ruccl::{CollectiveError, CommConfig, Communicator, DType, Group, ReduceOp, UniqueId};
 
 use crate::args::Options;
 use crate::case::{Case, Spec, Via};
 use crate::check::Num;
+use crate::device::PerfDevice;
 use crate::table::{Coll, Shape};
 
 /// One (dtype, op, root) combination of the sweep.
@@ -159,10 +160,10 @@ pub struct Ctx<'a> {
     pub gate: Gate,
 }
 
-/// The body of rank `rank`'s thread: joins the communicator and walks the plan. Reports
-/// failures through `tx` and aborts the communicator so that every rank stops promptly.
-pub fn rank_main(ctx: &Ctx<'_>, rank: usize, tx: Sender<Msg>) {
-    let dev = HostDevice::new(rank as u32);
+/// The body of rank `rank`'s thread on `dev`: joins the communicator and walks the plan.
+/// Reports failures through `tx` and aborts the communicator so that every rank stops
+/// promptly.
+pub fn rank_main<D: PerfDevice>(ctx: &Ctx<'_>, rank: usize, dev: D, tx: Sender<Msg>) {
     let comm = match Communicator::with_config(dev, ctx.opts.ranks(), ctx.id.clone(), rank, ctx.config.clone()) {
         Ok(c) => c,
         Err(e) => {
@@ -171,46 +172,52 @@ pub fn rank_main(ctx: &Ctx<'_>, rank: usize, tx: Sender<Msg>) {
             return;
         }
     };
-    if let Err(failure) = walk_plan(ctx, Via::Comm(&comm), rank, &tx) {
+    if let Err(failure) = walk_plan(ctx, Via::Comm(&comm), comm.device(), rank, &tx) {
         ctx.gate.abort();
         comm.abort();
         let _ = tx.send(Msg::Failed { rank, failure });
     }
 }
 
-/// The body of peer `rank`'s thread with `--api peer`: registers with the peer API (host
-/// backend, peer id = rank), walks the plan, and finishes the session. A failure resets the
-/// service, which wakes every other peer at once (`Aborted`).
-pub fn peer_main(ctx: &Ctx<'_>, rank: usize, tx: Sender<Msg>) {
+/// The body of peer `rank`'s thread with `--api peer`: registers with the peer API (the
+/// device's backend, peer id = rank) on `dev`, walks the plan, and finishes the session. A
+/// failure resets the service, which wakes every other peer at once (`Aborted`).
+pub fn peer_main<D: PerfDevice>(ctx: &Ctx<'_>, rank: usize, dev: D, tx: Sender<Msg>) {
     let peer = PeerId::from(rank);
     let config = CollectiveConfig::default().with_num_devices(ctx.opts.ranks()).with_timeout(ctx.config.timeout());
-    let res = api::register::<HostBackend>(peer, HostDevice::new(rank as u32), config)
+    let res = api::register::<D::Peer>(peer, dev.clone(), config)
         .map_err(Failure::from)
-        .and_then(|()| walk_plan(ctx, Via::Peer(peer), rank, &tx))
-        .and_then(|()| Ok(api::finish_collective::<HostBackend>(peer)?));
+        .and_then(|()| walk_plan(ctx, Via::<D>::Peer(peer), &dev, rank, &tx))
+        .and_then(|()| Ok(api::finish_collective::<D::Peer>(peer)?));
     if let Err(failure) = res {
         ctx.gate.abort();
-        api::reset_collective::<HostBackend>();
+        api::reset_collective::<D::Peer>();
         let _ = tx.send(Msg::Failed { rank, failure });
     }
 }
 
-/// Runs every combo of the plan as rank `rank`, through `via`.
-fn walk_plan(ctx: &Ctx<'_>, via: Via<'_>, rank: usize, tx: &Sender<Msg>) -> Result<(), Failure> {
+/// Runs every combo of the plan as rank `rank` on `dev`, through `via`.
+fn walk_plan<D: PerfDevice>(
+    ctx: &Ctx<'_>,
+    via: Via<'_, D>,
+    dev: &D,
+    rank: usize,
+    tx: &Sender<Msg>,
+) -> Result<(), Failure> {
     let mut seed = 100u64;
     for ci in 0..ctx.plan.combos.len() {
-        let r = Rankwise { ctx, via, rank, tx };
+        let r = Rankwise { ctx, via, dev, rank, tx };
         match ctx.plan.combos[ci].dtype {
-            DType::F32 => run_combo::<f32>(&r, ci, &mut seed),
-            DType::F64 => run_combo::<f64>(&r, ci, &mut seed),
-            DType::F16 => run_combo::<f16>(&r, ci, &mut seed),
-            DType::BF16 => run_combo::<bf16>(&r, ci, &mut seed),
-            DType::I8 => run_combo::<i8>(&r, ci, &mut seed),
-            DType::U8 => run_combo::<u8>(&r, ci, &mut seed),
-            DType::I32 => run_combo::<i32>(&r, ci, &mut seed),
-            DType::U32 => run_combo::<u32>(&r, ci, &mut seed),
-            DType::I64 => run_combo::<i64>(&r, ci, &mut seed),
-            DType::U64 => run_combo::<u64>(&r, ci, &mut seed),
+            DType::F32 => run_combo::<f32, D>(&r, ci, &mut seed),
+            DType::F64 => run_combo::<f64, D>(&r, ci, &mut seed),
+            DType::F16 => run_combo::<f16, D>(&r, ci, &mut seed),
+            DType::BF16 => run_combo::<bf16, D>(&r, ci, &mut seed),
+            DType::I8 => run_combo::<i8, D>(&r, ci, &mut seed),
+            DType::U8 => run_combo::<u8, D>(&r, ci, &mut seed),
+            DType::I32 => run_combo::<i32, D>(&r, ci, &mut seed),
+            DType::U32 => run_combo::<u32, D>(&r, ci, &mut seed),
+            DType::I64 => run_combo::<i64, D>(&r, ci, &mut seed),
+            DType::U64 => run_combo::<u64, D>(&r, ci, &mut seed),
             other => Err(Failure::Harness(format!("ruccl-perf does not know element type {other}"))),
         }?;
     }
@@ -218,9 +225,11 @@ fn walk_plan(ctx: &Ctx<'_>, via: Via<'_>, rank: usize, tx: &Sender<Msg>) -> Resu
 }
 
 /// One rank's thread: what [`run_combo`] needs.
-struct Rankwise<'c, 'a> {
+struct Rankwise<'c, 'a, D: PerfDevice> {
     ctx: &'c Ctx<'a>,
-    via: Via<'c>,
+    via: Via<'c, D>,
+    /// This rank's device: where its tensors live.
+    dev: &'c D,
     rank: usize,
     tx: &'c Sender<Msg>,
 }
@@ -229,11 +238,10 @@ fn send(tx: &Sender<Msg>, m: Msg) -> Result<(), Failure> {
     tx.send(m).map_err(|_| Failure::Harness("the printing thread went away".into()))
 }
 
-fn run_combo<T: Num>(r: &Rankwise<'_, '_>, ci: usize, seed: &mut u64) -> Result<(), Failure> {
-    let Rankwise { ctx, via, rank, tx } = *r;
+fn run_combo<T: Num, D: PerfDevice>(r: &Rankwise<'_, '_, D>, ci: usize, seed: &mut u64) -> Result<(), Failure> {
+    let Rankwise { ctx, via, dev, rank, tx } = *r;
     let o = ctx.opts;
     let combo = ctx.plan.combos[ci];
-    let dev = HostDevice::new(rank as u32);
     let rows = rows_of(ctx.plan, ci);
     let spec = |count: usize, in_place: bool| Spec {
         coll: o.coll,
@@ -248,7 +256,7 @@ fn run_combo<T: Num>(r: &Rankwise<'_, '_>, ci: usize, seed: &mut u64) -> Result<
     if o.warmup > 0 {
         let ends = [rows.last(), rows.first()];
         for (_, row) in ends.into_iter().flatten() {
-            let mut case = Case::<T>::new(&dev, spec(row.shape.count, false))?;
+            let mut case = Case::<T, D>::new(dev, spec(row.shape.count, false))?;
             for _ in 0..o.warmup {
                 case.run(via)?;
             }
@@ -267,7 +275,7 @@ fn run_combo<T: Num>(r: &Rankwise<'_, '_>, ci: usize, seed: &mut u64) -> Result<
             if !o.halves()[usize::from(in_place)] {
                 continue;
             }
-            let mut case = Case::<T>::new(&dev, spec(row.shape.count, in_place))?;
+            let mut case = Case::<T, D>::new(dev, spec(row.shape.count, in_place))?;
             // Always write real inputs (as nccl-tests does): a buffer never written stays the
             // kernel's shared zero page, which reads far faster than memory and would
             // flatter the out-of-place column.
@@ -298,10 +306,10 @@ fn rows_of(plan: &Plan, ci: usize) -> Vec<(usize, Row)> {
     plan.rows.iter().copied().enumerate().filter(|(_, r)| r.combo == ci).collect()
 }
 
-/// `--group`: one thread creates every rank's communicator with `init_all` and walks the
-/// plan, running each call of every rank as one `Group`. Failures are reported as rank 0's.
-pub fn group_main(ctx: &Ctx<'_>, tx: Sender<Msg>) {
-    let devices: Vec<HostDevice> = (0..ctx.opts.ranks()).map(|r| HostDevice::new(r as u32)).collect();
+/// `--group`: one thread creates every rank's communicator on `devices` (one per rank) with
+/// `init_all` and walks the plan, running each call of every rank as one `Group`. Failures
+/// are reported as rank 0's.
+pub fn group_main<D: PerfDevice>(ctx: &Ctx<'_>, devices: Vec<D>, tx: Sender<Msg>) {
     let comms = match Communicator::init_all(devices, ctx.config.clone()) {
         Ok(c) => c,
         Err(e) => {
@@ -312,16 +320,16 @@ pub fn group_main(ctx: &Ctx<'_>, tx: Sender<Msg>) {
     let mut seed = 100u64;
     for ci in 0..ctx.plan.combos.len() {
         let res = match ctx.plan.combos[ci].dtype {
-            DType::F32 => run_group_combo::<f32>(ctx, &comms, &tx, ci, &mut seed),
-            DType::F64 => run_group_combo::<f64>(ctx, &comms, &tx, ci, &mut seed),
-            DType::F16 => run_group_combo::<f16>(ctx, &comms, &tx, ci, &mut seed),
-            DType::BF16 => run_group_combo::<bf16>(ctx, &comms, &tx, ci, &mut seed),
-            DType::I8 => run_group_combo::<i8>(ctx, &comms, &tx, ci, &mut seed),
-            DType::U8 => run_group_combo::<u8>(ctx, &comms, &tx, ci, &mut seed),
-            DType::I32 => run_group_combo::<i32>(ctx, &comms, &tx, ci, &mut seed),
-            DType::U32 => run_group_combo::<u32>(ctx, &comms, &tx, ci, &mut seed),
-            DType::I64 => run_group_combo::<i64>(ctx, &comms, &tx, ci, &mut seed),
-            DType::U64 => run_group_combo::<u64>(ctx, &comms, &tx, ci, &mut seed),
+            DType::F32 => run_group_combo::<f32, D>(ctx, &comms, &tx, ci, &mut seed),
+            DType::F64 => run_group_combo::<f64, D>(ctx, &comms, &tx, ci, &mut seed),
+            DType::F16 => run_group_combo::<f16, D>(ctx, &comms, &tx, ci, &mut seed),
+            DType::BF16 => run_group_combo::<bf16, D>(ctx, &comms, &tx, ci, &mut seed),
+            DType::I8 => run_group_combo::<i8, D>(ctx, &comms, &tx, ci, &mut seed),
+            DType::U8 => run_group_combo::<u8, D>(ctx, &comms, &tx, ci, &mut seed),
+            DType::I32 => run_group_combo::<i32, D>(ctx, &comms, &tx, ci, &mut seed),
+            DType::U32 => run_group_combo::<u32, D>(ctx, &comms, &tx, ci, &mut seed),
+            DType::I64 => run_group_combo::<i64, D>(ctx, &comms, &tx, ci, &mut seed),
+            DType::U64 => run_group_combo::<u64, D>(ctx, &comms, &tx, ci, &mut seed),
             other => Err(Failure::Harness(format!("ruccl-perf does not know element type {other}"))),
         };
         if let Err(failure) = res {
@@ -335,7 +343,7 @@ pub fn group_main(ctx: &Ctx<'_>, tx: Sender<Msg>) {
 }
 
 /// Runs every rank's call once as one group; returns the seconds `run()` took.
-fn group_run<T: Num>(comms: &[Communicator<HostDevice>], cases: &mut [Case<T>]) -> Result<f64, Failure> {
+fn group_run<T: Num, D: PerfDevice>(comms: &[Communicator<D>], cases: &mut [Case<T, D>]) -> Result<f64, Failure> {
     let mut group = Group::new();
     for (comm, case) in comms.iter().zip(cases.iter_mut()) {
         case.push(comm, &mut group)?;
@@ -347,9 +355,9 @@ fn group_run<T: Num>(comms: &[Communicator<HostDevice>], cases: &mut [Case<T>]) 
 
 /// [`run_combo`] for `--group`: the same steps for every rank at once. There is no harness
 /// barrier (one thread), and every rank reports the same time: the group's.
-fn run_group_combo<T: Num>(
+fn run_group_combo<T: Num, D: PerfDevice>(
     ctx: &Ctx<'_>,
-    comms: &[Communicator<HostDevice>],
+    comms: &[Communicator<D>],
     tx: &Sender<Msg>,
     ci: usize,
     seed: &mut u64,
@@ -357,7 +365,7 @@ fn run_group_combo<T: Num>(
     let o = ctx.opts;
     let combo = ctx.plan.combos[ci];
     let halves = o.halves();
-    let cases = |count: usize, in_place: bool| -> Result<Vec<Case<T>>, Failure> {
+    let cases = |count: usize, in_place: bool| -> Result<Vec<Case<T, D>>, Failure> {
         let spec = |rank: usize| Spec {
             coll: o.coll,
             op: combo.op,
@@ -367,7 +375,7 @@ fn run_group_combo<T: Num>(
             count,
             in_place,
         };
-        Ok(comms.iter().enumerate().map(|(r, c)| Case::<T>::new(c.device(), spec(r))).collect::<Result<_, _>>()?)
+        Ok(comms.iter().enumerate().map(|(r, c)| Case::<T, D>::new(c.device(), spec(r))).collect::<Result<_, _>>()?)
     };
     let rows = rows_of(ctx.plan, ci);
     if o.warmup > 0 {

@@ -243,7 +243,9 @@ fn bad_command_lines_fail_with_a_message() {
         (&["allscan"][..], "unknown collective"),
         (&["-g", "2"][..], "no collective"),
         (&["all_reduce", "--transport", "tcp"][..], "not built yet"),
-        (&["all_reduce", "--device", "cuda"][..], "compiled-in devices: host"),
+        (&["all_reduce", "--device", "metal"][..], "is not compiled into this build; compiled-in devices: host"),
+        (&["all_reduce", "--device", "tpu"][..], "unknown device"),
+        (&["all_reduce", "--distinct"][..], "--distinct needs a GPU --device"),
         (&["all_reduce", "--algo", "warp"][..], "unknown algorithm"),
         (&["gather", "-g", "2", "--group"][..], "--group supports: all_reduce"),
         (&["scatter", "-g", "2", "--group"][..], "--group supports: all_reduce"),
@@ -267,7 +269,9 @@ fn help_documents_the_flags() {
     for flag in ["-b,", "-e,", "-f,", "-g,", "-n,", "-w,", "-c,", "-o,", "-d,", "-r,", "-z,", "-T,"] {
         assert!(h.contains(flag), "{flag} missing from --help");
     }
-    for word in ["--device", "--transport", "--algo", "--json", "--ref", "always block", "--group", "--api"] {
+    for word in
+        ["--device", "--distinct", "--transport", "--algo", "--json", "--ref", "always block", "--group", "--api"]
+    {
         assert!(h.contains(word), "{word} missing from --help");
     }
 }
@@ -310,5 +314,59 @@ fn peer_api_checks_clean() {
         let o = perf(&a);
         assert_clean_halves(&o, [true, false]);
         assert!(stdout(&o).contains("--api peer: ruccl::api peers"), "{}", stdout(&o));
+    }
+}
+
+/// Without the `cuda` feature, `--device cuda` is a usage error naming the devices there are.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn a_device_not_compiled_in_is_a_usage_error() {
+    let o = perf(&["all_reduce", "--device", "cuda"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("device \"cuda\" is not compiled into this build"), "{}", stderr(&o));
+}
+
+/// With the `cuda` feature on a machine without a CUDA driver or GPU, `--device cuda` says so
+/// in one line and exits 1 (no panic); with a GPU it runs and checks clean.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_runs_or_says_there_is_no_device() {
+    let o =
+        perf(&["all_reduce", "-b", "1K", "-e", "4K", "-f", "4", "-g", "2", "-n", "2", "-w", "1", "--device", "cuda"]);
+    if o.status.code() == Some(1) && stderr(&o).contains("no device to run on") {
+        assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+        eprintln!("SKIPPED the CUDA run: {}", stderr(&o).trim());
+        return;
+    }
+    assert_clean(&o, true);
+    assert!(stdout(&o).contains("device: cuda:0"), "{}", stdout(&o));
+}
+
+/// `--device wgpu` (ranks sharing the default adapter's device) and `--distinct` (one device
+/// per rank, staged through host memory), in each driver mode: every row checked on the GPU.
+/// Skipped, with the reason printed, where no wgpu adapter can be opened.
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_devices_check_clean() {
+    let runs: [(&[&str], [bool; 2], &str); 6] = [
+        (&["all_reduce", "-g", "2", "-d", "all"], [true, true], "shared by 2 rank(s)"),
+        (&["all_reduce", "-g", "3", "-o", "avg", "--distinct"], [true, true], "one per rank: wgpu"),
+        (&["all_gather", "-g", "3", "-d", "half"], [true, true], "shared by 3 rank(s)"),
+        (&["reduce_scatter", "-g", "2", "-d", "bf16", "--distinct"], [true, true], "one per rank: wgpu"),
+        (&["all_reduce", "-g", "3", "-d", "int8", "--group"], [true, true], "shared by 3 rank(s)"),
+        (&["all_reduce", "-g", "2", "--api", "peer"], [true, false], "shared by 2 rank(s)"),
+    ];
+    for (args, halves, device) in runs {
+        let mut a = args.to_vec();
+        a.extend(["-b", "64", "-e", "1K", "-f", "16", "-c", "1", "-n", "2", "-w", "1", "--device", "wgpu"]);
+        let o = perf(&a);
+        if o.status.code() == Some(1) && stderr(&o).contains("no device to run on") {
+            assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+            eprintln!("SKIPPED the wgpu runs: {}", stderr(&o).trim());
+            return;
+        }
+        assert_clean_halves(&o, halves);
+        assert!(stdout(&o).contains(device), "{a:?}: {}", stdout(&o));
     }
 }
