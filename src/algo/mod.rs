@@ -147,7 +147,9 @@ pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm) -> Algorithm {
         },
         OpKind::Broadcast | OpKind::Reduce => match forced {
             Algorithm::Auto if small => Algorithm::Tree,
+            Algorithm::Auto if desc.kind == OpKind::Reduce && world > 1 => Algorithm::Direct,
             Algorithm::Auto | Algorithm::RecursiveDoubling => Algorithm::Ring,
+            Algorithm::Direct if desc.kind == OpKind::Broadcast => Algorithm::Ring,
             f => f,
         },
         OpKind::AllGather | OpKind::ReduceScatter => match forced {
@@ -187,6 +189,9 @@ pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_e
             } else {
                 (tree::chain_broadcast(rank, world, root, n, c), 0)
             }
+        }
+        OpKind::Reduce if algorithm == Algorithm::Direct => {
+            direct::reduce(rank, world, desc.root.unwrap_or(0), n, c, avg)
         }
         OpKind::Reduce => {
             let root = desc.root.unwrap_or(0);

@@ -391,8 +391,11 @@ fn auto_thresholds() {
     d.count += 1;
     assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Direct);
     assert_eq!(choose(&d, 4, Algorithm::Tree), Algorithm::Tree);
+    d.kind = OpKind::Reduce;
+    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Direct);
     d.kind = OpKind::Broadcast;
     assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Ring);
+    assert_eq!(choose(&d, 4, Algorithm::Direct), Algorithm::Ring);
     d.count = 1;
     assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Tree);
 }

@@ -94,6 +94,11 @@ impl Board {
     }
 
     pub(crate) fn start(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm) {
+        self.start_at(rank, seq, op, algorithm, Instant::now());
+    }
+
+    /// [`start`](Self::start) at a time the caller read (one clock read for a whole group).
+    pub(crate) fn start_at(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm, now: Instant) {
         self.with(rank, |s| {
             if s.history.len() == FLIGHT_DEPTH {
                 s.history.pop_front();
@@ -106,18 +111,23 @@ impl Board {
                 op,
                 algorithm,
                 state: OpState::Running,
-                started: Instant::now(),
+                started: now,
                 duration: None,
             });
         });
     }
 
     pub(crate) fn finish(&self, rank: Rank, ok: bool) {
+        self.finish_at(rank, ok, Instant::now());
+    }
+
+    /// [`finish`](Self::finish) at a time the caller read.
+    pub(crate) fn finish_at(&self, rank: Rank, ok: bool, now: Instant) {
         self.with(rank, |s| {
             s.waiting = None;
             if let Some(e) = s.history.back_mut() {
                 e.state = if ok { OpState::Done } else { OpState::Failed };
-                e.duration = Some(e.started.elapsed());
+                e.duration = Some(now.saturating_duration_since(e.started));
             }
         });
     }

@@ -169,16 +169,17 @@ impl<'a, D: Device> Group<'a, D> {
     pub fn run_each(self) -> Result<Vec<Result<()>>> {
         // Check every call first, so that an invalid one fails the group before anything is
         // sent (and before any sequence number is taken).
-        let checked = self.calls.iter().map(|(comm, call)| comm.check(call)).collect::<Result<Vec<_>>>()?;
+        type Few<T> = smallvec::SmallVec<[T; 8]>;
+        let checked = self.calls.iter().map(|(comm, call)| comm.check(call)).collect::<Result<Few<_>>>()?;
         // Each communicator's state stays locked while the group runs, as for a blocking
         // call; locks are taken in address order so that groups sharing communicators cannot
         // deadlock each other.
-        let mut comms: Vec<&'a Communicator<D>> = self.calls.iter().map(|(c, _)| *c).collect();
+        let mut comms: Few<&'a Communicator<D>> = self.calls.iter().map(|(c, _)| *c).collect();
         comms.sort_by_key(|c| *c as *const Communicator<D> as usize);
         comms.dedup_by_key(|c| *c as *const Communicator<D> as usize);
         // Each communicator's driver is held while the group runs (so no progress thread
         // interleaves), after the non-blocking ops issued before the group have run.
-        let _drivers: Vec<MutexGuard<'a, Current<D>>> = comms
+        let _drivers: Few<MutexGuard<'a, Current<D>>> = comms
             .iter()
             .map(|c| {
                 let mut d = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
@@ -188,9 +189,9 @@ impl<'a, D: Device> Group<'a, D> {
                 d
             })
             .collect();
-        let mut guards: Vec<(usize, MutexGuard<'a, Local<D>>)> =
+        let mut guards: Few<(usize, MutexGuard<'a, Local<D>>)> =
             comms.iter().map(|c| (*c as *const Communicator<D> as usize, c.lock())).collect();
-        let local = |guards: &mut Vec<(usize, MutexGuard<'a, Local<D>>)>, c: &Communicator<D>| {
+        let local = |guards: &mut Few<(usize, MutexGuard<'a, Local<D>>)>, c: &Communicator<D>| {
             let key = c as *const Communicator<D> as usize;
             guards.iter_mut().position(|(k, _)| *k == key)
         };

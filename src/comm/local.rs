@@ -45,14 +45,16 @@ pub(super) fn try_run<D: Device>(
     let first = comms[0];
     let desc = checked[0].0;
     let seqs: PerRank<u64> = locals.iter_mut().map(|l| next_seq(l, &desc)).collect();
+    let started = Instant::now();
     for (i, c) in comms.iter().enumerate() {
-        first.shared.board.start(c.rank, seqs[i], checked[i].0, Algorithm::Direct);
+        first.shared.board.start_at(c.rank, seqs[i], checked[i].0, Algorithm::Direct, started);
     }
     let deadline = crate::config::deadline_after(first.shared.config.timeout());
     let outcome = execute(&first.device, &desc, &plan, first.shared.config.chunk_bytes(), deadline);
     let mut results = Vec::with_capacity(comms.len());
+    let finished = Instant::now();
     for (i, c) in comms.iter().enumerate() {
-        first.shared.board.finish(c.rank, outcome.is_ok());
+        first.shared.board.finish_at(c.rank, outcome.is_ok(), finished);
         results.push(outcome.clone().map_err(|e| {
             let e = e.with_rank(c.rank).with_op(checked[i].0.to_string()).with_seq(seqs[i]);
             locals[i].failed = Some(e.clone());

@@ -116,7 +116,9 @@ pub(crate) struct Local<D: Device> {
     failed: Option<CollectiveError>,
     scratch: Option<D::Buffer>,
     premul: Option<D::Buffer>,
-    staging: Staging<D::Buffer>,
+    staging: Staging<D::Buffer, D::Event>,
+    /// The last op's plan: a loop that repeats one call (a training step) builds it once.
+    last_plan: Option<(OpDesc, crate::config::Algorithm, usize, Arc<algo::Plan>)>,
 }
 
 /// One rank's handle on a group of ranks that run collectives together.
@@ -311,6 +313,7 @@ impl<D: Device> Communicator<D> {
             scratch: None,
             premul: None,
             staging: Staging::default(),
+            last_plan: None,
         }));
         Communicator {
             device,
@@ -460,7 +463,14 @@ impl<D: Device> Communicator<D> {
         let cfg = &self.shared.config;
         let size = desc.dtype.size();
         let chunk = (cfg.chunk_bytes() / size).max(1);
-        let plan = algo::build(&desc, self.rank, world, cfg.algorithm(), chunk);
+        let plan = match &local.last_plan {
+            Some((d, a, c, plan)) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
+            _ => {
+                let plan = Arc::new(algo::build(&desc, self.rank, world, cfg.algorithm(), chunk));
+                local.last_plan = Some((desc, cfg.algorithm(), chunk, plan.clone()));
+                plan
+            }
+        };
         let algorithm = plan.algorithm;
         let ctx = OpCtx {
             rank: self.rank,

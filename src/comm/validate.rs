@@ -124,9 +124,9 @@ pub(crate) fn validate<'a, D: Device>(
         return Err(fail(format!("PreMulSum scalar {s} is not finite")));
     }
     // Devices and dtypes.
-    let outs: Vec<&Tensor<D>> = match &call.output {
-        Output::None => vec![],
-        Output::One(t) => vec![*t],
+    let outs: smallvec::SmallVec<[&Tensor<D>; 4]> = match &call.output {
+        Output::None => smallvec::SmallVec::new(),
+        Output::One(t) => smallvec::smallvec![*t],
         Output::List(l) => l.iter().collect(),
     };
     let tensors = call.input.into_iter().chain(outs.iter().copied());

@@ -191,7 +191,7 @@ const TILE: usize = 4096;
 fn reduce_many_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]], combine: Combine) -> Result<()> {
     let d = view_mut::<T>(dst)?;
     let a = acc.map(view::<T>).transpose()?;
-    let s: Vec<&[T]> = srcs.iter().map(|x| view::<T>(x)).collect::<Result<_>>()?;
+    let s: smallvec::SmallVec<[&[T]; 8]> = srcs.iter().map(|x| view::<T>(x)).collect::<Result<_>>()?;
     if std::mem::size_of_val(d) < stream::STREAM_MIN_BYTES {
         // Tile by tile, so that each tile of the destination stays in L1 across the sources.
         let mut start = 0;
@@ -261,7 +261,7 @@ impl Half for bf16 {
 fn reduce_many_half<H: Half>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]], combine: Combine) -> Result<()> {
     let d = view_mut::<H>(dst)?;
     let a = acc.map(view::<H>).transpose()?;
-    let s: Vec<&[H]> = srcs.iter().map(|x| view::<H>(x)).collect::<Result<_>>()?;
+    let s: smallvec::SmallVec<[&[H]; 8]> = srcs.iter().map(|x| view::<H>(x)).collect::<Result<_>>()?;
     const HT: usize = 1024;
     let (mut t_acc, mut t_src) = ([0f32; HT], [0f32; HT]);
     let mut start = 0;

@@ -97,6 +97,7 @@ fn overlaps((i, o, n): (usize, usize, usize), (j, p, m): (usize, usize, usize)) 
     i == j && n > 0 && m > 0 && o < p + m && p < o + n
 }
 
+#[derive(Debug)]
 struct Lend {
     peer: Rank,
     ticket: u64,
@@ -160,10 +161,10 @@ pub(crate) enum Blocked {
 /// One rank's op in progress.
 pub(crate) struct OpRun<D: Device> {
     dev: D,
-    plan: Plan,
+    plan: Arc<Plan>,
     bufs: Bindings<D::Buffer>,
     pub(crate) ctx: OpCtx,
-    stage: Staging<D::Buffer>,
+    stage: Staging<D::Buffer, D::Event>,
     reach: Arc<[Reach]>,
     pos: usize,
     lends: Vec<Lend>,
@@ -237,14 +238,22 @@ impl<D: Device> OpRun<D> {
     /// pre-multiplied input of `PreMulSum`) and the range it writes.
     pub(crate) fn new(
         dev: D,
-        plan: Plan,
+        plan: Arc<Plan>,
         bufs: Bindings<D::Buffer>,
         ctx: OpCtx,
-        stage: Staging<D::Buffer>,
+        stage: Staging<D::Buffer, D::Event>,
         reach: Arc<[Reach]>,
         prologue: Option<(D::Event, (usize, usize, usize))>,
     ) -> Self {
         let world = ctx.world;
+        let mut stage = stage;
+        let mut lends = std::mem::take(&mut stage.spare.lends);
+        lends.clear();
+        let sent = staging::counters(&mut stage.spare.sent, world);
+        let received = staging::counters(&mut stage.spare.received, world);
+        let mut inflight = std::mem::take(&mut stage.spare.inflight);
+        inflight.clear();
+        inflight.extend(prologue.map(|(event, w)| InFlight::writing(event, w, Msgs::new())));
         OpRun {
             dev,
             plan,
@@ -253,10 +262,10 @@ impl<D: Device> OpRun<D> {
             stage,
             reach,
             pos: 0,
-            lends: Vec::new(),
-            sent: vec![0; world],
-            received: vec![0; world],
-            inflight: prologue.map(|(event, w)| InFlight::writing(event, w, Msgs::new())).into_iter().collect(),
+            lends,
+            sent,
+            received,
+            inflight,
             staged_send: None,
             parked: None,
             noted_wait: std::cell::Cell::new(false),
@@ -266,8 +275,12 @@ impl<D: Device> OpRun<D> {
     }
 
     /// Gives back the staging memory (to be reused by the communicator's next op).
-    pub(crate) fn into_staging(self) -> Staging<D::Buffer> {
-        self.stage
+    pub(crate) fn into_staging(self) -> Staging<D::Buffer, D::Event> {
+        let mut stage = self.stage;
+        let mut inflight = self.inflight;
+        inflight.clear();
+        stage.spare = staging::Spare { lends: self.lends, sent: self.sent, received: self.received, inflight };
+        stage
     }
 
     /// Advances the op as far as it can without blocking: `Ok(None)` when it is complete,

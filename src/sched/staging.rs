@@ -23,19 +23,49 @@ pub(crate) struct SendSlot {
 
 /// A rank's reusable staging memory.
 #[derive(Debug)]
-pub struct Staging<B> {
+pub struct Staging<B, E> {
     recv: Option<HostMem>,
     recv_dev: Option<B>,
     pub(crate) send: Vec<SendSlot>,
+    /// The bookkeeping vectors of the last op, emptied, so that the next one allocates none.
+    pub(super) spare: Spare<E>,
 }
 
-impl<B> Default for Staging<B> {
+/// An op's bookkeeping vectors, kept between ops (small: a few words per peer and lend).
+pub(super) struct Spare<E> {
+    pub(super) lends: Vec<super::Lend>,
+    pub(super) sent: Vec<u32>,
+    pub(super) received: Vec<u32>,
+    pub(super) inflight: Vec<super::InFlight<E>>,
+}
+
+impl<E> Default for Spare<E> {
     fn default() -> Self {
-        Staging { recv: None, recv_dev: None, send: Vec::new() }
+        Spare { lends: Vec::new(), sent: Vec::new(), received: Vec::new(), inflight: Vec::new() }
     }
 }
 
-impl<B: Clone> Staging<B> {
+impl<E> std::fmt::Debug for Spare<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spare").field("lends", &self.lends.capacity()).finish_non_exhaustive()
+    }
+}
+
+/// Takes a spare vector for per-peer counters of `world` ranks, zeroed.
+pub(super) fn counters(v: &mut Vec<u32>, world: usize) -> Vec<u32> {
+    let mut v = std::mem::take(v);
+    v.clear();
+    v.resize(world, 0);
+    v
+}
+
+impl<B, E> Default for Staging<B, E> {
+    fn default() -> Self {
+        Staging { recv: None, recv_dev: None, send: Vec::new(), spare: Spare::default() }
+    }
+}
+
+impl<B: Clone, E> Staging<B, E> {
     /// The host receive staging block, grown to at least `len` bytes.
     pub(crate) fn recv_host(&mut self, len: usize, alloc: impl FnOnce(usize) -> Result<HostMem>) -> Result<HostMem> {
         match &self.recv {
