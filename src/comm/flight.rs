@@ -63,24 +63,30 @@ struct RankStatus {
 }
 
 /// Every rank's status, shared by the ranks of one communicator.
+/// One rank's status, on cache lines of its own: every rank writes its own at every op, and
+/// neighbours sharing a line would make each op wait for the other thread's core.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Slot(Mutex<RankStatus>);
+
 #[derive(Debug)]
 pub(crate) struct Board {
     /// Per rank; `None` for a rank of another process (its state is not known here).
-    ranks: Vec<Option<Mutex<RankStatus>>>,
+    ranks: Vec<Option<Slot>>,
     /// How long a wait lasts before it logs which ranks are behind (see `comm::watch`).
     warn_after: Duration,
 }
 
 impl Board {
     pub(crate) fn new(world: usize, warn_after: Duration) -> Self {
-        Board { ranks: (0..world).map(|_| Some(Mutex::new(RankStatus::default()))).collect(), warn_after }
+        Board { ranks: (0..world).map(|_| Some(Slot::default())).collect(), warn_after }
     }
 
     /// A board for a group spanning processes: `local[r]` whether rank `r` is of this one.
     /// Reports and blame leave the others out (their flight recorders are not gathered over
     /// the connections yet).
     pub(crate) fn with_local(local: &[bool], warn_after: Duration) -> Self {
-        let ranks = local.iter().map(|&l| l.then(|| Mutex::new(RankStatus::default()))).collect();
+        let ranks = local.iter().map(|&l| l.then(Slot::default)).collect();
         Board { ranks, warn_after }
     }
 
@@ -90,7 +96,7 @@ impl Board {
     }
 
     fn with<R>(&self, rank: Rank, f: impl FnOnce(&mut RankStatus) -> R) -> Option<R> {
-        self.ranks.get(rank).and_then(Option::as_ref).map(|m| f(&mut m.lock().unwrap_or_else(|e| e.into_inner())))
+        self.ranks.get(rank).and_then(Option::as_ref).map(|m| f(&mut m.0.lock().unwrap_or_else(|e| e.into_inner())))
     }
 
     pub(crate) fn start(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm) {

@@ -32,7 +32,11 @@ struct Entry {
     state: State,
 }
 
+/// Aligned to two cache lines (what adjacent-line prefetchers pull in together), so that the
+/// mailboxes of different pairs — written by different threads at once, for example both
+/// directions of one pair — never share a line.
 #[derive(Debug, Default)]
+#[repr(align(128))]
 struct Mailbox {
     queue: Mutex<VecDeque<Entry>>,
     /// Messages ever sent; the latest one's ticket.
