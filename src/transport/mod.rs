@@ -22,6 +22,8 @@
 //!   `Abort` or `Goodbye` frame), so what one rank learns from another always travels.
 
 pub mod inproc;
+#[cfg(all(target_os = "linux", not(miri)))]
+pub(crate) mod shm;
 pub(crate) mod tcp;
 mod wait;
 pub(crate) mod wire;
