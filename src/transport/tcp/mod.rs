@@ -45,6 +45,9 @@ mod shm_io {
         pub(super) fn is_drained(&self) -> bool {
             match *self {}
         }
+        pub(super) fn poll_inline(&self, _: &super::Endpoint, _: &super::Peer) -> bool {
+            match *self {}
+        }
         pub(super) fn release(&self, _: u64) {
             match *self {}
         }
@@ -322,7 +325,12 @@ impl Mesh {
     }
 
     pub(super) fn has_message(&self, me: Rank, from: Rank) -> bool {
-        self.pair(me, from).is_some_and(|(_, p)| p.unopened.load(Ordering::SeqCst) > 0)
+        let Some((e, p)) = self.pair(me, from) else { return false };
+        if p.unopened.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        // A receiver that is awake takes shared-memory records itself (no thread hop).
+        p.shm.as_ref().is_some_and(|s| s.poll_inline(e, p)) && p.unopened.load(Ordering::SeqCst) > 0
     }
 
     pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Opened> {

@@ -104,6 +104,22 @@ impl ShmPeer {
         inc.cons.deliver();
     }
 
+    /// Hands what the peer published to the inbox from the receiving rank's own thread (when
+    /// the reader thread is not at it already); whether anything arrived.
+    pub(super) fn poll_inline(&self, e: &Endpoint, p: &Peer) -> bool {
+        let Ok(mut inc) = self.incoming.try_lock() else { return false };
+        if !inc.cons.ready() {
+            return false;
+        }
+        match poll_locked(e, p, self, &mut inc) {
+            Ok(n) => n > 0,
+            Err(what) => {
+                e.protocol(p.rank, format!("in shared memory: {what}"));
+                false
+            }
+        }
+    }
+
     fn kick(&self) {
         if let Some(t) = self.writer.get() {
             t.unpark();
@@ -267,9 +283,11 @@ fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
 
 /// Hands every published record to the inbox; how many messages arrived.
 fn poll(e: &Endpoint, p: &Peer, s: &ShmPeer) -> std::result::Result<usize, String> {
+    poll_locked(e, p, s, &mut lock(&s.incoming))
+}
+
+fn poll_locked(e: &Endpoint, p: &Peer, s: &ShmPeer, inc: &mut Incoming) -> std::result::Result<usize, String> {
     let mut n = 0;
-    let mut guard = lock(&s.incoming);
-    let inc = &mut *guard;
     while let Some(r) = inc.cons.next()? {
         match r.kind {
             Kind::Data => {
