@@ -34,8 +34,6 @@ use crate::transport::{Header, Payload};
 
 /// Longest single sleep of the threads (they check for departure at least this often).
 const NAP: Duration = Duration::from_millis(10);
-/// Spins on the ring before sleeping on its futex.
-const SPIN: u32 = 2000;
 
 /// A message being streamed in: its header, buffer, and bytes received so far.
 #[derive(Debug)]
@@ -266,16 +264,10 @@ fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
             }
             break;
         }
-        let ready = || lock(&s.incoming).cons.ready();
-        let mut spun = 0;
-        while spun < SPIN && !ready() {
-            std::hint::spin_loop();
-            spun += 1;
-        }
-        if spun == SPIN {
-            let waiter = lock(&s.incoming).cons.waiter();
-            waiter.wait_data(NAP);
-        }
+        // No spinning here: an awake receiver takes records itself (`poll_inline`), so this
+        // thread matters when its rank sleeps, and spinning would take the cores the ranks need.
+        let waiter = lock(&s.incoming).cons.waiter();
+        waiter.wait_data(NAP);
     }
     s.drained.store(true, Ordering::SeqCst);
     e.ring();
