@@ -22,11 +22,17 @@ use segment::Mapping;
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::types::Rank;
 
-/// Bytes of each direction's ring.
-pub(crate) const RING_BYTES: usize = 16 << 20;
 /// Messages up to this size are one record, read in place; larger ones are streamed through
 /// the ring in pieces into a buffer the receiver owns.
-pub(crate) const INLINE_MAX: usize = RING_BYTES / 4;
+pub(crate) const INLINE_MAX: usize = 4 << 20;
+/// Bytes of each direction's ring: what the socket's credits let a sender have in flight
+/// ([`WINDOW`](crate::transport::tcp::WINDOW) bytes, or one larger message alone), plus room
+/// for the padding at the ring's end and the records' headers. One difference with credits
+/// remains: space is freed oldest record first, so a message released before an older one
+/// frees its space only with it. Receivers open each peer's messages oldest first; a plan
+/// that held an old message while it needed more than a ring of newer ones from the same
+/// peer would stall here where credits would not (the simulator does not model that yet).
+pub(crate) const RING_BYTES: usize = crate::transport::tcp::WINDOW as usize + 2 * INLINE_MAX;
 /// The size of a streamed message's pieces.
 pub(crate) const PIECE: usize = 1 << 20;
 
