@@ -1,5 +1,6 @@
 //! One rank per process, over TCP, started by a launcher: `mpirun`, torchrun-style variables
-//! or `srun` (see the README, "Several processes").
+//! or `srun` (see the README, "Several processes"). Processes of one host move their data
+//! through shared memory (`RUCCL_SHM_DISABLE=1`: through their sockets).
 //!
 //! Run (4 processes on this host):
 //! ```text

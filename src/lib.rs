@@ -92,6 +92,7 @@
 //! `tree`, `rd`, `direct`, `kary:K`, `centralized`), `RUCCL_CHUNK_BYTES`, `RUCCL_TRANSPORT`
 //! (`inproc`, `tcp`) override the defaults
 //! of [`Communicator::new`] (see [`CommConfig::from_env`]).
+//! `RUCCL_SHM_DISABLE=1` makes processes of one host talk TCP instead of shared memory.
 //!
 //! ## For tensor frameworks
 //! [`api`] offers the peer API frameworks want instead of one communicator per rank:

@@ -16,6 +16,7 @@
 //! accesses do not race — and the guards make sure they do not.
 
 use std::alloc::Layout;
+use std::any::Any;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicU64;
@@ -37,8 +38,27 @@ impl Borrow {
     }
 }
 
+/// Where a block's words live.
+#[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
+enum Words {
+    /// Allocated by this process (the usual case).
+    Heap(Box<[AtomicU64]>),
+    /// Memory someone else owns (a shared-memory segment mapped by two processes), kept alive
+    /// by `_keep`; the `'static` is this block's promise, kept because `_keep` lives as long.
+    Mapped(&'static [AtomicU64], #[allow(dead_code)] Arc<dyn Any + Send + Sync>),
+}
+
+impl Words {
+    fn as_slice(&self) -> &[AtomicU64] {
+        match self {
+            Words::Heap(w) => w,
+            Words::Mapped(w, _) => w,
+        }
+    }
+}
+
 struct Block {
-    words: Box<[AtomicU64]>,
+    words: Words,
     len: usize,
     /// Live guards. Short: one entry per access in progress on this block.
     borrows: Mutex<Vec<Borrow>>,
@@ -86,7 +106,21 @@ impl HostMem {
     pub fn zeroed(len: usize) -> Result<Self> {
         let words = alloc_zeroed_words(len.div_ceil(8))
             .ok_or_else(|| CollectiveError::device(format!("cannot allocate {len} bytes of host memory")))?;
-        Ok(HostMem { block: Arc::new(Block { words, len, borrows: Mutex::new(Vec::new()) }) })
+        Ok(HostMem { block: Arc::new(Block { words: Words::Heap(words), len, borrows: Mutex::new(Vec::new()) }) })
+    }
+
+    /// A block over memory this process did not allocate (a mapped shared-memory segment's
+    /// ring), kept alive by `keep`.
+    ///
+    /// # Safety
+    /// `words` must stay valid while `keep` lives, and every access to them that does not go
+    /// through this block (the other process of a shared segment) must touch only bytes no
+    /// guard of this block covers — the shared-memory ring's protocol guarantees it (a writer
+    /// fills only space the reader has freed).
+    #[cfg(all(target_os = "linux", not(miri)))]
+    pub(crate) unsafe fn mapped(words: &'static [AtomicU64], keep: Arc<dyn Any + Send + Sync>) -> Self {
+        let len = words.len() * 8;
+        HostMem { block: Arc::new(Block { words: Words::Mapped(words, keep), len, borrows: Mutex::new(Vec::new()) }) }
     }
 
     /// Length in bytes.
@@ -120,7 +154,7 @@ impl HostMem {
         // Derived from the whole slice (not its first element), so offsets anywhere in the
         // block stay inside the pointer's provenance. Writing through it is allowed because
         // the words are atomics (interior mutability).
-        self.block.words.as_ptr().cast::<u8>().cast_mut()
+        self.block.words.as_slice().as_ptr().cast::<u8>().cast_mut()
     }
 
     fn acquire(&self, off: usize, len: usize, write: bool) -> Result<Borrow> {

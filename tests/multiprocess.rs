@@ -11,6 +11,11 @@
 //! never comes (`Timeout` naming them); duplicate rank,
 //! world and config mismatches across processes; a listener fed garbage that keeps serving;
 //! `Communicator::from_env` with torchrun's variables.
+//!
+//! The cases that move data are stamped out per transport between processes (`shm::*`:
+//! shared memory, the default on one host; `tcp::*`: `RUCCL_SHM_DISABLE=1`), and each child
+//! checks that its process uses the transport asked for (a shared-memory reader thread runs,
+//! or none does).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -62,6 +67,7 @@ fn child() {
         "survivor" => survivor_child(),
         "waiter" => waiter_child(),
         "env" => env_child(),
+        "large" => large_child(),
         r => Err(format!("unknown role {r}")),
     };
     match result {
@@ -78,6 +84,34 @@ fn join(rank: usize) -> Result<Communicator<HostDevice>, ruccl::CollectiveError>
     Communicator::new(HostDevice::default(), num("MP_WORLD"), id, rank)
 }
 
+/// Whether a shared-memory reader thread runs in this process (threads are named).
+fn shm_threads() -> bool {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "ruccl-shm-r"))
+}
+
+/// Checks that the transport is the one the parent asked for (`MP_SHM`: 1 or 0), after
+/// joining a communicator whose peers are in other processes.
+fn check_transport() -> Result<(), String> {
+    let want = var("MP_SHM") == "1";
+    if !cfg!(target_os = "linux") {
+        return Ok(());
+    }
+    // A thread names itself once it runs: give a fresh one a moment.
+    let until = Instant::now() + Duration::from_secs(2);
+    while shm_threads() != want {
+        if want && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        return Err(format!("shared memory in use: {}, asked for: {want}", !want));
+    }
+    Ok(())
+}
+
 /// Runs every collective on every local rank (`MP_RANKS`, comma-separated), one thread each.
 fn collectives_child() -> Result<(), String> {
     let ranks: Vec<usize> = var("MP_RANKS").split(',').map(|r| r.parse().unwrap()).collect();
@@ -86,6 +120,7 @@ fn collectives_child() -> Result<(), String> {
         .map(|rank| {
             std::thread::spawn(move || -> Result<(), String> {
                 let comm = join(rank).map_err(|e| e.to_string())?;
+                check_transport()?;
                 every_collective::<f32>(&comm, |v| v as f32)?;
                 every_collective::<i64>(&comm, |v| v as i64)?;
                 every_collective::<bf16>(&comm, |v| bf16::from_f64(v as f64))?;
@@ -220,6 +255,7 @@ fn victim_child() -> Result<(), String> {
 fn survivor_child() -> Result<(), String> {
     let victim = num("MP_VICTIM");
     let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
+    check_transport()?;
     comm.barrier().map_err(|e| e.to_string())?;
     let started = Instant::now();
     let mut t =
@@ -260,18 +296,67 @@ fn waiter_child() -> Result<(), String> {
     }
 }
 
+/// Messages larger than a shared-memory record (streamed in pieces), many laps of the rings,
+/// and a send and receive of 6 MiB each way between the first two ranks.
+fn large_child() -> Result<(), String> {
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let comm = join(num("MP_RANK")).map_err(e)?;
+    check_transport()?;
+    let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
+    let n = 4 << 20;
+    let v = |r: usize, i: usize| ((r + i) % 7) as f32;
+    for round in 0..3 {
+        let mine: Vec<f32> = (0..n).map(|i| v(rank + round, i)).collect();
+        let mut t = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+        comm.all_reduce(&mut t, ReduceOp::Sum).map_err(e)?;
+        let got = t.to_vec::<f32>().map_err(e)?;
+        if let Some(i) = (0..n).find(|&i| got[i] != (0..world).map(|r| v(r + round, i)).sum::<f32>()) {
+            return Err(format!("all_reduce round {round}: element {i} is {}", got[i]));
+        }
+    }
+    let m = 3 << 19;
+    let msg: Vec<f32> = (0..m).map(|i| (i % 1000) as f32).collect();
+    let mut got = Tensor::zeros(&dev, ruccl::DType::F32, &[m]).map_err(e)?;
+    match rank {
+        0 => {
+            comm.send(&Tensor::from_slice(&dev, &msg, &[m]).map_err(e)?, 1).map_err(e)?;
+            comm.recv(&mut got, 1).map_err(e)?;
+        }
+        1 => {
+            comm.recv(&mut got, 0).map_err(e)?;
+            comm.send(&got, 0).map_err(e)?;
+        }
+        _ => {}
+    }
+    if rank < 2 {
+        check("6 MiB send/recv", rank, got.to_vec::<f32>().map_err(e)?, msg)?;
+    }
+    comm.barrier().map_err(e)
+}
+
 /// torchrun's variables: `Communicator::from_env`, an all_reduce, a barrier.
 fn env_child() -> Result<(), String> {
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
+    check_transport()?;
     every_collective::<f32>(&comm, |v| v as f32)
 }
 
 // ---------------------------------------------------------------------------------------
 // The parent side.
 
+/// How the children's processes talk to each other.
+#[derive(Clone, Copy, Debug)]
+enum Transport {
+    /// Shared memory (the default between processes of one host).
+    Shm,
+    /// TCP (`RUCCL_SHM_DISABLE=1`).
+    Tcp,
+}
+
 /// Children, killed (and reaped) when dropped.
 struct Kids {
     kids: Vec<(String, Child, PathBuf)>,
+    transport: Transport,
 }
 
 impl Drop for Kids {
@@ -290,8 +375,8 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 impl Kids {
-    fn new() -> Self {
-        Kids { kids: Vec::new() }
+    fn new(transport: Transport) -> Self {
+        Kids { kids: Vec::new(), transport }
     }
 
     /// Starts this binary as a child with `role` and `env`.
@@ -305,6 +390,10 @@ impl Kids {
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out);
+        match self.transport {
+            Transport::Shm => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE"),
+            Transport::Tcp => cmd.env("MP_SHM", "0").env("RUCCL_SHM_DISABLE", "1"),
+        };
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -359,45 +448,52 @@ fn ranks_env(id: &UniqueId, world: usize, ranks: &[usize]) -> Vec<(&'static str,
     vec![("MP_ID", id.to_string()), ("MP_WORLD", world.to_string()), ("MP_RANKS", list.join(","))]
 }
 
-fn one_rank_per_process(world: usize) {
+fn one_rank_per_process(t: Transport, world: usize) {
     let id = UniqueId::new().unwrap();
     assert!(id.root_address().is_some(), "no rendezvous listener on this machine");
-    let mut kids = Kids::new();
+    let mut kids = Kids::new(t);
     for r in 0..world {
         kids.spawn(&format!("rank{r}"), "collectives", &ranks_env(&id, world, &[r]));
     }
     kids.wait(&[]);
 }
 
-#[test]
-fn two_processes_run_every_collective() {
-    one_rank_per_process(2);
+fn two_processes_run_every_collective(t: Transport) {
+    one_rank_per_process(t, 2);
 }
 
-#[test]
-fn three_processes_run_every_collective() {
-    one_rank_per_process(3);
+fn three_processes_run_every_collective(t: Transport) {
+    one_rank_per_process(t, 3);
 }
 
-#[test]
-fn four_processes_run_every_collective() {
-    one_rank_per_process(4);
+fn four_processes_run_every_collective(t: Transport) {
+    one_rank_per_process(t, 4);
 }
 
-#[test]
-fn two_processes_of_two_ranks_run_every_collective() {
+fn large_messages_cross_processes(t: Transport) {
     let id = UniqueId::new().unwrap();
-    let mut kids = Kids::new();
+    let mut kids = Kids::new(t);
+    for r in 0..3 {
+        let mut env = ranks_env(&id, 3, &[r]);
+        // Messages of up to 6 MiB: larger than a shared-memory record.
+        env.extend([("MP_RANK", r.to_string()), ("RUCCL_CHUNK_BYTES", (6 << 20).to_string())]);
+        kids.spawn(&format!("rank{r}"), "large", &env);
+    }
+    kids.wait(&[]);
+}
+
+fn two_processes_of_two_ranks_run_every_collective(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
     kids.spawn("ranks0,1", "collectives", &ranks_env(&id, 4, &[0, 1]));
     kids.spawn("ranks2,3", "collectives", &ranks_env(&id, 4, &[2, 3]));
     kids.wait(&[]);
 }
 
-#[test]
-fn a_killed_peer_is_named_in_peer_lost() {
+fn a_killed_peer_is_named_in_peer_lost(t: Transport) {
     let id = UniqueId::new().unwrap();
     let mark = scratch("mark");
-    let mut kids = Kids::new();
+    let mut kids = Kids::new(t);
     let env = |r: usize| {
         let mut v = ranks_env(&id, 3, &[r]);
         v.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), ("MP_MARK", mark.display().to_string())]);
@@ -417,11 +513,10 @@ fn a_killed_peer_is_named_in_peer_lost() {
     let _ = std::fs::remove_file(mark);
 }
 
-#[test]
-fn a_silent_peer_is_named_in_the_timeout() {
+fn a_silent_peer_is_named_in_the_timeout(t: Transport) {
     let id = UniqueId::new().unwrap();
     let mark = scratch("mark");
-    let mut kids = Kids::new();
+    let mut kids = Kids::new(t);
     for (r, role) in [(0, "waiter"), (1, "victim")] {
         let mut env = ranks_env(&id, 2, &[r]);
         env.extend([
@@ -439,7 +534,7 @@ fn a_silent_peer_is_named_in_the_timeout() {
 #[test]
 fn a_rank_that_never_comes_is_named_in_the_timeout() {
     let id = UniqueId::new().unwrap();
-    let mut kids = Kids::new();
+    let mut kids = Kids::new(Transport::Shm);
     for r in 0..2 {
         let mut env = ranks_env(&id, 3, &[r]);
         env.extend([
@@ -457,7 +552,7 @@ const WORLD_MISMATCH: &str = "InvalidArgument:differs from the|Timeout:never cal
 
 #[test]
 fn rendezvous_errors_cross_processes() {
-    let mut kids = Kids::new();
+    let mut kids = Kids::new(Transport::Shm);
     let mut pair = |name: &str, a: Vec<(&'static str, String)>, b: Vec<(&'static str, String)>| {
         let id = UniqueId::new().unwrap();
         for (i, extra) in [a, b].into_iter().enumerate() {
@@ -490,8 +585,7 @@ fn rendezvous_errors_cross_processes() {
     kids.wait(&[]);
 }
 
-#[test]
-fn the_listener_survives_garbage_and_serves_real_peers() {
+fn the_listener_survives_garbage_and_serves_real_peers(t: Transport) {
     use std::io::Write;
     let id = UniqueId::new().unwrap();
     let root = id.root_address().unwrap();
@@ -506,17 +600,16 @@ fn the_listener_survives_garbage_and_serves_real_peers() {
         s.write_all(&bytes).unwrap();
     }
     silent.write_all(b"RC").unwrap();
-    let mut kids = Kids::new();
+    let mut kids = Kids::new(t);
     for r in 0..2 {
         kids.spawn(&format!("rank{r}"), "collectives", &ranks_env(&id, 2, &[r]));
     }
     kids.wait(&[]);
 }
 
-#[test]
-fn from_env_with_torchrun_variables() {
+fn from_env_with_torchrun_variables(t: Transport) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut kids = Kids::new();
+    let mut kids = Kids::new(t);
     for r in 0..3 {
         let env = [
             ("RANK", r.to_string()),
@@ -529,3 +622,33 @@ fn from_env_with_torchrun_variables() {
     }
     kids.wait(&[]);
 }
+
+/// Stamps the cases that move data out once per transport.
+macro_rules! per_transport {
+    ($($case:ident),* $(,)?) => {
+        mod shm {
+            $(#[test]
+            fn $case() {
+                super::$case(super::Transport::Shm);
+            })*
+        }
+        mod tcp {
+            $(#[test]
+            fn $case() {
+                super::$case(super::Transport::Tcp);
+            })*
+        }
+    };
+}
+
+per_transport!(
+    large_messages_cross_processes,
+    two_processes_run_every_collective,
+    three_processes_run_every_collective,
+    four_processes_run_every_collective,
+    two_processes_of_two_ranks_run_every_collective,
+    a_killed_peer_is_named_in_peer_lost,
+    a_silent_peer_is_named_in_the_timeout,
+    the_listener_survives_garbage_and_serves_real_peers,
+    from_env_with_torchrun_variables,
+);

@@ -1,6 +1,7 @@
 //! Transports move payloads between ranks; they never see a device (a device range travels as
 //! an opaque token). In-process mailboxes between threads ([`inproc`]) and TCP connections
-//! ([`tcp`], frames from [`wire`]). The scheduler talks to a [`Link`], a closed enum, so the
+//! ([`tcp`], frames from [`wire`]), whose data frames go through shared memory between
+//! processes of one host (`shm`, Linux). The scheduler talks to a [`Link`], a closed enum, so the
 //! plans run unchanged over either.
 //!
 //! Semantics every transport provides:
@@ -22,6 +23,8 @@
 //!   `Abort` or `Goodbye` frame), so what one rank learns from another always travels.
 
 pub mod inproc;
+#[cfg(all(target_os = "linux", not(miri)))]
+pub(crate) mod shm;
 pub(crate) mod tcp;
 mod wait;
 pub(crate) mod wire;

@@ -15,6 +15,10 @@
 //! - bytes that break the protocol poison the receiving rank with a `Protocol` error naming
 //!   the peer.
 //!
+//! Between processes of one host (Linux) the data frames of a pair go through a segment both
+//! processes map instead (`shm_io`, [`crate::transport::shm`]): same frames, same inbox and
+//! lends, the ring's freed space as credits; the socket keeps carrying the control frames.
+//!
 //! A [`Mesh`] holds the endpoints of the ranks that live in this process (every rank of a
 //! loopback mesh, see [`setup`]). Read and write halves of a connection are separate tasks,
 //! so sending and receiving never wait for each other. The tasks run on one small tokio
@@ -24,6 +28,35 @@
 pub(crate) mod inbox;
 mod io;
 pub(crate) mod setup;
+#[cfg(all(target_os = "linux", not(miri)))]
+mod shm_io;
+/// Without shared memory (other systems, Miri) no pair has a segment: a type with no values.
+#[cfg(not(all(target_os = "linux", not(miri))))]
+mod shm_io {
+    #[derive(Debug)]
+    pub(crate) enum ShmPeer {}
+    impl ShmPeer {
+        pub(super) fn new(p: std::convert::Infallible) -> Self {
+            match p {}
+        }
+        pub(super) fn delivered(&self) -> u64 {
+            match *self {}
+        }
+        pub(super) fn is_drained(&self) -> bool {
+            match *self {}
+        }
+        pub(super) fn poll_inline(&self, _: &super::Endpoint, _: &super::Peer) -> bool {
+            match *self {}
+        }
+        pub(super) fn release(&self, _: u64) {
+            match *self {}
+        }
+        pub(super) fn send(&self, _: &super::Endpoint, _: &super::Peer, _: super::Header, _: super::Payload) -> u64 {
+            match *self {}
+        }
+    }
+    pub(super) fn flush(_: &super::Peer, _: std::time::Instant) {}
+}
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -85,6 +118,8 @@ struct OutMsg {
 #[derive(Debug, Default)]
 struct Outbox {
     data: VecDeque<OutMsg>,
+    /// Data for a peer reached through shared memory (its shared-memory writer's queue).
+    shm_data: VecDeque<OutMsg>,
     /// Encoded control frames (header and body), sent before any further data.
     control: VecDeque<Vec<u8>>,
     /// Bytes written and not yet credited back by the peer.
@@ -114,11 +149,15 @@ pub(crate) struct Peer {
     gone: AtomicBool,
     /// The writer task ended: everything queued before the goodbye is on the wire.
     flushed: AtomicBool,
+    /// Data goes through a segment shared with the peer's process (the socket carries the
+    /// rest).
+    shm: Option<Arc<shm_io::ShmPeer>>,
 }
 
 impl Peer {
-    fn new(rank: Rank) -> Self {
+    fn new(rank: Rank, shm: Option<Arc<shm_io::ShmPeer>>) -> Self {
         Peer {
+            shm,
             rank,
             inbox: Mutex::new(Inbox::default()),
             unopened: AtomicUsize::new(0),
@@ -135,7 +174,24 @@ impl Peer {
     /// Whether the connection ended and its writer let go of every payload (a rank whose
     /// memory the writer still reads is not told its peer is gone before that).
     fn is_gone(&self) -> bool {
-        self.gone.load(Ordering::SeqCst) && lock(&self.out).writing.is_none()
+        self.gone.load(Ordering::SeqCst)
+            && lock(&self.out).writing.is_none()
+            && self.shm.as_ref().is_none_or(|s| s.is_drained())
+    }
+
+    /// A received message joins the inbox; returns its id.
+    #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
+    fn arrive(&self, header: Header, region: HostRegion) -> u64 {
+        let id = {
+            let mut inbox = lock(&self.inbox);
+            let id = inbox.next_id;
+            inbox.next_id += 1;
+            inbox.buffered += region.len as u64;
+            inbox.msgs.push_back(InMsg { id, header, region, opened: false });
+            id
+        };
+        self.unopened.fetch_add(1, Ordering::SeqCst);
+        id
     }
 
     fn push_control(&self, frame: Vec<u8>) {
@@ -254,6 +310,9 @@ impl Mesh {
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
         let Some((e, p)) = self.pair(from, to) else { return 0 };
+        if let Some(s) = &p.shm {
+            return s.send(e, p, header, payload);
+        }
         let ticket = {
             let mut out = lock(&p.out);
             let ticket = p.sent.fetch_add(1, Ordering::SeqCst) + 1;
@@ -266,7 +325,12 @@ impl Mesh {
     }
 
     pub(super) fn has_message(&self, me: Rank, from: Rank) -> bool {
-        self.pair(me, from).is_some_and(|(_, p)| p.unopened.load(Ordering::SeqCst) > 0)
+        let Some((e, p)) = self.pair(me, from) else { return false };
+        if p.unopened.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        // A receiver that is awake takes shared-memory records itself (no thread hop).
+        p.shm.as_ref().is_some_and(|s| s.poll_inline(e, p)) && p.unopened.load(Ordering::SeqCst) > 0
     }
 
     pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
@@ -294,6 +358,10 @@ impl Mesh {
             inbox.buffered -= len.min(inbox.buffered);
             len
         };
+        if let Some(s) = &p.shm {
+            s.release(id);
+            return;
+        }
         let mut h = FrameHeader::control(FrameKind::Credit, e.comm, me as u32, 0);
         (h.seq, h.index) = (freed, 1);
         p.push_control(wire::encode_header(&h).to_vec());
@@ -310,13 +378,15 @@ impl Mesh {
         ticket <= p.sent.load(Ordering::SeqCst)
             && out.writing != Some(ticket)
             && !out.data.iter().any(|m| m.ticket == ticket)
+            && !out.shm_data.iter().any(|m| m.ticket == ticket)
     }
 
     pub(super) fn is_delivered(&self, me: Rank, to: Rank, ticket: u64) -> bool {
         // Taken by the peer *and* done with here: the peer may read the last bytes (and credit
         // them) before the writer task that wrote them has let go of the sender's memory.
-        self.pair(me, to).is_none_or(|(_, p)| p.delivered.load(Ordering::SeqCst) >= ticket)
-            && self.is_released(me, to, ticket)
+        self.pair(me, to).is_none_or(|(_, p)| {
+            p.shm.as_ref().map_or_else(|| p.delivered.load(Ordering::SeqCst), |s| s.delivered()) >= ticket
+        }) && self.is_released(me, to, ticket)
     }
 
     /// Takes back what `me` queued for `to` and has not started writing; true while a
@@ -325,6 +395,7 @@ impl Mesh {
         let Some((_, p)) = self.pair(me, to) else { return false };
         let mut out = lock(&p.out);
         out.data.clear();
+        out.shm_data.clear();
         out.writing.is_some()
     }
 
@@ -378,6 +449,8 @@ impl Mesh {
         e.tell();
         let bye = e.control(FrameKind::Goodbye, &[]);
         for p in e.peers.iter().flatten() {
+            // The last data goes into the shared ring before the goodbye goes on the socket.
+            shm_io::flush(p, Instant::now() + LINGER);
             let mut out = lock(&p.out);
             if !out.closing {
                 out.closing = true;

@@ -13,7 +13,13 @@ use std::time::{Duration, Instant};
 
 use super::inbox;
 use super::io::{runtime, spawn};
+use super::shm_io::ShmPeer;
 use super::{Endpoint, Mesh, Peer, io_error};
+#[cfg(all(target_os = "linux", not(miri)))]
+use crate::transport::shm::Pair;
+/// Without shared memory there are no segments.
+#[cfg(not(all(target_os = "linux", not(miri))))]
+type Pair = std::convert::Infallible;
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::transport::wait::Event;
 use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
@@ -77,13 +83,14 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, deadline: Instant) -> Resul
             streams[hi][lo] = Some(c);
         }
     }
-    endpoints(comm, streams.into_iter().map(Some).collect())
+    endpoints(comm, streams.into_iter().map(Some).collect(), Vec::new())
 }
 
 /// A mesh of `world` ranks spread over processes: `addrs[r]` is where rank `r`'s process
 /// listens, `local[r]` whether rank `r` lives in this one. This process's ranks call every
 /// lower rank (at its process's listener, this one's included) and take the calls of every
-/// higher rank from the [`inbox`].
+/// higher rank from the [`inbox`]. Pairs on one host (Linux) then agree over their
+/// connection to move data through shared memory (unless `RUCCL_SHM_DISABLE=1`).
 ///
 /// # Errors
 /// `Io` when a socket cannot be configured; `Timeout` naming the ranks that could not be
@@ -111,7 +118,11 @@ pub(crate) fn process_mesh(
             *slot = Some(inbox::take(comm, lo, hi, world, deadline)?);
         }
     }
-    endpoints(comm, rows)
+    #[cfg(all(target_os = "linux", not(miri)))]
+    let shm = crate::transport::shm::negotiate(&mut rows, deadline)?;
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let shm = Vec::new();
+    endpoints(comm, rows, shm)
 }
 
 /// Connects to `addr`, retrying (a listener not up yet) with backoff until `deadline`.
@@ -131,8 +142,13 @@ pub(crate) fn connect(addr: std::net::SocketAddr, deadline: Instant) -> Result<T
 }
 
 /// The endpoints of the ranks whose rows are given (`rows[me][peer]`: their connections),
-/// their reader and writer tasks started.
-fn endpoints(comm: [u8; 16], rows: Vec<Option<Vec<Option<TcpStream>>>>) -> Result<Mesh> {
+/// their reader and writer tasks started; `shm[me][peer]`, where given, the pair's shared
+/// segment (its data goes there).
+fn endpoints(
+    comm: [u8; 16],
+    rows: Vec<Option<Vec<Option<TcpStream>>>>,
+    mut shm: Vec<Vec<Option<Pair>>>,
+) -> Result<Mesh> {
     let rt = runtime()?;
     let world = rows.len();
     let mut endpoints = Vec::with_capacity(world);
@@ -151,7 +167,8 @@ fn endpoints(comm: [u8; 16], rows: Vec<Option<Vec<Option<TcpStream>>>>) -> Resul
                     s.set_nodelay(true).map_err(|e| io_error("setting TCP_NODELAY", e))?;
                     s.set_nonblocking(true).map_err(|e| io_error("configuring a socket", e))?;
                     let s = tokio::net::TcpStream::from_std(s).map_err(|e| io_error("registering a socket", e))?;
-                    let peer = Arc::new(Peer::new(p));
+                    let seg = shm.get_mut(me).and_then(|r| r.get_mut(p)).and_then(Option::take);
+                    let peer = Arc::new(Peer::new(p, seg.map(|s| Arc::new(ShmPeer::new(s)))));
                     conns.push((peer.clone(), s));
                     peers.push(Some(peer));
                 }
@@ -168,7 +185,9 @@ fn endpoints(comm: [u8; 16], rows: Vec<Option<Vec<Option<TcpStream>>>>) -> Resul
         });
         for (peer, s) in conns {
             let (r, w) = s.into_split();
-            spawn(&rt, e.clone(), peer, r, w);
+            spawn(&rt, e.clone(), peer.clone(), r, w);
+            #[cfg(all(target_os = "linux", not(miri)))]
+            super::shm_io::spawn(&e, &peer)?;
         }
         endpoints.push(Some(e));
     }

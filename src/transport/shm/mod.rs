@@ -1,0 +1,204 @@
+//! Shared memory between processes on one host (Linux): a segment per pair of ranks
+//! ([`segment`]), a ring of records per direction ([`ring`]), and the handshake that sets
+//! them up over the pair's TCP connection ([`negotiate`]).
+//!
+//! The pair keeps its TCP connection for what is not data: hello, abort, goodbye and
+//! heartbeats travel there as before (a peer process that dies closes it: `PeerLost`), while
+//! data frames go through the ring — the sender copies its payload in once and the receiver
+//! reads it in place, and freeing a record is the credit. The connection driving code is in
+//! the TCP transport's `shm_io`; `RUCCL_SHM_DISABLE=1` keeps every pair on TCP.
+
+pub(crate) mod ring;
+pub(crate) mod segment;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use segment::Mapping;
+
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::types::Rank;
+
+/// Messages up to this size are one record, read in place; larger ones are streamed through
+/// the ring in pieces into a buffer the receiver owns.
+pub(crate) const INLINE_MAX: usize = 4 << 20;
+/// Bytes of each direction's ring: what the socket's credits let a sender have in flight
+/// ([`WINDOW`](crate::transport::tcp::WINDOW) bytes, or one larger message alone), plus room
+/// for the padding at the ring's end and the records' headers. One difference with credits
+/// remains: space is freed oldest record first, so a message released before an older one
+/// frees its space only with it. Receivers open each peer's messages oldest first; a plan
+/// that held an old message while it needed more than a ring of newer ones from the same
+/// peer would stall here where credits would not (the simulator does not model that yet).
+pub(crate) const RING_BYTES: usize = crate::transport::tcp::WINDOW as usize + 2 * INLINE_MAX;
+/// The size of a streamed message's pieces.
+pub(crate) const PIECE: usize = 1 << 20;
+
+/// Whether `RUCCL_SHM_DISABLE` asks for TCP between every pair of processes.
+pub(crate) fn disabled() -> bool {
+    std::env::var("RUCCL_SHM_DISABLE").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+}
+
+/// What must match for two processes to share memory: the host (its name and boot id) and
+/// the pid namespace (the peer opens `/proc/<pid>/fd/<fd>`).
+fn host_key() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
+    let link = |p: &str| std::fs::read_link(p).map(|s| s.display().to_string()).unwrap_or_default();
+    format!(
+        "{}|{}|{}",
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/random/boot_id"),
+        link("/proc/self/ns/pid")
+    )
+}
+
+const MAGIC: &[u8; 8] = b"RUCCLSH1";
+const IDENT: usize = 256;
+
+/// This process's identity: `[magic][want][pad][pid: u32][key len: u16][key]`.
+fn encode_ident(want: bool, pid: u32, key: &str) -> [u8; IDENT] {
+    let mut b = [0u8; IDENT];
+    b[0..8].copy_from_slice(MAGIC);
+    b[8] = u8::from(want);
+    b[12..16].copy_from_slice(&pid.to_le_bytes());
+    let k = &key.as_bytes()[..key.len().min(IDENT - 18)];
+    b[16..18].copy_from_slice(&(k.len() as u16).to_le_bytes());
+    b[18..18 + k.len()].copy_from_slice(k);
+    b
+}
+
+/// (wants shared memory, pid, host key), or `None` for bytes that are not an identity.
+fn decode_ident(b: &[u8; IDENT]) -> Option<(bool, u32, Vec<u8>)> {
+    if &b[0..8] != MAGIC {
+        return None;
+    }
+    let pid = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
+    let n = usize::from(u16::from_le_bytes([b[16], b[17]]));
+    let key = b.get(18..18 + n)?.to_vec();
+    Some((b[8] == 1, pid, key))
+}
+
+/// A pair's segment, seen from one of its ranks.
+#[derive(Debug)]
+pub(crate) struct Pair {
+    pub map: Arc<Mapping>,
+    /// The direction this rank writes.
+    pub out_dir: usize,
+}
+
+type Rows = [Option<Vec<Option<TcpStream>>>];
+
+fn io_err(me: Rank, peer: Rank, what: &str, e: std::io::Error) -> CollectiveError {
+    CollectiveError::new(ErrorKind::Io, format!("shared-memory handshake ({what}): {e}"))
+        .with_rank(me)
+        .with_peer(peer)
+        .with_source(e)
+}
+
+/// Over every connection of `rows` (`rows[me][peer]`, fresh: nothing else sent yet), agrees
+/// with the peer whether they share memory and, when they do, sets up the pair's segment
+/// (the lower rank creates it, the higher one maps it through `/proc`). Every step writes to
+/// all connections before reading any, so processes never wait for each other in a cycle.
+///
+/// # Errors
+/// `Io` when a connection breaks or stays silent past `deadline`; `Protocol` when a peer
+/// answers with something that is not this handshake.
+pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Option<Pair>>>> {
+    let want = !disabled();
+    let key = host_key();
+    let me_pid = std::process::id();
+    let mut out: Vec<Vec<Option<Pair>>> =
+        rows.iter().map(|r| r.as_ref().map_or_else(Vec::new, |r| r.iter().map(|_| None).collect())).collect();
+    let mut conns: Vec<(Rank, Rank, &mut TcpStream)> = Vec::new();
+    for (me, row) in rows.iter_mut().enumerate() {
+        let Some(row) = row else { continue };
+        for (peer, s) in row.iter_mut().enumerate() {
+            if let Some(s) = s {
+                conns.push((me, peer, s));
+            }
+        }
+    }
+    let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    for (me, peer, s) in conns.iter_mut() {
+        s.set_read_timeout(Some(left())).map_err(|e| io_err(*me, *peer, "configuring", e))?;
+        s.write_all(&encode_ident(want, me_pid, &key)).map_err(|e| io_err(*me, *peer, "identity", e))?;
+    }
+    let mut pids = vec![None; conns.len()];
+    for (i, (me, peer, s)) in conns.iter_mut().enumerate() {
+        let mut b = [0u8; IDENT];
+        s.set_read_timeout(Some(left())).map_err(|e| io_err(*me, *peer, "configuring", e))?;
+        s.read_exact(&mut b).map_err(|e| io_err(*me, *peer, "reading the peer's identity", e))?;
+        let (peer_wants, pid, peer_key) = decode_ident(&b).ok_or_else(|| {
+            CollectiveError::protocol(format!("rank {peer} did not answer the shared-memory handshake"))
+                .with_rank(*me)
+                .with_peer(*peer)
+        })?;
+        let key_sent = &key.as_bytes()[..key.len().min(IDENT - 18)];
+        if want && peer_wants && peer_key == key_sent {
+            pids[i] = Some(pid);
+        }
+    }
+    // The lower rank of each pair offers a segment (fd -1: it could not make one).
+    let mut made: Vec<Option<(Arc<Mapping>, OwnedFd)>> = (0..conns.len()).map(|_| None).collect();
+    for (i, (me, peer, s)) in conns.iter_mut().enumerate() {
+        if pids[i].is_none() || me > peer {
+            continue;
+        }
+        let m = Mapping::create(RING_BYTES).ok();
+        let fd = m.as_ref().map_or(-1, |(_, fd)| fd.as_raw_fd());
+        let mut b = [0u8; 16];
+        b[0..4].copy_from_slice(&fd.to_le_bytes());
+        b[8..16].copy_from_slice(&(RING_BYTES as u64).to_le_bytes());
+        s.write_all(&b).map_err(|e| io_err(*me, *peer, "offer", e))?;
+        made[i] = m;
+    }
+    // The higher rank maps it and says whether it could.
+    for (i, (me, peer, s)) in conns.iter_mut().enumerate() {
+        let Some(pid) = pids[i] else { continue };
+        if me < peer {
+            continue;
+        }
+        let mut b = [0u8; 16];
+        s.read_exact(&mut b).map_err(|e| io_err(*me, *peer, "reading the offer", e))?;
+        let fd = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let m = if fd >= 0 { Mapping::open(pid, fd).ok() } else { None };
+        s.write_all(&[u8::from(m.is_some()); 8]).map_err(|e| io_err(*me, *peer, "answer", e))?;
+        if let Some(map) = m {
+            out[*me][*peer] = Some(Pair { map, out_dir: 1 });
+        }
+    }
+    for (i, (me, peer, s)) in conns.iter_mut().enumerate() {
+        let Some((map, _fd)) = made[i].take() else { continue };
+        let mut b = [0u8; 8];
+        s.read_exact(&mut b).map_err(|e| io_err(*me, *peer, "reading the answer", e))?;
+        if b[0] == 1 {
+            out[*me][*peer] = Some(Pair { map, out_dir: 0 });
+        }
+        // `_fd` closes here: from now on only the two mappings keep the segment.
+    }
+    for (me, peer, s) in conns.iter_mut() {
+        s.set_read_timeout(None).map_err(|e| io_err(*me, *peer, "configuring", e))?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn identity_round_trips_and_rejects_strangers() {
+        let b = encode_ident(true, 42, "host|boot|pid:[1]");
+        assert_eq!(decode_ident(&b), Some((true, 42, b"host|boot|pid:[1]".to_vec())));
+        let mut bad = b;
+        bad[0] = b'X';
+        assert_eq!(decode_ident(&bad), None);
+        let mut long = b;
+        long[16..18].copy_from_slice(&1000u16.to_le_bytes());
+        assert_eq!(decode_ident(&long), None);
+        assert!(host_key().contains('|'));
+    }
+}

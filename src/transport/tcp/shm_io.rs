@@ -1,0 +1,356 @@
+//! Data frames of a pair of ranks in two processes of one host, through the pair's shared
+//! segment ([`crate::transport::shm`]) instead of the socket (which still carries hello,
+//! abort, goodbye and heartbeats, and whose closing says the peer process is gone).
+//!
+//! - `send` copies a message into the ring at once when nothing is queued before it and it
+//!   fits (the common case: no thread hop); otherwise a writer thread copies it when space
+//!   frees, streaming messages larger than [`INLINE_MAX`] in pieces. The lend is released
+//!   once the bytes are in the ring.
+//! - A reader thread hands each record to the inbox as host memory *in the ring*: the
+//!   scheduler reduces or copies straight out of it, and releasing the message frees the
+//!   record (the credit) and counts it delivered. Streamed messages land in a buffer the
+//!   receiver owns.
+//! - Both threads sleep on futex words in the segment with short timeouts, so they notice a
+//!   peer that is gone (its socket closed) or this rank leaving.
+//!
+//! Ordering with the socket: a departing rank puts its last data in the ring before its
+//! goodbye goes on the socket, and the receiving reader drains the ring once more after the
+//! socket says the peer is gone before the rank may see it as departed
+//! ([`ShmPeer::is_drained`]), so a peer's last message is never overtaken by its departure.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use super::{Endpoint, MAX_MESSAGE, OutMsg, Peer, lock};
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::mem::{HostMem, HostRegion};
+use crate::transport::shm::ring::{Consumer, Kind, Producer};
+use crate::transport::shm::segment::Ctrl;
+use crate::transport::shm::{INLINE_MAX, PIECE, Pair};
+use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
+use crate::transport::{Header, Payload};
+
+/// Longest single sleep of the threads (they check for departure at least this often).
+const NAP: Duration = Duration::from_millis(10);
+
+/// A message being streamed in: its header, buffer, and bytes received so far.
+#[derive(Debug)]
+struct Stream {
+    header: Header,
+    mem: HostMem,
+    filled: usize,
+}
+
+#[derive(Debug)]
+struct Incoming {
+    cons: Consumer,
+    /// Inbox messages read in place: (inbox id, record end).
+    held: Vec<(u64, u64)>,
+    stream: Option<Stream>,
+}
+
+/// One rank's shared-memory side of its link to a peer in another process.
+#[derive(Debug)]
+pub(crate) struct ShmPeer {
+    prod: Mutex<Producer>,
+    incoming: Mutex<Incoming>,
+    /// The incoming ring, as host memory for in-place messages.
+    ring_in: HostMem,
+    pair: Pair,
+    writer: OnceLock<Thread>,
+    /// The reader stopped and read everything the peer published.
+    drained: AtomicBool,
+}
+
+impl ShmPeer {
+    pub(super) fn new(pair: Pair) -> Self {
+        let in_dir = 1 - pair.out_dir;
+        ShmPeer {
+            prod: Mutex::new(Producer::new(pair.map.clone(), pair.out_dir)),
+            incoming: Mutex::new(Incoming {
+                cons: Consumer::new(pair.map.clone(), in_dir),
+                held: Vec::new(),
+                stream: None,
+            }),
+            ring_in: pair.map.ring_mem(in_dir),
+            pair,
+            writer: OnceLock::new(),
+            drained: AtomicBool::new(false),
+        }
+    }
+
+    /// Messages the peer has taken.
+    pub(super) fn delivered(&self) -> u64 {
+        self.pair.map.u64_at(Ctrl::of(self.pair.out_dir).delivered).load(Ordering::SeqCst)
+    }
+
+    /// Whether the reader has stopped after reading everything (see the module docs).
+    pub(super) fn is_drained(&self) -> bool {
+        self.drained.load(Ordering::SeqCst)
+    }
+
+    /// The receiver is done with inbox message `id`: frees its record, if it is in the ring,
+    /// and counts it delivered.
+    pub(super) fn release(&self, id: u64) {
+        let mut inc = lock(&self.incoming);
+        if let Some(i) = inc.held.iter().position(|h| h.0 == id) {
+            let (_, end) = inc.held.swap_remove(i);
+            inc.cons.free(end);
+        }
+        inc.cons.deliver();
+    }
+
+    /// Hands what the peer published to the inbox from the receiving rank's own thread (when
+    /// the reader thread is not at it already); whether anything arrived.
+    pub(super) fn poll_inline(&self, e: &Endpoint, p: &Peer) -> bool {
+        let Ok(mut inc) = self.incoming.try_lock() else { return false };
+        if !inc.cons.ready() {
+            return false;
+        }
+        match poll_locked(e, p, self, &mut inc) {
+            Ok(n) => n > 0,
+            Err(what) => {
+                e.protocol(p.rank, format!("in shared memory: {what}"));
+                false
+            }
+        }
+    }
+
+    fn kick(&self) {
+        if let Some(t) = self.writer.get() {
+            t.unpark();
+        }
+    }
+
+    /// Queues (or, when nothing waits before it and it fits, writes at once) a message.
+    pub(super) fn send(&self, e: &Endpoint, p: &Peer, header: Header, payload: Payload) -> u64 {
+        let mut out = lock(&p.out);
+        let ticket = p.sent.fetch_add(1, Ordering::SeqCst) + 1;
+        if out.shm_data.is_empty()
+            && out.writing.is_none()
+            && !out.closing
+            && let Payload::Host(r) = &payload
+            && r.len <= INLINE_MAX
+            && let Ok(bytes) = r.read()
+            && lock(&self.prod).push(Kind::Data, &data_frame(e, &header, r.len), 0, &bytes)
+        {
+            p.released.fetch_max(ticket, Ordering::SeqCst);
+            return ticket;
+        }
+        out.shm_data.push_back(OutMsg { ticket, header, payload });
+        drop(out);
+        self.kick();
+        ticket
+    }
+}
+
+fn data_frame(e: &Endpoint, m: &Header, len: usize) -> [u8; HEADER_LEN] {
+    let mut h = FrameHeader::control(FrameKind::Data, e.comm, e.rank as u32, len as u64);
+    (h.seq, h.p2p, h.index, h.fp) = (m.seq, m.p2p, m.index, Some(m.fp));
+    wire::encode_header(&h)
+}
+
+/// Starts `me`'s writer and reader threads for peer `p` (whose `shm` is set).
+///
+/// # Errors
+/// `Io` when a thread cannot be started.
+pub(super) fn spawn(e: &Arc<Endpoint>, p: &Arc<Peer>) -> Result<()> {
+    let Some(s) = p.shm.clone() else { return Ok(()) };
+    let err = |x: std::io::Error| CollectiveError::new(ErrorKind::Io, format!("starting a shared-memory thread: {x}"));
+    let (e2, p2, s2) = (e.clone(), p.clone(), s.clone());
+    let w = std::thread::Builder::new().name("ruccl-shm-w".into()).spawn(move || writer(&e2, &p2, &s2)).map_err(err)?;
+    let _ = s.writer.set(w.thread().clone());
+    s.kick();
+    let (e2, p2) = (e.clone(), p.clone());
+    std::thread::Builder::new().name("ruccl-shm-r".into()).spawn(move || reader(&e2, &p2, &s)).map_err(err)?;
+    Ok(())
+}
+
+fn writer(e: &Endpoint, p: &Peer, s: &ShmPeer) {
+    loop {
+        let next = {
+            let mut out = lock(&p.out);
+            match out.shm_data.pop_front() {
+                Some(m) => {
+                    out.writing = Some(m.ticket);
+                    Ok(m)
+                }
+                None => Err(out.closing),
+            }
+        };
+        match next {
+            Ok(m) => {
+                let ticket = m.ticket;
+                let r = write(e, p, s, m);
+                lock(&p.out).writing = None;
+                if r.is_ok() {
+                    p.released.fetch_max(ticket, Ordering::SeqCst);
+                } else {
+                    // Nothing more will be written: whatever is queued counts as released.
+                    lock(&p.out).shm_data.clear();
+                }
+                e.ring();
+                if r.is_err() {
+                    return;
+                }
+            }
+            Err(true) => return,
+            Err(false) if p.gone.load(Ordering::SeqCst) => {
+                lock(&p.out).shm_data.clear();
+                e.ring();
+                return;
+            }
+            Err(false) => std::thread::park_timeout(NAP),
+        }
+    }
+}
+
+/// Copies one message into the ring (in pieces when large), waiting for space.
+fn write(e: &Endpoint, p: &Peer, s: &ShmPeer, m: OutMsg) -> std::result::Result<(), ()> {
+    let region = match m.payload {
+        Payload::Host(r) => r,
+        Payload::Device(..) => {
+            e.set_poison(CollectiveError::unsupported("a device range cannot cross processes").with_rank(e.rank));
+            return Err(());
+        }
+    };
+    let bytes = match region.read() {
+        Ok(b) => b,
+        Err(err) => {
+            e.set_poison(err.with_rank(e.rank));
+            return Err(());
+        }
+    };
+    let frame = data_frame(e, &m.header, region.len);
+    let push = |kind: Kind, extra: u64, payload: &[u8]| -> std::result::Result<(), ()> {
+        loop {
+            let mut pr = lock(&s.prod);
+            if pr.push(kind, &frame, extra, payload) {
+                return Ok(());
+            }
+            if p.gone.load(Ordering::SeqCst) {
+                return Err(());
+            }
+            // Holding the producer is fine: `send` only takes it when nothing is being written.
+            pr.wait_space(payload.len(), NAP);
+        }
+    };
+    if region.len <= INLINE_MAX {
+        return push(Kind::Data, 0, &bytes);
+    }
+    push(Kind::Stream, region.len as u64, &[])?;
+    bytes.chunks(PIECE).try_for_each(|piece| push(Kind::Piece, 0, piece))
+}
+
+fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
+    loop {
+        match poll(e, p, s) {
+            Ok(0) => {}
+            Ok(_) => {
+                e.ring();
+                continue;
+            }
+            Err(what) => {
+                e.protocol(p.rank, format!("in shared memory: {what}"));
+                break;
+            }
+        }
+        if p.gone.load(Ordering::SeqCst) || lock(&p.out).closing {
+            // Everything the peer published before its goodbye is in the ring now.
+            if let Err(what) = poll(e, p, s) {
+                e.protocol(p.rank, format!("in shared memory: {what}"));
+            }
+            break;
+        }
+        // No spinning here: an awake receiver takes records itself (`poll_inline`), so this
+        // thread matters when its rank sleeps, and spinning would take the cores the ranks need.
+        let waiter = lock(&s.incoming).cons.waiter();
+        waiter.wait_data(NAP);
+    }
+    s.drained.store(true, Ordering::SeqCst);
+    e.ring();
+}
+
+/// Hands every published record to the inbox; how many messages arrived.
+fn poll(e: &Endpoint, p: &Peer, s: &ShmPeer) -> std::result::Result<usize, String> {
+    poll_locked(e, p, s, &mut lock(&s.incoming))
+}
+
+fn poll_locked(e: &Endpoint, p: &Peer, s: &ShmPeer, inc: &mut Incoming) -> std::result::Result<usize, String> {
+    let mut n = 0;
+    while let Some(r) = inc.cons.next()? {
+        match r.kind {
+            Kind::Data => {
+                if inc.stream.is_some() {
+                    return Err("a message inside a streamed one".into());
+                }
+                let header = check(e, p, &r.frame, r.len as u64)?;
+                let id = p.arrive(header, HostRegion { mem: s.ring_in.clone(), off: r.off, len: r.len });
+                inc.held.push((id, r.end));
+                n += 1;
+            }
+            Kind::Stream => {
+                if inc.stream.is_some() {
+                    return Err("a streamed message inside another".into());
+                }
+                let header = check(e, p, &r.frame, r.extra)?;
+                let mem = HostMem::zeroed(r.extra as usize).map_err(|err| err.to_string())?;
+                inc.cons.free(r.end);
+                inc.stream = Some(Stream { header, mem, filled: 0 });
+            }
+            Kind::Piece => {
+                let Some(st) = inc.stream.as_mut() else { return Err("a piece outside a streamed message".into()) };
+                if st.filled + r.len > st.mem.len() {
+                    return Err("a streamed message longer than it said".into());
+                }
+                {
+                    let mut g = st.mem.write(st.filled, r.len).map_err(|err| err.to_string())?;
+                    inc.cons.copy(r.off, &mut g);
+                }
+                inc.cons.free(r.end);
+                st.filled += r.len;
+            }
+            Kind::Wrap => {}
+        }
+        if inc.stream.as_ref().is_some_and(|st| st.filled == st.mem.len())
+            && let Some(st) = inc.stream.take()
+        {
+            let len = st.mem.len();
+            p.arrive(st.header, HostRegion { mem: st.mem, off: 0, len });
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Checks a data frame's header as the socket reader does: a data frame of `len` bytes, of
+/// this communicator, from this peer.
+fn check(e: &Endpoint, p: &Peer, frame: &[u8; HEADER_LEN], len: u64) -> std::result::Result<Header, String> {
+    let h = wire::decode_header(frame, Limits { max_data: MAX_MESSAGE }).map_err(|err| err.to_string())?;
+    if h.kind != FrameKind::Data || h.len != len {
+        return Err(format!("a {:?} frame of {} bytes in a record of {len}", h.kind, h.len));
+    }
+    if h.comm != e.comm || h.from as usize != p.rank {
+        return Err(format!("a frame for communicator/rank {:02x?}/{}", &h.comm[..6], h.from));
+    }
+    let fp = h.fp.ok_or("a data frame without a fingerprint")?;
+    Ok(Header { seq: h.seq, p2p: h.p2p, index: h.index, fp })
+}
+
+/// Waits until the writer has put everything queued for `p` into the ring (a departing rank
+/// sends its goodbye after its last data), the peer is gone, or `deadline` passes.
+pub(super) fn flush(p: &Peer, deadline: Instant) {
+    if p.shm.is_none() {
+        return;
+    }
+    while Instant::now() < deadline && !p.gone.load(Ordering::SeqCst) {
+        let out = lock(&p.out);
+        if out.shm_data.is_empty() && out.writing.is_none() {
+            return;
+        }
+        drop(out);
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
