@@ -150,7 +150,7 @@ impl Options {
         if self.launch.is_some() { 1 } else { self.ranks() }
     }
 
-    /// How ranks are driven (checked by [`parse`]: `--group` and `--api peer` exclude
+    /// How ranks are driven (checked by [`parse_with_env`]: `--group` and `--api peer` exclude
     /// each other).
     pub fn mode(&self) -> Mode {
         match (self.group, self.api) {
@@ -349,8 +349,7 @@ fn key_of(flag: &str) -> Option<&'static str> {
 /// Parses `argv[1..]`.
 ///
 /// # Errors
-/// A [`UsageError`] naming the flag and what was wrong with it; also for a device that is
-/// not compiled in and a transport that does not exist yet.
+/// As [`parse_with_env`] with an empty environment (one process, ranks as threads).
 #[cfg(test)]
 pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
     parse_with_env(argv, &HashMap::new())
@@ -361,7 +360,8 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
 /// ([`crate::launch::resolve`]).
 ///
 /// # Errors
-/// As [`parse`]; also a launcher's variables that are partly set or contradict the flags.
+/// A [`UsageError`] naming the flag and what was wrong with it; also for a device that is
+/// not compiled in, and a launcher's variables that are partly set or contradict the flags.
 pub fn parse_with_env(argv: &[String], env: &HashMap<String, String>) -> Result<Parsed, UsageError> {
     let mut coll: Option<Coll> = None;
     let mut o = Options {
