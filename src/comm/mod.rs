@@ -460,7 +460,9 @@ impl<D: Device> Communicator<D> {
         let cfg = &self.shared.config;
         let size = desc.dtype.size();
         let chunk = (cfg.chunk_bytes() / size).max(1);
-        let plan = algo::build(&desc, self.rank, world, cfg.algorithm(), chunk);
+        let link = &self.shared.link;
+        let network = (0..world).any(|p| p != self.rank && !link.shares_memory(self.rank, p));
+        let plan = algo::build(&desc, self.rank, world, cfg.algorithm(), chunk, network);
         let algorithm = plan.algorithm;
         let ctx = OpCtx {
             rank: self.rank,

@@ -1,6 +1,7 @@
 //! The tasks that move frames: one reader and one writer per connection, on a small tokio
 //! runtime shared by the process.
 
+use std::io::IoSlice;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
@@ -10,7 +11,7 @@ use tokio::runtime::{Handle, Runtime};
 
 use super::{Endpoint, HEARTBEAT, MAX_MESSAGE, OutMsg, Peer, SILENCE, WINDOW, lock, lost};
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::mem::{HostMem, HostRegion};
+use crate::mem::HostRegion;
 use crate::transport::Payload;
 use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
 
@@ -48,7 +49,11 @@ enum Next {
 
 fn next(p: &Peer) -> Next {
     let mut out = lock(&p.out);
-    if let Some(c) = out.control.pop_front() {
+    if let Some(mut c) = out.control.pop_front() {
+        // Every queued control frame in one write (credits come in runs).
+        while let Some(more) = out.control.pop_front() {
+            c.extend_from_slice(&more);
+        }
         return Next::Control(c);
     }
     if out.closing {
@@ -110,7 +115,6 @@ async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::res
     };
     let mut h = FrameHeader::control(FrameKind::Data, e.comm, e.rank as u32, region.len as u64);
     (h.seq, h.p2p, h.index, h.fp) = (m.header.seq, m.header.p2p, m.header.index, Some(m.header.fp));
-    w.write_all(&wire::encode_header(&h)).await.map_err(|_| ())?;
     let bytes = match region.read() {
         Ok(b) => b,
         Err(err) => {
@@ -118,7 +122,26 @@ async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::res
             return Err(());
         }
     };
-    w.write_all(&bytes).await.map_err(|_| ())
+    write_two(w, &wire::encode_header(&h), &bytes).await.map_err(|_| ())
+}
+
+/// Writes `a` then `b` with vectored writes: a small message leaves in one segment (with
+/// `TCP_NODELAY` a separate header write would be a packet, and a wake-up, of its own).
+async fn write_two(w: &mut OwnedWriteHalf, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()> {
+    while !a.is_empty() || !b.is_empty() {
+        let n = if a.is_empty() {
+            w.write(b).await?
+        } else {
+            w.write_vectored(&[IoSlice::new(a), IoSlice::new(b)]).await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let from_a = n.min(a.len());
+        a = &a[from_a..];
+        b = &b[n - from_a..];
+    }
+    Ok(())
 }
 
 async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut r: OwnedReadHalf) {
@@ -149,7 +172,7 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut r: OwnedReadHalf) {
             FrameKind::Data => {
                 let Some(fp) = h.fp else { return e.protocol(peer, "a data frame without a fingerprint") };
                 let len = h.len as usize;
-                let mem = match HostMem::zeroed(len) {
+                let mem = match p.recv_buffer(len) {
                     Ok(m) => m,
                     Err(err) => return e.set_poison(err.with_rank(e.rank).with_peer(peer)),
                 };

@@ -36,7 +36,7 @@ use super::wait::{Event, WaitOutcome};
 use super::wire::{self, FrameHeader, FrameKind};
 use super::{Header, Opened, Payload};
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::mem::HostRegion;
+use crate::mem::{HostMem, HostRegion};
 use crate::types::Rank;
 
 /// Bytes a sender may have on the wire to one peer before the peer credits them back.
@@ -110,6 +110,10 @@ pub(crate) struct Peer {
     delivered: AtomicU64,
     /// Wakes the writer task.
     wake: Notify,
+    /// Receive buffers of released messages, for the reader to fill again (a fresh
+    /// allocation per message costs a page fault per 4 KiB and zeroing by the kernel: as
+    /// much as the copy out of the socket). At most [`WINDOW`] bytes are kept.
+    pool: Mutex<Vec<HostMem>>,
     /// The connection ended (goodbye, close, error, or silence).
     gone: AtomicBool,
     /// The writer task ended: everything queued before the goodbye is on the wire.
@@ -127,6 +131,7 @@ impl Peer {
             released: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             wake: Notify::new(),
+            pool: Mutex::new(Vec::new()),
             gone: AtomicBool::new(false),
             flushed: AtomicBool::new(false),
         }
@@ -136,6 +141,34 @@ impl Peer {
     /// memory the writer still reads is not told its peer is gone before that).
     fn is_gone(&self) -> bool {
         self.gone.load(Ordering::SeqCst) && lock(&self.out).writing.is_none()
+    }
+
+    /// A buffer of at least `len` bytes for a message from this peer: a pooled one nobody
+    /// holds any more (the receiver's scheduler drops its handle after releasing), else a new
+    /// one. Its bytes are stale until the reader overwrites the first `len`.
+    fn recv_buffer(&self, len: usize) -> Result<HostMem> {
+        {
+            let mut pool = lock(&self.pool);
+            // Not much larger than needed: a big buffer is kept for big messages.
+            let fits = |m: &HostMem| m.len() >= len && m.len() <= len.max(64 << 10).saturating_mul(4) && m.is_unique();
+            if let Some(i) = pool.iter().position(fits) {
+                return Ok(pool.swap_remove(i));
+            }
+        }
+        HostMem::zeroed(len)
+    }
+
+    /// Keeps the buffer of a released message for [`recv_buffer`](Self::recv_buffer).
+    fn recycle(&self, mem: HostMem) {
+        if mem.is_empty() {
+            return;
+        }
+        let mut pool = lock(&self.pool);
+        pool.push(mem);
+        let mut total: u64 = pool.iter().map(|m| m.len() as u64).sum();
+        while total > WINDOW && !pool.is_empty() {
+            total -= pool.remove(0).len() as u64;
+        }
     }
 
     fn push_control(&self, frame: Vec<u8>) {
@@ -290,8 +323,10 @@ impl Mesh {
                 p.unopened.fetch_add(1, Ordering::SeqCst);
                 return;
             }
-            let len = inbox.msgs.remove(i).map_or(0, |m| m.region.len as u64);
+            let Some(m) = inbox.msgs.remove(i) else { return };
+            let len = m.region.len as u64;
             inbox.buffered -= len.min(inbox.buffered);
+            p.recycle(m.region.mem);
             len
         };
         let mut h = FrameHeader::control(FrameKind::Credit, e.comm, me as u32, 0);
