@@ -54,6 +54,7 @@ fn next(p: &Peer) -> Next {
         while let Some(more) = out.control.pop_front() {
             c.extend_from_slice(&more);
         }
+        out.busy = true;
         return Next::Control(c);
     }
     if out.closing {
@@ -66,6 +67,7 @@ fn next(p: &Peer) -> Next {
     }
     out.in_flight += len;
     out.writing = Some(ticket);
+    out.busy = true;
     out.data.pop_front().map_or(Next::Idle, Next::Data)
 }
 
@@ -79,11 +81,19 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, mut w: OwnedWriteHalf) {
                 }
                 continue;
             }
-            Next::Control(frame) => w.write_all(&frame).await.map_err(|_| ()),
+            Next::Control(frame) => {
+                let r = w.write_all(&frame).await.map_err(|_| ());
+                lock(&p.out).busy = false;
+                r
+            }
             Next::Data(m) => {
                 let ticket = m.ticket;
                 let r = write_data(&e, &mut w, m).await;
-                lock(&p.out).writing = None;
+                {
+                    let mut out = lock(&p.out);
+                    out.writing = None;
+                    out.busy = false;
+                }
                 if r.is_ok() {
                     p.released.fetch_max(ticket, Ordering::SeqCst);
                 }
@@ -94,27 +104,38 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, mut w: OwnedWriteHalf) {
         if sent.is_err() {
             lost(&e, &p);
             // Nothing will be written any more: whatever is queued counts as released.
-            lock(&p.out).data.clear();
+            {
+                let mut out = lock(&p.out);
+                out.data.clear();
+                out.sock = None;
+            }
             p.flushed.store(true, Ordering::SeqCst);
             e.ring();
             return;
         }
     }
+    lock(&p.out).sock = None;
     let _ = w.shutdown().await;
     p.flushed.store(true, Ordering::SeqCst);
 }
 
+/// The header of data message `m` from `e`'s rank.
+pub(super) fn data_header(e: &Endpoint, m: &OutMsg) -> [u8; HEADER_LEN] {
+    let mut h = FrameHeader::control(FrameKind::Data, e.comm, e.rank as u32, m.payload.len() as u64);
+    (h.seq, h.p2p, h.index, h.fp) = (m.header.seq, m.header.p2p, m.header.index, Some(m.header.fp));
+    wire::encode_header(&h)
+}
+
 async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::result::Result<(), ()> {
-    let region: HostRegion = match m.payload {
-        Payload::Host(r) => r,
+    let region: HostRegion = match &m.payload {
+        Payload::Host(r) => r.clone(),
         Payload::Device(..) => {
             // The scheduler stages device memory to the host for peers it cannot reach.
             e.set_poison(CollectiveError::unsupported("a device range cannot cross a socket").with_rank(e.rank));
             return Err(());
         }
     };
-    let mut h = FrameHeader::control(FrameKind::Data, e.comm, e.rank as u32, region.len as u64);
-    (h.seq, h.p2p, h.index, h.fp) = (m.header.seq, m.header.p2p, m.header.index, Some(m.header.fp));
+    let header = data_header(e, &m);
     let bytes = match region.read() {
         Ok(b) => b,
         Err(err) => {
@@ -122,7 +143,7 @@ async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::res
             return Err(());
         }
     };
-    write_two(w, &wire::encode_header(&h), &bytes).await.map_err(|_| ())
+    write_two(w, &header, &bytes).await.map_err(|_| ())
 }
 
 /// Writes `a` then `b` with vectored writes: a small message leaves in one segment (with
@@ -144,7 +165,10 @@ async fn write_two(w: &mut OwnedWriteHalf, mut a: &[u8], mut b: &[u8]) -> std::i
     Ok(())
 }
 
-async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut r: OwnedReadHalf) {
+async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, r: OwnedReadHalf) {
+    // Small frames (a header and a small message, runs of credits) come in with one read;
+    // a large payload is read straight into its buffer past what is buffered.
+    let mut r = tokio::io::BufReader::with_capacity(HEADER_LEN + super::DIRECT_MAX, r);
     let peer = p.rank;
     loop {
         let mut hb = [0u8; HEADER_LEN];

@@ -13,7 +13,12 @@
 //! - poison is an `Abort` frame (passed on by every rank that hears it), departure a `Goodbye` frame (or the connection closing),
 //!   and a peer that falls silent for [`SILENCE`] (heartbeats every [`HEARTBEAT`]) is lost;
 //! - bytes that break the protocol poison the receiving rank with a `Protocol` error naming
-//!   the peer.
+//!   the peer;
+//! - a small frame (a message of at most [`DIRECT_MAX`] bytes, a credit) is written straight
+//!   from the thread that sends it when nothing is queued or being written on that
+//!   connection (a non-blocking write under the outbox lock), saving the writer task's
+//!   wake-up — two per small collective; whatever does not fit in the socket goes to the
+//!   writer task as before.
 //!
 //! A [`Mesh`] holds the endpoints of the ranks that live in this process (every rank of a
 //! loopback mesh, see [`setup`]). Read and write halves of a connection are separate tasks,
@@ -26,6 +31,7 @@ mod io;
 pub(crate) mod setup;
 
 use std::collections::VecDeque;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -46,6 +52,8 @@ pub(crate) const WINDOW: u64 = 16 << 20;
 pub(crate) const MAX_MESSAGE: u64 = 16 << 30;
 /// How often an idle connection says it is alive.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(2);
+/// Messages up to this many bytes may be written by the sending thread itself.
+pub(crate) const DIRECT_MAX: usize = 64 << 10;
 /// How long a connection may stay silent before its peer counts as lost.
 pub(crate) const SILENCE: Duration = Duration::from_secs(60);
 /// How long dropping a mesh waits for its writers to put the last frames (credits, the
@@ -93,6 +101,11 @@ struct Outbox {
     writing: Option<u64>,
     /// No more frames after the queued control frames (this rank departed).
     closing: bool,
+    /// The writer task holds frames it took and has not finished writing.
+    busy: bool,
+    /// A second handle on the socket for [`Peer::direct`] writes (non-blocking); dropped
+    /// when the writer task ends.
+    sock: Option<std::net::TcpStream>,
 }
 
 /// One rank's side of its connection to one peer.
@@ -121,12 +134,12 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    fn new(rank: Rank) -> Self {
+    fn new(rank: Rank, sock: std::net::TcpStream) -> Self {
         Peer {
             rank,
             inbox: Mutex::new(Inbox::default()),
             unopened: AtomicUsize::new(0),
-            out: Mutex::new(Outbox::default()),
+            out: Mutex::new(Outbox { sock: Some(sock), ..Outbox::default() }),
             sent: AtomicU64::new(0),
             released: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
@@ -172,8 +185,40 @@ impl Peer {
     }
 
     fn push_control(&self, frame: Vec<u8>) {
-        lock(&self.out).control.push_back(frame);
+        let mut out = lock(&self.out);
+        if Self::direct(&mut out, &frame) {
+            // Part of it may wait for the writer task.
+            let queued = !out.control.is_empty();
+            drop(out);
+            if queued {
+                self.wake.notify_one();
+            }
+            return;
+        }
+        out.control.push_back(frame);
+        drop(out);
         self.wake.notify_one();
+    }
+
+    /// Writes `frame` on the socket from this thread if the connection is idle: no frame
+    /// queued ahead of it (the caller checks the queues it must come after) and none being
+    /// written by the writer task. Whatever the socket does not take at once is queued first
+    /// in line for the writer task (and the writer woken). False (nothing written) when the
+    /// connection is busy, closing or full.
+    fn direct(out: &mut Outbox, frame: &[u8]) -> bool {
+        if out.busy || out.closing || !out.control.is_empty() {
+            return false;
+        }
+        let Some(sock) = &mut out.sock else { return false };
+        // `write` is one `send` (with MSG_NOSIGNAL) on a non-blocking socket.
+        match sock.write(frame) {
+            Ok(n) if n == frame.len() => true,
+            Ok(n) if n > 0 => {
+                out.control.push_front(frame[n..].to_vec());
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -287,14 +332,34 @@ impl Mesh {
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
         let Some((e, p)) = self.pair(from, to) else { return 0 };
-        let ticket = {
-            let mut out = lock(&p.out);
-            let ticket = p.sent.fetch_add(1, Ordering::SeqCst) + 1;
-            out.data.push_back(OutMsg { ticket, header, payload });
-            ticket
-        };
+        let mut out = lock(&p.out);
+        let ticket = p.sent.fetch_add(1, Ordering::SeqCst) + 1;
+        let m = OutMsg { ticket, header, payload };
+        // Small, nothing ahead of it, and within the credit window: straight to the socket.
+        let len = m.payload.len() as u64;
+        if m.payload.len() <= DIRECT_MAX
+            && out.data.is_empty()
+            && (out.in_flight == 0 || out.in_flight + len <= WINDOW)
+            && let Payload::Host(region) = &m.payload
+            && let Ok(bytes) = region.read()
+        {
+            let mut frame = io::data_header(e, &m).to_vec();
+            frame.extend_from_slice(&bytes);
+            drop(bytes);
+            if Peer::direct(&mut out, &frame) {
+                out.in_flight += len;
+                p.released.fetch_max(ticket, Ordering::SeqCst);
+                let queued = !out.control.is_empty();
+                drop(out);
+                if queued {
+                    p.wake.notify_one();
+                }
+                return ticket;
+            }
+        }
+        out.data.push_back(m);
+        drop(out);
         p.wake.notify_one();
-        let _ = e;
         ticket
     }
 

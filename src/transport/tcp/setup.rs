@@ -150,8 +150,11 @@ fn endpoints(comm: [u8; 16], rows: Vec<Option<Vec<Option<TcpStream>>>>) -> Resul
                 Some(s) => {
                     s.set_nodelay(true).map_err(|e| io_error("setting TCP_NODELAY", e))?;
                     s.set_nonblocking(true).map_err(|e| io_error("configuring a socket", e))?;
+                    // A second handle on the socket: small frames are written straight from
+                    // the rank's thread when the writer task is idle (see `Peer::direct`).
+                    let direct = s.try_clone().map_err(|e| io_error("configuring a socket", e))?;
                     let s = tokio::net::TcpStream::from_std(s).map_err(|e| io_error("registering a socket", e))?;
-                    let peer = Arc::new(Peer::new(p));
+                    let peer = Arc::new(Peer::new(p, direct));
                     conns.push((peer.clone(), s));
                     peers.push(Some(peer));
                 }
