@@ -129,6 +129,8 @@ pub(crate) struct Peer {
     pool: Mutex<Vec<HostMem>>,
     /// The connection ended (goodbye, close, error, or silence).
     gone: AtomicBool,
+    /// It ended without a goodbye (close, error, or silence).
+    lost: AtomicBool,
     /// The writer task ended: everything queued before the goodbye is on the wire.
     flushed: AtomicBool,
 }
@@ -146,6 +148,7 @@ impl Peer {
             wake: Notify::new(),
             pool: Mutex::new(Vec::new()),
             gone: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
             flushed: AtomicBool::new(false),
         }
     }
@@ -448,6 +451,11 @@ impl Mesh {
         e.event.wait(deadline, ready, &|| e.stop(Some(peer)), slow)
     }
 
+    /// Whether `rank`'s connection to `me` ended without a goodbye.
+    pub(super) fn is_lost(&self, me: Rank, rank: Rank) -> bool {
+        self.pair(me, rank).is_some_and(|(_, p)| p.lost.load(Ordering::SeqCst))
+    }
+
     pub(super) fn is_departed(&self, me: Rank, rank: Rank) -> bool {
         self.pair(me, rank).is_some_and(|(_, p)| p.is_gone())
     }
@@ -496,6 +504,9 @@ impl Mesh {
 
 /// A peer's connection ended without a goodbye, or it fell silent: `PeerLost` for waits on it.
 fn lost(e: &Endpoint, p: &Peer) {
+    if !p.gone.load(Ordering::SeqCst) {
+        p.lost.store(true, Ordering::SeqCst);
+    }
     p.gone.store(true, Ordering::SeqCst);
     e.ring();
 }
