@@ -47,7 +47,9 @@ fn kernels(c: &mut Criterion) {
     let mut d = OpDesc::new(OpKind::AllReduce, DType::F32, 16 << 20);
     d.op = Some(ReduceOp::Sum);
     for algo in [Algorithm::Ring, Algorithm::Direct, Algorithm::RecursiveDoubling] {
-        g.bench_function(format!("all_reduce 64MiB 8 ranks {algo}"), |b| b.iter(|| build(&d, 3, 8, algo, 1 << 18)));
+        g.bench_function(format!("all_reduce 64MiB 8 ranks {algo}"), |b| {
+            b.iter(|| build(&d, 3, 8, algo, 1 << 18, false))
+        });
     }
     g.finish();
 }

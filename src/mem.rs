@@ -133,6 +133,11 @@ impl HostMem {
         self.block.len == 0
     }
 
+    /// Whether this is the only handle on the block (nobody else can read or write it).
+    pub(crate) fn is_unique(&self) -> bool {
+        Arc::strong_count(&self.block) == 1
+    }
+
     /// Whether two handles name the same block.
     pub fn same(&self, other: &HostMem) -> bool {
         Arc::ptr_eq(&self.block, &other.block)

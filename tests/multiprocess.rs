@@ -273,6 +273,9 @@ fn survivor_child() -> Result<(), String> {
     if e.kind() != ErrorKind::PeerLost || !named {
         return Err(format!("expected PeerLost naming rank {victim}, got {:?}: {e}", e.kind()));
     }
+    if !e.to_string().contains("its process") {
+        return Err(format!("a killed process is not called a dropped communicator: {e}"));
+    }
     if started.elapsed() > Duration::from_secs(15) {
         return Err(format!("PeerLost came only after {:?}", started.elapsed()));
     }

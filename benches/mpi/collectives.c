@@ -3,7 +3,7 @@
  * warm-up and a barrier; the printed time is the mean over ranks), so that the two tables
  * compare row by row. Float elements; sizes as nccl-tests (see `ruccl-perf --help`).
  *
- * Usage: mpirun -np N ./collectives BYTES ITERS
+ * Usage: mpirun -np N ./collectives BYTES ITERS [COLLECTIVE]   (one collective, or all)
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -47,6 +47,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     long bytes = argc > 1 ? atol(argv[1]) : 16;
     int iters = argc > 2 ? atoi(argv[2]) : 1000;
+    const char *only = argc > 3 ? argv[3] : NULL;
     int count = (int)(bytes / (long)sizeof(float));
     if (count < ranks) count = ranks; /* the gather family needs an element per rank */
     float *in = calloc((size_t)count, sizeof(float));
@@ -58,6 +59,7 @@ int main(int argc, char **argv) {
     };
     if (rank == 0) printf("# OpenMPI, %d processes, %ld bytes (float), %d iterations\n", ranks, bytes, iters);
     for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
+        if (only && strcmp(only, colls[c].name) != 0) continue;
         for (int i = 0; i < iters / 10 + 5; i++) colls[c].fn(in, out, count, ranks);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();

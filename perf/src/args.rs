@@ -2,8 +2,11 @@
 //! ruCCL's own (`--device`, `--transport`, `--algo`, `--json`, `--ref`). No parsing crate,
 //! so the binary adds nothing to the library's dependency tree.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use ruccl::config::Transport;
+use ruccl::launch::LaunchEnv;
 use ruccl::{Algorithm, DType, ReduceOp};
 
 use crate::device::DeviceKind;
@@ -121,15 +124,33 @@ pub struct Options {
     pub device: DeviceKind,
     /// `--distinct`: one device per rank instead of one device every rank shares.
     pub distinct: bool,
+    /// `--transport`: how the ranks of this process talk (one rank per process: always TCP).
+    pub transport: Transport,
+    /// `--world N --rank R --master HOST:PORT`: this process is one rank of N (all three
+    /// or none).
+    pub world: Option<usize>,
+    pub rank: Option<usize>,
+    pub master: Option<String>,
+    /// `--tcp-ref`: measure one loopback TCP stream and round trip before the table.
+    pub tcp_ref: bool,
+    /// One rank per process: set by [`crate::launch::resolve`] from the flags above or a
+    /// launcher's environment, `None` when every rank is a thread of this process.
+    pub launch: Option<LaunchEnv>,
 }
 
 impl Options {
-    /// The number of ranks: nccl-tests' threads x GPUs per thread, all threads here.
+    /// The number of ranks: the launch's world size with one rank per process, else
+    /// nccl-tests' threads x GPUs per thread, all threads here.
     pub fn ranks(&self) -> usize {
-        self.threads * self.gpus
+        self.launch.as_ref().map_or(self.threads * self.gpus, |l| l.world_size)
     }
 
-    /// How ranks are driven (checked by [`parse`]: `--group` and `--api peer` exclude
+    /// The ranks this process runs (one per process, else all of them).
+    pub fn local_ranks(&self) -> usize {
+        if self.launch.is_some() { 1 } else { self.ranks() }
+    }
+
+    /// How ranks are driven (checked by [`parse_with_env`]: `--group` and `--api peer` exclude
     /// each other).
     pub fn mode(&self) -> Mode {
         match (self.group, self.api) {
@@ -316,6 +337,9 @@ const VALUED: &[(&str, &[&str], &str)] = &[
     ("", &["--algo"], "algo"),
     ("", &["--json"], "json"),
     ("", &["--api"], "api"),
+    ("", &["--world"], "world"),
+    ("", &["--rank"], "rank"),
+    ("", &["--master"], "master"),
 ];
 
 fn key_of(flag: &str) -> Option<&'static str> {
@@ -325,9 +349,20 @@ fn key_of(flag: &str) -> Option<&'static str> {
 /// Parses `argv[1..]`.
 ///
 /// # Errors
-/// A [`UsageError`] naming the flag and what was wrong with it; also for a device that is
-/// not compiled in and a transport that does not exist yet.
+/// As [`parse_with_env`] with an empty environment (one process, ranks as threads).
+#[cfg(test)]
 pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
+    parse_with_env(argv, &HashMap::new())
+}
+
+/// Parses `argv[1..]` for a process whose environment is `env`: a launcher's variables there
+/// (or `--world/--rank/--master`) make this process one rank of several
+/// ([`crate::launch::resolve`]).
+///
+/// # Errors
+/// A [`UsageError`] naming the flag and what was wrong with it; also for a device that is
+/// not compiled in, and a launcher's variables that are partly set or contradict the flags.
+pub fn parse_with_env(argv: &[String], env: &HashMap<String, String>) -> Result<Parsed, UsageError> {
     let mut coll: Option<Coll> = None;
     let mut o = Options {
         coll: Coll::AllReduce,
@@ -353,6 +388,12 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
         api: Api::Comm,
         device: DeviceKind::Host,
         distinct: false,
+        transport: Transport::InProc,
+        world: None,
+        rank: None,
+        master: None,
+        tcp_ref: false,
+        launch: None,
     };
     let mut i = 0;
     while i < argv.len() {
@@ -371,6 +412,10 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
         }
         if a == "--distinct" {
             o.distinct = true;
+            continue;
+        }
+        if a == "--tcp-ref" {
+            o.tcp_ref = true;
             continue;
         }
         if !a.starts_with('-') || a == "-" {
@@ -417,6 +462,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, UsageError> {
     if o.step_factor <= 1 && o.step_bytes == 0 {
         return err("-i 0 with no -f factor would never advance: give -i > 0 or -f > 1");
     }
+    o.launch = crate::launch::resolve(&o, env)?;
     if let Some(r) = o.root.filter(|&r| r >= o.ranks() as i64) {
         return err(format!(
             "root {r} is out of range for {} ranks (valid: 0..{}, or -1 for every root)",
@@ -461,6 +507,9 @@ fn check_mode(o: &Options) -> Result<(), UsageError> {
                     "--api peer cannot run datatype {}: the peer API takes float tensors only (float, half, bfloat16, double)",
                     crate::table::dtype_name(*d)
                 ));
+            }
+            if o.transport != Transport::InProc {
+                return err("--transport does not apply to --api peer: its peers are threads of this process");
             }
             if o.algo != Algorithm::Auto {
                 return err(
@@ -555,16 +604,12 @@ fn apply(o: &mut Options, key: &str, flag: &str, v: &str) -> Result<(), UsageErr
                 _ => DeviceKind::Host,
             };
         }
-        "transport" => match v.trim().to_ascii_lowercase().as_str() {
-            "inproc" => {}
-            "tcp" => {
-                return err("transport \"tcp\" is not built yet: ruCCL only has the in-process \
-                     transport (ranks as threads, --transport inproc) today");
-            }
-            other => {
-                return err(format!("unknown transport {other:?}: use inproc (tcp is not built yet)"));
-            }
-        },
+        "transport" => {
+            o.transport = v.parse().map_err(|e: ruccl::CollectiveError| UsageError(e.message().to_string()))?;
+        }
+        "world" => o.world = Some(parse_count(flag, v, 1)?),
+        "rank" => o.rank = Some(parse_count(flag, v, 0)?),
+        "master" => o.master = Some(v.trim().to_string()),
         "algo" => {
             o.algo = v.parse().map_err(|e: ruccl::CollectiveError| UsageError(e.message().to_string()))?;
         }
@@ -603,7 +648,9 @@ mod tests {
         assert_eq!(o.sizes(), vec![8, 16, 32, 64]);
         assert_eq!(o.ranks(), 3);
         assert_eq!(o.dtypes.len(), 10);
-        assert!(parse(&args("all_reduce --transport tcp")).is_err());
+        assert!(parse(&args("all_reduce --transport udp")).is_err());
+        let Ok(Parsed::Run(o)) = parse(&args("all_reduce --transport tcp -g 2")) else { unreachable!() };
+        assert_eq!(o.transport, Transport::Tcp);
         assert_eq!(parse(&args("all_reduce --device cuda")).is_err(), cfg!(not(feature = "cuda")));
         assert_eq!(parse(&args("all_reduce --device wgpu")).is_err(), cfg!(not(feature = "wgpu")));
         assert!(parse(&args("all_reduce --distinct")).is_err());

@@ -14,15 +14,24 @@
 //! XDG_RUNTIME_DIR=/tmp cargo run --release -p ruccl-perf --features wgpu -- all_reduce -g 2 --device wgpu
 //! ```
 //!
+//! One rank per process, as nccl-tests built with MPI (`mpirun`, torchrun-style variables,
+//! `srun`, or `--world/--rank/--master`; rank 0 prints the table):
+//!
+//! ```text
+//! mpirun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 ruccl-perf all_reduce -b 4K -e 256M -f 4 --tcp-ref
+//! ```
+//!
 //! `--help` says everything; `PERFORMANCE.md` holds measured tables.
 
 mod args;
 mod case;
 mod check;
 mod device;
+mod launch;
 mod report;
 mod run;
 mod table;
+mod tcpref;
 
 use std::process::ExitCode;
 use std::sync::mpsc;
@@ -69,7 +78,15 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
       --distinct            with a GPU --device: one device per rank (wgpu: devices opened
                             on the default adapter; cuda: GPU `rank`), staged through host
                             memory as distinct GPUs are
-      --transport <name>    inproc (default); tcp is not built yet
+      --transport <name>    how this process's ranks talk: inproc (default) or tcp (each
+                            rank its own loopback endpoint); RUCCL_TRANSPORT applies too.
+                            Ranks in other processes always talk TCP
+      --world <n>           with --rank and --master: this process is rank R of N (see
+      --rank <r>            SEVERAL PROCESSES); HOST:PORT is rank 0's rendezvous address
+      --master <host:port>
+      --tcp-ref             before the table, measure one loopback TCP stream (1 GiB in
+                            4 MiB writes: the ceiling for busbw over TCP) and the median
+                            round trip of a -b sized message (at most 1 MiB) with TCP_NODELAY
       --algo <name>         auto (default) or a plan ruCCL should force: ring, tree, rd
                             (recursive doubling), direct, ... (any name this ruCCL accepts; a
                             wrong one lists them). Ops with a single algorithm ignore it.
@@ -112,19 +129,29 @@ CHECK: inputs are small integers chosen so every reduction is exact in any order
   premulsum uses the scalar 3 on every rank. Non-root outputs of reduce and gather must be
   left untouched. #wrong sums the ranks' wrong elements; 'Out of bounds values' counts the
   rank checks that found any.
+SEVERAL PROCESSES (as nccl-tests built with MPI): one rank per process (-g 1, the
+  default), started by mpirun (OMPI_COMM_WORLD_RANK/SIZE), torchrun-style variables (RANK,
+  WORLD_SIZE) or srun (SLURM_PROCID/NTASKS), each with MASTER_ADDR and MASTER_PORT (rank 0
+  listens there), or by hand with --world/--rank/--master. The harness barrier is ruCCL's
+  barrier; each rank's time and check result reach every process through ruCCL's
+  all_gather; rank 0 prints the one table (-a combines the ranks' times as usual). Every
+  process exits non-zero if any rank failed or any value was wrong. A launch of one process
+  runs -g ranks as threads. Example:
+    mpirun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 ruccl-perf all_reduce -b 4K -e 256M -f 4
 EXIT STATUS: 0 all good; 1 wrong values, a failed collective or a device that cannot be
-  opened (no adapter, no driver); 2 bad command line (also an unknown device or a transport
-  that is not built).
+  opened (no adapter, no driver); 2 bad command line (also an unknown device, or launcher
+  variables that are partly set).
 ";
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let opts = match args::parse(&argv) {
+    let env = std::env::vars().collect();
+    let mut opts = match args::parse_with_env(&argv, &env) {
         Ok(Parsed::Help) => {
             print!("{}", HELP.replace("DEVICES", &DEVICES.join(", ")));
             return ExitCode::SUCCESS;
         }
-        Ok(Parsed::Run(o)) => o,
+        Ok(Parsed::Run(o)) => *o,
         Err(e) => {
             eprintln!("ruccl-perf: {e}");
             eprintln!("run `ruccl-perf --help` for usage");
@@ -144,6 +171,12 @@ fn main() -> ExitCode {
     if opts.algo != ruccl::Algorithm::Auto {
         config = config.with_algorithm(opts.algo);
     }
+    // `--transport tcp` wins over RUCCL_TRANSPORT; without it, RUCCL_TRANSPORT applies.
+    if opts.transport == ruccl::config::Transport::Tcp {
+        config = config.with_transport(opts.transport);
+    } else {
+        opts.transport = config.transport();
+    }
     let json = match &opts.json {
         Some(path) => match std::fs::File::create(path) {
             Ok(f) => Some(f),
@@ -155,14 +188,14 @@ fn main() -> ExitCode {
         None => None,
     };
     match opts.device {
-        DeviceKind::Host => run(&opts, config, json, device::host(opts.ranks())),
+        DeviceKind::Host => run(&opts, config, json, device::host(opts.local_ranks())),
         #[cfg(feature = "wgpu")]
-        DeviceKind::Wgpu => match quietly(|| device::wgpu(opts.ranks(), opts.distinct)) {
+        DeviceKind::Wgpu => match quietly(|| device::wgpu(opts.local_ranks(), opts.distinct)) {
             Ok(devices) => run(&opts, config, json, devices),
             Err(e) => no_device(&e),
         },
         #[cfg(feature = "cuda")]
-        DeviceKind::Cuda => match quietly(|| device::cuda(opts.ranks(), opts.distinct)) {
+        DeviceKind::Cuda => match quietly(|| device::cuda(opts.local_ranks(), opts.distinct)) {
             Ok(devices) => run(&opts, config, json, devices),
             Err(e) => no_device(&e),
         },
@@ -200,29 +233,47 @@ fn no_device(e: &ruccl::CollectiveError) -> ExitCode {
 /// The run itself on `devices` (rank `r` on `devices[r]`): header, every rank's thread,
 /// the table and the footer. Monomorphised per device type.
 fn run<D: PerfDevice>(opts: &Options, config: CommConfig, json: Option<std::fs::File>, devices: Vec<D>) -> ExitCode {
-    let id = match UniqueId::new() {
-        Ok(id) => id,
-        Err(e) => {
-            eprintln!("ruccl-perf: {e}");
-            return ExitCode::FAILURE;
-        }
+    // With one rank per process, the ranks join through the launch's rendezvous.
+    let (id, first, print) = match &opts.launch {
+        Some(l) => (None, l.rank, l.rank == 0),
+        None => match UniqueId::new() {
+            Ok(id) => (Some(id), 0, true),
+            Err(e) => {
+                eprintln!("ruccl-perf: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
     let plan = Plan::new(opts);
-    let per_rank: Vec<String> = devices.iter().map(ruccl::Device::describe).collect();
-    for line in report::header(opts, &plan, &config, &device::describe(&devices), &per_rank) {
-        println!("{line}");
+    // Measured before any rank starts (the other processes wait in the rendezvous).
+    let mut notes = Vec::new();
+    if opts.tcp_ref && print {
+        match tcpref::measure(opts.min_bytes.clamp(1, 1 << 20)) {
+            Ok(r) => notes.extend(r.lines()),
+            Err(e) => {
+                eprintln!("ruccl-perf: --tcp-ref: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
-    let mut report = Report::new(opts, &plan, json);
+    let per_rank: Vec<String> = devices.iter().map(ruccl::Device::describe).collect();
+    if print {
+        for line in report::header(opts, &plan, &config, &device::describe(&devices), &per_rank, &notes) {
+            println!("{line}");
+        }
+    }
+    let mut report = Report::new(opts, &plan, json.filter(|_| print), print);
     // The harness barrier is not what -T bounds: ranks wait there while rank 0 runs the
     // memcpy reference or others check results. It only guards against a rank that never
     // comes back, with the longer of -T and ten minutes.
-    let gate = Gate::new(opts.ranks(), config.timeout().max(std::time::Duration::from_secs(600)));
+    let gate = Gate::new(opts.local_ranks(), config.timeout().max(std::time::Duration::from_secs(600)));
     let ctx = Ctx { opts, plan: &plan, id, gate, config };
     let mut io_error = None;
     if !plan.rows.is_empty() {
         std::thread::scope(|s| {
             let (tx, rx) = mpsc::channel();
-            for (rank, dev) in devices.iter().enumerate() {
+            for (i, dev) in devices.iter().enumerate() {
+                let rank = first + i;
                 let (tx, dev) = (tx.clone(), dev.clone());
                 let ctx = &ctx;
                 let builder = std::thread::Builder::new().name(format!("rank-{rank}"));

@@ -15,7 +15,14 @@ use crate::table::{self, Coll};
 
 /// The lines printed before the table; `device` names the ranks' devices together, and
 /// `per_rank[r]` rank `r`'s.
-pub fn header(o: &Options, plan: &Plan, config: &CommConfig, device: &str, per_rank: &[String]) -> Vec<String> {
+pub fn header(
+    o: &Options,
+    plan: &Plan,
+    config: &CommConfig,
+    device: &str,
+    per_rank: &[String],
+    notes: &[String],
+) -> Vec<String> {
     let n = o.ranks();
     let mut h = vec![
         format!(
@@ -36,8 +43,11 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig, device: &str, per_r
             o.check
         ),
         format!(
-            "# ranks: {n} ({})  device: {device}  transport: inproc  algo: {}  timeout: {:?}  time: {}",
+            "# ranks: {n} ({})  device: {device}  transport: {}  algo: {}  timeout: {:?}  time: {}",
             match o.mode() {
+                Mode::Threads if o.launch.is_some() => {
+                    "one per process (--world/--rank/--master or the launcher's variables), rank 0 prints"
+                }
                 Mode::Threads if config.shared_progress() => {
                     "threads in this process, ops driven by the shared progress thread (RUCCL_SHARED_PROGRESS)"
                 }
@@ -45,6 +55,7 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig, device: &str, per_r
                 Mode::Group => "--group: all driven by one thread, one ruccl::Group per call, time around run()",
                 Mode::Peer => "--api peer: ruccl::api peers, one thread each",
             },
+            transport_name(o),
             o.algo,
             config.timeout(),
             o.average.name()
@@ -80,17 +91,23 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig, device: &str, per_r
     if o.reference {
         h.push("# --ref: after each row, a '#' line with one thread's memcpy of the row's size (same run)".into());
     }
+    h.extend(notes.iter().cloned());
     h.push("#".into());
     h.push("# Using devices".into());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "localhost".into());
+    let first = o.launch.as_ref().map_or(0, |l| l.rank);
     for (r, name) in per_rank.iter().enumerate() {
+        let r = first + r;
         h.push(format!(
             "#  Rank {r:>2} Group  0 Pid {:>6} on {host:>10} device {r:>2} [{}] {name}",
             std::process::id(),
             o.device.name()
         ));
+    }
+    if o.launch.is_some() && n > 1 {
+        h.push(format!("#  Ranks 1..{} in their own processes", n - 1));
     }
     h.push("#".into());
     if o.coll == Coll::SendRecv && n < 2 {
@@ -103,6 +120,14 @@ pub fn header(o: &Options, plan: &Plan, config: &CommConfig, device: &str, per_r
     }
     h.extend(table::header_lines());
     h
+}
+
+/// How ranks talk: TCP between processes, else the `--transport` of this process's threads.
+pub fn transport_name(o: &Options) -> &'static str {
+    match (&o.launch, o.transport) {
+        (Some(_), _) | (None, ruccl::config::Transport::Tcp) => "tcp",
+        _ => "inproc",
+    }
 }
 
 fn mode_flag(o: &Options) -> &'static str {
@@ -130,10 +155,13 @@ pub struct Report<'a> {
     bw_sum: f64,
     bw_count: usize,
     pub failures: Vec<(usize, Failure)>,
+    /// Whether this process prints (with one rank per process, rank 0 only; the others
+    /// collect the same rows to learn whether any value was wrong).
+    print: bool,
 }
 
 impl<'a> Report<'a> {
-    pub fn new(opts: &'a Options, plan: &'a Plan, json: Option<File>) -> Self {
+    pub fn new(opts: &'a Options, plan: &'a Plan, json: Option<File>, print: bool) -> Self {
         Report {
             opts,
             plan,
@@ -144,6 +172,7 @@ impl<'a> Report<'a> {
             bw_sum: 0.0,
             bw_count: 0,
             failures: Vec::new(),
+            print,
         }
     }
 
@@ -175,7 +204,7 @@ impl<'a> Report<'a> {
         let [oop, ip] = self.opts.halves();
         (!oop || p.halves[0].len() == n)
             && (!ip || p.halves[1].len() == n)
-            && (!self.opts.reference || p.reference.is_some())
+            && (!self.opts.reference || !self.print || p.reference.is_some())
     }
 
     fn combine(&self, times: &[(usize, f64, Option<u64>)]) -> f64 {
@@ -216,6 +245,9 @@ impl<'a> Report<'a> {
                 "wrong": wrong,
             });
         }
+        if !self.print {
+            return Ok(());
+        }
         println!("{line}");
         let reference = self.pending[k].reference.map(|secs| {
             let gbps = if secs > 0.0 { row.shape.bytes as f64 / 1e9 / secs } else { 0.0 };
@@ -234,7 +266,7 @@ impl<'a> Report<'a> {
                 "root": root,
                 "ranks": n,
                 "device": "host",
-                "transport": "inproc",
+                "transport": transport_name(o),
                 "algo": o.algo.to_string(),
                 "mode": o.mode().name(),
                 "iters": o.iters,
@@ -256,6 +288,9 @@ impl<'a> Report<'a> {
             w.flush()?;
         }
         let avg = if self.bw_count > 0 { self.bw_sum / self.bw_count as f64 } else { 0.0 };
+        if !self.print {
+            return Ok(self.bad_checks > 0);
+        }
         let verdict = if self.bad_checks > 0 { "FAILED" } else { "OK" };
         println!("# Out of bounds values : {} {verdict}", self.bad_checks);
         println!("# Avg bus bandwidth    : {}", table::fmt_g(avg));

@@ -155,7 +155,9 @@ impl Gate {
 pub struct Ctx<'a> {
     pub opts: &'a Options,
     pub plan: &'a Plan,
-    pub id: UniqueId,
+    /// The id threads of this process join (`None`: one rank per process, joined through
+    /// the launch).
+    pub id: Option<UniqueId>,
     pub config: CommConfig,
     pub gate: Gate,
 }
@@ -164,11 +166,17 @@ pub struct Ctx<'a> {
 /// Reports failures through `tx` and aborts the communicator so that every rank stops
 /// promptly.
 pub fn rank_main<D: PerfDevice>(ctx: &Ctx<'_>, rank: usize, dev: D, tx: Sender<Msg>) {
-    let comm = match Communicator::with_config(dev, ctx.opts.ranks(), ctx.id.clone(), rank, ctx.config.clone()) {
+    let joined = match (&ctx.opts.launch, &ctx.id) {
+        (Some(launch), _) => Communicator::from_launch(dev, launch, ctx.config.clone()).map_err(Failure::from),
+        (None, Some(id)) => Communicator::with_config(dev, ctx.opts.ranks(), id.clone(), rank, ctx.config.clone())
+            .map_err(Failure::from),
+        (None, None) => Err(Failure::Harness("no id to join".into())),
+    };
+    let comm = match joined {
         Ok(c) => c,
-        Err(e) => {
+        Err(failure) => {
             ctx.gate.abort();
-            let _ = tx.send(Msg::Failed { rank, failure: e.into() });
+            let _ = tx.send(Msg::Failed { rank, failure });
             return;
         }
     };
@@ -264,12 +272,12 @@ fn run_combo<T: Num, D: PerfDevice>(r: &Rankwise<'_, '_, D>, ci: usize, seed: &m
     }
     for (k, row) in rows {
         if o.reference {
-            ctx.gate.wait()?;
+            barrier(ctx, via)?;
             if rank == 0 {
                 let secs = memcpy_secs(row.shape.bytes, o.iters);
                 send(tx, Msg::Ref { row: k, secs })?;
             }
-            ctx.gate.wait()?;
+            barrier(ctx, via)?;
         }
         for in_place in [false, true] {
             if !o.halves()[usize::from(in_place)] {
@@ -282,7 +290,7 @@ fn run_combo<T: Num, D: PerfDevice>(r: &Rankwise<'_, '_, D>, ci: usize, seed: &m
             case.fill(99)?;
             // One untimed call, then line the ranks up, then time `iters` calls.
             case.run(via)?;
-            ctx.gate.wait()?;
+            barrier(ctx, via)?;
             let t0 = Instant::now();
             for _ in 0..o.iters {
                 case.run(via)?;
@@ -295,10 +303,27 @@ fn run_combo<T: Num, D: PerfDevice>(r: &Rankwise<'_, '_, D>, ci: usize, seed: &m
                 case.run(via)?;
                 *wrong.get_or_insert(0) += case.wrong(*seed)?;
             }
-            send(tx, Msg::Half { row: k, in_place, rank, secs, wrong })?;
+            match via {
+                // One rank per process: every process learns every rank's result.
+                Via::Comm(comm) if o.launch.is_some() => {
+                    for (rank, (secs, wrong)) in crate::launch::share(comm, secs, wrong)?.into_iter().enumerate() {
+                        send(tx, Msg::Half { row: k, in_place, rank, secs, wrong })?;
+                    }
+                }
+                _ => send(tx, Msg::Half { row: k, in_place, rank, secs, wrong })?,
+            }
         }
     }
     Ok(())
+}
+
+/// The harness barrier (not timed): the gate between threads, or ruCCL's own `barrier`
+/// between processes.
+fn barrier<D: PerfDevice>(ctx: &Ctx<'_>, via: Via<'_, D>) -> Result<(), Failure> {
+    match via {
+        Via::Comm(comm) if ctx.opts.launch.is_some() => Ok(comm.barrier()?),
+        _ => ctx.gate.wait(),
+    }
 }
 
 /// The rows of combo `ci`, with their index in the plan.

@@ -14,6 +14,13 @@ fn perf(args: &[&str]) -> Output {
         .env_remove("RUCCL_ALGO")
         .env_remove("RUCCL_TIMEOUT")
         .env_remove("RUCCL_CHUNK_BYTES")
+        .env_remove("RUCCL_TRANSPORT")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("OMPI_COMM_WORLD_RANK")
+        .env_remove("OMPI_COMM_WORLD_SIZE")
+        .env_remove("SLURM_PROCID")
+        .env_remove("SLURM_NTASKS")
         .output()
         .expect("ruccl-perf runs")
 }
@@ -242,7 +249,9 @@ fn bad_command_lines_fail_with_a_message() {
         (&["broadcast", "-g", "2", "-r", "5"][..], "out of range"),
         (&["allscan"][..], "unknown collective"),
         (&["-g", "2"][..], "no collective"),
-        (&["all_reduce", "--transport", "tcp"][..], "not built yet"),
+        (&["all_reduce", "--transport", "udp"][..], "unknown transport"),
+        (&["all_reduce", "--world", "2", "--rank", "0"][..], "go together"),
+        (&["all_reduce", "--world", "2", "--rank", "0", "--master", "h:1", "-g", "2"][..], "one rank per process"),
         (&["all_reduce", "--device", "metal"][..], "is not compiled into this build; compiled-in devices: host"),
         (&["all_reduce", "--device", "tpu"][..], "unknown device"),
         (&["all_reduce", "--distinct"][..], "--distinct needs a GPU --device"),
@@ -269,9 +278,20 @@ fn help_documents_the_flags() {
     for flag in ["-b,", "-e,", "-f,", "-g,", "-n,", "-w,", "-c,", "-o,", "-d,", "-r,", "-z,", "-T,"] {
         assert!(h.contains(flag), "{flag} missing from --help");
     }
-    for word in
-        ["--device", "--distinct", "--transport", "--algo", "--json", "--ref", "always block", "--group", "--api"]
-    {
+    for word in [
+        "--device",
+        "--distinct",
+        "--transport",
+        "--algo",
+        "--json",
+        "--ref",
+        "always block",
+        "--group",
+        "--api",
+        "--world",
+        "--tcp-ref",
+        "SEVERAL PROCESSES",
+    ] {
         assert!(h.contains(word), "{word} missing from --help");
     }
 }
@@ -369,4 +389,137 @@ fn wgpu_devices_check_clean() {
         assert_clean_halves(&o, halves);
         assert!(stdout(&o).contains(device), "{a:?}: {}", stdout(&o));
     }
+}
+
+/// Runs `args` as ranks 0..n of one launch, each in its own process (`vars(rank)` adds
+/// environment variables); returns every process's output, rank order.
+fn processes(n: usize, args: &[&str], vars: impl Fn(usize, u16) -> Vec<(String, String)>) -> Vec<Output> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let children: Vec<_> = (0..n)
+        .map(|r| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_ruccl-perf"));
+            c.args(args.iter().map(|a| a.replace("{rank}", &r.to_string()).replace("{port}", &port.to_string())))
+                .env_remove("RUCCL_ALGO")
+                .env_remove("RUCCL_CHUNK_BYTES")
+                .env_remove("RUCCL_TRANSPORT")
+                .envs(vars(r, port))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            c.spawn().expect("ruccl-perf starts")
+        })
+        .collect();
+    children.into_iter().map(|c| c.wait_with_output().expect("ruccl-perf ends")).collect()
+}
+
+#[test]
+fn two_processes_print_one_table() {
+    let args = [
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "4K",
+        "-f",
+        "8",
+        "-d",
+        "float",
+        "-c",
+        "2",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "-T",
+        "60",
+        "--world",
+        "2",
+        "--rank",
+        "{rank}",
+        "--master",
+        "127.0.0.1:{port}",
+        "--tcp-ref",
+    ];
+    let out = processes(2, &args, |_, _| Vec::new());
+    let rows = assert_clean(&out[0], true);
+    assert_eq!(rows.len(), 4, "sizes 8, 64, 512, 4096");
+    let text = stdout(&out[0]);
+    assert_eq!(text.matches("# Out of bounds values").count(), 1, "{text}");
+    assert!(text.contains("transport: tcp"), "{text}");
+    assert_eq!(text.matches("# tcp-ref: ").count(), 2, "stream and round trip: {text}");
+    assert!(out[1].status.success(), "rank 1: {:?}\n{}", out[1].status, stderr(&out[1]));
+    assert!(stdout(&out[1]).is_empty(), "only rank 0 prints: {}", stdout(&out[1]));
+}
+
+#[test]
+fn torchrun_variables_make_one_rank_per_process() {
+    let args = ["broadcast", "-b", "64", "-e", "64", "-r", "1", "-n", "2", "-w", "1", "-T", "60"];
+    let out = processes(2, &args, |r, port| {
+        [
+            ("RANK", r.to_string()),
+            ("WORLD_SIZE", "2".into()),
+            ("MASTER_ADDR", "127.0.0.1".into()),
+            ("MASTER_PORT", port.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    });
+    let rows = assert_clean(&out[0], true);
+    assert_eq!((rows.len(), rows[0].root), (1, 1));
+    assert!(out[1].status.success(), "{}", stderr(&out[1]));
+}
+
+#[test]
+fn a_failure_on_one_process_fails_every_process() {
+    // Rank 1 runs doubles where rank 0 runs floats: both get a mismatch, both exit 1.
+    let args = [
+        "all_reduce",
+        "-b",
+        "64",
+        "-e",
+        "64",
+        "-d",
+        "{dtype}",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "-T",
+        "30",
+        "--world",
+        "2",
+        "--rank",
+        "{rank}",
+        "--master",
+        "127.0.0.1:{port}",
+    ];
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let children: Vec<_> = ["float", "double"]
+        .iter()
+        .enumerate()
+        .map(|(r, d)| {
+            Command::new(env!("CARGO_BIN_EXE_ruccl-perf"))
+                .args(args.iter().map(|a| {
+                    a.replace("{rank}", &r.to_string()).replace("{port}", &port.to_string()).replace("{dtype}", d)
+                }))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (r, c) in children.into_iter().enumerate() {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "rank {r}: {}\n{}", stdout(&o), stderr(&o));
+        assert!(stderr(&o).contains("failed"), "rank {r}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn threads_over_tcp_check_clean() {
+    let o =
+        perf(&["all_reduce", "-g", "3", "--transport", "tcp", "-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-w", "1"]);
+    let rows = assert_clean(&o, true);
+    assert_eq!(rows.len(), 5);
+    assert!(stdout(&o).contains("transport: tcp"), "{}", stdout(&o));
 }

@@ -6,9 +6,9 @@
 //!
 //! | op | `Auto` picks | alternatives |
 //! |---|---|---|
-//! | all_reduce | recursive doubling up to [`SMALL_BYTES`]; direct above (ranks share memory) | `Ring` (pipelined reduce-scatter + all-gather), `Tree` (binomial reduce + broadcast), `KaryTree(k)` and `Centralized` (k-ary / star reduce + broadcast) |
+//! | all_reduce | recursive doubling up to [`SMALL_BYTES`]; direct above (ranks share memory), ring above (some peer over the network) | `Ring` (pipelined reduce-scatter + all-gather), `Tree` (binomial reduce + broadcast), `KaryTree(k)` and `Centralized` (k-ary / star reduce + broadcast) |
 //! | broadcast, reduce | binomial tree up to [`SMALL_BYTES`]; pipelined chain above | `KaryTree(k)` (pipelined k-ary tree), `Centralized` (the root talks to every rank) |
-//! | all_gather, reduce_scatter | direct (ranks share memory) | `Ring` |
+//! | all_gather, reduce_scatter | direct (ranks share memory); ring (some peer over the network) | `Ring`, `Direct` |
 //! | all_to_all | pairwise exchange | — |
 //! | gather, scatter | direct (root talks to each rank) | — |
 //! | barrier | dissemination | — |
@@ -136,24 +136,29 @@ pub(crate) fn sub_mod(a: usize, b: usize, n: usize) -> usize {
     (a + n - (b % n)) % n
 }
 
-/// The algorithm `Auto` resolves to, or the forced one where it applies.
-pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm) -> Algorithm {
+/// The algorithm `Auto` resolves to, or the forced one where it applies. `network`: some
+/// peer is reached over a network (TCP) rather than through shared memory; the direct plans,
+/// which move `n - 1` times a ring's bytes through each link, are then not chosen by `Auto`.
+pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm, network: bool) -> Algorithm {
     let small = desc.bytes() <= SMALL_BYTES;
     match desc.kind {
         OpKind::AllReduce => match forced {
             Algorithm::Auto if small || world <= 1 => Algorithm::RecursiveDoubling,
+            Algorithm::Auto if network => Algorithm::Ring,
             Algorithm::Auto => Algorithm::Direct,
             f => f,
         },
         OpKind::Broadcast | OpKind::Reduce => match forced {
             Algorithm::Auto if small => Algorithm::Tree,
-            Algorithm::Auto if desc.kind == OpKind::Reduce && world > 1 => Algorithm::Direct,
+            Algorithm::Auto if desc.kind == OpKind::Reduce && world > 1 && !network => Algorithm::Direct,
             Algorithm::Auto | Algorithm::RecursiveDoubling => Algorithm::Ring,
             Algorithm::Direct if desc.kind == OpKind::Broadcast => Algorithm::Ring,
             f => f,
         },
         OpKind::AllGather | OpKind::ReduceScatter => match forced {
             Algorithm::Ring => Algorithm::Ring,
+            Algorithm::Direct => Algorithm::Direct,
+            _ if network => Algorithm::Ring,
             _ => Algorithm::Direct,
         },
         OpKind::Split => Algorithm::Ring,
@@ -163,12 +168,12 @@ pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm) -> Algorithm {
 
 /// Builds `rank`'s plan for `desc` on `world` ranks. `forced` is the communicator's configured
 /// algorithm, overridden by the op's own ([`OpDesc::algorithm`]) when it names one.
-/// `chunk_elems` is the pipelining chunk.
-pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_elems: usize) -> Plan {
+/// `chunk_elems` is the pipelining chunk; `network` as in [`choose`].
+pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_elems: usize, network: bool) -> Plan {
     debug_assert!(rank < world);
     // An op that names its own algorithm (the peer API's strategies) runs it; the others run
     // the communicator's.
-    let algorithm = choose(desc, world, desc.algorithm.unwrap_or(forced));
+    let algorithm = choose(desc, world, desc.algorithm.unwrap_or(forced), network);
     if let Some(plan) = kary::build(desc, rank, world, algorithm, chunk_elems.max(1)) {
         return plan;
     }

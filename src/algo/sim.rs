@@ -72,7 +72,7 @@ fn run(
         .into_iter()
         .enumerate()
         .map(|(r, input)| {
-            let plan = build(desc, r, world, algo, chunk);
+            let plan = build(desc, r, world, algo, chunk, false);
             let mut bind = [(IN, 0), (OUT, 0), (SCRATCH, 0)];
             let c = desc.count;
             if desc.in_place {
@@ -374,12 +374,12 @@ fn many_interleavings() {
 fn send_recv_pairs() {
     let mut s = OpDesc::new(OpKind::Send, DType::I64, 5);
     s.peer = Some(1);
-    let plan = build(&s, 0, 2, Algorithm::Auto, 4);
+    let plan = build(&s, 0, 2, Algorithm::Auto, 4, false);
     assert_eq!(plan.steps, vec![Step::Send { peer: 1, src: Span::new(Slot::Input, 0, 5) }]);
     let mut r = OpDesc::new(OpKind::Recv, DType::I64, 5);
     r.peer = Some(0);
     assert_eq!(
-        build(&r, 1, 2, Algorithm::Auto, 4).steps,
+        build(&r, 1, 2, Algorithm::Auto, 4, true).steps,
         vec![Step::Recv { peer: 0, dst: Span::new(Slot::Output, 0, 5) }]
     );
 }
@@ -387,17 +387,39 @@ fn send_recv_pairs() {
 #[test]
 fn auto_thresholds() {
     let mut d = OpDesc::new(OpKind::AllReduce, DType::F32, SMALL_BYTES / 4);
-    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::RecursiveDoubling);
+    assert_eq!(choose(&d, 4, Algorithm::Auto, false), Algorithm::RecursiveDoubling);
+    assert_eq!(choose(&d, 4, Algorithm::Auto, true), Algorithm::RecursiveDoubling);
     d.count += 1;
-    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Direct);
-    assert_eq!(choose(&d, 4, Algorithm::Tree), Algorithm::Tree);
+    assert_eq!(choose(&d, 4, Algorithm::Auto, false), Algorithm::Direct);
+    assert_eq!(choose(&d, 4, Algorithm::Auto, true), Algorithm::Ring);
+    assert_eq!(choose(&d, 4, Algorithm::Tree, true), Algorithm::Tree);
+    assert_eq!(choose(&d, 4, Algorithm::Direct, true), Algorithm::Direct);
     d.kind = OpKind::Reduce;
-    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Direct);
+    assert_eq!(choose(&d, 4, Algorithm::Auto, false), Algorithm::Direct);
+    assert_eq!(choose(&d, 4, Algorithm::Auto, true), Algorithm::Ring);
     d.kind = OpKind::Broadcast;
-    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Ring);
-    assert_eq!(choose(&d, 4, Algorithm::Direct), Algorithm::Ring);
+    assert_eq!(choose(&d, 4, Algorithm::Auto, false), Algorithm::Ring);
+    assert_eq!(choose(&d, 4, Algorithm::Direct, false), Algorithm::Ring);
     d.count = 1;
-    assert_eq!(choose(&d, 4, Algorithm::Auto), Algorithm::Tree);
+    assert_eq!(choose(&d, 4, Algorithm::Auto, false), Algorithm::Tree);
+}
+
+/// Over a network `Auto` never picks a direct plan (n - 1 times a ring's bytes per link),
+/// and what it picks instead runs deadlock-free and exact like every forced plan.
+#[test]
+fn network_auto_prefers_rings() {
+    for kind in [OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter] {
+        for count in [1, SMALL_BYTES / 8 + 1, SMALL_BYTES] {
+            for n in 1..=5 {
+                let d = OpDesc::new(kind, DType::I64, count);
+                let a = choose(&d, n, Algorithm::Auto, true);
+                assert_ne!(a, Algorithm::Direct, "{d} on {n} ranks");
+                let mut small = OpDesc::new(kind, DType::I64, 11);
+                small.op = (kind != OpKind::AllGather).then_some(ReduceOp::Sum);
+                check(&small, n, a, 4, n as u64).unwrap_or_else(|e| panic!("{small} on {n} ranks, {a}: {e}"));
+            }
+        }
+    }
 }
 
 /// The k-ary and centralized plans (the peer API's `Tree(k)` and `Centralized` strategies):
@@ -431,7 +453,7 @@ fn kary_and_centralized_plans_for_every_world_and_count() {
                             d.root = (kind != OpKind::AllReduce).then_some(root);
                             let chunks: &[usize] = if count < 8 { &[1, 64] } else { &[5, 64] };
                             for &chunk in chunks {
-                                assert_eq!(choose(&d, n, algo), algo);
+                                assert_eq!(choose(&d, n, algo, false), algo);
                                 check(&d, n, algo, chunk, (n * 977 + count * 13 + chunk + root) as u64)
                                     .unwrap_or_else(|e| panic!("{d} on {n} ranks, {algo}, chunk {chunk}: {e}"));
                                 cases += 1;

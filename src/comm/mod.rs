@@ -466,7 +466,9 @@ impl<D: Device> Communicator<D> {
         let plan = match &local.last_plan {
             Some((d, a, c, plan)) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
             _ => {
-                let plan = Arc::new(algo::build(&desc, self.rank, world, cfg.algorithm(), chunk));
+                let link = &self.shared.link;
+                let network = (0..world).any(|p| p != self.rank && !link.shares_memory(self.rank, p));
+                let plan = Arc::new(algo::build(&desc, self.rank, world, cfg.algorithm(), chunk, network));
                 local.last_plan = Some((desc, cfg.algorithm(), chunk, plan.clone()));
                 plan
             }

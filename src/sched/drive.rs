@@ -267,7 +267,7 @@ impl<D: Device> OpRun<D> {
         {
             return Err(CollectiveError::new(
                 ErrorKind::PeerLost,
-                format!("rank {p} dropped its communicator while this rank waited for {what}"),
+                format!("rank {p} {} while this rank waited for {what}", c.link().departure(c.rank, p)),
             )
             .with_peer(p));
         }
@@ -342,7 +342,11 @@ impl<D: Device> OpRun<D> {
             WaitOutcome::TimedOut => Err(self.timeout(b)),
             WaitOutcome::PeerGone if self.poisoned().is_none() => Err(CollectiveError::new(
                 ErrorKind::PeerLost,
-                format!("rank {peer} dropped its communicator while this rank waited for {}", self.describe(b).1),
+                format!(
+                    "rank {peer} {} while this rank waited for {}",
+                    self.ctx.link().departure(self.ctx.rank, peer),
+                    self.describe(b).1
+                ),
             )
             .with_peer(peer)),
             WaitOutcome::PeerGone | WaitOutcome::Poisoned => Err(self

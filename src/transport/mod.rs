@@ -222,6 +222,19 @@ impl Link {
         }
     }
 
+    /// How `me` lost `rank`, in words that follow "rank N": it dropped its communicator (a
+    /// goodbye), or, over a socket, its connection ended without one (the process died or
+    /// was killed, the connection broke, or it fell silent) — with what to check.
+    pub fn departure(&self, me: Rank, rank: Rank) -> &'static str {
+        match self {
+            Link::Tcp(m) if m.is_lost(me, rank) => {
+                "is gone: its connection closed without a goodbye, broke, or fell silent (did its process \
+                 crash or get killed? is the network between the hosts up?)"
+            }
+            _ => "dropped its communicator",
+        }
+    }
+
     /// Marks `me` failed with `err`, tells every peer, and wakes every waiting rank.
     pub fn poison(&self, me: Rank, err: CollectiveError) {
         match self {

@@ -1,6 +1,7 @@
 //! The tasks that move frames: one reader and one writer per connection, on a small tokio
 //! runtime shared by the process.
 
+use std::io::IoSlice;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
@@ -10,7 +11,7 @@ use tokio::runtime::{Handle, Runtime};
 
 use super::{Endpoint, HEARTBEAT, MAX_MESSAGE, OutMsg, Peer, SILENCE, WINDOW, lock, lost};
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::mem::{HostMem, HostRegion};
+use crate::mem::HostRegion;
 use crate::transport::Payload;
 use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
 
@@ -48,7 +49,12 @@ enum Next {
 
 fn next(p: &Peer) -> Next {
     let mut out = lock(&p.out);
-    if let Some(c) = out.control.pop_front() {
+    if let Some(mut c) = out.control.pop_front() {
+        // Every queued control frame in one write (credits come in runs).
+        while let Some(more) = out.control.pop_front() {
+            c.extend_from_slice(&more);
+        }
+        out.busy = true;
         return Next::Control(c);
     }
     if out.closing {
@@ -61,6 +67,7 @@ fn next(p: &Peer) -> Next {
     }
     out.in_flight += len;
     out.writing = Some(ticket);
+    out.busy = true;
     out.data.pop_front().map_or(Next::Idle, Next::Data)
 }
 
@@ -74,11 +81,19 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, mut w: OwnedWriteHalf) {
                 }
                 continue;
             }
-            Next::Control(frame) => w.write_all(&frame).await.map_err(|_| ()),
+            Next::Control(frame) => {
+                let r = w.write_all(&frame).await.map_err(|_| ());
+                lock(&p.out).busy = false;
+                r
+            }
             Next::Data(m) => {
                 let ticket = m.ticket;
                 let r = write_data(&e, &mut w, m).await;
-                lock(&p.out).writing = None;
+                {
+                    let mut out = lock(&p.out);
+                    out.writing = None;
+                    out.busy = false;
+                }
                 if r.is_ok() {
                     p.released.fetch_max(ticket, Ordering::SeqCst);
                 }
@@ -89,28 +104,38 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, mut w: OwnedWriteHalf) {
         if sent.is_err() {
             lost(&e, &p);
             // Nothing will be written any more: whatever is queued counts as released.
-            lock(&p.out).data.clear();
+            {
+                let mut out = lock(&p.out);
+                out.data.clear();
+                out.sock = None;
+            }
             p.flushed.store(true, Ordering::SeqCst);
             e.ring();
             return;
         }
     }
+    lock(&p.out).sock = None;
     let _ = w.shutdown().await;
     p.flushed.store(true, Ordering::SeqCst);
 }
 
+/// The header of data message `m` from `e`'s rank.
+pub(super) fn data_header(e: &Endpoint, m: &OutMsg) -> [u8; HEADER_LEN] {
+    let mut h = FrameHeader::control(FrameKind::Data, e.comm, e.rank as u32, m.payload.len() as u64);
+    (h.seq, h.p2p, h.index, h.fp) = (m.header.seq, m.header.p2p, m.header.index, Some(m.header.fp));
+    wire::encode_header(&h)
+}
+
 async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::result::Result<(), ()> {
-    let region: HostRegion = match m.payload {
-        Payload::Host(r) => r,
+    let region: HostRegion = match &m.payload {
+        Payload::Host(r) => r.clone(),
         Payload::Device(..) => {
             // The scheduler stages device memory to the host for peers it cannot reach.
             e.set_poison(CollectiveError::unsupported("a device range cannot cross a socket").with_rank(e.rank));
             return Err(());
         }
     };
-    let mut h = FrameHeader::control(FrameKind::Data, e.comm, e.rank as u32, region.len as u64);
-    (h.seq, h.p2p, h.index, h.fp) = (m.header.seq, m.header.p2p, m.header.index, Some(m.header.fp));
-    w.write_all(&wire::encode_header(&h)).await.map_err(|_| ())?;
+    let header = data_header(e, &m);
     let bytes = match region.read() {
         Ok(b) => b,
         Err(err) => {
@@ -118,10 +143,32 @@ async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::res
             return Err(());
         }
     };
-    w.write_all(&bytes).await.map_err(|_| ())
+    write_two(w, &header, &bytes).await.map_err(|_| ())
 }
 
-async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut r: OwnedReadHalf) {
+/// Writes `a` then `b` with vectored writes: a small message leaves in one segment (with
+/// `TCP_NODELAY` a separate header write would be a packet, and a wake-up, of its own).
+async fn write_two(w: &mut OwnedWriteHalf, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()> {
+    while !a.is_empty() || !b.is_empty() {
+        let n = if a.is_empty() {
+            w.write(b).await?
+        } else {
+            w.write_vectored(&[IoSlice::new(a), IoSlice::new(b)]).await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let from_a = n.min(a.len());
+        a = &a[from_a..];
+        b = &b[n - from_a..];
+    }
+    Ok(())
+}
+
+async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, r: OwnedReadHalf) {
+    // Small frames (a header and a small message, runs of credits) come in with one read;
+    // a large payload is read straight into its buffer past what is buffered.
+    let mut r = tokio::io::BufReader::with_capacity(HEADER_LEN + super::DIRECT_MAX, r);
     let peer = p.rank;
     loop {
         let mut hb = [0u8; HEADER_LEN];
@@ -149,7 +196,7 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut r: OwnedReadHalf) {
             FrameKind::Data => {
                 let Some(fp) = h.fp else { return e.protocol(peer, "a data frame without a fingerprint") };
                 let len = h.len as usize;
-                let mem = match HostMem::zeroed(len) {
+                let mem = match p.recv_buffer(len) {
                     Ok(m) => m,
                     Err(err) => return e.set_poison(err.with_rank(e.rank).with_peer(peer)),
                 };

@@ -13,7 +13,12 @@
 //! - poison is an `Abort` frame (passed on by every rank that hears it), departure a `Goodbye` frame (or the connection closing),
 //!   and a peer that falls silent for [`SILENCE`] (heartbeats every [`HEARTBEAT`]) is lost;
 //! - bytes that break the protocol poison the receiving rank with a `Protocol` error naming
-//!   the peer.
+//!   the peer;
+//! - a small frame (a message of at most [`DIRECT_MAX`] bytes, a credit) is written straight
+//!   from the thread that sends it when nothing is queued or being written on that
+//!   connection (a non-blocking write under the outbox lock), saving the writer task's
+//!   wake-up — two per small collective; whatever does not fit in the socket goes to the
+//!   writer task as before.
 //!
 //! Between processes of one host (Linux) the data frames of a pair go through a segment both
 //! processes map instead (`shm_io`, [`crate::transport::shm`]): same frames, same inbox and
@@ -59,6 +64,7 @@ mod shm_io {
 }
 
 use std::collections::VecDeque;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -69,7 +75,7 @@ use super::wait::{Event, WaitOutcome};
 use super::wire::{self, FrameHeader, FrameKind};
 use super::{Header, Opened, Payload};
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::mem::HostRegion;
+use crate::mem::{HostMem, HostRegion};
 use crate::types::Rank;
 
 /// Bytes a sender may have on the wire to one peer before the peer credits them back.
@@ -79,6 +85,8 @@ pub(crate) const WINDOW: u64 = 16 << 20;
 pub(crate) const MAX_MESSAGE: u64 = 16 << 30;
 /// How often an idle connection says it is alive.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(2);
+/// Messages up to this many bytes may be written by the sending thread itself.
+pub(crate) const DIRECT_MAX: usize = 64 << 10;
 /// How long a connection may stay silent before its peer counts as lost.
 pub(crate) const SILENCE: Duration = Duration::from_secs(60);
 /// How long dropping a mesh waits for its writers to put the last frames (credits, the
@@ -128,6 +136,11 @@ struct Outbox {
     writing: Option<u64>,
     /// No more frames after the queued control frames (this rank departed).
     closing: bool,
+    /// The writer task holds frames it took and has not finished writing.
+    busy: bool,
+    /// A second handle on the socket for [`Peer::direct`] writes (non-blocking); dropped
+    /// when the writer task ends.
+    sock: Option<std::net::TcpStream>,
 }
 
 /// One rank's side of its connection to one peer.
@@ -145,8 +158,14 @@ pub(crate) struct Peer {
     delivered: AtomicU64,
     /// Wakes the writer task.
     wake: Notify,
+    /// Receive buffers of released messages, for the reader to fill again (a fresh
+    /// allocation per message costs a page fault per 4 KiB and zeroing by the kernel: as
+    /// much as the copy out of the socket). At most [`WINDOW`] bytes are kept.
+    pool: Mutex<Vec<HostMem>>,
     /// The connection ended (goodbye, close, error, or silence).
     gone: AtomicBool,
+    /// It ended without a goodbye (close, error, or silence).
+    lost: AtomicBool,
     /// The writer task ended: everything queued before the goodbye is on the wire.
     flushed: AtomicBool,
     /// Data goes through a segment shared with the peer's process (the socket carries the
@@ -155,18 +174,20 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    fn new(rank: Rank, shm: Option<Arc<shm_io::ShmPeer>>) -> Self {
+    fn new(rank: Rank, shm: Option<Arc<shm_io::ShmPeer>>, sock: std::net::TcpStream) -> Self {
         Peer {
             shm,
             rank,
             inbox: Mutex::new(Inbox::default()),
             unopened: AtomicUsize::new(0),
-            out: Mutex::new(Outbox::default()),
+            out: Mutex::new(Outbox { sock: Some(sock), ..Outbox::default() }),
             sent: AtomicU64::new(0),
             released: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             wake: Notify::new(),
+            pool: Mutex::new(Vec::new()),
             gone: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
             flushed: AtomicBool::new(false),
         }
     }
@@ -194,9 +215,69 @@ impl Peer {
         id
     }
 
+    /// A buffer of at least `len` bytes for a message from this peer: a pooled one nobody
+    /// holds any more (the receiver's scheduler drops its handle after releasing), else a new
+    /// one. Its bytes are stale until the reader overwrites the first `len`.
+    fn recv_buffer(&self, len: usize) -> Result<HostMem> {
+        {
+            let mut pool = lock(&self.pool);
+            // Not much larger than needed: a big buffer is kept for big messages.
+            let fits = |m: &HostMem| m.len() >= len && m.len() <= len.max(64 << 10).saturating_mul(4) && m.is_unique();
+            if let Some(i) = pool.iter().position(fits) {
+                return Ok(pool.swap_remove(i));
+            }
+        }
+        HostMem::zeroed(len)
+    }
+
+    /// Keeps the buffer of a released message for [`recv_buffer`](Self::recv_buffer).
+    fn recycle(&self, mem: HostMem) {
+        if mem.is_empty() {
+            return;
+        }
+        let mut pool = lock(&self.pool);
+        pool.push(mem);
+        let mut total: u64 = pool.iter().map(|m| m.len() as u64).sum();
+        while total > WINDOW && !pool.is_empty() {
+            total -= pool.remove(0).len() as u64;
+        }
+    }
+
     fn push_control(&self, frame: Vec<u8>) {
-        lock(&self.out).control.push_back(frame);
+        let mut out = lock(&self.out);
+        if Self::direct(&mut out, &frame) {
+            // Part of it may wait for the writer task.
+            let queued = !out.control.is_empty();
+            drop(out);
+            if queued {
+                self.wake.notify_one();
+            }
+            return;
+        }
+        out.control.push_back(frame);
+        drop(out);
         self.wake.notify_one();
+    }
+
+    /// Writes `frame` on the socket from this thread if the connection is idle: no frame
+    /// queued ahead of it (the caller checks the queues it must come after) and none being
+    /// written by the writer task. Whatever the socket does not take at once is queued first
+    /// in line for the writer task (and the writer woken). False (nothing written) when the
+    /// connection is busy, closing or full.
+    fn direct(out: &mut Outbox, frame: &[u8]) -> bool {
+        if out.busy || out.closing || !out.control.is_empty() {
+            return false;
+        }
+        let Some(sock) = &mut out.sock else { return false };
+        // `write` is one `send` (with MSG_NOSIGNAL) on a non-blocking socket.
+        match sock.write(frame) {
+            Ok(n) if n == frame.len() => true,
+            Ok(n) if n > 0 => {
+                out.control.push_front(frame[n..].to_vec());
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -313,14 +394,34 @@ impl Mesh {
         if let Some(s) = &p.shm {
             return s.send(e, p, header, payload);
         }
-        let ticket = {
-            let mut out = lock(&p.out);
-            let ticket = p.sent.fetch_add(1, Ordering::SeqCst) + 1;
-            out.data.push_back(OutMsg { ticket, header, payload });
-            ticket
-        };
+        let mut out = lock(&p.out);
+        let ticket = p.sent.fetch_add(1, Ordering::SeqCst) + 1;
+        let m = OutMsg { ticket, header, payload };
+        // Small, nothing ahead of it, and within the credit window: straight to the socket.
+        let len = m.payload.len() as u64;
+        if m.payload.len() <= DIRECT_MAX
+            && out.data.is_empty()
+            && (out.in_flight == 0 || out.in_flight + len <= WINDOW)
+            && let Payload::Host(region) = &m.payload
+            && let Ok(bytes) = region.read()
+        {
+            let mut frame = io::data_header(e, &m).to_vec();
+            frame.extend_from_slice(&bytes);
+            drop(bytes);
+            if Peer::direct(&mut out, &frame) {
+                out.in_flight += len;
+                p.released.fetch_max(ticket, Ordering::SeqCst);
+                let queued = !out.control.is_empty();
+                drop(out);
+                if queued {
+                    p.wake.notify_one();
+                }
+                return ticket;
+            }
+        }
+        out.data.push_back(m);
+        drop(out);
         p.wake.notify_one();
-        let _ = e;
         ticket
     }
 
@@ -354,8 +455,10 @@ impl Mesh {
                 p.unopened.fetch_add(1, Ordering::SeqCst);
                 return;
             }
-            let len = inbox.msgs.remove(i).map_or(0, |m| m.region.len as u64);
+            let Some(m) = inbox.msgs.remove(i) else { return };
+            let len = m.region.len as u64;
             inbox.buffered -= len.min(inbox.buffered);
+            p.recycle(m.region.mem);
             len
         };
         if let Some(s) = &p.shm {
@@ -419,6 +522,11 @@ impl Mesh {
         e.event.wait(deadline, ready, &|| e.stop(Some(peer)), slow)
     }
 
+    /// Whether `rank`'s connection to `me` ended without a goodbye.
+    pub(super) fn is_lost(&self, me: Rank, rank: Rank) -> bool {
+        self.pair(me, rank).is_some_and(|(_, p)| p.lost.load(Ordering::SeqCst))
+    }
+
     pub(super) fn is_departed(&self, me: Rank, rank: Rank) -> bool {
         self.pair(me, rank).is_some_and(|(_, p)| p.is_gone())
     }
@@ -469,6 +577,9 @@ impl Mesh {
 
 /// A peer's connection ended without a goodbye, or it fell silent: `PeerLost` for waits on it.
 fn lost(e: &Endpoint, p: &Peer) {
+    if !p.gone.load(Ordering::SeqCst) {
+        p.lost.store(true, Ordering::SeqCst);
+    }
     p.gone.store(true, Ordering::SeqCst);
     e.ring();
 }

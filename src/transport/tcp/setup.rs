@@ -166,9 +166,12 @@ fn endpoints(
                 Some(s) => {
                     s.set_nodelay(true).map_err(|e| io_error("setting TCP_NODELAY", e))?;
                     s.set_nonblocking(true).map_err(|e| io_error("configuring a socket", e))?;
+                    // A second handle on the socket: small frames are written straight from
+                    // the rank's thread when the writer task is idle (see `Peer::direct`).
+                    let direct = s.try_clone().map_err(|e| io_error("configuring a socket", e))?;
                     let s = tokio::net::TcpStream::from_std(s).map_err(|e| io_error("registering a socket", e))?;
                     let seg = shm.get_mut(me).and_then(|r| r.get_mut(p)).and_then(Option::take);
-                    let peer = Arc::new(Peer::new(p, seg.map(|s| Arc::new(ShmPeer::new(s)))));
+                    let peer = Arc::new(Peer::new(p, seg.map(|s| Arc::new(ShmPeer::new(s))), direct));
                     conns.push((peer.clone(), s));
                     peers.push(Some(peer));
                 }
