@@ -190,9 +190,15 @@ fn gpu_kernels_match_the_host_bit_for_bit() {
                 continue;
             }
             for combine in [Combine::Sum, Combine::Prod, Combine::Min, Combine::Max] {
-                for (sources, offs, n) in
-                    [(1, [0, 0, 0], 1), (1, [1, 3, 2], 7), (2, [3, 0, 1], 33), (3, [2, 5, 7], 517)]
-                {
+                for (sources, offs, n) in [
+                    (1, [0, 0, 0], 1),
+                    (1, [1, 3, 2], 7),
+                    (2, [3, 0, 1], 33),
+                    (3, [2, 5, 7], 517),
+                    // Aligned offsets: vectors of 4 (then 2) elements and a ragged tail.
+                    (1, [4, 8, 0], 37),
+                    (2, [2, 6, 4], 66),
+                ] {
                     compare_reduce(gpu, dtype, combine, sources, offs, n);
                 }
                 // In place: the accumulator is the destination.
@@ -222,27 +228,40 @@ fn gpu_kernels_match_the_host_bit_for_bit() {
                 let want = ha.read(0, a0.len()).unwrap().to_vec();
                 assert_same(dtype, &got, &want, format_args!("{dtype} {combine:?} in place"));
             }
-            for scale in [Scale::DivBy(3), Scale::DivBy(8), Scale::MulBy(2.0), Scale::MulBy(0.37)] {
+            // Unaligned (one element at a time) and aligned (vectors, then a tail) offsets.
+            for (scale, s_at, d_at) in [
+                (Scale::DivBy(3), 1, 3),
+                (Scale::DivBy(8), 1, 3),
+                (Scale::MulBy(2.0), 1, 3),
+                (Scale::MulBy(0.37), 1, 3),
+                (Scale::DivBy(3), 0, 4),
+                (Scale::MulBy(0.37), 2, 2),
+            ] {
                 let es = dtype.size();
                 let n = 67;
                 let s0 = specials(dtype, 21, n + 2);
                 let d0 = vec![0x5Au8; (n + 4) * es];
                 let h = HostDevice::default();
                 let hd = host_mem(&d0);
-                h.scale(&Range::new(host_mem(&s0), es, n * es), &Range::new(hd.clone(), 3 * es, n * es), dtype, scale)
-                    .unwrap();
+                h.scale(
+                    &Range::new(host_mem(&s0), s_at * es, n * es),
+                    &Range::new(hd.clone(), d_at * es, n * es),
+                    dtype,
+                    scale,
+                )
+                .unwrap();
                 let gs = gpu.alloc(s0.len()).unwrap();
                 gpu.write(&gs, 0, &s0).unwrap();
                 let gd = gpu.alloc(d0.len()).unwrap();
                 gpu.write(&gd, 0, &d0).unwrap();
                 let ev = gpu
-                    .scale(&Range::new(gs, es, n * es), &Range::new(gd.clone(), 3 * es, n * es), dtype, scale)
+                    .scale(&Range::new(gs, s_at * es, n * es), &Range::new(gd.clone(), d_at * es, n * es), dtype, scale)
                     .unwrap();
                 gpu.wait(&ev, None).unwrap();
                 let mut got = vec![0u8; d0.len()];
                 gpu.read(&gd, 0, &mut got).unwrap();
                 let want = hd.read(0, d0.len()).unwrap().to_vec();
-                assert_same(dtype, &got, &want, format_args!("{dtype} {scale:?}"));
+                assert_same(dtype, &got, &want, format_args!("{dtype} {scale:?} at {s_at}, {d_at}"));
             }
         }
     });
@@ -382,3 +401,153 @@ const _: fn() = || {
     send_sync::<Communicator<GpuDevice>>();
     send_sync::<Tensor<GpuDevice>>();
 };
+
+/// Environment variable that makes [`gpu_no_adapter_child`] the child of
+/// [`gpu_missing_adapter_is_a_device_error`].
+#[cfg(feature = "test-wgpu")]
+const NO_ADAPTER_CHILD: &str = "RUCCL_TEST_NO_ADAPTER_CHILD";
+
+/// Without a driver (the Vulkan loader pointed at none, in a child process of this test
+/// binary), opening the default wgpu adapter is a `Device` error that says what is missing,
+/// not a panic and not CubeCL's bare `RecvError`.
+#[cfg(feature = "test-wgpu")]
+#[test]
+fn gpu_missing_adapter_is_a_device_error() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "gpu::gpu_no_adapter_child", "--nocapture", "--test-threads=1"])
+        .env(NO_ADAPTER_CHILD, "1")
+        .env("VK_ICD_FILENAMES", "/nonexistent/ruccl-no-driver.json")
+        .env("VK_DRIVER_FILES", "/nonexistent/ruccl-no-driver.json")
+        .env_remove("CUBECL_WGPU_DEFAULT_DEVICE")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the child failed:\n{text}");
+    assert!(text.contains("1 passed"), "the child test did not run:\n{text}");
+}
+
+/// The child of [`gpu_missing_adapter_is_a_device_error`]; passes trivially when run alone.
+#[cfg(feature = "test-wgpu")]
+#[test]
+fn gpu_no_adapter_child() {
+    if std::env::var_os(NO_ADAPTER_CHILD).is_none() {
+        return;
+    }
+    for opened in [GpuDevice::wgpu_default().map(|_| ()), GpuDevice::wgpu_distinct(1).map(|_| ())] {
+        let e = opened.expect_err("a wgpu device opened without a driver");
+        assert_eq!(e.kind(), ruccl::ErrorKind::Device, "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("no wgpu adapter") && msg.contains("mesa-vulkan-drivers"), "{msg}");
+        assert!(!msg.contains("RecvError"), "{msg}");
+    }
+}
+
+/// Buffers larger than the runtime binds at once are split into parts. With the part size
+/// lowered to 1 KiB (a test hook), buffers of several parts go through every kind of device
+/// work — reductions (device and host sources, at offsets that put part boundaries of the
+/// operands in different places), scaling, copies, uploads and downloads at odd offsets —
+/// and collectives on ranks that share the device and on distinct devices, against the host.
+#[test]
+fn gpu_buffers_above_the_binding_limit_are_split() {
+    with_gpu(|gpu| {
+        let small = gpu.with_part_limit(1024);
+        for dtype in DType::ALL {
+            if !small.supports(dtype) {
+                continue;
+            }
+            for combine in [Combine::Sum, Combine::Max] {
+                compare_reduce(&small, dtype, combine, 1, [4, 8, 0], 700);
+                compare_reduce(&small, dtype, combine, 3, [2, 5, 7], 611);
+            }
+        }
+        // Copies and transfers across part boundaries at any byte offset.
+        let src = bytes(3000, 9);
+        let s = small.alloc(src.len()).unwrap();
+        small.write(&s, 0, &src).unwrap();
+        for (so, d_off, len) in [(0, 0, 3000), (1, 2, 2900), (1020, 1030, 1500), (3, 1021, 5)] {
+            let d = small.alloc(3100).unwrap();
+            small.write(&d, 0, &[0xEE; 3100]).unwrap();
+            let ev = small.copy(&Range::new(s.clone(), so, len), &Range::new(d.clone(), d_off, len)).unwrap();
+            small.wait(&ev, None).unwrap();
+            let mut got = vec![0u8; 3100];
+            small.read(&d, 0, &mut got).unwrap();
+            let mut want = vec![0xEEu8; 3100];
+            want[d_off..d_off + len].copy_from_slice(&src[so..so + len]);
+            assert_eq!(got, want, "copy {so} -> {d_off}, {len} bytes");
+            let mut part = vec![0u8; len];
+            small.read(&d, d_off, &mut part).unwrap();
+            assert_eq!(part, &src[so..so + len], "read at {d_off}");
+        }
+        // Collectives: 2 ranks sharing the device, then 2 on distinct devices.
+        let shared = vec![small.clone(); 2];
+        let apart: Vec<GpuDevice> = distinct(2).iter().map(|d| d.with_part_limit(1024)).collect();
+        for devs in [shared, apart] {
+            let world = devs.len();
+            let id = UniqueId::new().unwrap();
+            std::thread::scope(|sc| {
+                let hs: Vec<_> = devs
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, dev)| {
+                        let (id, dev) = (id.clone(), dev.clone());
+                        sc.spawn(move || {
+                            let comm = Communicator::new(dev.clone(), world, id, rank).unwrap();
+                            let n = 1001;
+                            let mut t = Tensor::from_slice(&dev, &vec![rank as f32 + 1.0; n], &[n]).unwrap();
+                            comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+                            assert_eq!(t.to_vec::<f32>().unwrap(), vec![3.0; n], "rank {rank}: f32 sum");
+                            comm.all_reduce(&mut t, ReduceOp::Avg).unwrap();
+                            assert_eq!(t.to_vec::<f32>().unwrap(), vec![3.0; n], "rank {rank}: f32 avg");
+                            let mut u = Tensor::from_slice(&dev, &vec![rank as u8 + 1; 2999], &[2999]).unwrap();
+                            comm.all_reduce(&mut u, ReduceOp::Sum).unwrap();
+                            assert_eq!(u.to_vec::<u8>().unwrap(), vec![3u8; 2999], "rank {rank}: u8 sum");
+                            let x = Tensor::from_slice(&dev, &vec![rank as u32; n], &[n]).unwrap();
+                            let mut y = Tensor::zeros(&dev, DType::U32, &[n * world]).unwrap();
+                            comm.all_gather_into_tensor(&mut y, &x).unwrap();
+                            let want: Vec<u32> = (0..world as u32).flat_map(|r| vec![r; n]).collect();
+                            assert_eq!(y.to_vec::<u32>().unwrap(), want, "rank {rank}: all_gather");
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
+            });
+        }
+    });
+}
+
+/// One real buffer above lavapipe's 128 MiB binding limit (130 MiB of `u8`): an all_reduce
+/// across 2 ranks sharing the device. Where the runtime binds more, nothing is split and the
+/// test still checks the result.
+#[test]
+fn gpu_all_reduce_of_130_mib() {
+    if let Some(why) = GpuDevice::unavailable() {
+        eprintln!("SKIPPED on {}: {why}", std::any::type_name::<GpuDevice>());
+        return;
+    }
+    let dev = own_handle();
+    let (world, n) = (2, 130 << 20);
+    let id = UniqueId::new().unwrap();
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..world)
+            .map(|rank| {
+                let (id, dev) = (id.clone(), dev.clone());
+                sc.spawn(move || {
+                    let comm = Communicator::new(dev.clone(), world, id, rank).unwrap();
+                    let mut data = vec![rank as u8 + 1; n];
+                    data[n - 1] = 10 * (rank as u8 + 1);
+                    let mut t = Tensor::from_slice(&dev, &data, &[n]).unwrap();
+                    comm.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+                    let got = t.to_vec::<u8>().unwrap();
+                    assert!(got[..n - 1].iter().all(|&b| b == 3), "rank {rank}: sum below the last byte");
+                    assert_eq!(got[n - 1], 30, "rank {rank}: the last byte");
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+}
