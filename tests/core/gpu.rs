@@ -190,9 +190,15 @@ fn gpu_kernels_match_the_host_bit_for_bit() {
                 continue;
             }
             for combine in [Combine::Sum, Combine::Prod, Combine::Min, Combine::Max] {
-                for (sources, offs, n) in
-                    [(1, [0, 0, 0], 1), (1, [1, 3, 2], 7), (2, [3, 0, 1], 33), (3, [2, 5, 7], 517)]
-                {
+                for (sources, offs, n) in [
+                    (1, [0, 0, 0], 1),
+                    (1, [1, 3, 2], 7),
+                    (2, [3, 0, 1], 33),
+                    (3, [2, 5, 7], 517),
+                    // Aligned offsets: vectors of 4 (then 2) elements and a ragged tail.
+                    (1, [4, 8, 0], 37),
+                    (2, [2, 6, 4], 66),
+                ] {
                     compare_reduce(gpu, dtype, combine, sources, offs, n);
                 }
                 // In place: the accumulator is the destination.
@@ -222,27 +228,40 @@ fn gpu_kernels_match_the_host_bit_for_bit() {
                 let want = ha.read(0, a0.len()).unwrap().to_vec();
                 assert_same(dtype, &got, &want, format_args!("{dtype} {combine:?} in place"));
             }
-            for scale in [Scale::DivBy(3), Scale::DivBy(8), Scale::MulBy(2.0), Scale::MulBy(0.37)] {
+            // Unaligned (one element at a time) and aligned (vectors, then a tail) offsets.
+            for (scale, s_at, d_at) in [
+                (Scale::DivBy(3), 1, 3),
+                (Scale::DivBy(8), 1, 3),
+                (Scale::MulBy(2.0), 1, 3),
+                (Scale::MulBy(0.37), 1, 3),
+                (Scale::DivBy(3), 0, 4),
+                (Scale::MulBy(0.37), 2, 2),
+            ] {
                 let es = dtype.size();
                 let n = 67;
                 let s0 = specials(dtype, 21, n + 2);
                 let d0 = vec![0x5Au8; (n + 4) * es];
                 let h = HostDevice::default();
                 let hd = host_mem(&d0);
-                h.scale(&Range::new(host_mem(&s0), es, n * es), &Range::new(hd.clone(), 3 * es, n * es), dtype, scale)
-                    .unwrap();
+                h.scale(
+                    &Range::new(host_mem(&s0), s_at * es, n * es),
+                    &Range::new(hd.clone(), d_at * es, n * es),
+                    dtype,
+                    scale,
+                )
+                .unwrap();
                 let gs = gpu.alloc(s0.len()).unwrap();
                 gpu.write(&gs, 0, &s0).unwrap();
                 let gd = gpu.alloc(d0.len()).unwrap();
                 gpu.write(&gd, 0, &d0).unwrap();
                 let ev = gpu
-                    .scale(&Range::new(gs, es, n * es), &Range::new(gd.clone(), 3 * es, n * es), dtype, scale)
+                    .scale(&Range::new(gs, s_at * es, n * es), &Range::new(gd.clone(), d_at * es, n * es), dtype, scale)
                     .unwrap();
                 gpu.wait(&ev, None).unwrap();
                 let mut got = vec![0u8; d0.len()];
                 gpu.read(&gd, 0, &mut got).unwrap();
                 let want = hd.read(0, d0.len()).unwrap().to_vec();
-                assert_same(dtype, &got, &want, format_args!("{dtype} {scale:?}"));
+                assert_same(dtype, &got, &want, format_args!("{dtype} {scale:?} at {s_at}, {d_at}"));
             }
         }
     });
@@ -382,3 +401,44 @@ const _: fn() = || {
     send_sync::<Communicator<GpuDevice>>();
     send_sync::<Tensor<GpuDevice>>();
 };
+
+/// Environment variable that makes [`gpu_no_adapter_child`] the child of
+/// [`gpu_missing_adapter_is_a_device_error`].
+#[cfg(feature = "test-wgpu")]
+const NO_ADAPTER_CHILD: &str = "RUCCL_TEST_NO_ADAPTER_CHILD";
+
+/// Without a driver (the Vulkan loader pointed at none, in a child process of this test
+/// binary), opening the default wgpu adapter is a `Device` error that says what is missing,
+/// not a panic and not CubeCL's bare `RecvError`.
+#[cfg(feature = "test-wgpu")]
+#[test]
+fn gpu_missing_adapter_is_a_device_error() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "gpu::gpu_no_adapter_child", "--nocapture", "--test-threads=1"])
+        .env(NO_ADAPTER_CHILD, "1")
+        .env("VK_ICD_FILENAMES", "/nonexistent/ruccl-no-driver.json")
+        .env("VK_DRIVER_FILES", "/nonexistent/ruccl-no-driver.json")
+        .env_remove("CUBECL_WGPU_DEFAULT_DEVICE")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the child failed:\n{text}");
+    assert!(text.contains("1 passed"), "the child test did not run:\n{text}");
+}
+
+/// The child of [`gpu_missing_adapter_is_a_device_error`]; passes trivially when run alone.
+#[cfg(feature = "test-wgpu")]
+#[test]
+fn gpu_no_adapter_child() {
+    if std::env::var_os(NO_ADAPTER_CHILD).is_none() {
+        return;
+    }
+    for opened in [GpuDevice::wgpu_default().map(|_| ()), GpuDevice::wgpu_distinct(1).map(|_| ())] {
+        let e = opened.expect_err("a wgpu device opened without a driver");
+        assert_eq!(e.kind(), ruccl::ErrorKind::Device, "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("no wgpu adapter") && msg.contains("mesa-vulkan-drivers"), "{msg}");
+        assert!(!msg.contains("RecvError"), "{msg}");
+    }
+}

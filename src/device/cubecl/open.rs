@@ -30,19 +30,27 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
         // Opening the default device ourselves, as CubeCL would, keeps its queue for queued
         // writes (see `io`). If CubeCL already opened it (someone asked it for the default
         // device first), this fails inside CubeCL and uploads go through handles.
-        static QUEUE: std::sync::OnceLock<Option<(wgpu::Device, wgpu::Queue)>> = std::sync::OnceLock::new();
-        let queue = QUEUE
-            .get_or_init(|| {
-                let setup = || {
-                    cubecl::wgpu::init_setup::<cubecl::wgpu::AutoGraphicsApi>(
-                        &device,
-                        cubecl::wgpu::RuntimeOptions::default(),
-                    )
-                };
-                contained(&name, "opening the default adapter", setup).ok().map(|s| (s.device, s.queue))
-            })
-            .clone();
-        let client = contained(&name, "opening the default adapter", || cubecl::wgpu::WgpuRuntime::client(&device))?;
+        static QUEUE: std::sync::OnceLock<std::result::Result<(wgpu::Device, wgpu::Queue), String>> =
+            std::sync::OnceLock::new();
+        let setup = QUEUE.get_or_init(|| {
+            let setup = || {
+                cubecl::wgpu::init_setup::<cubecl::wgpu::AutoGraphicsApi>(
+                    &device,
+                    cubecl::wgpu::RuntimeOptions::default(),
+                )
+            };
+            contained(&name, "opening the default adapter", setup)
+                .map(|s| (s.device, s.queue))
+                .map_err(|e| e.to_string())
+        });
+        // CubeCL's own open of a device it could not set up fails with its device thread's
+        // bare `RecvError`; the setup's failure says what is missing.
+        let client = contained(&name, "opening the default adapter", || cubecl::wgpu::WgpuRuntime::client(&device))
+            .map_err(|e| match setup {
+                Err(why) => no_adapter(&name, why),
+                Ok(_) => e,
+            })?;
+        let queue = setup.as_ref().ok().cloned();
         let label = format!("{name} ({})", runtime_name::<cubecl::wgpu::WgpuRuntime>());
         Ok(Self::from_client(client, &device, label, Io::wgpu(queue)))
     }
@@ -56,8 +64,11 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
     pub fn wgpu_distinct(n: usize) -> Result<Vec<Self>> {
         use cubecl::Runtime;
         let name = "wgpu".to_string();
+        // The backend CubeCL opens its default device on (Vulkan on Linux), so both paths
+        // find the same adapters.
+        let backend = <cubecl::wgpu::AutoGraphicsApi as cubecl::wgpu::GraphicsApi>::backend();
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            backends: wgpu::Backends::all(),
+            backends: backend.into(),
             ..wgpu::InstanceDescriptor::new_without_display_handle()
         });
         let adapter = cubecl::future::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
@@ -65,7 +76,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
             force_fallback_adapter: false,
             compatible_surface: None,
         }))
-        .map_err(|e| CollectiveError::device(format!("wgpu: no adapter: {e}")))?;
+        .map_err(|e| no_adapter(&name, &e.to_string()))?;
         (0..n)
             .map(|_| {
                 let (device, queue) = cubecl::future::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -94,6 +105,18 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
             })
             .collect()
     }
+}
+
+/// The error for a wgpu device that cannot be opened: which runtime, that no adapter or
+/// driver was found, and what to do about it.
+#[cfg(feature = "wgpu")]
+fn no_adapter(name: &str, why: &str) -> CollectiveError {
+    CollectiveError::device(format!(
+        "{name}: no wgpu adapter was found (no GPU, or no Vulkan, Metal, DX12 or GL driver for one). \
+         Install the GPU's driver, or Mesa's software Vulkan driver (`apt-get install \
+         mesa-vulkan-drivers libvulkan1`), or pick another adapter with CUBECL_WGPU_DEFAULT_DEVICE \
+         (e.g. `Cpu`). Cause: {why}"
+    ))
 }
 
 #[cfg(feature = "cuda")]
