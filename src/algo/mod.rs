@@ -7,7 +7,8 @@
 //! | op | `Auto` picks | alternatives |
 //! |---|---|---|
 //! | all_reduce | recursive doubling up to [`SMALL_BYTES`]; direct above (ranks share memory), ring above (some peer over the network) | `Ring` (pipelined reduce-scatter + all-gather), `Tree` (binomial reduce + broadcast), `KaryTree(k)` and `Centralized` (k-ary / star reduce + broadcast) |
-//! | broadcast, reduce | binomial tree up to [`SMALL_BYTES`]; pipelined chain above | `KaryTree(k)` (pipelined k-ary tree), `Centralized` (the root talks to every rank) |
+//! | broadcast | binomial tree up to [`SMALL_BYTES`]; pipelined chain above | `KaryTree(k)` (pipelined k-ary tree), `Centralized` (the root talks to every rank) |
+//! | reduce | binomial tree up to [`SMALL_BYTES`]; direct above (ranks share memory: each reduces one segment, the root gathers them), pipelined chain above (some peer over the network) | `Ring` (the chain), `KaryTree(k)`, `Centralized` |
 //! | all_gather, reduce_scatter | direct (ranks share memory); ring (some peer over the network) | `Ring`, `Direct` |
 //! | all_to_all | pairwise exchange | — |
 //! | gather, scatter | direct (root talks to each rank) | — |
