@@ -40,10 +40,16 @@ pub enum Algorithm {
     /// Centralized (broadcast, reduce, all_reduce): every rank sends to the root, which
     /// reduces and sends the result back — the k-ary tree with `k = world_size - 1`.
     Centralized,
+    /// Exchange: for small ops between ranks that are threads of one process on host memory,
+    /// every rank publishes its part in a slot the others read and computes its own result;
+    /// no messages. `Auto` picks it wherever it applies (parts up to 4 KiB; see
+    /// [`crate::algo`]); where it does not, choosing it is choosing `Auto`.
+    Exchange,
 }
 
 impl Algorithm {
-    /// The short name (`auto`, `ring`, `tree`, `rd`, `direct`, `kary`, `centralized`). The
+    /// The short name (`auto`, `ring`, `tree`, `rd`, `direct`, `kary`, `centralized`,
+    /// `exchange`). The
     /// arity of `KaryTree` is not part of it; `Display` writes it (`kary:3`).
     pub fn name(self) -> &'static str {
         match self {
@@ -54,6 +60,7 @@ impl Algorithm {
             Algorithm::Direct => "direct",
             Algorithm::KaryTree(_) => "kary",
             Algorithm::Centralized => "centralized",
+            Algorithm::Exchange => "exchange",
         }
     }
 }
@@ -77,13 +84,14 @@ impl std::str::FromStr for Algorithm {
             "rd" | "recursive_doubling" | "recursive-doubling" => Ok(Algorithm::RecursiveDoubling),
             "direct" => Ok(Algorithm::Direct),
             "centralized" | "central" | "star" => Ok(Algorithm::Centralized),
+            "exchange" => Ok(Algorithm::Exchange),
             other => match other.strip_prefix("kary:").map(|k| k.trim().parse::<u32>()) {
                 Some(Ok(k)) if k >= 1 => Ok(Algorithm::KaryTree(k)),
                 Some(_) => Err(CollectiveError::invalid(format!(
                     "bad k-ary tree {other:?}: write kary:K with an arity K of at least 1, e.g. kary:2"
                 ))),
                 None => Err(CollectiveError::invalid(format!(
-                    "unknown algorithm {other:?}: use auto, ring, tree, rd, direct, kary:K or centralized"
+                    "unknown algorithm {other:?}: use auto, ring, tree, rd, direct, kary:K, centralized or exchange"
                 ))),
             },
         }
@@ -94,7 +102,7 @@ impl std::str::FromStr for Algorithm {
 ///
 /// Environment overrides, read by [`CommConfig::from_env`] (which `Communicator::new` uses):
 /// `RUCCL_TIMEOUT` and `RUCCL_WARN_AFTER` (seconds, may be fractional; `inf` or any huge
-/// value means never), `RUCCL_ALGO` (`auto|ring|tree|rd|direct|kary:K|centralized`),
+/// value means never), `RUCCL_ALGO` (`auto|ring|tree|rd|direct|kary:K|centralized|exchange`),
 /// `RUCCL_CHUNK_BYTES`, `RUCCL_TRANSPORT` (`inproc|tcp`).
 ///
 /// ```

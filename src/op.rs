@@ -204,6 +204,17 @@ impl Fingerprint {
             p2p(self, other) || p2p(other, self)
         }
     }
+
+    /// What [`compatible`](Self::compatible) compares for collectives, as words: two
+    /// collectives' words are equal exactly when they are compatible (what ranks exchanging
+    /// an op through shared slots compare).
+    pub(crate) fn words(&self) -> [u64; crate::transport::slots::FP_WORDS] {
+        let (algo, arity) = crate::transport::wire::algorithm_code(self.algorithm);
+        let (algo, arity) = (u64::from(algo), u64::from(arity));
+        let shape = self.shape.map_or(0, |_| 1u64);
+        let head = u64::from(self.kind) | u64::from(self.dtype) << 8 | u64::from(self.op) << 16 | algo << 24;
+        [head | shape << 31 | arity << 32, self.scalar, self.root, self.count, self.shape.unwrap_or(0)]
+    }
 }
 
 #[cfg(test)]
@@ -249,5 +260,42 @@ mod tests {
         b.shape = a.shape;
         assert!(a.fingerprint().compatible(&b.fingerprint()));
         assert!(a.to_string().starts_with("all_reduce(sum, 6 x f32, algorithm ring, shape #"), "{a}");
+    }
+
+    #[test]
+    fn words_are_equal_exactly_when_collectives_are_compatible() {
+        let mut descs = Vec::new();
+        for kind in [OpKind::AllReduce, OpKind::Broadcast, OpKind::AllGather] {
+            for dtype in [DType::F32, DType::I8] {
+                for count in [0, 1, 7] {
+                    for op in
+                        [None, Some(ReduceOp::Sum), Some(ReduceOp::PreMulSum(0.5)), Some(ReduceOp::PreMulSum(2.0))]
+                    {
+                        for root in [None, Some(0), Some(1)] {
+                            for algorithm in [
+                                None,
+                                Some(Algorithm::Ring),
+                                Some(Algorithm::KaryTree(2)),
+                                Some(Algorithm::KaryTree(3)),
+                            ] {
+                                for shape in [None, Some(0), Some(9)] {
+                                    for in_place in [false, true] {
+                                        let mut d = OpDesc::new(kind, dtype, count);
+                                        (d.op, d.root, d.algorithm, d.shape, d.in_place) =
+                                            (op, root, algorithm, shape, in_place);
+                                        descs.push(d.fingerprint());
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for a in &descs {
+            for b in descs.iter().step_by(7) {
+                assert_eq!(a.words() == b.words(), a.compatible(b), "{} vs {}", a.desc, b.desc);
+            }
+        }
     }
 }

@@ -53,7 +53,9 @@ fn all_reduce_every_algorithm<D: TestDevice>() {
 }
 
 fn every_collective<D: TestDevice>() {
-    for algorithm in [Algorithm::Ring, Algorithm::Tree, Algorithm::Direct] {
+    // Exchange: on host memory, the small ops run through shared slots (where the device
+    // keeps its memory elsewhere, the same as `Auto`).
+    for algorithm in [Algorithm::Ring, Algorithm::Tree, Algorithm::Direct, Algorithm::Exchange] {
         run::<D, _>(3, &opts(algorithm), |ctx| {
             let (r, w, n) = (ctx.rank, ctx.world, 4);
             let mut t = ctx.tensor(&data::<i32>(r, n, 1));

@@ -14,6 +14,12 @@
 //! | gather, scatter | direct (root talks to each rank) | — |
 //! | barrier | dissemination | — |
 //!
+//! Before any of these: when every rank is a thread of one process on a device whose memory
+//! is host memory, `Auto` runs every collective whose largest part ([`exchange_part`]) fits
+//! 4 KiB as an exchange ([`Step::Exchange`], [`Algorithm::Exchange`]): each rank publishes its
+//! part in a slot, reads the others' and computes its own result — no messages, no releases.
+//! The communicator makes that choice (it knows the devices); [`build`] makes message plans.
+//!
 //! Messages between two ranks are matched in order, so a sender's k-th send to a peer is
 //! that peer's k-th receive from it in the same op; every builder keeps that invariant.
 
@@ -100,6 +106,10 @@ pub enum Step {
         /// What is divided.
         span: Span,
     },
+    /// The whole op in one step, without messages: publish this rank's part in its exchange
+    /// slot, read every peer's, compute the result locally. What small ops between threads of
+    /// one process run (see [`exchange_part`]); [`build`] never makes it.
+    Exchange,
 }
 
 /// What one rank does for one op.
@@ -137,10 +147,25 @@ pub(crate) fn sub_mod(a: usize, b: usize, n: usize) -> usize {
     (a + n - (b % n)) % n
 }
 
+/// The bytes the largest part of an exchanged op holds (see [`Step::Exchange`]): what each
+/// rank publishes — its input, or the root's for broadcast and scatter — or `None` for ops
+/// that are not exchanged (point-to-point, split). The same on every rank for matching calls.
+pub fn exchange_part(desc: &OpDesc, world: usize) -> Option<usize> {
+    let block = desc.bytes();
+    match desc.kind {
+        OpKind::AllReduce | OpKind::Reduce | OpKind::Broadcast | OpKind::AllGather | OpKind::Gather => Some(block),
+        OpKind::ReduceScatter | OpKind::AllToAll | OpKind::Scatter => block.checked_mul(world),
+        OpKind::Barrier => Some(0),
+        OpKind::Send | OpKind::Recv | OpKind::Split => None,
+    }
+}
+
 /// The algorithm `Auto` resolves to, or the forced one where it applies. `network`: some
 /// peer is reached over a network (TCP) rather than through shared memory; the direct plans,
 /// which move `n - 1` times a ring's bytes through each link, are then not chosen by `Auto`.
 pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm, network: bool) -> Algorithm {
+    // `build` makes message plans: an exchange the communicator could not run is `Auto`.
+    let forced = if forced == Algorithm::Exchange { Algorithm::Auto } else { forced };
     let small = desc.bytes() <= SMALL_BYTES;
     match desc.kind {
         OpKind::AllReduce => match forced {

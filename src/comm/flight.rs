@@ -158,6 +158,17 @@ impl Board {
         .flatten()
     }
 
+    /// The point-to-point op with `peer` that `rank` is running now, if any.
+    pub(crate) fn p2p_running_with(&self, rank: Rank, peer: Rank) -> Option<OpDesc> {
+        self.with(rank, |s| {
+            s.history
+                .back()
+                .filter(|e| e.state == OpState::Running && !e.op.kind.is_collective() && e.op.peer == Some(peer))
+                .map(|e| e.op)
+        })
+        .flatten()
+    }
+
     /// Who to blame when `me`, waiting on `peer` in collective op `seq` (or in a
     /// point-to-point op, `None`), times out: the root cause, not the nearest peer. Returns the
     /// rank and a sentence for the error's headline.

@@ -34,6 +34,7 @@ use crate::device::{Range, Reach};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::OpDesc;
 use crate::sched::{self, Binding, Bindings, Now, OpCtx, OpRun, Staging};
+use crate::transport::slots::SLOT_BYTES;
 use crate::transport::{Link, inproc::Fabric};
 use crate::types::{Rank, ReduceOp, Scale};
 use crate::unique_id::UniqueId;
@@ -175,6 +176,10 @@ pub struct Communicator<D: Device> {
     shared: Arc<Shared>,
     /// This rank's own handle on `shared`, cloned into every op (see `OpCtx::shared`).
     rank_shared: Arc<RankShared>,
+    /// The plan small ops run when every rank is a thread of this process on a host-memory
+    /// device (see [`exchange_plan`]); `None` otherwise. The same on every rank. This rank's
+    /// own `Arc`, so that cloning it per op touches no counter another rank writes.
+    exchange: Option<Arc<algo::Plan>>,
     /// Counts this rank as live for the waiters' spin policy.
     _live: crate::transport::LiveRank,
     local: Arc<Mutex<Local<D>>>,
@@ -304,6 +309,10 @@ impl<D: Device> Communicator<D> {
                 _ => Reach::Host,
             })
             .collect();
+        let exchange = (matches!(shared.link, Link::InProc(_))
+            && world > 1
+            && shared.devices.iter().all(|d| d.downcast_ref::<D>().is_some_and(D::host_memory)))
+        .then(exchange_plan);
         let local = Arc::new(Mutex::new(Local {
             seq: 0,
             p2p_sent: vec![0; world],
@@ -322,6 +331,7 @@ impl<D: Device> Communicator<D> {
             local: local.clone(),
             engine: Arc::new(Engine::new(shared.clone(), rank, local, shared_progress)),
             rank_shared: Arc::new(RankShared(shared.clone())),
+            exchange,
             _live: crate::transport::LiveRank::enter(),
             shared,
         }
@@ -463,8 +473,15 @@ impl<D: Device> Communicator<D> {
         let cfg = &self.shared.config;
         let size = desc.dtype.size();
         let chunk = (cfg.chunk_bytes() / size).max(1);
-        let plan = match &local.last_plan {
-            Some((d, a, c, plan)) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
+        let exchanged = self.exchange.as_ref().filter(|_| {
+            matches!(
+                desc.algorithm.unwrap_or(cfg.algorithm()),
+                crate::config::Algorithm::Auto | crate::config::Algorithm::Exchange
+            ) && algo::exchange_part(&desc, world).is_some_and(|b| b <= SLOT_BYTES)
+        });
+        let plan = match (exchanged, &local.last_plan) {
+            (Some(plan), _) => plan.clone(),
+            (None, Some((d, a, c, plan))) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
             _ => {
                 let link = &self.shared.link;
                 let network = (0..world).any(|p| p != self.rank && !link.shares_memory(self.rank, p));
@@ -558,6 +575,18 @@ pub(crate) struct Prepared<D: Device> {
     pub(crate) run: OpRun<D>,
     desc: OpDesc,
     seq: u64,
+}
+
+/// The plan of every exchanged op: one [`Step::Exchange`](algo::Step::Exchange). Ranks that
+/// are threads of one process on host-memory devices run ops whose parts fit a slot
+/// ([`SLOT_BYTES`]) this way, unless an algorithm was chosen: no messages, one published part
+/// per rank, each rank computing its own result.
+fn exchange_plan() -> Arc<algo::Plan> {
+    Arc::new(algo::Plan {
+        steps: vec![algo::Step::Exchange],
+        algorithm: crate::config::Algorithm::Exchange,
+        scratch_elems: 0,
+    })
 }
 
 fn next_seq<D: Device>(local: &mut Local<D>, desc: &OpDesc) -> u64 {

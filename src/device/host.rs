@@ -190,6 +190,10 @@ impl Device for HostDevice {
         Ok(())
     }
 
+    fn host_memory(&self) -> bool {
+        true
+    }
+
     fn host_view(&self, buf: &HostMem) -> Option<HostMem> {
         Some(buf.clone())
     }

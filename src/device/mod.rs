@@ -24,7 +24,7 @@
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod cubecl;
 mod host;
-mod kernels;
+pub(crate) mod kernels;
 mod stream;
 
 use std::fmt;
@@ -232,6 +232,19 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// directly (so the scheduler can lend them to peers without a copy). GPU devices return
     /// `None`.
     fn host_view(&self, buf: &Self::Buffer) -> Option<HostMem>;
+
+    /// Whether every buffer of this device is host memory ([`host_view`](Self::host_view)
+    /// always answers) and its reductions are the host's own element-wise kernels, bit for
+    /// bit. Ranks that are threads of one process, all on such devices, run small ops through
+    /// shared slots instead of messages. `false` unless a device says so.
+    ///
+    /// ```
+    /// use ruccl::{Device, HostDevice};
+    /// assert!(HostDevice::default().host_memory());
+    /// ```
+    fn host_memory(&self) -> bool {
+        false
+    }
 
     /// Waits until all work enqueued on this device has finished.
     ///

@@ -216,6 +216,8 @@ impl<D: Device> OpRun<D> {
             Blocked::Release(p, t) => link.is_released(me, p, t),
             Blocked::Delivered(p, t) => link.is_delivered(me, p, t),
             Blocked::Device => self.device_event_done(),
+            Blocked::Part(p) => link.slots().is_some_and(|s| s.arrived(p, self.ctx.seq)),
+            Blocked::Reading(p, held) => link.slots().is_some_and(|s| s.finished(p) >= held),
         }
     }
 
@@ -227,7 +229,11 @@ impl<D: Device> OpRun<D> {
     /// The peer `b` waits on, if any (cheap: no formatting, unlike [`describe`](Self::describe)).
     fn awaited(b: Blocked) -> Option<Rank> {
         match b {
-            Blocked::Message(p) | Blocked::Release(p, _) | Blocked::Delivered(p, _) => Some(p),
+            Blocked::Message(p)
+            | Blocked::Release(p, _)
+            | Blocked::Delivered(p, _)
+            | Blocked::Part(p)
+            | Blocked::Reading(p, _) => Some(p),
             Blocked::Device => None,
         }
     }
@@ -239,6 +245,10 @@ impl<D: Device> OpRun<D> {
             Blocked::Release(p, t) => (Some(p), format!("rank {p} to read message #{t} this rank sent it")),
             Blocked::Delivered(p, t) => (Some(p), format!("rank {p} to take message #{t} this rank sent it")),
             Blocked::Device => (None, format!("its device ({}) to finish queued work", self.dev.describe())),
+            Blocked::Part(p) => (Some(p), format!("rank {p} to publish its part of this op")),
+            Blocked::Reading(p, held) => {
+                (Some(p), format!("rank {p} to finish reading this rank's part of op #{}", held.saturating_sub(1)))
+            }
         }
     }
 
@@ -286,6 +296,17 @@ impl<D: Device> OpRun<D> {
                 ),
             )
             .with_peer(peer));
+        }
+        // An exchange reads no messages, so a peer that sends to or receives from this rank
+        // instead of taking part shows only in its flight recorder.
+        if let Blocked::Part(p) = b
+            && let Some(theirs) = c.shared.board.p2p_running_with(p, c.rank)
+        {
+            return Err(CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!("rank {p} called {theirs}, but rank {} called {} as op #{}", c.rank, c.fp.desc, c.seq),
+            )
+            .with_peer(p));
         }
         Ok(())
     }

@@ -19,6 +19,7 @@
 //!   work finished and every lend is reclaimed. A returned tensor is never read by anyone else.
 
 mod drive;
+mod exchange;
 mod failure;
 mod recv;
 mod staging;
@@ -156,6 +157,10 @@ pub(crate) enum Blocked {
     Delivered(Rank, u64),
     /// Device work of this rank.
     Device,
+    /// A peer's part of an exchanged op.
+    Part(Rank),
+    /// A peer finishing reading this rank's exchange slot (it reaches this count).
+    Reading(Rank, u64),
 }
 
 /// One rank's op in progress.
@@ -177,6 +182,8 @@ pub(crate) struct OpRun<D: Device> {
     noted_wait: std::cell::Cell<bool>,
     started: bool,
     done: bool,
+    /// Whether an exchange step has published this rank's part.
+    exchanged: bool,
 }
 
 impl<B: Clone> Bindings<B> {
@@ -271,6 +278,7 @@ impl<D: Device> OpRun<D> {
             noted_wait: std::cell::Cell::new(false),
             started: false,
             done: false,
+            exchanged: false,
         }
     }
 
@@ -368,6 +376,7 @@ impl<D: Device> OpRun<D> {
                 self.inflight.push(InFlight::writing(event, d.key(), Msgs::new()));
                 Ok(Progress::Advanced)
             }
+            Step::Exchange => self.exchange(size),
             Step::Average { span } => {
                 let d = self.bufs.resolve(span, size)?;
                 if let Some(b) = self.hazard(d.key()) {

@@ -5,10 +5,11 @@
 //! warm.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
+use super::slots::Slots;
 use super::wait::{Event, WaitOutcome};
 use super::{Header, Opened, Payload};
 use crate::error::{CollectiveError, Result};
@@ -73,6 +74,8 @@ pub struct Fabric {
     departed: Vec<AtomicBool>,
     failed: AtomicBool,
     poison: Mutex<Option<CollectiveError>>,
+    /// Small ops exchanged without messages (made on first use).
+    slots: OnceLock<Slots>,
 }
 
 impl Fabric {
@@ -85,6 +88,7 @@ impl Fabric {
             departed: (0..world).map(|_| AtomicBool::new(false)).collect(),
             failed: AtomicBool::new(false),
             poison: Mutex::new(None),
+            slots: OnceLock::new(),
         }
     }
 
@@ -97,6 +101,16 @@ impl Fabric {
             e.ring();
         }
         super::wait::bell().ring();
+    }
+
+    /// The ranks' exchange slots.
+    pub(super) fn slots(&self) -> &Slots {
+        self.slots.get_or_init(|| Slots::new(self.world))
+    }
+
+    /// Wakes `rank` if it waits (something it may wait for changed).
+    pub(super) fn wake(&self, rank: Rank) {
+        self.ring(rank);
     }
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {

@@ -25,6 +25,7 @@
 pub mod inproc;
 #[cfg(all(target_os = "linux", not(miri)))]
 pub(crate) mod shm;
+pub(crate) mod slots;
 pub(crate) mod tcp;
 mod wait;
 pub(crate) mod wire;
@@ -257,6 +258,23 @@ impl Link {
         match self {
             Link::InProc(_) => true,
             Link::Tcp(m) => me == peer || m.is_local(),
+        }
+    }
+
+    /// The exchange slots of ranks that are threads of one process (`None` over sockets).
+    pub(crate) fn slots(&self) -> Option<&slots::Slots> {
+        match self {
+            Link::InProc(f) => Some(f.slots()),
+            Link::Tcp(_) => None,
+        }
+    }
+
+    /// Wakes `rank` if it waits on this link (after a change it may wait for that sends no
+    /// message: a published exchange part).
+    pub(crate) fn wake(&self, rank: Rank) {
+        match self {
+            Link::InProc(f) => f.wake(rank),
+            Link::Tcp(_) => {}
         }
     }
 

@@ -165,6 +165,7 @@ pub(crate) fn algorithm_code(a: Option<Algorithm>) -> (u8, u32) {
         Some(Algorithm::Direct) => (5, 0),
         Some(Algorithm::KaryTree(k)) => (6, k),
         Some(Algorithm::Centralized) => (7, 0),
+        Some(Algorithm::Exchange) => (8, 0),
     }
 }
 
@@ -178,6 +179,7 @@ pub(crate) fn algorithm_from(code: u8, arity: u32) -> Option<Option<Algorithm>> 
         5 => Some(Algorithm::Direct),
         6 => Some(Algorithm::KaryTree(arity)),
         7 => Some(Algorithm::Centralized),
+        8 => Some(Algorithm::Exchange),
         _ => return None,
     })
 }

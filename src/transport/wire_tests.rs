@@ -81,11 +81,12 @@ fn codes_never_move() {
         Some(Algorithm::Direct),
         Some(Algorithm::KaryTree(3)),
         Some(Algorithm::Centralized),
+        Some(Algorithm::Exchange),
     ]
     .iter()
     .map(|&a| algorithm_code(a))
     .collect();
-    assert_eq!(algos, [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 3), (7, 0)]);
+    assert_eq!(algos, [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 3), (7, 0), (8, 0)]);
     let errors: Vec<u8> = [
         ErrorKind::InvalidArgument,
         ErrorKind::Mismatch,
@@ -123,7 +124,7 @@ fn random_desc(rng: &mut Rng) -> OpDesc {
     d.root = (rng.below(2) == 0).then(|| rng.below(1 << 20) as Rank);
     d.peer = (rng.below(2) == 0).then(|| rng.below(1 << 20) as Rank);
     d.in_place = rng.below(2) == 0;
-    d.algorithm = match rng.below(9) {
+    d.algorithm = match rng.below(10) {
         0 => None,
         1 => Some(Algorithm::Auto),
         2 => Some(Algorithm::Ring),
@@ -131,6 +132,7 @@ fn random_desc(rng: &mut Rng) -> OpDesc {
         4 => Some(Algorithm::RecursiveDoubling),
         5 => Some(Algorithm::Direct),
         6 => Some(Algorithm::Centralized),
+        7 => Some(Algorithm::Exchange),
         _ => Some(Algorithm::KaryTree(rng.below(9) as u32)),
     };
     d.shape = (rng.below(2) == 0).then(|| rng.next());

@@ -303,3 +303,34 @@ pub fn group_direct_path_every_op<D: TestDevice>(world: usize) {
     }
     assert_eq!(ring[0].flight_recorder().last().map(|e| e.algorithm), Some(Algorithm::Ring));
 }
+
+/// Small ops between threads on host memory run as one exchange, without messages (the flight
+/// recorder says `exchange`); parts above 4 KiB, a chosen algorithm, other devices and sockets
+/// run message plans. Every collective gets the same bits either way.
+pub fn small_ops_exchange<D: TestDevice>() {
+    use ruccl::Algorithm;
+    use ruccl::config::Transport;
+    let exchanges =
+        D::configure(CommConfig::default()).transport() == Transport::InProc && D::for_rank(0).host_memory();
+    for (algorithm, n, expect) in
+        [(Algorithm::Auto, 8, exchanges), (Algorithm::Auto, 1025, false), (Algorithm::Tree, 8, false)]
+    {
+        let opts = Opts::with_config(CommConfig::default().with_timeout(TEST_TIMEOUT).with_algorithm(algorithm));
+        run::<D, _>(3, &opts, |ctx| {
+            let (r, w) = (ctx.rank, ctx.world);
+            let what = format!("{n} x f32, {algorithm}");
+            let mut x = ctx.tensor(&reduce_input::<f32>(ReduceOp::Avg, r, n, 1));
+            ctx.ok(ctx.comm.all_reduce(&mut x, ReduceOp::Avg), &what);
+            ctx.check(&x, &reduced::<f32>(ReduceOp::Avg, w, n, 1), &what);
+            let ran = ctx.comm.flight_recorder().last().map(|e| e.algorithm);
+            assert_eq!(ran == Some(Algorithm::Exchange), expect, "rank {r}, {what}: ran {ran:?}");
+            let mut y = Tensor::zeros(&ctx.dev, DType::F32, &[n * w]).unwrap();
+            ctx.ok(ctx.comm.all_gather_into_tensor(&mut y, &x), &what);
+            let all: Vec<f32> = (0..w).flat_map(|_| reduced::<f32>(ReduceOp::Avg, w, n, 1)).collect();
+            ctx.check(&y, &all, &what);
+            let mut z = ctx.tensor(&data::<f32>(r, n, 2));
+            ctx.ok(ctx.comm.broadcast(&mut z, 2), &what);
+            ctx.check(&z, &data::<f32>(2, n, 2), &what);
+        });
+    }
+}

@@ -109,6 +109,24 @@ pub fn send_vs_collective<D: TestDevice>() {
     });
 }
 
+/// The other direction: a rank receives from a peer that runs a collective (on host memory
+/// a small collective sends no message the receiver could check; the flight recorder tells).
+pub fn recv_vs_collective<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["recv", "all_reduce"], |ctx| {
+        let mut t = zeros(ctx, DType::F32, 4);
+        if ctx.rank == 1 { ctx.comm.recv(&mut t, 0) } else { ctx.comm.all_reduce(&mut t, ReduceOp::Sum) }
+    });
+}
+
+/// Counts on both sides of the exchange limit (4 KiB parts): one rank may exchange while the
+/// other runs a message plan; both still learn of the mismatch at once.
+pub fn exchange_vs_messages<D: TestDevice>() {
+    expect_mismatch::<D, _>(3, &["4 x f32", "2000 x f32"], |ctx| {
+        let mut t = zeros(ctx, DType::F32, if ctx.rank == 1 { 2000 } else { 4 });
+        ctx.comm.all_reduce(&mut t, ReduceOp::Sum)
+    });
+}
+
 /// Members that pass different lists to `split_from` both get `Mismatch`; a rank left out
 /// gets `None`.
 pub fn split_lists_differ<D: TestDevice>() {

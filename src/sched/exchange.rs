@@ -1,0 +1,161 @@
+//! The exchange step ([`Step::Exchange`](crate::algo::Step::Exchange)): a small op between
+//! threads of one process run without messages. The rank publishes its part in its slot
+//! (`transport::slots`), waits until every peer has published the same op, checks their
+//! fingerprints, and computes its own result from the parts — in rank order, so every rank
+//! gets the same bits. Only devices whose buffers are host memory and whose kernels are the
+//! host's run it ([`Device::host_memory`]); the communicator decides, the same way on every
+//! rank.
+
+use smallvec::SmallVec;
+
+use super::{Blocked, OpRun, Progress};
+use crate::algo::{Slot, Span};
+use crate::device::{Device, kernels};
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::mem::HostMem;
+use crate::op::{OpDesc, OpKind};
+use crate::transport::slots::Slots;
+use crate::types::{Rank, ReduceOp, Scale};
+
+impl<D: Device> OpRun<D> {
+    /// Runs the exchange as far as it goes: publish (once this rank's slot is free), then,
+    /// once every part has arrived, the result.
+    pub(super) fn exchange(&mut self, size: usize) -> Result<Progress> {
+        if !self.inflight.is_empty() {
+            return Ok(Progress::Blocked(Blocked::Device));
+        }
+        let (me, seq, n) = (self.ctx.rank, self.ctx.seq, self.ctx.world);
+        let desc = self.ctx.fp.desc;
+        let fp = self.ctx.fp.words();
+        let link = self.ctx.link();
+        let slots = link.slots().ok_or_else(|| {
+            CollectiveError::protocol("an exchanged op ran between ranks that are not threads of one process")
+        })?;
+        if !self.exchanged {
+            if let Some((p, held)) = slots.busy(me, seq) {
+                return Ok(Progress::Blocked(Blocked::Reading(p, held)));
+            }
+            match self.own_part(&desc)? {
+                Some(span) => {
+                    let (mem, off, len) = self.host(span, size)?;
+                    slots.publish(me, seq, &fp, &mem.read(off, len)?);
+                }
+                None => slots.publish(me, seq, &fp, &[]),
+            }
+            (0..n).filter(|&p| p != me).for_each(|p| link.wake(p));
+            self.exchanged = true;
+        }
+        if let Some(p) = (0..n).find(|&p| p != me && !slots.arrived(p, seq)) {
+            return Ok(Progress::Blocked(Blocked::Part(p)));
+        }
+        if let Some(p) = (0..n).find(|&p| p != me && slots.fingerprint(p, seq) != fp) {
+            return Err(self.part_mismatch(p));
+        }
+        self.result(slots, &desc, size)?;
+        slots.finish(me, seq);
+        (0..n).filter(|&p| p != me).for_each(|p| link.wake(p));
+        Ok(Progress::Advanced)
+    }
+
+    /// What this rank publishes: its input (all of it for reduce_scatter, all_to_all and the
+    /// root's scatter), nothing for non-roots of broadcast and scatter and for barrier.
+    fn own_part(&self, desc: &OpDesc) -> Result<Option<Span>> {
+        let (me, n, count) = (self.ctx.rank, self.ctx.world, desc.count);
+        let root = desc.root.unwrap_or(0);
+        Ok(match desc.kind {
+            OpKind::AllReduce | OpKind::Reduce | OpKind::AllGather | OpKind::Gather => {
+                Some(Span::new(Slot::Input, 0, count))
+            }
+            OpKind::ReduceScatter | OpKind::AllToAll => Some(Span::new(Slot::Input, 0, n * count)),
+            OpKind::Broadcast if me == root => Some(Span::new(Slot::Input, 0, count)),
+            OpKind::Scatter if me == root => Some(Span::new(Slot::Input, 0, n * count)),
+            OpKind::Broadcast | OpKind::Scatter | OpKind::Barrier => None,
+            OpKind::Send | OpKind::Recv | OpKind::Split => {
+                return Err(CollectiveError::protocol(format!("{} cannot be exchanged", desc.kind.name())));
+            }
+        })
+    }
+
+    /// This rank's result, from every rank's part.
+    fn result(&self, slots: &Slots, desc: &OpDesc, size: usize) -> Result<()> {
+        let (me, n, count) = (self.ctx.rank, self.ctx.world, desc.count);
+        let (root, block) = (desc.root.unwrap_or(0), count * size);
+        let out = |k: usize| Span::new(Slot::Output, k * count, count);
+        match desc.kind {
+            OpKind::AllReduce => self.reduce_parts(slots, out(0), 0, size),
+            OpKind::Reduce if me == root => self.reduce_parts(slots, out(0), 0, size),
+            OpKind::ReduceScatter => self.reduce_parts(slots, out(0), me * block, size),
+            OpKind::AllGather => (0..n).try_for_each(|q| self.copy_part(slots, q, 0, out(q), size)),
+            OpKind::Gather if me == root => (0..n).try_for_each(|q| self.copy_part(slots, q, 0, out(q), size)),
+            OpKind::AllToAll => (0..n).try_for_each(|q| self.copy_part(slots, q, me * block, out(q), size)),
+            OpKind::Broadcast if !(me == root && desc.in_place) => self.copy_part(slots, root, 0, out(0), size),
+            OpKind::Scatter => self.copy_part(slots, root, me * block, out(0), size),
+            _ => Ok(()),
+        }
+    }
+
+    /// `dst` = bytes `off..` of `q`'s part.
+    fn copy_part(&self, slots: &Slots, q: Rank, off: usize, dst: Span, size: usize) -> Result<()> {
+        let (mem, o, len) = self.host(dst, size)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut w = mem.write(o, len)?;
+        if slots.read(q, self.ctx.seq, off, &mut w) { Ok(()) } else { Err(self.short_part(q)) }
+    }
+
+    /// `dst` = the reduction, in rank order, of bytes `off..` of every rank's part.
+    fn reduce_parts(&self, slots: &Slots, dst: Span, off: usize, size: usize) -> Result<()> {
+        let (mem, o, len) = self.host(dst, size)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let n = self.ctx.world;
+        let mut parts: SmallVec<[u8; 1024]> = smallvec::smallvec![0; n * len];
+        for (q, p) in parts.chunks_mut(len).enumerate() {
+            if !slots.read(q, self.ctx.seq, off, p) {
+                return Err(self.short_part(q));
+            }
+        }
+        let (first, rest) = parts.split_at(len);
+        let srcs: SmallVec<[&[u8]; 8]> = rest.chunks(len).collect();
+        let mut w = mem.write(o, len)?;
+        kernels::reduce_many(self.ctx.dtype, self.ctx.combine, &mut w, Some(first), &srcs)?;
+        if self.ctx.fp.desc.op == Some(ReduceOp::Avg) {
+            kernels::scale(self.ctx.dtype, Scale::DivBy(n as u64), &mut w, None)?;
+        }
+        Ok(())
+    }
+
+    /// The host memory behind `span`: (block, byte offset, byte length).
+    fn host(&self, span: Span, size: usize) -> Result<(HostMem, usize, usize)> {
+        let r = self.bufs.resolve(span, size)?;
+        let mem = self.dev.host_view(&r.range.buf).ok_or_else(|| {
+            CollectiveError::device(format!(
+                "{} says its memory is host memory, but a buffer has no host view",
+                self.dev.describe()
+            ))
+        })?;
+        Ok((mem, r.range.off, r.range.len))
+    }
+
+    fn short_part(&self, q: Rank) -> CollectiveError {
+        CollectiveError::protocol(format!("rank {q}'s part of op #{} is shorter than its op needs", self.ctx.seq))
+            .with_peer(q)
+    }
+
+    /// `peer` published a different op under this op's number.
+    fn part_mismatch(&self, peer: Rank) -> CollectiveError {
+        let c = &self.ctx;
+        let theirs =
+            c.shared.board.collective_at(peer, c.seq).map_or_else(|| "another op".to_string(), |f| f.desc.to_string());
+        CollectiveError::new(
+            ErrorKind::Mismatch,
+            format!(
+                "rank {peer} called {theirs} as op #{}, but rank {} called {} as op #{}",
+                c.seq, c.rank, c.fp.desc, c.seq
+            ),
+        )
+        .with_peer(peer)
+    }
+}

@@ -1,0 +1,203 @@
+//! Exchange slots: how ranks that are threads of one process run a small collective without
+//! messages. Each rank publishes its part of the op (at most [`SLOT_BYTES`]) with the op's
+//! sequence number and fingerprint in a slot of its own, then reads every peer's slot and
+//! computes its result locally: one write and `n - 1` reads of a cache line or a few per
+//! rank, instead of a message, a wake-up and a release per step of a plan.
+//!
+//! Each rank has [`DEPTH`] slots, used in turn by its exchanged ops. A slot is written again
+//! only once every peer has finished reading what it held (each rank publishes the last
+//! exchange it finished, [`Slots::finish`]); between exchanges that run back to back that is
+//! always already so, since a peer publishes its next part only after finishing the last.
+//!
+//! The words are atomics: a reader loads the sequence number (acquire) and then the part; the
+//! writer stores the part and then the sequence number (release). No `unsafe`, no lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::types::Rank;
+
+/// The most bytes one rank publishes for one exchanged op.
+pub(crate) const SLOT_BYTES: usize = 4096;
+
+/// Slots per rank: exchanged ops of one rank cycle through them.
+const DEPTH: usize = 2;
+
+/// Words of an op fingerprint (see [`Fingerprint::words`](crate::op::Fingerprint::words)).
+pub(crate) const FP_WORDS: usize = 5;
+
+/// Header words before the part: sequence number + 1 (0: never written), part length in
+/// bytes, fingerprint, padding.
+const HEAD: usize = 8;
+
+/// One cache-line pair: slots of different ranks never share a line.
+#[repr(align(128))]
+struct Line([AtomicU64; 16]);
+
+impl Line {
+    fn new() -> Self {
+        Line(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
+
+/// Lines per slot: the header and the part.
+const SLOT_LINES: usize = (HEAD + SLOT_BYTES / 8).div_ceil(16);
+
+/// The exchange slots of one communicator's ranks.
+pub(crate) struct Slots {
+    world: usize,
+    /// `world * DEPTH` slots of `SLOT_LINES` lines.
+    lines: Box<[Line]>,
+    /// Per rank, word 0: the sequence number + 1 of the last exchange it finished reading.
+    done: Box<[Line]>,
+}
+
+impl std::fmt::Debug for Slots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Slots({} ranks)", self.world)
+    }
+}
+
+impl Slots {
+    pub(crate) fn new(world: usize) -> Self {
+        Slots {
+            world,
+            lines: (0..world * DEPTH * SLOT_LINES).map(|_| Line::new()).collect(),
+            done: (0..world).map(|_| Line::new()).collect(),
+        }
+    }
+
+    /// Word `i` of `rank`'s slot for op `seq`.
+    fn word(&self, rank: Rank, seq: u64, i: usize) -> &AtomicU64 {
+        let slot = rank * DEPTH + (seq % DEPTH as u64) as usize;
+        &self.lines[slot * SLOT_LINES + i / 16].0[i % 16]
+    }
+
+    /// A peer still reading what `me`'s slot for op `seq` holds, and the value of its
+    /// [`finished`](Self::finished) that frees the slot; `None` when `me` may write it.
+    pub(crate) fn busy(&self, me: Rank, seq: u64) -> Option<(Rank, u64)> {
+        let held = self.word(me, seq, 0).load(Ordering::Relaxed);
+        if held == 0 {
+            return None;
+        }
+        (0..self.world).filter(|&p| p != me).find(|&p| self.finished(p) < held).map(|p| (p, held))
+    }
+
+    /// The sequence number + 1 of the last exchange `rank` finished reading (0: none).
+    pub(crate) fn finished(&self, rank: Rank) -> u64 {
+        self.done.get(rank).map_or(u64::MAX, |l| l.0[0].load(Ordering::Acquire))
+    }
+
+    /// Publishes `me`'s part of op `seq`. Call only once [`busy`](Self::busy) is `None`;
+    /// `part` is at most [`SLOT_BYTES`] long.
+    pub(crate) fn publish(&self, me: Rank, seq: u64, fp: &[u64; FP_WORDS], part: &[u8]) {
+        let part = &part[..part.len().min(SLOT_BYTES)];
+        self.word(me, seq, 1).store(part.len() as u64, Ordering::Relaxed);
+        for (i, w) in fp.iter().enumerate() {
+            self.word(me, seq, 2 + i).store(*w, Ordering::Relaxed);
+        }
+        for (i, chunk) in part.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.word(me, seq, HEAD + i).store(u64::from_le_bytes(w), Ordering::Relaxed);
+        }
+        self.word(me, seq, 0).store(seq + 1, Ordering::Release);
+    }
+
+    /// Whether `peer` has published its part of op `seq`.
+    pub(crate) fn arrived(&self, peer: Rank, seq: u64) -> bool {
+        self.word(peer, seq, 0).load(Ordering::Acquire) == seq + 1
+    }
+
+    /// The fingerprint `peer` published with op `seq` (once it [`arrived`](Self::arrived)).
+    pub(crate) fn fingerprint(&self, peer: Rank, seq: u64) -> [u64; FP_WORDS] {
+        std::array::from_fn(|i| self.word(peer, seq, 2 + i).load(Ordering::Relaxed))
+    }
+
+    /// Copies `out.len()` bytes of `peer`'s part of op `seq` from byte `off` into `out`;
+    /// false, copying nothing, when its part is shorter.
+    pub(crate) fn read(&self, peer: Rank, seq: u64, off: usize, out: &mut [u8]) -> bool {
+        let len = self.word(peer, seq, 1).load(Ordering::Relaxed) as usize;
+        if off.checked_add(out.len()).is_none_or(|end| end > len) {
+            return false;
+        }
+        let (mut word, mut skip, mut pos) = (HEAD + off / 8, off % 8, 0);
+        while pos < out.len() {
+            let w = self.word(peer, seq, word).load(Ordering::Relaxed).to_le_bytes();
+            let take = (8 - skip).min(out.len() - pos);
+            out[pos..pos + take].copy_from_slice(&w[skip..skip + take]);
+            (word, skip, pos) = (word + 1, 0, pos + take);
+        }
+        true
+    }
+
+    /// Says that `me` has read every part of op `seq` it needs: its peers may reuse their
+    /// slots.
+    pub(crate) fn finish(&self, me: Rank, seq: u64) {
+        if let Some(l) = self.done.get(me) {
+            l.0[0].store(seq + 1, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publish_read_and_reuse() {
+        let s = Slots::new(3);
+        let fp = [1, 2, 3, 4, 5];
+        assert!(s.busy(0, 0).is_none());
+        assert!(!s.arrived(0, 0));
+        s.publish(0, 0, &fp, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        assert!(s.arrived(0, 0) && !s.arrived(0, 2));
+        assert_eq!(s.fingerprint(0, 0), fp);
+        let mut out = [0u8; 3];
+        assert!(s.read(0, 0, 8, &mut out));
+        assert_eq!(out, [9, 10, 11]);
+        assert!(!s.read(0, 0, 8, &mut [0u8; 4]), "past the part");
+        let mut out = [0u8; 6];
+        assert!(s.read(0, 0, 3, &mut out), "unaligned");
+        assert_eq!(out, [4, 5, 6, 7, 8, 9]);
+        // The other slot is free; this one is held until ranks 1 and 2 finish op 0.
+        assert!(s.busy(0, 1).is_none());
+        assert_eq!(s.busy(0, 2), Some((1, 1)));
+        s.finish(1, 0);
+        assert_eq!(s.busy(0, 2), Some((2, 1)));
+        s.finish(2, 0);
+        assert!(s.busy(0, 2).is_none());
+        s.publish(0, 2, &fp, &[]);
+        assert!(s.arrived(0, 2) && !s.arrived(0, 0));
+    }
+
+    #[test]
+    fn threads_see_whole_parts() {
+        let s = std::sync::Arc::new(Slots::new(2));
+        let fp = [0; FP_WORDS];
+        let rounds = if cfg!(miri) { 20 } else { 2000 };
+        let t: Vec<_> = (0..2)
+            .map(|me| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for seq in 0..rounds {
+                        while s.busy(me, seq).is_some() {
+                            std::hint::spin_loop();
+                        }
+                        s.publish(me, seq, &fp, &[(seq as u8).wrapping_add(me as u8); 24]);
+                        let peer = 1 - me;
+                        while !s.arrived(peer, seq) {
+                            std::hint::spin_loop();
+                        }
+                        let mut out = [0u8; 24];
+                        assert!(s.read(peer, seq, 0, &mut out));
+                        assert_eq!(out, [(seq as u8).wrapping_add(peer as u8); 24]);
+                        s.finish(me, seq);
+                    }
+                })
+            })
+            .collect();
+        for t in t {
+            t.join().unwrap();
+        }
+    }
+}
