@@ -115,7 +115,13 @@ impl Producer {
         self.map.copy_in(at + REC, payload);
         self.head += rec;
         self.map.u64_at(self.ctrl.head).store(self.head, Ordering::SeqCst);
-        if self.map.u32_at(self.ctrl.consumer_sleeps).load(Ordering::SeqCst) != 0 {
+        // A whole message for a rank that polls the ring itself needs no reader thread (its
+        // wake-up — a futex call here, a thread scheduled there, and that thread then
+        // contending with the rank for the ring — is most of a small message's time). The
+        // records of a streamed message always wake it: the rank may be waiting for another
+        // peer while this producer waits for space.
+        let polled = kind == Kind::Data && self.map.u32_at(self.ctrl.consumer_polls).load(Ordering::SeqCst) != 0;
+        if !polled && self.map.u32_at(self.ctrl.consumer_sleeps).load(Ordering::SeqCst) != 0 {
             self.map.u32_at(self.ctrl.data_bell).fetch_add(1, Ordering::SeqCst);
             futex_wake(self.map.u32_at(self.ctrl.data_bell));
         }
@@ -168,7 +174,8 @@ impl Consumer {
 
     /// Whether the producer published a record not read yet.
     pub(crate) fn ready(&self) -> bool {
-        self.map.u64_at(self.ctrl.head).load(Ordering::Acquire) != self.cursor
+        // SeqCst: read after the consumer's `consumer_polls` store (see `Producer::push`).
+        self.map.u64_at(self.ctrl.head).load(Ordering::SeqCst) != self.cursor
     }
 
     /// The next published record (`Wrap` padding is skipped and freed), if any.

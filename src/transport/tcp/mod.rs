@@ -34,10 +34,10 @@ pub(crate) mod inbox;
 mod io;
 pub(crate) mod setup;
 #[cfg(all(target_os = "linux", not(miri)))]
-mod shm_io;
+pub(crate) mod shm_io;
 /// Without shared memory (other systems, Miri) no pair has a segment: a type with no values.
 #[cfg(not(all(target_os = "linux", not(miri))))]
-mod shm_io {
+pub(crate) mod shm_io {
     #[derive(Debug)]
     pub(crate) enum ShmPeer {}
     impl ShmPeer {
@@ -54,6 +54,9 @@ mod shm_io {
             match *self {}
         }
         pub(super) fn release(&self, _: u64) {
+            match *self {}
+        }
+        pub(super) fn set_polling(&self, _: bool) {
             match *self {}
         }
         pub(super) fn send(&self, _: &super::Endpoint, _: &super::Peer, _: super::Header, _: super::Payload) -> u64 {
@@ -519,6 +522,12 @@ impl Mesh {
         let Some(e) = self.ep(me) else {
             return Err(CollectiveError::protocol(format!("rank {me} has no endpoint in this process")));
         };
+        // This thread takes the peer's shared-memory records itself while it spins and yields
+        // (`has_message`), and stays awake afterwards; before any thread of this process
+        // sleeps, the peers' writes wake the reader threads again (`shm_io::before_park`).
+        if let Some(s) = e.peer(peer).and_then(|p| p.shm.as_ref()) {
+            s.set_polling(true);
+        }
         e.event.wait(deadline, ready, &|| e.stop(Some(peer)), slow)
     }
 
