@@ -259,6 +259,18 @@ impl Consumer {
     }
 }
 
+/// Wakes the reader thread of direction `ctrl`'s consumer, if it sleeps and its rank does not
+/// poll, for something other than data that its rank may wait for (the consumer of the other
+/// direction took a message: `delivered` moved). The caller changed that before calling.
+pub(crate) fn nudge(map: &Mapping, ctrl: Ctrl) {
+    if map.u32_at(ctrl.consumer_polls).load(Ordering::SeqCst) == 0
+        && map.u32_at(ctrl.consumer_sleeps).load(Ordering::SeqCst) != 0
+    {
+        map.u32_at(ctrl.data_bell).fetch_add(1, Ordering::SeqCst);
+        futex_wake(map.u32_at(ctrl.data_bell));
+    }
+}
+
 /// Sleeps on a consumer's ring without holding the consumer.
 #[derive(Debug)]
 pub(crate) struct Waiter {
@@ -268,13 +280,14 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
-    /// Sleeps until the producer publishes past the cursor, or for at most `t`.
-    pub(crate) fn wait_data(&self, t: Duration) {
+    /// Sleeps until the producer publishes past the cursor or rings the bell for another
+    /// reason ([`nudge`]: `other` then holds), or for at most `t`.
+    pub(crate) fn wait_data(&self, t: Duration, other: &dyn Fn() -> bool) {
         let sleeps = self.map.u32_at(self.ctrl.consumer_sleeps);
         let bell = self.map.u32_at(self.ctrl.data_bell);
         sleeps.store(1, Ordering::SeqCst);
         let v = bell.load(Ordering::SeqCst);
-        if self.map.u64_at(self.ctrl.head).load(Ordering::SeqCst) == self.cursor {
+        if self.map.u64_at(self.ctrl.head).load(Ordering::SeqCst) == self.cursor && !other() {
             futex_wait(bell, v, t);
         }
         sleeps.store(0, Ordering::SeqCst);

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use super::{Endpoint, MAX_MESSAGE, OutMsg, Peer, lock};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::{HostMem, HostRegion};
-use crate::transport::shm::ring::{Consumer, Kind, Producer};
+use crate::transport::shm::ring::{self, Consumer, Kind, Producer};
 use crate::transport::shm::segment::Ctrl;
 use crate::transport::shm::{INLINE_MAX, PIECE, Pair};
 use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
@@ -117,6 +117,9 @@ impl ShmPeer {
             inc.cons.free(end);
         }
         inc.cons.deliver();
+        drop(inc);
+        // A sender that sleeps waiting for this (`is_delivered`) is woken by its reader thread.
+        ring::nudge(&self.pair.map, Ctrl::of(self.pair.out_dir));
     }
 
     /// Hands what the peer published to the inbox from the receiving rank's own thread (when
@@ -287,6 +290,9 @@ fn write(e: &Endpoint, p: &Peer, s: &ShmPeer, m: OutMsg) -> std::result::Result<
 }
 
 fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
+    // The peer's count of messages taken, as this rank last heard of it: when it moves, a
+    // rank asleep in `is_delivered` is rung (the peer nudges this thread).
+    let mut seen = s.delivered();
     loop {
         match poll(e, p, s) {
             Ok(0) => {}
@@ -309,7 +315,12 @@ fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
         // No spinning here: an awake receiver takes records itself (`poll_inline`), so this
         // thread matters when its rank sleeps, and spinning would take the cores the ranks need.
         let waiter = lock(&s.incoming).cons.waiter();
-        waiter.wait_data(NAP);
+        waiter.wait_data(NAP, &|| s.delivered() != seen);
+        let now = s.delivered();
+        if now != seen {
+            seen = now;
+            e.ring();
+        }
     }
     s.drained.store(true, Ordering::SeqCst);
     e.ring();
