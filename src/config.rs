@@ -125,6 +125,13 @@ pub struct CommConfig {
     #[cfg_attr(feature = "serde", serde(default))]
     shared_progress: bool,
     transport: Transport,
+    #[cfg_attr(feature = "serde", serde(default = "default_peer_silence"))]
+    peer_silence: Duration,
+}
+
+#[cfg(feature = "serde")]
+fn default_peer_silence() -> Duration {
+    DEFAULT_PEER_SILENCE
 }
 
 /// How the ranks of one communicator that live in one process talk to each other.
@@ -165,6 +172,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_WARN_AFTER: Duration = Duration::from_secs(30);
 /// The default pipelining chunk.
 pub const DEFAULT_CHUNK_BYTES: usize = 1 << 20;
+/// The default time a peer process's connection may stay silent before the peer counts as
+/// lost (heartbeats keep a live one talking).
+pub const DEFAULT_PEER_SILENCE: Duration = Duration::from_secs(60);
 
 /// The longest wait a deadline stands for: a timeout beyond it means "no deadline".
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -204,6 +214,7 @@ impl Default for CommConfig {
             algorithm: Algorithm::Auto,
             shared_progress: false,
             transport: Transport::InProc,
+            peer_silence: DEFAULT_PEER_SILENCE,
         }
     }
 }
@@ -241,6 +252,9 @@ impl CommConfig {
             c.chunk_bytes = v.trim().parse().ok().filter(|&b: &usize| b > 0).ok_or_else(|| {
                 CollectiveError::invalid(format!("RUCCL_CHUNK_BYTES={v:?} is not a positive integer"))
             })?;
+        }
+        if let Some(v) = get("RUCCL_PEER_SILENCE") {
+            c.peer_silence = parse_secs("RUCCL_PEER_SILENCE", &v)?;
         }
         if let Some(v) = get("RUCCL_SHARED_PROGRESS") {
             c.shared_progress = match v.trim() {
@@ -338,6 +352,29 @@ impl CommConfig {
         self.transport
     }
 
+    /// Sets how long a connection to a peer in another process (or, with
+    /// [`Transport::Tcp`], any peer) may stay silent before this rank counts the peer as lost
+    /// and fails with `PeerLost` naming it — a process that hangs or is stopped without
+    /// closing its sockets. Live peers send heartbeats at a quarter of it (at most every 2 s).
+    /// `RUCCL_PEER_SILENCE` (seconds) sets it from the environment; the default is
+    /// [`DEFAULT_PEER_SILENCE`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruccl::CommConfig;
+    /// let cfg = CommConfig::default().with_peer_silence(Duration::from_secs(5));
+    /// assert_eq!(cfg.peer_silence(), Duration::from_secs(5));
+    /// ```
+    pub fn with_peer_silence(mut self, silence: Duration) -> Self {
+        self.peer_silence = silence;
+        self
+    }
+
+    /// How long a peer's connection may stay silent before the peer counts as lost.
+    pub fn peer_silence(&self) -> Duration {
+        self.peer_silence
+    }
+
     /// The deadline of every wait.
     pub fn timeout(&self) -> Duration {
         self.timeout
@@ -384,6 +421,8 @@ mod tests {
         assert_eq!(c.timeout(), Duration::MAX);
         assert_eq!(c.warn_after(), Duration::from_millis(2500));
         assert_eq!(env(&[]).unwrap(), CommConfig::default());
+        assert_eq!(env(&[("RUCCL_PEER_SILENCE", "0.5")]).unwrap().peer_silence(), Duration::from_millis(500));
+        assert!(env(&[("RUCCL_PEER_SILENCE", "0")]).unwrap_err().message().contains("RUCCL_PEER_SILENCE"));
         for bad in ["-3", "nan", "0"] {
             let vars: &'static [(&str, &str)] = Box::leak(Box::new([("RUCCL_TIMEOUT", bad)]));
             let e = env(vars).unwrap_err();

@@ -90,7 +90,8 @@
 //! `RUCCL_TIMEOUT` (seconds; huge values mean no deadline), `RUCCL_WARN_AFTER` (seconds a
 //! join or collective waits before it logs who is missing), `RUCCL_ALGO` (`auto`, `ring`,
 //! `tree`, `rd`, `direct`, `kary:K`, `centralized`), `RUCCL_CHUNK_BYTES`, `RUCCL_TRANSPORT`
-//! (`inproc`, `tcp`) override the defaults
+//! (`inproc`, `tcp`), `RUCCL_PEER_SILENCE` (seconds a peer's connection may stay silent before
+//! it counts as lost) override the defaults
 //! of [`Communicator::new`] (see [`CommConfig::from_env`]).
 //! `RUCCL_SHM_DISABLE=1` makes processes of one host talk TCP instead of shared memory.
 //!

@@ -6,8 +6,8 @@
 //!
 //! Covered: every collective with f32, i64, bf16 and u8 for world sizes 2, 3 and 4 (one rank
 //! per process) and 2 processes x 2 in-process ranks, then on a split of the even and of the
-//! odd ranks; a peer killed mid-collective
-//! (`PeerLost` naming it); a live peer that never calls the collective and a rank that
+//! odd ranks; a peer killed mid-collective, and one stopped (`SIGSTOP`: its sockets stay
+//! open, it sends nothing) past a short `RUCCL_PEER_SILENCE` (`PeerLost` naming it); a live peer that never calls the collective and a rank that
 //! never comes (`Timeout` naming them); duplicate rank,
 //! world and config mismatches across processes; a listener fed garbage that keeps serving;
 //! `Communicator::from_env` with torchrun's variables.
@@ -403,6 +403,13 @@ impl Kids {
         self.kids.push((name.to_string(), cmd.spawn().unwrap(), log));
     }
 
+    /// Stops `name` (`SIGSTOP`): it stays alive, its connections open, and sends nothing.
+    fn stop(&mut self, name: &str) {
+        let (_, c, _) = self.kids.iter_mut().find(|(n, ..)| n == name).unwrap();
+        let ok = Command::new("kill").args(["-STOP", &c.id().to_string()]).status().unwrap();
+        assert!(ok.success(), "kill -STOP failed");
+    }
+
     fn kill(&mut self, name: &str) {
         let (_, c, _) = self.kids.iter_mut().find(|(n, ..)| n == name).unwrap();
         c.kill().unwrap();
@@ -513,6 +520,33 @@ fn a_killed_peer_is_named_in_peer_lost(t: Transport) {
     std::thread::sleep(Duration::from_millis(200));
     kids.kill("rank1");
     kids.wait(&["rank1"]);
+    let _ = std::fs::remove_file(mark);
+}
+
+/// A peer process that stops answering without closing its connections (stopped with
+/// `SIGSTOP`, as a hung host would): no heartbeat comes for `RUCCL_PEER_SILENCE` (1 s here),
+/// and the survivor fails with `PeerLost` naming it, long before the op's timeout (20 s).
+fn a_stopped_peer_is_named_in_peer_lost(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mark = scratch("mark");
+    let mut kids = Kids::new(t);
+    for (r, role) in [(0, "survivor"), (1, "victim")] {
+        let mut env = ranks_env(&id, 2, &[r]);
+        env.extend([
+            ("MP_RANK", r.to_string()),
+            ("MP_VICTIM", "1".into()),
+            ("MP_MARK", mark.display().to_string()),
+            ("RUCCL_PEER_SILENCE", "1".into()),
+        ]);
+        kids.spawn(&format!("rank{r}"), role, &env);
+    }
+    let deadline = Instant::now() + GROUP_DEADLINE;
+    while !mark.exists() {
+        assert!(Instant::now() < deadline, "the victim never passed its barrier");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kids.stop("rank1");
+    kids.wait_for(&["rank0"]);
     let _ = std::fs::remove_file(mark);
 }
 
@@ -651,6 +685,7 @@ per_transport!(
     four_processes_run_every_collective,
     two_processes_of_two_ranks_run_every_collective,
     a_killed_peer_is_named_in_peer_lost,
+    a_stopped_peer_is_named_in_peer_lost,
     a_silent_peer_is_named_in_the_timeout,
     the_listener_survives_garbage_and_serves_real_peers,
     from_env_with_torchrun_variables,

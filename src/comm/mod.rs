@@ -68,7 +68,8 @@ impl Shared {
             Transport::InProc => Ok(Link::InProc(Arc::new(Fabric::new(world)))),
             Transport::Tcp => {
                 let deadline = crate::config::deadline_after(config.timeout());
-                let mesh = crate::transport::tcp::setup::loopback(id.comm_bytes(), world, deadline)?;
+                let mesh =
+                    crate::transport::tcp::setup::loopback(id.comm_bytes(), world, config.peer_silence(), deadline)?;
                 Ok(Link::Tcp(Arc::new(mesh)))
             }
         }

@@ -125,6 +125,8 @@ impl Event {
                 return Ok(WaitOutcome::TimedOut);
             }
             slow()?;
+            // Whatever shared-memory peers would leave to this thread must wake it now.
+            super::tcp::shm_io::before_park();
             let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.parked.fetch_add(1, Ordering::SeqCst);
             if ready() || stop().is_some() {

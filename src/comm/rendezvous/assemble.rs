@@ -105,7 +105,7 @@ fn build(
     let mut comm = id.comm_bytes();
     comm.iter_mut().zip(table.nonce.to_le_bytes()).for_each(|(c, n)| *c ^= n);
     let addrs: Vec<_> = table.procs.iter().map(|p| p.addr).collect();
-    let mesh = tcp::setup::process_mesh(comm, world, &addrs, local, deadline)?;
+    let mesh = tcp::setup::process_mesh(comm, world, &addrs, local, config.peer_silence(), deadline)?;
     let mut devices: Vec<Arc<dyn Any + Send + Sync>> = (0..world).map(|_| Arc::new(()) as _).collect();
     for (r, d) in arrived {
         devices[r] = d;

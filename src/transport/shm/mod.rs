@@ -54,7 +54,8 @@ fn host_key() -> String {
     )
 }
 
-const MAGIC: &[u8; 8] = b"RUCCLSH1";
+/// The handshake's version: 2 since the control page has the consumer's polling flag.
+const MAGIC: &[u8; 8] = b"RUCCLSH2";
 const IDENT: usize = 256;
 
 /// This process's identity: `[magic][want][pad][pid: u32][key len: u16][key]`.

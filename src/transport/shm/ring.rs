@@ -52,6 +52,13 @@ fn round(n: u64) -> u64 {
     n.div_ceil(ALIGN) * ALIGN
 }
 
+/// The largest message that does not wake the reader thread of a rank that polls (see
+/// [`Producer::push`]). Larger ones always do: a wake-up is cheap next to their copy, and
+/// measured without this limit a 64 MiB all_reduce of 2 processes (1 MiB chunks) took twice
+/// as long — why exactly is not pinned down yet (the reader handing chunks over while the
+/// rank reduces is the likely part).
+const POLLED_MAX: usize = 64 << 10;
+
 /// The writing end of one direction.
 #[derive(Debug)]
 pub(crate) struct Producer {
@@ -115,7 +122,15 @@ impl Producer {
         self.map.copy_in(at + REC, payload);
         self.head += rec;
         self.map.u64_at(self.ctrl.head).store(self.head, Ordering::SeqCst);
-        if self.map.u32_at(self.ctrl.consumer_sleeps).load(Ordering::SeqCst) != 0 {
+        // A whole message for a rank that polls the ring itself needs no reader thread (its
+        // wake-up — a futex call here, a thread scheduled there, and that thread then
+        // contending with the rank for the ring — is most of a small message's time). The
+        // records of a streamed message always wake it: the rank may be waiting for another
+        // peer while this producer waits for space.
+        let polled = kind == Kind::Data
+            && payload.len() <= POLLED_MAX
+            && self.map.u32_at(self.ctrl.consumer_polls).load(Ordering::SeqCst) != 0;
+        if !polled && self.map.u32_at(self.ctrl.consumer_sleeps).load(Ordering::SeqCst) != 0 {
             self.map.u32_at(self.ctrl.data_bell).fetch_add(1, Ordering::SeqCst);
             futex_wake(self.map.u32_at(self.ctrl.data_bell));
         }
@@ -168,7 +183,8 @@ impl Consumer {
 
     /// Whether the producer published a record not read yet.
     pub(crate) fn ready(&self) -> bool {
-        self.map.u64_at(self.ctrl.head).load(Ordering::Acquire) != self.cursor
+        // SeqCst: read after the consumer's `consumer_polls` store (see `Producer::push`).
+        self.map.u64_at(self.ctrl.head).load(Ordering::SeqCst) != self.cursor
     }
 
     /// The next published record (`Wrap` padding is skipped and freed), if any.
@@ -252,6 +268,18 @@ impl Consumer {
     }
 }
 
+/// Wakes the reader thread of direction `ctrl`'s consumer, if it sleeps and its rank does not
+/// poll, for something other than data that its rank may wait for (the consumer of the other
+/// direction took a message: `delivered` moved). The caller changed that before calling.
+pub(crate) fn nudge(map: &Mapping, ctrl: Ctrl) {
+    if map.u32_at(ctrl.consumer_polls).load(Ordering::SeqCst) == 0
+        && map.u32_at(ctrl.consumer_sleeps).load(Ordering::SeqCst) != 0
+    {
+        map.u32_at(ctrl.data_bell).fetch_add(1, Ordering::SeqCst);
+        futex_wake(map.u32_at(ctrl.data_bell));
+    }
+}
+
 /// Sleeps on a consumer's ring without holding the consumer.
 #[derive(Debug)]
 pub(crate) struct Waiter {
@@ -261,13 +289,14 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
-    /// Sleeps until the producer publishes past the cursor, or for at most `t`.
-    pub(crate) fn wait_data(&self, t: Duration) {
+    /// Sleeps until the producer publishes past the cursor or rings the bell for another
+    /// reason ([`nudge`]: `other` then holds), or for at most `t`.
+    pub(crate) fn wait_data(&self, t: Duration, other: &dyn Fn() -> bool) {
         let sleeps = self.map.u32_at(self.ctrl.consumer_sleeps);
         let bell = self.map.u32_at(self.ctrl.data_bell);
         sleeps.store(1, Ordering::SeqCst);
         let v = bell.load(Ordering::SeqCst);
-        if self.map.u64_at(self.ctrl.head).load(Ordering::SeqCst) == self.cursor {
+        if self.map.u64_at(self.ctrl.head).load(Ordering::SeqCst) == self.cursor && !other() {
             futex_wait(bell, v, t);
         }
         sleeps.store(0, Ordering::SeqCst);

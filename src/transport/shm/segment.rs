@@ -8,8 +8,9 @@
 //! fails the pair falls back to TCP).
 //!
 //! Layout: one page of control words (per direction: the producer's `head`, the consumer's
-//! `tail`, the messages it `delivered`, and two futex words with their "sleeping" flags, each
-//! group on its own cache line), then one data ring per direction.
+//! `tail`, the messages it `delivered`, and two futex words with their "sleeping" flags — and
+//! whether the consuming rank polls the ring itself —, each group on its own cache line),
+//! then one data ring per direction.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -35,6 +36,9 @@ pub(crate) struct Ctrl {
     /// Producer rings it when the consumer sleeps.
     pub data_bell: usize,
     pub consumer_sleeps: usize,
+    /// The consuming rank is awake in a wait and polls the ring itself: a whole message
+    /// needs no wake-up of the reader thread (see `ring::Producer::push`).
+    pub consumer_polls: usize,
     /// Consumer: bytes freed.
     pub tail: usize,
     /// Consumer rings it when the producer sleeps.
@@ -51,6 +55,7 @@ impl Ctrl {
             head: b,
             data_bell: b + 8,
             consumer_sleeps: b + 12,
+            consumer_polls: b + 16,
             tail: b + 64,
             space_bell: b + 72,
             producer_sleeps: b + 76,
@@ -79,12 +84,15 @@ impl Drop for Mapping {
     }
 }
 
+/// Maps `len` bytes of `fd`, every page present at once (`MAP_POPULATE`): otherwise each
+/// process takes a page fault per 4 KiB of ring the first time round — a few microseconds
+/// each, as much as a small message's whole trip.
 fn map(fd: &impl AsRawFd, len: usize, cap: usize) -> io::Result<Mapping> {
+    let flags = libc::MAP_SHARED | libc::MAP_POPULATE;
     // SAFETY: a fresh shared mapping of `len` bytes of `fd` (its size checked by the caller);
     // the kernel picks the address, so nothing else is overwritten.
-    let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
-    };
+    let p =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd.as_raw_fd(), 0) };
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }

@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::runtime::{Handle, Runtime};
 
-use super::{Endpoint, HEARTBEAT, MAX_MESSAGE, OutMsg, Peer, SILENCE, WINDOW, lock, lost};
+use super::{Endpoint, MAX_MESSAGE, OutMsg, Peer, WINDOW, lock, lost};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::HostRegion;
 use crate::transport::Payload;
@@ -76,7 +76,7 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, mut w: OwnedWriteHalf) {
         let sent = match next(&p) {
             Next::Done => break,
             Next::Idle => {
-                if tokio::time::timeout(HEARTBEAT, p.wake.notified()).await.is_err() {
+                if tokio::time::timeout(e.heartbeat(), p.wake.notified()).await.is_err() {
                     p.push_control(e.control(FrameKind::Heartbeat, &[]));
                 }
                 continue;
@@ -172,7 +172,7 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, r: OwnedReadHalf) {
     let peer = p.rank;
     loop {
         let mut hb = [0u8; HEADER_LEN];
-        match tokio::time::timeout(SILENCE, r.read_exact(&mut hb)).await {
+        match tokio::time::timeout(e.silence, r.read_exact(&mut hb)).await {
             Ok(Ok(_)) => {}
             Ok(Err(_)) | Err(_) => {
                 // Closed without a goodbye, broken, or silent for too long.
@@ -209,15 +209,7 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, r: OwnedReadHalf) {
                     return;
                 }
                 let header = crate::transport::Header { seq: h.seq, p2p: h.p2p, index: h.index, fp };
-                {
-                    let mut inbox = lock(&p.inbox);
-                    let id = inbox.next_id;
-                    inbox.next_id += 1;
-                    inbox.buffered += h.len;
-                    let region = HostRegion { mem, off: 0, len };
-                    inbox.msgs.push_back(super::InMsg { id, header, region, opened: false });
-                }
-                p.unopened.fetch_add(1, Ordering::SeqCst);
+                p.arrive(header, HostRegion { mem, off: 0, len });
                 e.ring();
             }
             FrameKind::Abort => {

@@ -11,7 +11,8 @@
 //!   alone), so buffers are bounded without ever blocking a send (see the simulator's
 //!   `every_plan_is_deadlock_free_under_credits`);
 //! - poison is an `Abort` frame (passed on by every rank that hears it), departure a `Goodbye` frame (or the connection closing),
-//!   and a peer that falls silent for [`SILENCE`] (heartbeats every [`HEARTBEAT`]) is lost;
+//!   and a peer whose connection falls silent for the communicator's `peer_silence`
+//!   (heartbeats every quarter of it, at most every [`HEARTBEAT`]) is lost;
 //! - bytes that break the protocol poison the receiving rank with a `Protocol` error naming
 //!   the peer;
 //! - a small frame (a message of at most [`DIRECT_MAX`] bytes, a credit) is written straight
@@ -32,50 +33,25 @@
 
 pub(crate) mod inbox;
 mod io;
+mod peer;
 pub(crate) mod setup;
 #[cfg(all(target_os = "linux", not(miri)))]
-mod shm_io;
+pub(crate) mod shm_io;
 /// Without shared memory (other systems, Miri) no pair has a segment: a type with no values.
 #[cfg(not(all(target_os = "linux", not(miri))))]
-mod shm_io {
-    #[derive(Debug)]
-    pub(crate) enum ShmPeer {}
-    impl ShmPeer {
-        pub(super) fn new(p: std::convert::Infallible) -> Self {
-            match p {}
-        }
-        pub(super) fn delivered(&self) -> u64 {
-            match *self {}
-        }
-        pub(super) fn is_drained(&self) -> bool {
-            match *self {}
-        }
-        pub(super) fn poll_inline(&self, _: &super::Endpoint, _: &super::Peer) -> bool {
-            match *self {}
-        }
-        pub(super) fn release(&self, _: u64) {
-            match *self {}
-        }
-        pub(super) fn send(&self, _: &super::Endpoint, _: &super::Peer, _: super::Header, _: super::Payload) -> u64 {
-            match *self {}
-        }
-    }
-    pub(super) fn flush(_: &super::Peer, _: std::time::Instant) {}
-}
+#[path = "shm_none.rs"]
+pub(crate) mod shm_io;
 
-use std::collections::VecDeque;
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use peer::{OutMsg, Peer};
 
 use super::wait::{Event, WaitOutcome};
 use super::wire::{self, FrameHeader, FrameKind};
 use super::{Header, Opened, Payload};
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::mem::{HostMem, HostRegion};
 use crate::types::Rank;
 
 /// Bytes a sender may have on the wire to one peer before the peer credits them back.
@@ -83,12 +59,11 @@ pub(crate) const WINDOW: u64 = 16 << 20;
 /// The largest single message a receiver accepts (it goes alone, when nothing else is
 /// buffered). Larger plans' messages are a protocol error.
 pub(crate) const MAX_MESSAGE: u64 = 16 << 30;
-/// How often an idle connection says it is alive.
+/// How often an idle connection says it is alive, at most (more often when the silence
+/// limit is shorter than four of these: [`Endpoint::heartbeat`]).
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(2);
 /// Messages up to this many bytes may be written by the sending thread itself.
 pub(crate) const DIRECT_MAX: usize = 64 << 10;
-/// How long a connection may stay silent before its peer counts as lost.
-pub(crate) const SILENCE: Duration = Duration::from_secs(60);
 /// How long dropping a mesh waits for its writers to put the last frames (credits, the
 /// goodbye) on the wire: a process that exits right after dropping its communicator must not
 /// leave its peers waiting for credits that were never sent.
@@ -96,189 +71,6 @@ const LINGER: Duration = Duration::from_secs(2);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A received message, in a buffer the receiver owns.
-#[derive(Debug)]
-struct InMsg {
-    id: u64,
-    header: Header,
-    region: HostRegion,
-    opened: bool,
-}
-
-#[derive(Debug, Default)]
-struct Inbox {
-    msgs: VecDeque<InMsg>,
-    next_id: u64,
-    /// Bytes held in received, unreleased messages.
-    buffered: u64,
-}
-
-/// A message waiting for the wire.
-#[derive(Debug)]
-struct OutMsg {
-    ticket: u64,
-    header: Header,
-    payload: Payload,
-}
-
-#[derive(Debug, Default)]
-struct Outbox {
-    data: VecDeque<OutMsg>,
-    /// Data for a peer reached through shared memory (its shared-memory writer's queue).
-    shm_data: VecDeque<OutMsg>,
-    /// Encoded control frames (header and body), sent before any further data.
-    control: VecDeque<Vec<u8>>,
-    /// Bytes written and not yet credited back by the peer.
-    in_flight: u64,
-    /// The ticket being written now.
-    writing: Option<u64>,
-    /// No more frames after the queued control frames (this rank departed).
-    closing: bool,
-    /// The writer task holds frames it took and has not finished writing.
-    busy: bool,
-    /// A second handle on the socket for [`Peer::direct`] writes (non-blocking); dropped
-    /// when the writer task ends.
-    sock: Option<std::net::TcpStream>,
-}
-
-/// One rank's side of its connection to one peer.
-#[derive(Debug)]
-pub(crate) struct Peer {
-    rank: Rank,
-    inbox: Mutex<Inbox>,
-    /// Unopened messages in the inbox (the scheduler's fast check).
-    unopened: AtomicUsize,
-    out: Mutex<Outbox>,
-    /// Tickets issued; every ticket up to `released` is on the wire or taken back.
-    sent: AtomicU64,
-    released: AtomicU64,
-    /// Messages the peer has taken (counted by its credits).
-    delivered: AtomicU64,
-    /// Wakes the writer task.
-    wake: Notify,
-    /// Receive buffers of released messages, for the reader to fill again (a fresh
-    /// allocation per message costs a page fault per 4 KiB and zeroing by the kernel: as
-    /// much as the copy out of the socket). At most [`WINDOW`] bytes are kept.
-    pool: Mutex<Vec<HostMem>>,
-    /// The connection ended (goodbye, close, error, or silence).
-    gone: AtomicBool,
-    /// It ended without a goodbye (close, error, or silence).
-    lost: AtomicBool,
-    /// The writer task ended: everything queued before the goodbye is on the wire.
-    flushed: AtomicBool,
-    /// Data goes through a segment shared with the peer's process (the socket carries the
-    /// rest).
-    shm: Option<Arc<shm_io::ShmPeer>>,
-}
-
-impl Peer {
-    fn new(rank: Rank, shm: Option<Arc<shm_io::ShmPeer>>, sock: std::net::TcpStream) -> Self {
-        Peer {
-            shm,
-            rank,
-            inbox: Mutex::new(Inbox::default()),
-            unopened: AtomicUsize::new(0),
-            out: Mutex::new(Outbox { sock: Some(sock), ..Outbox::default() }),
-            sent: AtomicU64::new(0),
-            released: AtomicU64::new(0),
-            delivered: AtomicU64::new(0),
-            wake: Notify::new(),
-            pool: Mutex::new(Vec::new()),
-            gone: AtomicBool::new(false),
-            lost: AtomicBool::new(false),
-            flushed: AtomicBool::new(false),
-        }
-    }
-
-    /// Whether the connection ended and its writer let go of every payload (a rank whose
-    /// memory the writer still reads is not told its peer is gone before that).
-    fn is_gone(&self) -> bool {
-        self.gone.load(Ordering::SeqCst)
-            && lock(&self.out).writing.is_none()
-            && self.shm.as_ref().is_none_or(|s| s.is_drained())
-    }
-
-    /// A received message joins the inbox; returns its id.
-    #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
-    fn arrive(&self, header: Header, region: HostRegion) -> u64 {
-        let id = {
-            let mut inbox = lock(&self.inbox);
-            let id = inbox.next_id;
-            inbox.next_id += 1;
-            inbox.buffered += region.len as u64;
-            inbox.msgs.push_back(InMsg { id, header, region, opened: false });
-            id
-        };
-        self.unopened.fetch_add(1, Ordering::SeqCst);
-        id
-    }
-
-    /// A buffer of at least `len` bytes for a message from this peer: a pooled one nobody
-    /// holds any more (the receiver's scheduler drops its handle after releasing), else a new
-    /// one. Its bytes are stale until the reader overwrites the first `len`.
-    fn recv_buffer(&self, len: usize) -> Result<HostMem> {
-        {
-            let mut pool = lock(&self.pool);
-            // Not much larger than needed: a big buffer is kept for big messages.
-            let fits = |m: &HostMem| m.len() >= len && m.len() <= len.max(64 << 10).saturating_mul(4) && m.is_unique();
-            if let Some(i) = pool.iter().position(fits) {
-                return Ok(pool.swap_remove(i));
-            }
-        }
-        HostMem::zeroed(len)
-    }
-
-    /// Keeps the buffer of a released message for [`recv_buffer`](Self::recv_buffer).
-    fn recycle(&self, mem: HostMem) {
-        if mem.is_empty() {
-            return;
-        }
-        let mut pool = lock(&self.pool);
-        pool.push(mem);
-        let mut total: u64 = pool.iter().map(|m| m.len() as u64).sum();
-        while total > WINDOW && !pool.is_empty() {
-            total -= pool.remove(0).len() as u64;
-        }
-    }
-
-    fn push_control(&self, frame: Vec<u8>) {
-        let mut out = lock(&self.out);
-        if Self::direct(&mut out, &frame) {
-            // Part of it may wait for the writer task.
-            let queued = !out.control.is_empty();
-            drop(out);
-            if queued {
-                self.wake.notify_one();
-            }
-            return;
-        }
-        out.control.push_back(frame);
-        drop(out);
-        self.wake.notify_one();
-    }
-
-    /// Writes `frame` on the socket from this thread if the connection is idle: no frame
-    /// queued ahead of it (the caller checks the queues it must come after) and none being
-    /// written by the writer task. Whatever the socket does not take at once is queued first
-    /// in line for the writer task (and the writer woken). False (nothing written) when the
-    /// connection is busy, closing or full.
-    fn direct(out: &mut Outbox, frame: &[u8]) -> bool {
-        if out.busy || out.closing || !out.control.is_empty() {
-            return false;
-        }
-        let Some(sock) = &mut out.sock else { return false };
-        // `write` is one `send` (with MSG_NOSIGNAL) on a non-blocking socket.
-        match sock.write(frame) {
-            Ok(n) if n == frame.len() => true,
-            Ok(n) if n > 0 => {
-                out.control.push_front(frame[n..].to_vec());
-                true
-            }
-            _ => false,
-        }
-    }
 }
 
 /// One rank of this process: its connections, doorbell and view of failures.
@@ -292,9 +84,16 @@ pub(crate) struct Endpoint {
     poison: Mutex<Option<CollectiveError>>,
     /// Whether the peers were sent this rank's poison.
     told: AtomicBool,
+    /// How long a connection may stay silent before its peer counts as lost.
+    silence: Duration,
 }
 
 impl Endpoint {
+    /// How often an idle connection sends a heartbeat: four within the silence limit.
+    fn heartbeat(&self) -> Duration {
+        (self.silence / 4).clamp(Duration::from_millis(1), HEARTBEAT)
+    }
+
     /// Sends this rank's poison to every peer, once. Every rank that learns of a failure
     /// passes it on before anything else it sends (a goodbye included), as the in-process
     /// transport's shared flag is seen before a departure: on every connection the news of
@@ -391,38 +190,10 @@ impl Mesh {
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
         let Some((e, p)) = self.pair(from, to) else { return 0 };
-        if let Some(s) = &p.shm {
-            return s.send(e, p, header, payload);
+        match &p.shm {
+            Some(s) => s.send(e, p, header, payload),
+            None => p.send_tcp(e, header, payload),
         }
-        let mut out = lock(&p.out);
-        let ticket = p.sent.fetch_add(1, Ordering::SeqCst) + 1;
-        let m = OutMsg { ticket, header, payload };
-        // Small, nothing ahead of it, and within the credit window: straight to the socket.
-        let len = m.payload.len() as u64;
-        if m.payload.len() <= DIRECT_MAX
-            && out.data.is_empty()
-            && (out.in_flight == 0 || out.in_flight + len <= WINDOW)
-            && let Payload::Host(region) = &m.payload
-            && let Ok(bytes) = region.read()
-        {
-            let mut frame = io::data_header(e, &m).to_vec();
-            frame.extend_from_slice(&bytes);
-            drop(bytes);
-            if Peer::direct(&mut out, &frame) {
-                out.in_flight += len;
-                p.released.fetch_max(ticket, Ordering::SeqCst);
-                let queued = !out.control.is_empty();
-                drop(out);
-                if queued {
-                    p.wake.notify_one();
-                }
-                return ticket;
-            }
-        }
-        out.data.push_back(m);
-        drop(out);
-        p.wake.notify_one();
-        ticket
     }
 
     pub(super) fn has_message(&self, me: Rank, from: Rank) -> bool {
@@ -475,21 +246,15 @@ impl Mesh {
         if p.released.load(Ordering::SeqCst) >= ticket {
             return true;
         }
-        let out = lock(&p.out);
         // Issued (a staging slot being filled is marked with a ticket not issued yet), and
         // neither being written nor waiting: on the wire, or taken back.
-        ticket <= p.sent.load(Ordering::SeqCst)
-            && out.writing != Some(ticket)
-            && !out.data.iter().any(|m| m.ticket == ticket)
-            && !out.shm_data.iter().any(|m| m.ticket == ticket)
+        ticket <= p.sent.load(Ordering::SeqCst) && !Peer::is_pending(&lock(&p.out), ticket)
     }
 
     pub(super) fn is_delivered(&self, me: Rank, to: Rank, ticket: u64) -> bool {
         // Taken by the peer *and* done with here: the peer may read the last bytes (and credit
         // them) before the writer task that wrote them has let go of the sender's memory.
-        self.pair(me, to).is_none_or(|(_, p)| {
-            p.shm.as_ref().map_or_else(|| p.delivered.load(Ordering::SeqCst), |s| s.delivered()) >= ticket
-        }) && self.is_released(me, to, ticket)
+        self.pair(me, to).is_none_or(|(_, p)| p.taken() >= ticket) && self.is_released(me, to, ticket)
     }
 
     /// Takes back what `me` queued for `to` and has not started writing; true while a
@@ -519,6 +284,12 @@ impl Mesh {
         let Some(e) = self.ep(me) else {
             return Err(CollectiveError::protocol(format!("rank {me} has no endpoint in this process")));
         };
+        // This thread takes the peer's shared-memory records itself while it spins and yields
+        // (`has_message`), and stays awake afterwards; before any thread of this process
+        // sleeps, the peers' writes wake the reader threads again (`shm_io::before_park`).
+        if let Some(s) = e.peer(peer).and_then(|p| p.shm.as_ref()) {
+            s.set_polling(true);
+        }
         e.event.wait(deadline, ready, &|| e.stop(Some(peer)), slow)
     }
 

@@ -55,7 +55,7 @@ fn check_hello(s: &mut TcpStream, comm: [u8; 16], world: usize, want: Rank) -> R
 /// # Errors
 /// `Io` when a socket cannot be bound, connected or configured; `Protocol` for a bad hello;
 /// `Timeout` when the handshake does not finish by `deadline`.
-pub(crate) fn loopback(comm: [u8; 16], world: usize, deadline: Instant) -> Result<Mesh> {
+pub(crate) fn loopback(comm: [u8; 16], world: usize, silence: Duration, deadline: Instant) -> Result<Mesh> {
     let listeners: Vec<TcpListener> = (0..world)
         .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| io_error("binding 127.0.0.1:0", e)))
         .collect::<Result<_>>()?;
@@ -83,14 +83,15 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, deadline: Instant) -> Resul
             streams[hi][lo] = Some(c);
         }
     }
-    endpoints(comm, streams.into_iter().map(Some).collect(), Vec::new())
+    endpoints(comm, silence, streams.into_iter().map(Some).collect(), Vec::new())
 }
 
 /// A mesh of `world` ranks spread over processes: `addrs[r]` is where rank `r`'s process
 /// listens, `local[r]` whether rank `r` lives in this one. This process's ranks call every
 /// lower rank (at its process's listener, this one's included) and take the calls of every
 /// higher rank from the [`inbox`]. Pairs on one host (Linux) then agree over their
-/// connection to move data through shared memory (unless `RUCCL_SHM_DISABLE=1`).
+/// connection to move data through shared memory (unless `RUCCL_SHM_DISABLE=1`). A peer
+/// whose connection stays silent for `silence` counts as lost.
 ///
 /// # Errors
 /// `Io` when a socket cannot be configured; `Timeout` naming the ranks that could not be
@@ -100,6 +101,7 @@ pub(crate) fn process_mesh(
     world: usize,
     addrs: &[std::net::SocketAddr],
     local: &[bool],
+    silence: Duration,
     deadline: Instant,
 ) -> Result<Mesh> {
     let mut rows: Vec<Option<Vec<Option<TcpStream>>>> =
@@ -122,7 +124,7 @@ pub(crate) fn process_mesh(
     let shm = crate::transport::shm::negotiate(&mut rows, deadline)?;
     #[cfg(not(all(target_os = "linux", not(miri))))]
     let shm = Vec::new();
-    endpoints(comm, rows, shm)
+    endpoints(comm, silence, rows, shm)
 }
 
 /// Connects to `addr`, retrying (a listener not up yet) with backoff until `deadline`.
@@ -146,6 +148,7 @@ pub(crate) fn connect(addr: std::net::SocketAddr, deadline: Instant) -> Result<T
 /// segment (its data goes there).
 fn endpoints(
     comm: [u8; 16],
+    silence: Duration,
     rows: Vec<Option<Vec<Option<TcpStream>>>>,
     mut shm: Vec<Vec<Option<Pair>>>,
 ) -> Result<Mesh> {
@@ -185,6 +188,7 @@ fn endpoints(
             failed: AtomicBool::new(false),
             poison: Mutex::new(None),
             told: AtomicBool::new(false),
+            silence,
         });
         for (peer, s) in conns {
             let (r, w) = s.into_split();

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use super::{Endpoint, MAX_MESSAGE, OutMsg, Peer, lock};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::{HostMem, HostRegion};
-use crate::transport::shm::ring::{Consumer, Kind, Producer};
+use crate::transport::shm::ring::{self, Consumer, Kind, Producer};
 use crate::transport::shm::segment::Ctrl;
 use crate::transport::shm::{INLINE_MAX, PIECE, Pair};
 use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
@@ -91,6 +91,23 @@ impl ShmPeer {
         self.drained.load(Ordering::SeqCst)
     }
 
+    /// Says whether this rank polls the incoming ring itself (awake in a wait: the producer
+    /// then wakes no reader thread for a whole message) or not (about to sleep). After
+    /// clearing it the caller looks at the ring once more before sleeping: a record published
+    /// just before woke nobody.
+    pub(super) fn set_polling(&self, on: bool) {
+        let w = self.pair.map.u32_at(Ctrl::of(1 - self.pair.out_dir).consumer_polls);
+        if (w.load(Ordering::Relaxed) != 0) != on {
+            w.store(u32::from(on), Ordering::SeqCst);
+            if on {
+                POLLING.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        // Orders the store before the next look at `head` (the producer stores `head`, then
+        // reads this flag: one of the two sees the other).
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
     /// The receiver is done with inbox message `id`: frees its record, if it is in the ring,
     /// and counts it delivered.
     pub(super) fn release(&self, id: u64) {
@@ -100,6 +117,9 @@ impl ShmPeer {
             inc.cons.free(end);
         }
         inc.cons.deliver();
+        drop(inc);
+        // A sender that sleeps waiting for this (`is_delivered`) is woken by its reader thread.
+        ring::nudge(&self.pair.map, Ctrl::of(self.pair.out_dir));
     }
 
     /// Hands what the peer published to the inbox from the receiving rank's own thread (when
@@ -146,6 +166,30 @@ impl ShmPeer {
     }
 }
 
+/// Every shared-memory link of this process (for [`before_park`]).
+static LINKS: Mutex<Vec<std::sync::Weak<ShmPeer>>> = Mutex::new(Vec::new());
+/// Polling flags set since the last [`before_park`] (so that a park with none set costs one
+/// load).
+static POLLING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A thread of this process is about to sleep: every peer's next message wakes a reader
+/// thread again (which rings the sleeper). Flags stay set while ranks are awake, whether they
+/// wait or run, so a message that arrives between two waits costs no wake-up; only a thread
+/// that sleeps needs one, and the caller looks at what it waits for once more after this.
+pub(crate) fn before_park() {
+    if POLLING.swap(0, Ordering::SeqCst) == 0 {
+        return;
+    }
+    let mut links = lock(&LINKS);
+    links.retain(|l| match l.upgrade() {
+        Some(s) => {
+            s.set_polling(false);
+            true
+        }
+        None => false,
+    });
+}
+
 fn data_frame(e: &Endpoint, m: &Header, len: usize) -> [u8; HEADER_LEN] {
     let mut h = FrameHeader::control(FrameKind::Data, e.comm, e.rank as u32, len as u64);
     (h.seq, h.p2p, h.index, h.fp) = (m.seq, m.p2p, m.index, Some(m.fp));
@@ -158,6 +202,7 @@ fn data_frame(e: &Endpoint, m: &Header, len: usize) -> [u8; HEADER_LEN] {
 /// `Io` when a thread cannot be started.
 pub(super) fn spawn(e: &Arc<Endpoint>, p: &Arc<Peer>) -> Result<()> {
     let Some(s) = p.shm.clone() else { return Ok(()) };
+    lock(&LINKS).push(Arc::downgrade(&s));
     let err = |x: std::io::Error| CollectiveError::new(ErrorKind::Io, format!("starting a shared-memory thread: {x}"));
     let (e2, p2, s2) = (e.clone(), p.clone(), s.clone());
     let w = std::thread::Builder::new().name("ruccl-shm-w".into()).spawn(move || writer(&e2, &p2, &s2)).map_err(err)?;
@@ -245,6 +290,9 @@ fn write(e: &Endpoint, p: &Peer, s: &ShmPeer, m: OutMsg) -> std::result::Result<
 }
 
 fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
+    // The peer's count of messages taken, as this rank last heard of it: when it moves, a
+    // rank asleep in `is_delivered` is rung (the peer nudges this thread).
+    let mut seen = s.delivered();
     loop {
         match poll(e, p, s) {
             Ok(0) => {}
@@ -267,7 +315,12 @@ fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
         // No spinning here: an awake receiver takes records itself (`poll_inline`), so this
         // thread matters when its rank sleeps, and spinning would take the cores the ranks need.
         let waiter = lock(&s.incoming).cons.waiter();
-        waiter.wait_data(NAP);
+        waiter.wait_data(NAP, &|| s.delivered() != seen);
+        let now = s.delivered();
+        if now != seen {
+            seen = now;
+            e.ring();
+        }
     }
     s.drained.store(true, Ordering::SeqCst);
     e.ring();

@@ -1,0 +1,246 @@
+//! One rank's side of its connection to one peer: the inbox of received messages, the
+//! outbox of messages and control frames waiting for the wire, the credits, and the pool of
+//! receive buffers. Where the pair shares a segment (`shm_io`) data goes through it instead,
+//! and the methods here that answer for either ([`Peer::taken`], [`Peer::is_pending`]) say so.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use super::{DIRECT_MAX, Endpoint, WINDOW, io, lock, shm_io};
+use crate::error::Result;
+use crate::mem::{HostMem, HostRegion};
+use crate::transport::{Header, Payload};
+use crate::types::Rank;
+
+/// A received message, in a buffer the receiver owns.
+#[derive(Debug)]
+pub(super) struct InMsg {
+    pub(super) id: u64,
+    pub(super) header: Header,
+    pub(super) region: HostRegion,
+    pub(super) opened: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Inbox {
+    pub(super) msgs: VecDeque<InMsg>,
+    pub(super) next_id: u64,
+    /// Bytes held in received, unreleased messages.
+    pub(super) buffered: u64,
+}
+
+/// A message waiting for the wire.
+#[derive(Debug)]
+pub(super) struct OutMsg {
+    pub(super) ticket: u64,
+    pub(super) header: Header,
+    pub(super) payload: Payload,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Outbox {
+    pub(super) data: VecDeque<OutMsg>,
+    /// Data for a peer reached through shared memory (its shared-memory writer's queue).
+    pub(super) shm_data: VecDeque<OutMsg>,
+    /// Encoded control frames (header and body), sent before any further data.
+    pub(super) control: VecDeque<Vec<u8>>,
+    /// Bytes written and not yet credited back by the peer.
+    pub(super) in_flight: u64,
+    /// The ticket being written now.
+    pub(super) writing: Option<u64>,
+    /// No more frames after the queued control frames (this rank departed).
+    pub(super) closing: bool,
+    /// The writer task holds frames it took and has not finished writing.
+    pub(super) busy: bool,
+    /// A second handle on the socket for [`Peer::direct`] writes (non-blocking); dropped
+    /// when the writer task ends.
+    pub(super) sock: Option<std::net::TcpStream>,
+}
+
+/// One rank's side of its connection to one peer.
+#[derive(Debug)]
+pub(crate) struct Peer {
+    pub(super) rank: Rank,
+    pub(super) inbox: Mutex<Inbox>,
+    /// Unopened messages in the inbox (the scheduler's fast check).
+    pub(super) unopened: AtomicUsize,
+    pub(super) out: Mutex<Outbox>,
+    /// Tickets issued; every ticket up to `released` is on the wire or taken back.
+    pub(super) sent: AtomicU64,
+    pub(super) released: AtomicU64,
+    /// Messages the peer has taken (counted by its credits).
+    pub(super) delivered: AtomicU64,
+    /// Wakes the writer task.
+    pub(super) wake: Notify,
+    /// Receive buffers of released messages, for the reader to fill again (a fresh
+    /// allocation per message costs a page fault per 4 KiB and zeroing by the kernel: as
+    /// much as the copy out of the socket). At most [`WINDOW`] bytes are kept.
+    pub(super) pool: Mutex<Vec<HostMem>>,
+    /// The connection ended (goodbye, close, error, or silence).
+    pub(super) gone: AtomicBool,
+    /// It ended without a goodbye (close, error, or silence).
+    pub(super) lost: AtomicBool,
+    /// The writer task ended: everything queued before the goodbye is on the wire.
+    pub(super) flushed: AtomicBool,
+    /// Data goes through a segment shared with the peer's process (the socket carries the
+    /// rest).
+    pub(super) shm: Option<Arc<shm_io::ShmPeer>>,
+}
+
+impl Peer {
+    pub(super) fn new(rank: Rank, shm: Option<Arc<shm_io::ShmPeer>>, sock: std::net::TcpStream) -> Self {
+        Peer {
+            shm,
+            rank,
+            inbox: Mutex::new(Inbox::default()),
+            unopened: AtomicUsize::new(0),
+            out: Mutex::new(Outbox { sock: Some(sock), ..Outbox::default() }),
+            sent: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            wake: Notify::new(),
+            pool: Mutex::new(Vec::new()),
+            gone: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+            flushed: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the connection ended and its writer let go of every payload (a rank whose
+    /// memory the writer still reads is not told its peer is gone before that).
+    pub(super) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+            && lock(&self.out).writing.is_none()
+            && self.shm.as_ref().is_none_or(|s| s.is_drained())
+    }
+
+    /// A received message joins the inbox; returns its id.
+    pub(super) fn arrive(&self, header: Header, region: HostRegion) -> u64 {
+        let id = {
+            let mut inbox = lock(&self.inbox);
+            let id = inbox.next_id;
+            inbox.next_id += 1;
+            inbox.buffered += region.len as u64;
+            inbox.msgs.push_back(InMsg { id, header, region, opened: false });
+            id
+        };
+        self.unopened.fetch_add(1, Ordering::SeqCst);
+        id
+    }
+
+    /// A buffer of at least `len` bytes for a message from this peer: a pooled one nobody
+    /// holds any more (the receiver's scheduler drops its handle after releasing), else a new
+    /// one. Its bytes are stale until the reader overwrites the first `len`.
+    pub(super) fn recv_buffer(&self, len: usize) -> Result<HostMem> {
+        {
+            let mut pool = lock(&self.pool);
+            // Not much larger than needed: a big buffer is kept for big messages.
+            let fits = |m: &HostMem| m.len() >= len && m.len() <= len.max(64 << 10).saturating_mul(4) && m.is_unique();
+            if let Some(i) = pool.iter().position(fits) {
+                return Ok(pool.swap_remove(i));
+            }
+        }
+        HostMem::zeroed(len)
+    }
+
+    /// Keeps the buffer of a released message for [`recv_buffer`](Self::recv_buffer).
+    pub(super) fn recycle(&self, mem: HostMem) {
+        if mem.is_empty() {
+            return;
+        }
+        let mut pool = lock(&self.pool);
+        pool.push(mem);
+        let mut total: u64 = pool.iter().map(|m| m.len() as u64).sum();
+        while total > WINDOW && !pool.is_empty() {
+            total -= pool.remove(0).len() as u64;
+        }
+    }
+
+    pub(super) fn push_control(&self, frame: Vec<u8>) {
+        let mut out = lock(&self.out);
+        if Self::direct(&mut out, &frame) {
+            // Part of it may wait for the writer task.
+            let queued = !out.control.is_empty();
+            drop(out);
+            if queued {
+                self.wake.notify_one();
+            }
+            return;
+        }
+        out.control.push_back(frame);
+        drop(out);
+        self.wake.notify_one();
+    }
+
+    /// Writes `frame` on the socket from this thread if the connection is idle: no frame
+    /// queued ahead of it (the caller checks the queues it must come after) and none being
+    /// written by the writer task. Whatever the socket does not take at once is queued first
+    /// in line for the writer task (and the writer woken). False (nothing written) when the
+    /// connection is busy, closing or full.
+    pub(super) fn direct(out: &mut Outbox, frame: &[u8]) -> bool {
+        if out.busy || out.closing || !out.control.is_empty() {
+            return false;
+        }
+        let Some(sock) = &mut out.sock else { return false };
+        // `write` is one `send` (with MSG_NOSIGNAL) on a non-blocking socket.
+        match sock.write(frame) {
+            Ok(n) if n == frame.len() => true,
+            Ok(n) if n > 0 => {
+                out.control.push_front(frame[n..].to_vec());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Messages the peer has taken (counted by its credits, or in the shared segment).
+    pub(super) fn taken(&self) -> u64 {
+        self.shm.as_ref().map_or_else(|| self.delivered.load(Ordering::SeqCst), |s| s.delivered())
+    }
+
+    /// Whether message `ticket` is being written or waits to be (on the socket or into the
+    /// shared segment).
+    pub(super) fn is_pending(out: &Outbox, ticket: u64) -> bool {
+        out.writing == Some(ticket)
+            || out.data.iter().any(|m| m.ticket == ticket)
+            || out.shm_data.iter().any(|m| m.ticket == ticket)
+    }
+
+    /// Sends over the socket: a small message with nothing ahead of it and within the credit
+    /// window goes straight to the socket from this thread ([`direct`](Self::direct)); any
+    /// other is queued for the writer task. Returns its ticket.
+    pub(super) fn send_tcp(&self, e: &Endpoint, header: Header, payload: Payload) -> u64 {
+        let mut out = lock(&self.out);
+        let ticket = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
+        let m = OutMsg { ticket, header, payload };
+        let len = m.payload.len() as u64;
+        if m.payload.len() <= DIRECT_MAX
+            && out.data.is_empty()
+            && (out.in_flight == 0 || out.in_flight + len <= WINDOW)
+            && let Payload::Host(region) = &m.payload
+            && let Ok(bytes) = region.read()
+        {
+            let mut frame = io::data_header(e, &m).to_vec();
+            frame.extend_from_slice(&bytes);
+            drop(bytes);
+            if Self::direct(&mut out, &frame) {
+                out.in_flight += len;
+                self.released.fetch_max(ticket, Ordering::SeqCst);
+                let queued = !out.control.is_empty();
+                drop(out);
+                if queued {
+                    self.wake.notify_one();
+                }
+                return ticket;
+            }
+        }
+        out.data.push_back(m);
+        drop(out);
+        self.wake.notify_one();
+        ticket
+    }
+}
