@@ -11,7 +11,7 @@ use half::{bf16, f16};
 use super::{CubeBuffer, CubeDevice, contained};
 use crate::device::Range;
 use crate::error::{CollectiveError, Result};
-use crate::kernels::{CUBE_DIM, combine_code, copy, grid, native, packed};
+use crate::kernels::{CUBE_DIM, MAX_CUBES, combine_code, copy, grid, native, packed};
 use crate::types::{Combine, DType, Scale};
 
 /// Whether the runtime has the element type `T` natively.
@@ -39,6 +39,21 @@ fn words(handle: &Handle) -> usize {
 fn u32_of(x: usize, what: &str) -> Result<u32> {
     u32::try_from(x)
         .map_err(|_| CollectiveError::unsupported(format!("{what} of {x} exceeds what one kernel addresses")))
+}
+
+/// `off` as the `u32` an unchecked kernel adds its index `i < units` to, after checking
+/// that `off + units` stays within an array of `len` units, and that neither the index nor
+/// its grid-stride step past `units` overflows `u32` (what makes the unchecked launches
+/// sound, whatever the caller checked before).
+fn within(off: usize, units: usize, len: usize) -> Result<u32> {
+    let step = (MAX_CUBES * CUBE_DIM) as usize;
+    match off.checked_add(units) {
+        Some(end) if end <= len && u32::try_from(end.max(units + step)).is_ok() => u32_of(off, "an offset"),
+        _ => Err(CollectiveError::device(format!(
+            "a kernel range {off}..{} is outside its array of {len} elements",
+            off.saturating_add(units)
+        ))),
+    }
 }
 
 fn count(cubes: u32) -> CubeCount {
@@ -184,17 +199,19 @@ fn reduce_native<R: Runtime, T: Numeric + CubeElement>(dev: &CubeDevice<R>, args
         if len == 0 {
             continue;
         }
+        let units = len / v;
         let (d_off, a_off, s_off) = (
-            u32_of((d + first) / v, "an offset")?,
-            u32_of((a + first) / v, "an offset")?,
-            u32_of((s + first) / v, "an offset")?,
+            within((d + first) / v, units, elems(&dh) / v)?,
+            within((a + first) / v, units, elems(&ah) / v)?,
+            within((s + first) / v, units, elems(&sh) / v)?,
         );
-        let units = u32_of(len / v, "a reduction")?;
+        let units = u32_of(units, "a reduction")?;
         let (cubes, stride) = grid(units);
         contained(&dev.inner.name, "the reduce kernel", || {
             // SAFETY: each array covers its whole allocation (in whole vectors), and the
-            // kernel touches only vectors `off..off + units` of each, inside the ranges the
-            // device checked against their buffers.
+            // kernel touches only vectors `off + i` for `i < units` of each, which `within`
+            // checked lie inside the array (with no `u32` overflow), so the unchecked
+            // accesses stay in bounds.
             unsafe {
                 native::reduce_native::launch_unchecked::<T, R>(
                     dev.client(),
@@ -360,12 +377,14 @@ fn scale_native<R: Runtime, T: Numeric + CubeElement>(
         if len == 0 {
             continue;
         }
-        let (d_off, s_off) = (u32_of((d + first) / v, "an offset")?, u32_of((s + first) / v, "an offset")?);
-        let units = u32_of(len / v, "a scale")?;
+        let units = len / v;
+        let (d_off, s_off) =
+            (within((d + first) / v, units, elems(&dh) / v)?, within((s + first) / v, units, elems(&sh) / v)?);
+        let units = u32_of(units, "a scale")?;
         let (cubes, stride) = grid(units);
         contained(&dev.inner.name, "the scale kernel", || {
-            // SAFETY: as in `reduce_native`: whole allocations, and only the checked ranges
-            // are touched.
+            // SAFETY: as in `reduce_native`: whole allocations, and `within` checked that
+            // vectors `off..off + units` of each lie inside them.
             unsafe {
                 native::scale_native::launch_unchecked::<T, R>(
                     dev.client(),

@@ -108,6 +108,10 @@ struct Inner<R: Runtime> {
     max_binding: usize,
     /// Size of the parts of buffers larger than that (see `parts`).
     part_len: usize,
+    /// The most bytes one buffer may hold: the device's memory (see `open`). A buffer held in
+    /// parts is many allocations, so without this bound an impossible request would allocate
+    /// part after part until the machine ran out of memory.
+    memory: usize,
     /// Bytes moved between this device and host memory by `upload`/`download`/host sources.
     host_bytes: AtomicUsize,
     /// Host→device transfers: queued writes and reusable scratch (see `io`; CUDA has none).
@@ -157,7 +161,7 @@ fn identical(a: &Range<CubeBuffer>, b: &Range<CubeBuffer>) -> bool {
 
 impl<R: Runtime> CubeDevice<R> {
     /// Wraps a CubeCL device whose client is `client` (opened by the constructors in `open`).
-    fn from_client(mut client: ComputeClient<R>, device: &R::Device, label: String, io: io::Io) -> Self {
+    fn from_client(mut client: ComputeClient<R>, device: &R::Device, label: String, io: io::Io, memory: usize) -> Self {
         // One stream for the whole device, whatever thread enqueues (see the module docs).
         // SAFETY: the stream id only selects which of CubeCL's streams records the work;
         // every handle this device makes is created and used on that one stream.
@@ -170,6 +174,7 @@ impl<R: Runtime> CubeDevice<R> {
                 name: label,
                 max_binding,
                 part_len: part_len(max_binding),
+                memory,
                 host_bytes: AtomicUsize::new(0),
                 io,
             }),
@@ -190,6 +195,7 @@ impl<R: Runtime> CubeDevice<R> {
                 name: i.name.clone(),
                 max_binding: i.max_binding,
                 part_len: part_len(bytes.min(i.max_binding)),
+                memory: i.memory,
                 host_bytes: AtomicUsize::new(0),
                 io: i.io.share(),
             }),
@@ -291,6 +297,12 @@ impl<R: Runtime> Device for CubeDevice<R> {
     }
 
     fn alloc(&self, bytes: usize) -> Result<CubeBuffer> {
+        if bytes > self.inner.memory {
+            return Err(CollectiveError::device(format!(
+                "{}: cannot allocate {bytes} bytes: more than the device's {} bytes of memory",
+                self.inner.name, self.inner.memory
+            )));
+        }
         let size = pad(bytes);
         let part_len = self.inner.part_len;
         let mut parts = Vec::with_capacity(size.div_ceil(part_len));
