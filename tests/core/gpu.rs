@@ -64,6 +64,12 @@ impl TestDevice for GpuDevice {
     fn max_world() -> usize {
         std::env::var("RUCCL_GPU_MAX_WORLD").ok().and_then(|v| v.parse().ok()).unwrap_or(3)
     }
+    /// The short form of the suite (fewer rounds of repeated scenarios, no long passes that
+    /// repeat a shorter pass's device paths); `RUCCL_GPU_FULL=1` runs the full form, as a
+    /// real GPU can.
+    fn short() -> bool {
+        !std::env::var("RUCCL_GPU_FULL").is_ok_and(|v| v == "1")
+    }
 }
 
 /// Runs `f` when the device opened, says why not otherwise.
