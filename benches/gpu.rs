@@ -3,7 +3,7 @@
 //!
 //! Run: `XDG_RUNTIME_DIR=/tmp cargo bench -p ruCCL --features wgpu --bench gpu`
 //! (add a filter, e.g. `-- gpu_device`). `RUCCL_GPU_BENCH_BIG=1` adds the 256 MiB all_reduce
-//! (above the 128 MiB one binding holds on lavapipe: refused there today).
+//! (above the 128 MiB one binding holds on lavapipe: its buffers are held in parts there).
 //!
 //! Groups:
 //! - `gpu_device/64MiB`: the reduce kernel (f32 sum, one device source) against a plain

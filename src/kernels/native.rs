@@ -73,51 +73,83 @@ pub fn combine<T: Numeric>(a: T, b: T, #[comptime] op: u32, #[comptime] float_bi
     r
 }
 
-/// `dst[dst_off + i] = acc[acc_off + i] ⊕ src[src_off + i]` for `i < n`. `acc` may be `dst`
-/// itself (then `acc_off == dst_off`).
-#[cube(launch)]
+/// `a ⊕ b` lane by lane: vector arithmetic for `Sum` and `Prod`, [`combine`] on each lane for
+/// `Min` and `Max` (their float rules need per-lane branches).
+#[cube]
+fn combine_vector<T: Numeric, N: Size>(
+    a: Vector<T, N>,
+    b: Vector<T, N>,
+    #[comptime] op: u32,
+    #[comptime] float_bits: u32,
+) -> Vector<T, N> {
+    let mut r = a;
+    if comptime![op == SUM] {
+        r = a + b;
+    }
+    if comptime![op == PROD] {
+        r = a * b;
+    }
+    if comptime![op == MIN || op == MAX] {
+        #[unroll]
+        for l in 0..N::value() {
+            r[l] = combine::<T>(a[l], b[l], op, float_bits);
+        }
+    }
+    r
+}
+
+/// `dst[dst_off + i] = acc[acc_off + i] ⊕ src[src_off + i]` for `i < count`, on vectors of
+/// `N` elements (offsets and `count` count vectors). `acc` may be `dst` itself (then `acc_off ==
+/// dst_off`).
+///
+/// Launched unchecked: the launcher checks every range against its buffer, and the loop stays
+/// inside them, so CubeCL's per-access bounds checks (a compare and a select on each load and
+/// store, the lengths read from a metadata buffer each time) are left out.
+#[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn reduce_native<T: Numeric>(
-    dst: &mut Array<T>,
+pub fn reduce_native<T: Numeric, N: Size>(
+    dst: &mut Array<Vector<T, N>>,
     dst_off: u32,
-    acc: &Array<T>,
+    acc: &Array<Vector<T, N>>,
     acc_off: u32,
-    src: &Array<T>,
+    src: &Array<Vector<T, N>>,
     src_off: u32,
-    n: u32,
+    count: u32,
     stride: u32,
     #[comptime] op: u32,
     #[comptime] float_bits: u32,
 ) {
     let mut i = ABSOLUTE_POS as u32;
-    while i < n {
+    while i < count {
         let a = acc[(acc_off + i) as usize];
         let s = src[(src_off + i) as usize];
-        dst[(dst_off + i) as usize] = combine::<T>(a, s, op, float_bits);
+        dst[(dst_off + i) as usize] = combine_vector::<T, N>(a, s, op, float_bits);
         i += stride;
     }
 }
 
-/// `dst[dst_off + i] = src[src_off + i] / factor` (`divide`) or `* factor`, for `i < n`.
-#[cube(launch)]
+/// `dst[dst_off + i] = src[src_off + i] / factor` (`divide`) or `* factor`, for `i < count`,
+/// on vectors of `N` elements (offsets and `count` count vectors). Unchecked, as [`reduce_native`].
+#[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn scale_native<T: Numeric + CubeElement>(
-    dst: &mut Array<T>,
+pub fn scale_native<T: Numeric + CubeElement, N: Size>(
+    dst: &mut Array<Vector<T, N>>,
     dst_off: u32,
-    src: &Array<T>,
+    src: &Array<Vector<T, N>>,
     src_off: u32,
     factor: T,
-    n: u32,
+    count: u32,
     stride: u32,
     #[comptime] divide: bool,
 ) {
+    let f = Vector::<T, N>::new(factor);
     let mut i = ABSOLUTE_POS as u32;
-    while i < n {
+    while i < count {
         let x = src[(src_off + i) as usize];
         if comptime![divide] {
-            dst[(dst_off + i) as usize] = x / factor;
+            dst[(dst_off + i) as usize] = x / f;
         } else {
-            dst[(dst_off + i) as usize] = x * factor;
+            dst[(dst_off + i) as usize] = x * f;
         }
         i += stride;
     }

@@ -35,13 +35,22 @@ fn arr() -> ArrayCompilationArg {
 
 /// WGSL of one kernel, compiled the way the wgpu runtime compiles a checked launch.
 fn wgsl<K: CubeKernel>(kernel: K) -> String {
+    compiled(kernel, ExecutionMode::Checked)
+}
+
+/// WGSL of one kernel launched unchecked (`launch_unchecked`).
+fn unchecked<K: CubeKernel>(kernel: K) -> String {
+    compiled(kernel, ExecutionMode::Unchecked)
+}
+
+fn compiled<K: CubeKernel>(kernel: K, mode: ExecutionMode) -> String {
     let address = kernel.address_type();
     let mut compiler = WgslCompiler::default();
     match cubecl::Compiler::compile(
         &mut compiler,
         kernel.define(),
         &cubecl::WgpuCompilationOptions::default(),
-        ExecutionMode::Checked,
+        mode,
         address,
     ) {
         Ok(shader) => canonical(&shader.to_string()),
@@ -94,48 +103,54 @@ fn variants(client: &ComputeClient<R>) -> BTreeMap<String, (&'static str, String
         "fill_words".into(),
         ("copy.rs", wgsl(copy::fill_words::FillWords::<R>::new(settings(), c(), arr(), (), (), (), ()))),
     );
+    // The native kernels run unchecked, on one element or on the widest vector the launcher
+    // picks (4 lanes of 32 bits, 2 of 64: wgpu's 128-bit loads).
     macro_rules! native {
-        ($t:ty, $name:literal, $bits:expr) => {
-            for (op, op_name) in OPS {
-                let k = native::reduce_native::ReduceNative::<$t, R>::new(
-                    settings(),
-                    c(),
-                    arr(),
-                    (),
-                    arr(),
-                    (),
-                    arr(),
-                    (),
-                    (),
-                    (),
-                    op,
-                    $bits,
-                );
-                out.insert(format!("reduce_native_{}_{op_name}", $name), ("native.rs", wgsl(k)));
-            }
-            for (divide, how) in [(true, "div"), (false, "mul")] {
-                let k = native::scale_native::ScaleNative::<$t, R>::new(
-                    settings(),
-                    c(),
-                    arr(),
-                    (),
-                    arr(),
-                    (),
-                    (),
-                    (),
-                    (),
-                    divide,
-                );
-                out.insert(format!("scale_native_{}_{how}", $name), ("native.rs", wgsl(k)));
+        ($t:ty, $name:literal, $bits:expr, $wide:expr) => {
+            for v in [1usize, $wide] {
+                for (op, op_name) in OPS {
+                    let k = native::reduce_native::ReduceNative::<$t, R>::new(
+                        settings(),
+                        c(),
+                        arr(),
+                        (),
+                        arr(),
+                        (),
+                        arr(),
+                        (),
+                        (),
+                        (),
+                        v,
+                        op,
+                        $bits,
+                    );
+                    out.insert(format!("reduce_native_{}x{v}_{op_name}", $name), ("native.rs", unchecked(k)));
+                }
+                for (divide, how) in [(true, "div"), (false, "mul")] {
+                    let k = native::scale_native::ScaleNative::<$t, R>::new(
+                        settings(),
+                        c(),
+                        arr(),
+                        (),
+                        arr(),
+                        (),
+                        (),
+                        (),
+                        (),
+                        v,
+                        divide,
+                    );
+                    out.insert(format!("scale_native_{}x{v}_{how}", $name), ("native.rs", unchecked(k)));
+                }
             }
         };
     }
-    native!(f32, "f32", 32);
-    native!(f64, "f64", 64);
-    native!(i32, "i32", 0);
-    native!(u32, "u32", 0);
-    native!(i64, "i64", 0);
-    native!(u64, "u64", 0);
+    native!(f32, "f32", 32, 4);
+    native!(f64, "f64", 64, 2);
+    native!(i32, "i32", 0, 4);
+    native!(u32, "u32", 0, 4);
+    native!(i64, "i64", 0, 2);
+    native!(u64, "u64", 0, 2);
     let kinds = [(packed::F16, "f16"), (packed::BF16, "bf16"), (packed::I8, "i8"), (packed::U8, "u8")];
     for (kind, kind_name) in kinds {
         let float = kind == packed::F16 || kind == packed::BF16;

@@ -9,8 +9,9 @@ use crate::reference::{data, reduce_input, reduced, sentinel};
 
 pub fn thousand_small_all_reduces<D: TestDevice>() {
     let opts = Opts { shuffle: false, ..Opts::default() };
+    let rounds = D::rounds(1000);
     run::<D, _>(4, &opts, |ctx| {
-        for i in 0..1000 {
+        for i in 0..rounds {
             let n = 1 + i % 8;
             let op = ReduceOp::ALL[i % ReduceOp::ALL.len()];
             let mut t = ctx.tensor(&reduce_input::<f32>(op, ctx.rank, n, i));
@@ -22,7 +23,7 @@ pub fn thousand_small_all_reduces<D: TestDevice>() {
             ctx.check(&t, &reduced::<f32>(op, 4, n, i), format!("all_reduce #{i}"));
         }
         let log = ctx.comm.flight_recorder();
-        assert_eq!(log.last().map(|e| e.seq), Some(999), "flight recorder: {log:?}");
+        assert_eq!(log.last().map(|e| e.seq), Some(rounds as u64 - 1), "flight recorder: {log:?}");
     });
 }
 
@@ -31,7 +32,7 @@ pub fn thousand_mixed_ops<D: TestDevice>() {
     let opts = Opts { shuffle: false, ..Opts::default() };
     run::<D, _>(3, &opts, |ctx| {
         let (w, r) = (ctx.world, ctx.rank);
-        for i in 0..1000 {
+        for i in 0..D::rounds(1000) {
             let n = i % 5;
             let root = i % w;
             let what = format!("op #{i}");
@@ -106,7 +107,7 @@ pub fn communicators_interleaved<D: TestDevice>() {
         let (w, r) = (ctx.world, ctx.rank);
         let extra: Vec<_> = ids.iter().map(|id| join_extra(ctx, id)).collect();
         let comms = [&ctx.comm, &extra[0], &extra[1]];
-        for i in 0..60 {
+        for i in 0..D::rounds(60) {
             let c = comms[i % 3];
             let op = ReduceOp::ALL[i % ReduceOp::ALL.len()];
             let mut t = ctx.tensor(&reduce_input::<f32>(op, r, 9, i));
@@ -132,7 +133,7 @@ pub fn communicators_on_separate_threads<D: TestDevice>() {
         std::thread::scope(|s| {
             let a = &extra[0];
             s.spawn(move || {
-                for i in 0..200 {
+                for i in 0..D::rounds(200) {
                     let op = ReduceOp::Sum;
                     let mut t = ctx.tensor(&reduce_input::<i32>(op, r, 33, i));
                     ctx.ok(a.all_reduce(&mut t, op), format!("thread A: all_reduce #{i}"));
@@ -141,7 +142,7 @@ pub fn communicators_on_separate_threads<D: TestDevice>() {
             });
             let b = &extra[1];
             s.spawn(move || {
-                for i in 0..200 {
+                for i in 0..D::rounds(200) {
                     let x = ctx.tensor(&data::<f64>(r, 17, i));
                     let mut y = ctx.tensor(&sentinel::<f64>(w * 17));
                     ctx.ok(b.all_gather_into_tensor(&mut y, &x), format!("thread B: all_gather #{i}"));
@@ -149,7 +150,7 @@ pub fn communicators_on_separate_threads<D: TestDevice>() {
                     ctx.check(&y, &want, format!("thread B: #{i}"));
                 }
             });
-            for i in 0..200 {
+            for i in 0..D::rounds(200) {
                 let mut t = ctx.tensor(&data::<u8>(r, 3, i));
                 ctx.ok(ctx.comm.broadcast(&mut t, i % w), format!("main thread: broadcast #{i}"));
                 ctx.check(&t, &data::<u8>(i % w, 3, i), format!("main thread: #{i}"));

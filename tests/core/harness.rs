@@ -42,6 +42,18 @@ pub trait TestDevice: Device<Buffer: Clone> {
     fn max_world() -> usize {
         usize::MAX
     }
+    /// Whether this device runs the suite's shortened form: a slow device (lavapipe runs
+    /// every launch on the CPU) leaves out repetitions and the longer passes of sweeps that
+    /// take the same device paths as the shorter ones; the host stamps run them all.
+    fn short() -> bool {
+        false
+    }
+    /// How many of the `n` rounds a test that repeats one scenario (to shake out races and
+    /// orderings) runs on this device: all of them, or in the short form a tenth (at least 8,
+    /// enough to cycle through every reduce op, communicator and root the tests rotate).
+    fn rounds(n: usize) -> usize {
+        if Self::short() { (n / 10).max(n.min(8)) } else { n }
+    }
     /// Whether a group of every rank's collective runs without messages on this fixture
     /// (ranks on one device, in one process).
     fn direct_groups() -> bool {

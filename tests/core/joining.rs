@@ -186,7 +186,7 @@ pub fn new_live_id_refused<D: TestDevice>() {
 /// same members (before, same-id parents split into each other's children).
 pub fn new_same_id_concurrently<D: TestDevice>() {
     let cfg = CommConfig::default().with_timeout(Duration::from_secs(20));
-    for trial in 0..40 {
+    for trial in 0..D::rounds(40) {
         let world = 2 + trial % 3;
         let id = UniqueId::new().unwrap();
         let all_tried = std::sync::Barrier::new(2 * world);

@@ -74,7 +74,7 @@ fn send_recv_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
 pub fn p2p_interleaved_with_collectives<D: TestDevice>() {
     run::<D, _>(4, &Opts::default(), |ctx| {
         let (w, r) = (ctx.world, ctx.rank);
-        for round in 0..20 {
+        for round in 0..D::rounds(20) {
             let op = ReduceOp::ALL[round % ReduceOp::ALL.len()];
             let mut t = ctx.tensor(&reduce_input::<i32>(op, r, 7, round));
             ctx.arrive();
@@ -100,7 +100,7 @@ pub fn p2p_interleaved_with_collectives<D: TestDevice>() {
 pub fn barrier<D: TestDevice>(world: usize) {
     let arrived = AtomicUsize::new(0);
     run::<D, _>(world, &Opts::default(), |ctx| {
-        for round in 1..=30 {
+        for round in 1..=D::rounds(30) {
             arrived.fetch_add(1, Ordering::SeqCst);
             ctx.arrive();
             ctx.ok(ctx.comm.barrier(), format!("barrier #{round}"));

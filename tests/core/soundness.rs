@@ -117,7 +117,7 @@ pub fn aliased_outputs_of_every_collective<D: TestDevice>(world: usize) {
 /// memory any more: writing the input right after the error always succeeds. Before, the
 /// error path skipped reclaiming lends, and a peer could still be reading (a data race).
 pub fn tensor_is_free_after_a_failed_op<D: TestDevice>() {
-    for trial in 0..10 {
+    for trial in 0..D::rounds(10) {
         run::<D, _>(3, &Opts::timed(Duration::from_secs(10)), |ctx| {
             let n = 4096 + trial;
             let mut t = ctx.tensor(&reduce_input::<f32>(ReduceOp::Sum, ctx.rank, n, trial));
@@ -142,7 +142,7 @@ pub fn buffer_clones_on_two_threads<D: TestDevice>() {
         for (t, v) in [(a, 1u32), (b, 2u32)] {
             s.spawn(move || {
                 let mut t = t;
-                for _ in 0..200 {
+                for _ in 0..D::rounds(200) {
                     match t.copy_from_slice(&vec![v; 1 << 16]) {
                         Ok(()) => {}
                         Err(e) => assert_eq!(e.kind(), ErrorKind::Device, "{e}"),

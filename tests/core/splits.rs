@@ -32,14 +32,14 @@ pub fn split_all_concurrent_with_parent<D: TestDevice>() {
         std::thread::scope(|s| {
             let c = &child;
             s.spawn(move || {
-                for i in 0..100 {
+                for i in 0..D::rounds(100) {
                     let op = ReduceOp::ALL[i % ReduceOp::ALL.len()];
                     let mut t = ctx.tensor(&reduce_input::<f64>(op, r, 5, i));
                     ctx.ok(c.all_reduce(&mut t, op), format!("child all_reduce #{i}"));
                     ctx.check(&t, &reduced::<f64>(op, w, 5, i), format!("child all_reduce #{i}"));
                 }
             });
-            for i in 0..100 {
+            for i in 0..D::rounds(100) {
                 let x = ctx.tensor(&data::<u32>(r, 3, i));
                 let mut y = ctx.tensor(&sentinel::<u32>(3 * w));
                 ctx.ok(ctx.comm.all_gather_into_tensor(&mut y, &x), format!("parent all_gather #{i}"));
@@ -100,11 +100,11 @@ pub fn split_from_disjoint_groups<D: TestDevice>() {
         std::thread::scope(|s| {
             let c = &child;
             s.spawn(move || {
-                for i in 0..30 {
+                for i in 0..D::rounds(30) {
                     exercise(ctx, c, mine, i);
                 }
             });
-            for i in 0..30 {
+            for i in 0..D::rounds(30) {
                 let mut t = ctx.tensor(&reduce_input::<u8>(ReduceOp::Sum, r, 13, i));
                 ctx.ok(ctx.comm.all_reduce(&mut t, ReduceOp::Sum), "parent all_reduce");
                 ctx.check(&t, &reduced::<u8>(ReduceOp::Sum, w, 13, i), "parent all_reduce");

@@ -130,7 +130,7 @@ pub fn recv_recv_deadlock_is_named<D: TestDevice>() {
 /// all_reduce, many times, under load.
 pub fn departure_never_overtakes_a_delivery<D: TestDevice>() {
     run_owned::<D, _>(3, &Opts { shuffle: false, ..Opts::default() }, |ctx| {
-        for i in 0..40 {
+        for i in 0..D::rounds(40) as u64 {
             let child = ctx.ok(ctx.comm.split_all(), "split_all");
             let mut t = Tensor::from_slice(&ctx.dev, &[ctx.rank as u64 + i; 5], &[5]).unwrap();
             ctx.ok(child.all_reduce(&mut t, ReduceOp::Sum), format!("child all_reduce {i}"));

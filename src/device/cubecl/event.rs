@@ -100,17 +100,23 @@ impl CubeEvent {
     }
 }
 
-/// Copies the wanted bytes of a completed read into host memory.
+/// Copies the wanted bytes of a completed read into host memory: the reads of a buffer's
+/// parts, one after another, less `skip` leading bytes.
 fn land(bytes: &[cubecl::bytes::Bytes], landing: &Landing) -> Result<()> {
-    let got: &[u8] = bytes.first().map(|b| &b[..]).unwrap_or(&[]);
     let (skip, len) = (landing.skip, landing.dst.len);
-    let Some(src) = got.get(skip..skip + len) else {
-        return Err(CollectiveError::device(format!(
-            "the device returned {} bytes, {} expected",
-            got.len(),
-            skip + len
-        )));
-    };
-    landing.dst.mem.write(landing.dst.off, len)?.copy_from_slice(src);
+    let got: usize = bytes.iter().map(|b| b.len()).sum();
+    if got < skip + len {
+        return Err(CollectiveError::device(format!("the device returned {got} bytes, {} expected", skip + len)));
+    }
+    let mut out = landing.dst.mem.write(landing.dst.off, len)?;
+    let (mut at, mut skip) = (0, skip);
+    for b in bytes {
+        let b: &[u8] = &b[..];
+        let from = skip.min(b.len());
+        skip -= from;
+        let take = (b.len() - from).min(len - at);
+        out[at..at + take].copy_from_slice(&b[from..from + take]);
+        at += take;
+    }
     Ok(())
 }

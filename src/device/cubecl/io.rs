@@ -7,17 +7,18 @@
 //! scratch buffer per device. Where there is no queue (CUDA), the old paths remain: a fresh
 //! CubeCL handle and the copy kernel.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 
 use cubecl::Runtime;
 
 use super::{CubeBuffer, CubeDevice};
-use crate::error::Result;
 #[cfg(feature = "wgpu")]
-use {
-    super::{contained, pad},
-    crate::error::CollectiveError,
-};
+use super::{contained, pad};
+use crate::device::{Range, Source};
+use crate::error::{CollectiveError, Result};
+use crate::mem::HostRegion;
+use crate::types::{Combine, DType};
 
 /// A device's transfer state.
 pub(super) struct Io {
@@ -45,6 +46,15 @@ impl Io {
     #[cfg(feature = "wgpu")]
     pub(super) fn wgpu(queue: Option<(wgpu::Device, wgpu::Queue)>) -> Self {
         Io { queue, scratch: Mutex::new(None) }
+    }
+
+    /// The same queue, with scratch of its own.
+    pub(super) fn share(&self) -> Self {
+        Io {
+            #[cfg(feature = "wgpu")]
+            queue: self.queue.clone(),
+            scratch: Mutex::new(None),
+        }
     }
 }
 
@@ -186,5 +196,52 @@ impl<R: Runtime> CubeDevice<R> {
         }
         let _ = srcs;
         Ok(None)
+    }
+}
+
+impl<R: Runtime> CubeDevice<R> {
+    /// `dst = acc ⊕ srcs...` on ranges within one part each (checked by the caller): host
+    /// sources go into the device's scratch, held until the kernels are enqueued (a fresh
+    /// handle each where there are no queued writes).
+    pub(super) fn reduce_staged(
+        &self,
+        dst: &Range<CubeBuffer>,
+        acc: &Range<CubeBuffer>,
+        srcs: &[Source<CubeBuffer>],
+        dtype: DType,
+        combine: Combine,
+    ) -> Result<()> {
+        let len = dst.len;
+        let hosts: Vec<&HostRegion> = srcs
+            .iter()
+            .filter_map(|s| match s {
+                Source::Host(h) => Some(h),
+                Source::Device(_) => None,
+            })
+            .collect();
+        let scratch = if hosts.is_empty() { None } else { self.scratch_for(&hosts)? };
+        let mut ranges = Vec::with_capacity(srcs.len());
+        let mut next_host = 0;
+        for s in srcs {
+            match s {
+                Source::Device(r) => ranges.push(r.clone()),
+                Source::Host(h) => {
+                    self.inner.host_bytes.fetch_add(len, Ordering::Relaxed);
+                    match &scratch {
+                        Some((buf, offs)) => {
+                            let Some(buf) = buf.as_ref() else {
+                                return Err(CollectiveError::device("reduce scratch missing"));
+                            };
+                            ranges.push(Range::new(buf.clone(), offs[next_host], len));
+                        }
+                        None => ranges.push(Range::new(self.stage_in(&h.read()?)?, 0, len)),
+                    }
+                    next_host += 1;
+                }
+            }
+        }
+        super::launch::reduce(self, dst, acc, &ranges, dtype, combine)?;
+        drop(scratch);
+        Ok(())
     }
 }

@@ -11,7 +11,7 @@ use half::{bf16, f16};
 use super::{CubeBuffer, CubeDevice, contained};
 use crate::device::Range;
 use crate::error::{CollectiveError, Result};
-use crate::kernels::{CUBE_DIM, combine_code, copy, grid, native, packed};
+use crate::kernels::{CUBE_DIM, MAX_CUBES, combine_code, copy, grid, native, packed};
 use crate::types::{Combine, DType, Scale};
 
 /// Whether the runtime has the element type `T` natively.
@@ -39,6 +39,21 @@ fn words(handle: &Handle) -> usize {
 fn u32_of(x: usize, what: &str) -> Result<u32> {
     u32::try_from(x)
         .map_err(|_| CollectiveError::unsupported(format!("{what} of {x} exceeds what one kernel addresses")))
+}
+
+/// `off` as the `u32` an unchecked kernel adds its index `i < units` to, after checking
+/// that `off + units` stays within an array of `len` units, and that neither the index nor
+/// its grid-stride step past `units` overflows `u32` (what makes the unchecked launches
+/// sound, whatever the caller checked before).
+fn within(off: usize, units: usize, len: usize) -> Result<u32> {
+    let step = (MAX_CUBES * CUBE_DIM) as usize;
+    match off.checked_add(units) {
+        Some(end) if end <= len && u32::try_from(end.max(units + step)).is_ok() => u32_of(off, "an offset"),
+        _ => Err(CollectiveError::device(format!(
+            "a kernel range {off}..{} is outside its array of {len} elements",
+            off.saturating_add(units)
+        ))),
+    }
 }
 
 fn count(cubes: u32) -> CubeCount {
@@ -160,37 +175,64 @@ pub(super) fn reduce<R: Runtime>(
 
 type NativeArgs<'a> = (&'a Range<CubeBuffer>, &'a Range<CubeBuffer>, &'a Range<CubeBuffer>, usize, u32, u32);
 
+/// How `n` elements of `size` bytes at element offsets `offs` split into launches: a body in
+/// the widest vectors the runtime loads well that every offset is aligned to, then the last
+/// few elements one by one. Each piece is (vector size, first element, elements).
+fn vector_pieces<R: Runtime>(
+    client: &ComputeClient<R>,
+    size: usize,
+    offs: &[usize],
+    n: usize,
+) -> [(usize, usize, usize); 2] {
+    let v = client.io_optimized_vector_sizes(size).find(|&v| v > 0 && offs.iter().all(|o| o % v == 0)).unwrap_or(1);
+    let body = n / v * v;
+    [(v, 0, body), (1, body, n - body)]
+}
+
 fn reduce_native<R: Runtime, T: Numeric + CubeElement>(dev: &CubeDevice<R>, args: NativeArgs<'_>) -> Result<()> {
     let (dst, acc, src, n, op, fbits) = args;
     let size = std::mem::size_of::<T>();
     let elems = |h: &Handle| h.size_in_used() as usize / size;
     let (dh, ah, sh) = (dst.buf.handle(), acc.buf.handle(), src.buf.handle());
-    let (d_off, a_off, s_off) = (
-        u32_of(dst.off / size, "an offset")?,
-        u32_of(acc.off / size, "an offset")?,
-        u32_of(src.off / size, "an offset")?,
-    );
-    let n = u32_of(n, "a reduction")?;
-    let (cubes, stride) = grid(n);
-    contained(&dev.inner.name, "the reduce kernel", || {
-        native::reduce_native::launch::<T, R>(
-            dev.client(),
-            count(cubes),
-            CubeDim::new_1d(CUBE_DIM),
-            // SAFETY: each array covers its whole allocation; the kernel stays inside the
-            // checked ranges.
-            unsafe { ArrayArg::from_raw_parts(dh.clone(), elems(&dh)) },
-            d_off,
-            unsafe { ArrayArg::from_raw_parts(ah.clone(), elems(&ah)) },
-            a_off,
-            unsafe { ArrayArg::from_raw_parts(sh.clone(), elems(&sh)) },
-            s_off,
-            n,
-            stride,
-            op,
-            fbits,
-        )
-    })
+    let (d, a, s) = (dst.off / size, acc.off / size, src.off / size);
+    for (v, first, len) in vector_pieces(dev.client(), size, &[d, a, s], n) {
+        if len == 0 {
+            continue;
+        }
+        let units = len / v;
+        let (d_off, a_off, s_off) = (
+            within((d + first) / v, units, elems(&dh) / v)?,
+            within((a + first) / v, units, elems(&ah) / v)?,
+            within((s + first) / v, units, elems(&sh) / v)?,
+        );
+        let units = u32_of(units, "a reduction")?;
+        let (cubes, stride) = grid(units);
+        contained(&dev.inner.name, "the reduce kernel", || {
+            // SAFETY: each array covers its whole allocation (in whole vectors), and the
+            // kernel touches only vectors `off + i` for `i < units` of each, which `within`
+            // checked lie inside the array (with no `u32` overflow), so the unchecked
+            // accesses stay in bounds.
+            unsafe {
+                native::reduce_native::launch_unchecked::<T, R>(
+                    dev.client(),
+                    count(cubes),
+                    CubeDim::new_1d(CUBE_DIM),
+                    v,
+                    ArrayArg::from_raw_parts(dh.clone(), elems(&dh) / v),
+                    d_off,
+                    ArrayArg::from_raw_parts(ah.clone(), elems(&ah) / v),
+                    a_off,
+                    ArrayArg::from_raw_parts(sh.clone(), elems(&sh) / v),
+                    s_off,
+                    units,
+                    stride,
+                    op,
+                    fbits,
+                )
+            }
+        })?;
+    }
+    Ok(())
 }
 
 fn reduce_packed<R: Runtime>(
@@ -330,26 +372,38 @@ fn scale_native<R: Runtime, T: Numeric + CubeElement>(
     let size = std::mem::size_of::<T>();
     let elems = |h: &Handle| h.size_in_used() as usize / size;
     let (dh, sh) = (dst.buf.handle(), src.buf.handle());
-    let (d_off, s_off) = (u32_of(dst.off / size, "an offset")?, u32_of(src.off / size, "an offset")?);
-    let n = u32_of(dst.len / size, "a scale")?;
-    let (cubes, stride) = grid(n);
-    contained(&dev.inner.name, "the scale kernel", || {
-        native::scale_native::launch::<T, R>(
-            dev.client(),
-            count(cubes),
-            CubeDim::new_1d(CUBE_DIM),
-            // SAFETY: each array covers its whole allocation; the kernel stays inside the
-            // checked ranges.
-            unsafe { ArrayArg::from_raw_parts(dh.clone(), elems(&dh)) },
-            d_off,
-            unsafe { ArrayArg::from_raw_parts(sh.clone(), elems(&sh)) },
-            s_off,
-            factor,
-            n,
-            stride,
-            divide,
-        )
-    })
+    let (d, s) = (dst.off / size, src.off / size);
+    for (v, first, len) in vector_pieces(dev.client(), size, &[d, s], dst.len / size) {
+        if len == 0 {
+            continue;
+        }
+        let units = len / v;
+        let (d_off, s_off) =
+            (within((d + first) / v, units, elems(&dh) / v)?, within((s + first) / v, units, elems(&sh) / v)?);
+        let units = u32_of(units, "a scale")?;
+        let (cubes, stride) = grid(units);
+        contained(&dev.inner.name, "the scale kernel", || {
+            // SAFETY: as in `reduce_native`: whole allocations, and `within` checked that
+            // vectors `off..off + units` of each lie inside them.
+            unsafe {
+                native::scale_native::launch_unchecked::<T, R>(
+                    dev.client(),
+                    count(cubes),
+                    CubeDim::new_1d(CUBE_DIM),
+                    v,
+                    ArrayArg::from_raw_parts(dh.clone(), elems(&dh) / v),
+                    d_off,
+                    ArrayArg::from_raw_parts(sh.clone(), elems(&sh) / v),
+                    s_off,
+                    factor,
+                    units,
+                    stride,
+                    divide,
+                )
+            }
+        })?;
+    }
+    Ok(())
 }
 
 fn scale_packed<R: Runtime>(

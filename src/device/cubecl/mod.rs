@@ -21,6 +21,7 @@ mod event;
 mod io;
 mod launch;
 mod open;
+mod parts;
 
 use std::any::type_name;
 use std::fmt;
@@ -45,7 +46,8 @@ use crate::error::{CollectiveError, Result};
 use crate::mem::{HostMem, HostRegion};
 use crate::types::{Combine, DType, Scale};
 
-/// A device buffer: a CubeCL handle with its length. Allocations are padded to whole 8-byte
+/// A device buffer: CubeCL handles (one, or several parts where the buffer is larger than the
+/// runtime binds at once; see `parts`) with its length. Allocations are padded to whole 8-byte
 /// words (kernels address `u32` words; 64-bit elements need 8).
 #[derive(Clone)]
 pub struct CubeBuffer {
@@ -53,7 +55,9 @@ pub struct CubeBuffer {
 }
 
 struct BufInner {
-    handle: Handle,
+    /// The parts: each `part_len` bytes but the last (padded to whole words).
+    parts: Vec<Handle>,
+    part_len: usize,
     len: usize,
     id: usize,
     device: DeviceId,
@@ -66,12 +70,14 @@ impl fmt::Debug for CubeBuffer {
 }
 
 impl CubeBuffer {
+    /// The handle of a buffer of one part (kernels and transfers see pieces of one part only).
     fn handle(&self) -> Handle {
-        self.inner.handle.clone()
+        debug_assert_eq!(self.inner.parts.len(), 1, "a handle of a buffer in parts");
+        self.inner.parts[0].clone()
     }
-    /// The padded size in bytes (a multiple of 8).
+    /// The padded size in bytes (a multiple of 8) of a buffer of one part.
     fn padded(&self) -> usize {
-        self.inner.handle.size_in_used() as usize
+        self.handle().size_in_used() as usize
     }
 }
 
@@ -100,6 +106,12 @@ struct Inner<R: Runtime> {
     name: String,
     /// Largest buffer the runtime binds to a kernel.
     max_binding: usize,
+    /// Size of the parts of buffers larger than that (see `parts`).
+    part_len: usize,
+    /// The most bytes one buffer may hold: the device's memory (see `open`). A buffer held in
+    /// parts is many allocations, so without this bound an impossible request would allocate
+    /// part after part until the machine ran out of memory.
+    memory: usize,
     /// Bytes moved between this device and host memory by `upload`/`download`/host sources.
     host_bytes: AtomicUsize,
     /// Host→device transfers: queued writes and reusable scratch (see `io`; CUDA has none).
@@ -149,7 +161,7 @@ fn identical(a: &Range<CubeBuffer>, b: &Range<CubeBuffer>) -> bool {
 
 impl<R: Runtime> CubeDevice<R> {
     /// Wraps a CubeCL device whose client is `client` (opened by the constructors in `open`).
-    fn from_client(mut client: ComputeClient<R>, device: &R::Device, label: String, io: io::Io) -> Self {
+    fn from_client(mut client: ComputeClient<R>, device: &R::Device, label: String, io: io::Io, memory: usize) -> Self {
         // One stream for the whole device, whatever thread enqueues (see the module docs).
         // SAFETY: the stream id only selects which of CubeCL's streams records the work;
         // every handle this device makes is created and used on that one stream.
@@ -161,8 +173,31 @@ impl<R: Runtime> CubeDevice<R> {
                 id: device.to_id(),
                 name: label,
                 max_binding,
+                part_len: part_len(max_binding),
+                memory,
                 host_bytes: AtomicUsize::new(0),
                 io,
+            }),
+        }
+    }
+
+    /// Another handle on the same device whose new buffers are split into parts of at most
+    /// `bytes` bytes (rounded down to 256-byte multiples; at least 256) instead of the
+    /// runtime's binding limit: a test hook, so the path for buffers above the limit runs
+    /// with small buffers. Buffers keep the part size they were made with.
+    #[doc(hidden)]
+    pub fn with_part_limit(&self, bytes: usize) -> Self {
+        let i = &self.inner;
+        CubeDevice {
+            inner: Arc::new(Inner {
+                client: i.client.clone(),
+                id: i.id,
+                name: i.name.clone(),
+                max_binding: i.max_binding,
+                part_len: part_len(bytes.min(i.max_binding)),
+                memory: i.memory,
+                host_bytes: AtomicUsize::new(0),
+                io: i.io.share(),
             }),
         }
     }
@@ -211,9 +246,14 @@ impl<R: Runtime> CubeDevice<R> {
     }
 
     fn wrap(&self, handle: Handle, len: usize) -> CubeBuffer {
+        self.wrap_parts(vec![handle], len)
+    }
+
+    fn wrap_parts(&self, parts: Vec<Handle>, len: usize) -> CubeBuffer {
         CubeBuffer {
             inner: Arc::new(BufInner {
-                handle,
+                parts,
+                part_len: self.inner.part_len,
                 len,
                 id: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed),
                 device: self.inner.id,
@@ -228,6 +268,12 @@ const STREAM: u64 = 0x7275_6363_6c00;
 /// `len` rounded up to whole 8-byte words (at least one).
 fn pad(len: usize) -> usize {
     len.div_ceil(8).max(1) * 8
+}
+
+/// Parts of `limit` bytes rounded down to whole 256 bytes (every element and vector size
+/// divides them, and they keep CubeCL's alignment), at least 256.
+fn part_len(limit: usize) -> usize {
+    (limit / 256 * 256).max(256)
 }
 
 impl<R: Runtime> Device for CubeDevice<R> {
@@ -251,18 +297,23 @@ impl<R: Runtime> Device for CubeDevice<R> {
     }
 
     fn alloc(&self, bytes: usize) -> Result<CubeBuffer> {
-        let size = pad(bytes);
-        if size > self.inner.max_binding {
+        if bytes > self.inner.memory {
             return Err(CollectiveError::device(format!(
-                "{}: a buffer of {bytes} bytes is larger than the {} bytes one kernel can bind",
-                self.inner.name, self.inner.max_binding
+                "{}: cannot allocate {bytes} bytes: more than the device's {} bytes of memory",
+                self.inner.name, self.inner.memory
             )));
         }
-        let handle = contained(&self.inner.name, "allocation", || self.client().empty(size))?;
-        let buf = self.wrap(handle, bytes);
-        // CubeCL hands out reused, uninitialised memory; the contract promises zeroes.
-        launch::fill(self.client(), &buf.handle(), size / 4, 0, &self.inner.name)?;
-        Ok(buf)
+        let size = pad(bytes);
+        let part_len = self.inner.part_len;
+        let mut parts = Vec::with_capacity(size.div_ceil(part_len));
+        for first in (0..size).step_by(part_len) {
+            let part = (size - first).min(part_len);
+            let handle = contained(&self.inner.name, "allocation", || self.client().empty(part))?;
+            // CubeCL hands out reused, uninitialised memory; the contract promises zeroes.
+            launch::fill(self.client(), &handle, part / 4, 0, &self.inner.name)?;
+            parts.push(handle);
+        }
+        Ok(self.wrap_parts(parts, bytes))
     }
 
     fn alloc_staging(&self, bytes: usize) -> Result<HostMem> {
@@ -302,7 +353,11 @@ impl<R: Runtime> Device for CubeDevice<R> {
             return Ok(CubeEvent::done());
         }
         self.inner.host_bytes.fetch_add(dst.len, Ordering::Relaxed);
-        self.write_bytes(&dst.buf, dst.off, &src.read()?)?;
+        let bytes = src.read()?;
+        for (pos, n) in parts::pieces(&[(&dst.buf, dst.off)], dst.len, usize::MAX) {
+            let d = parts::piece(dst, pos, n);
+            self.write_bytes(&d.buf, d.off, &bytes[pos..pos + n])?;
+        }
         self.event()
     }
 
@@ -317,16 +372,21 @@ impl<R: Runtime> Device for CubeDevice<R> {
         if src.len == 0 {
             return Ok(CubeEvent::done());
         }
-        // Reads start and end on word boundaries; the event copies out the wanted bytes.
-        let start = src.off / 4 * 4;
-        let end = (src.off + src.len).div_ceil(4) * 4;
-        let handle = src.buf.handle().offset_start(start as u64).offset_end((src.buf.padded() - end) as u64);
+        // Reads start and end on word boundaries (one read per part; pieces after the first
+        // start on a part boundary, so they join up); the event copies out the wanted bytes.
+        let mut handles = Vec::with_capacity(1);
+        for (pos, n) in parts::pieces(&[(&src.buf, src.off)], src.len, usize::MAX) {
+            let s = parts::piece(src, pos, n);
+            let start = s.off / 4 * 4;
+            let end = (s.off + n).div_ceil(4) * 4;
+            handles.push(s.buf.handle().offset_start(start as u64).offset_end((s.buf.padded() - end) as u64));
+        }
         self.inner.host_bytes.fetch_add(src.len, Ordering::Relaxed);
         let client = self.client().clone();
         // The future owns its client; CubeCL enqueues the read when it is first polled,
         // which happens right here, so the read keeps its place in the device's order.
-        let fut = Box::pin(async move { client.read_async(vec![handle]).await });
-        let ev = CubeEvent::read(fut, event::Landing { dst: dst.clone(), skip: src.off - start });
+        let fut = Box::pin(async move { client.read_async(handles).await });
+        let ev = CubeEvent::read(fut, event::Landing { dst: dst.clone(), skip: src.off % 4 });
         contained(&self.inner.name, "download", || ev.poll(&self.inner.name))??;
         Ok(ev)
     }
@@ -343,10 +403,12 @@ impl<R: Runtime> Device for CubeDevice<R> {
         if partial_overlap(src, dst) {
             return Err(CollectiveError::device("copy between overlapping ranges"));
         }
-        if self.copy_queued(&src.buf, src.off, &dst.buf, dst.off, dst.len)? {
-            return self.event();
+        for (pos, n) in parts::pieces(&[(&src.buf, src.off), (&dst.buf, dst.off)], dst.len, usize::MAX) {
+            let (s, d) = (parts::piece(src, pos, n), parts::piece(dst, pos, n));
+            if !self.copy_queued(&s.buf, s.off, &d.buf, d.off, n)? {
+                launch::copy(self.client(), &s.buf.handle(), s.off, &d.buf.handle(), d.off, n, &self.inner.name)?;
+            }
         }
-        launch::copy(self.client(), &src.buf.handle(), src.off, &dst.buf.handle(), dst.off, dst.len, &self.inner.name)?;
         self.event()
     }
 
@@ -376,44 +438,36 @@ impl<R: Runtime> Device for CubeDevice<R> {
         if len == 0 {
             return Ok(CubeEvent::done());
         }
-        let hosts: Vec<&HostRegion> = srcs
-            .iter()
-            .filter_map(|s| match s {
-                Source::Host(h) => Some(h),
-                Source::Device(_) => None,
-            })
-            .collect();
-        // Host sources go into the device's scratch, held until the kernels are enqueued (a
-        // fresh handle each where there are no queued writes).
-        let scratch = if hosts.is_empty() { None } else { self.scratch_for(&hosts)? };
-        let mut ranges = Vec::with_capacity(srcs.len());
-        let mut next_host = 0;
         for s in srcs {
-            match s {
-                Source::Device(r) => {
-                    self.check_range(r, "reduce source")?;
-                    if r.buf.inner.id == dst.buf.inner.id && r.off < dst.off + len && dst.off < r.off + len {
-                        return Err(CollectiveError::device("a reduce source overlaps its destination"));
-                    }
-                    ranges.push(r.clone());
-                }
-                Source::Host(h) => {
-                    self.inner.host_bytes.fetch_add(len, Ordering::Relaxed);
-                    match &scratch {
-                        Some((buf, offs)) => {
-                            let Some(buf) = buf.as_ref() else {
-                                return Err(CollectiveError::device("reduce scratch missing"));
-                            };
-                            ranges.push(Range::new(buf.clone(), offs[next_host], len));
-                        }
-                        None => ranges.push(Range::new(self.stage_in(&h.read()?)?, 0, len)),
-                    }
-                    next_host += 1;
+            if let Source::Device(r) = s {
+                self.check_range(r, "reduce source")?;
+                if r.buf.inner.id == dst.buf.inner.id && r.off < dst.off + len && dst.off < r.off + len {
+                    return Err(CollectiveError::device("a reduce source overlaps its destination"));
                 }
             }
         }
-        launch::reduce(self, dst, acc, &ranges, dtype, combine)?;
-        drop(scratch);
+        let mut ops = vec![(&dst.buf, dst.off), (&acc.buf, acc.off)];
+        ops.extend(srcs.iter().filter_map(|s| match s {
+            Source::Device(r) => Some((&r.buf, r.off)),
+            Source::Host(_) => None,
+        }));
+        // 16-bit floats over several sources keep a running f32 (twice the bytes) in scratch
+        // that must fit one binding too.
+        let cap = if matches!(dtype, DType::F16 | DType::BF16) && srcs.len() > 1 {
+            part_len(self.inner.max_binding / 2)
+        } else {
+            usize::MAX
+        };
+        for (pos, n) in parts::pieces(&ops, len, cap) {
+            let piece_srcs: Vec<Source<CubeBuffer>> = srcs
+                .iter()
+                .map(|s| match s {
+                    Source::Device(r) => Source::Device(parts::piece(r, pos, n)),
+                    Source::Host(h) => Source::Host(HostRegion { mem: h.mem.clone(), off: h.off + pos, len: n }),
+                })
+                .collect();
+            self.reduce_staged(&parts::piece(dst, pos, n), &parts::piece(acc, pos, n), &piece_srcs, dtype, combine)?;
+        }
         self.event()
     }
 
@@ -432,7 +486,9 @@ impl<R: Runtime> Device for CubeDevice<R> {
         if dst.len == 0 {
             return Ok(CubeEvent::done());
         }
-        launch::scale(self, src, dst, dtype, scale)?;
+        for (pos, n) in parts::pieces(&[(&src.buf, src.off), (&dst.buf, dst.off)], dst.len, usize::MAX) {
+            launch::scale(self, &parts::piece(src, pos, n), &parts::piece(dst, pos, n), dtype, scale)?;
+        }
         self.event()
     }
 

@@ -52,7 +52,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
             })?;
         let queue = setup.as_ref().ok().cloned();
         let label = format!("{name} ({})", runtime_name::<cubecl::wgpu::WgpuRuntime>());
-        Ok(Self::from_client(client, &device, label, Io::wgpu(queue)))
+        Ok(Self::from_client(client, &device, label, Io::wgpu(queue), host_memory()))
     }
 
     /// `n` distinct devices opened on the default adapter: each its own wgpu device, queue
@@ -101,7 +101,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
                 })?;
                 let client = contained(&name, "opening a device", || cubecl::wgpu::WgpuRuntime::client(&id))?;
                 let label = format!("wgpu:{id:?} ({})", runtime_name::<cubecl::wgpu::WgpuRuntime>());
-                Ok(Self::from_client(client, &id, label, io))
+                Ok(Self::from_client(client, &id, label, io, host_memory()))
             })
             .collect()
     }
@@ -139,8 +139,39 @@ impl CubeDevice<cubecl::cuda::CudaRuntime> {
         let device = cubecl::cuda::CudaDevice { index };
         let client = contained(&name, "opening the GPU", || cubecl::cuda::CudaRuntime::client(&device))?;
         let label = format!("{name} ({})", runtime_name::<cubecl::cuda::CudaRuntime>());
-        Ok(Self::from_client(client, &device, label, Io::handles_only()))
+        let memory =
+            contained(&name, "asking the GPU's memory size", || cuda_memory(index))?.unwrap_or_else(host_memory);
+        Ok(Self::from_client(client, &device, label, Io::handles_only(), memory))
     }
+}
+
+/// CUDA GPU `index`'s memory in bytes, if the driver says.
+#[cfg(feature = "cuda")]
+fn cuda_memory(index: usize) -> Option<usize> {
+    use cudarc::driver::result;
+    result::init().ok()?;
+    let dev = result::device::get(i32::try_from(index).ok()?).ok()?;
+    // SAFETY: `dev` is a device handle the initialised driver just returned.
+    unsafe { result::device::total_mem(dev) }.ok()
+}
+
+/// The host's physical memory in bytes: the memory of a CPU adapter (Mesa's lavapipe), and
+/// the bound used where the runtime does not say how much memory its device has (wgpu has no
+/// such query).
+#[cfg(all(unix, any(feature = "wgpu", feature = "cuda")))]
+fn host_memory() -> usize {
+    // SAFETY: `sysconf` only reads system configuration values.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    match (usize::try_from(pages), usize::try_from(page)) {
+        (Ok(pages), Ok(page)) if pages > 0 && page > 0 => pages.saturating_mul(page),
+        _ => usize::MAX,
+    }
+}
+
+/// Elsewhere the host's memory is not asked: no bound beyond the runtime's own.
+#[cfg(all(not(unix), any(feature = "wgpu", feature = "cuda")))]
+fn host_memory() -> usize {
+    usize::MAX
 }
 
 #[cfg(all(test, feature = "cuda"))]

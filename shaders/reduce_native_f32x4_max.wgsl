@@ -1,0 +1,188 @@
+// reduce_native_f32x4_max: generated from src/kernels/native.rs by the CubeCL 0.10 WGSL compiler.
+// Do not edit; regenerate with `RUCCL_BLESS=1 cargo test -p ruCCL --features test-wgpu --lib kernels::shaders`.
+@group(0)
+@binding(0)
+var<storage, read_write> buffer_0_global: array<vec4<f32>>;
+
+@group(0)
+@binding(1)
+var<storage, read_write> buffer_1_global: array<vec4<f32>>;
+
+@group(0)
+@binding(2)
+var<storage, read_write> buffer_2_global: array<vec4<f32>>;
+
+struct info_st {
+   scalars_u32: array<u32, 6>,
+   static_meta: array<u32, 6>,
+}
+
+@group(0)
+@binding(3)
+var<storage, read> info: info_st;
+
+const WORKGROUP_SIZE_X = 256u;
+const WORKGROUP_SIZE_Y = 1u;
+const WORKGROUP_SIZE_Z = 1u;
+
+@compute
+@workgroup_size(256, 1, 1)
+fn reduce_native_t_f32_n_4(
+    @builtin(global_invocation_id) global_id: vec3<u32>,
+    @builtin(num_workgroups) num_workgroups: vec3<u32>,
+) {
+let id = (u32(global_id.z) * u32(num_workgroups.x) * u32(WORKGROUP_SIZE_X) * u32(num_workgroups.y) * u32(WORKGROUP_SIZE_Y)) + (u32(global_id.y) * u32(num_workgroups.x) * u32(WORKGROUP_SIZE_X)) + u32(global_id.x);
+
+var l_mut_0: u32;
+var l_mut_8: vec4<f32>;
+var l_mut_11: f32;
+var l_mut_19: f32;
+l_mut_0 = id;
+loop {
+let l_1 = l_mut_0 < info.scalars_u32[3];
+let l_2 = !l_1;
+if l_2 {
+break;
+}
+let l_3 = info.scalars_u32[1] + l_mut_0;
+let l_4 = buffer_1_global[l_3];
+let l_5 = info.scalars_u32[2] + l_mut_0;
+let l_6 = buffer_2_global[l_5];
+let l_7 = info.scalars_u32[0] + l_mut_0;
+l_mut_8 = l_4;
+let l_9 = l_4[u32(0)];
+let l_10 = l_6[u32(0)];
+l_mut_11 = l_9;
+let l_12 = l_10 > l_9;
+if l_12 {
+l_mut_11 = l_10;
+}
+let l_13 = l_9 > l_10;
+let l_14 = !l_13;
+let l_15 = l_10 > l_9;
+let l_16 = !l_15;
+let l_17 = l_14 && l_16;
+if l_17 {
+let l_18 = l_9 == l_10;
+if l_18 {
+l_mut_19 = l_9;
+let l_20 = bitcast<u32>(l_9);
+let l_21 = bitcast<u32>(l_10);
+let l_22 = l_20 & l_21;
+let l_23 = bitcast<f32>(l_22);
+l_mut_19 = l_23;
+l_mut_11 = l_mut_19;
+} else {
+l_mut_19 = l_9;
+let l_24 = bitcast<u32>(l_9);
+let l_25 = bitcast<u32>(l_10);
+let l_26 = l_24 | l_25;
+let l_27 = bitcast<f32>(l_26);
+l_mut_19 = l_27;
+l_mut_11 = l_mut_19;
+}
+}
+l_mut_8[u32(0)] = l_mut_11;
+let l_28 = l_4[u32(1)];
+let l_29 = l_6[u32(1)];
+l_mut_19 = l_28;
+let l_30 = l_29 > l_28;
+if l_30 {
+l_mut_19 = l_29;
+}
+let l_31 = l_28 > l_29;
+let l_32 = !l_31;
+let l_33 = l_29 > l_28;
+let l_34 = !l_33;
+let l_35 = l_32 && l_34;
+if l_35 {
+let l_36 = l_28 == l_29;
+if l_36 {
+l_mut_11 = l_28;
+let l_37 = bitcast<u32>(l_28);
+let l_38 = bitcast<u32>(l_29);
+let l_39 = l_37 & l_38;
+let l_40 = bitcast<f32>(l_39);
+l_mut_11 = l_40;
+l_mut_19 = l_mut_11;
+} else {
+l_mut_11 = l_28;
+let l_41 = bitcast<u32>(l_28);
+let l_42 = bitcast<u32>(l_29);
+let l_43 = l_41 | l_42;
+let l_44 = bitcast<f32>(l_43);
+l_mut_11 = l_44;
+l_mut_19 = l_mut_11;
+}
+}
+l_mut_8[u32(1)] = l_mut_19;
+let l_45 = l_4[u32(2)];
+let l_46 = l_6[u32(2)];
+l_mut_19 = l_45;
+let l_47 = l_46 > l_45;
+if l_47 {
+l_mut_19 = l_46;
+}
+let l_48 = l_45 > l_46;
+let l_49 = !l_48;
+let l_50 = l_46 > l_45;
+let l_51 = !l_50;
+let l_52 = l_49 && l_51;
+if l_52 {
+let l_53 = l_45 == l_46;
+if l_53 {
+l_mut_11 = l_45;
+let l_54 = bitcast<u32>(l_45);
+let l_55 = bitcast<u32>(l_46);
+let l_56 = l_54 & l_55;
+let l_57 = bitcast<f32>(l_56);
+l_mut_11 = l_57;
+l_mut_19 = l_mut_11;
+} else {
+l_mut_11 = l_45;
+let l_58 = bitcast<u32>(l_45);
+let l_59 = bitcast<u32>(l_46);
+let l_60 = l_58 | l_59;
+let l_61 = bitcast<f32>(l_60);
+l_mut_11 = l_61;
+l_mut_19 = l_mut_11;
+}
+}
+l_mut_8[u32(2)] = l_mut_19;
+let l_62 = l_4[u32(3)];
+let l_63 = l_6[u32(3)];
+l_mut_19 = l_62;
+let l_64 = l_63 > l_62;
+if l_64 {
+l_mut_19 = l_63;
+}
+let l_65 = l_62 > l_63;
+let l_66 = !l_65;
+let l_67 = l_63 > l_62;
+let l_68 = !l_67;
+let l_69 = l_66 && l_68;
+if l_69 {
+let l_70 = l_62 == l_63;
+if l_70 {
+l_mut_11 = l_62;
+let l_71 = bitcast<u32>(l_62);
+let l_72 = bitcast<u32>(l_63);
+let l_73 = l_71 & l_72;
+let l_74 = bitcast<f32>(l_73);
+l_mut_11 = l_74;
+l_mut_19 = l_mut_11;
+} else {
+l_mut_11 = l_62;
+let l_75 = bitcast<u32>(l_62);
+let l_76 = bitcast<u32>(l_63);
+let l_77 = l_75 | l_76;
+let l_78 = bitcast<f32>(l_77);
+l_mut_11 = l_78;
+l_mut_19 = l_mut_11;
+}
+}
+l_mut_8[u32(3)] = l_mut_19;
+buffer_0_global[l_7] = l_mut_8;
+l_mut_0 = l_mut_0 + info.scalars_u32[4];
+}
+}

@@ -1,0 +1,144 @@
+// reduce_native_f32x4_min: generated from src/kernels/native.rs by the CubeCL 0.10 WGSL compiler.
+// Do not edit; regenerate with `RUCCL_BLESS=1 cargo test -p ruCCL --features test-wgpu --lib kernels::shaders`.
+@group(0)
+@binding(0)
+var<storage, read_write> buffer_0_global: array<vec4<f32>>;
+
+@group(0)
+@binding(1)
+var<storage, read_write> buffer_1_global: array<vec4<f32>>;
+
+@group(0)
+@binding(2)
+var<storage, read_write> buffer_2_global: array<vec4<f32>>;
+
+struct info_st {
+   scalars_u32: array<u32, 6>,
+   static_meta: array<u32, 6>,
+}
+
+@group(0)
+@binding(3)
+var<storage, read> info: info_st;
+
+const WORKGROUP_SIZE_X = 256u;
+const WORKGROUP_SIZE_Y = 1u;
+const WORKGROUP_SIZE_Z = 1u;
+
+@compute
+@workgroup_size(256, 1, 1)
+fn reduce_native_t_f32_n_4(
+    @builtin(global_invocation_id) global_id: vec3<u32>,
+    @builtin(num_workgroups) num_workgroups: vec3<u32>,
+) {
+let id = (u32(global_id.z) * u32(num_workgroups.x) * u32(WORKGROUP_SIZE_X) * u32(num_workgroups.y) * u32(WORKGROUP_SIZE_Y)) + (u32(global_id.y) * u32(num_workgroups.x) * u32(WORKGROUP_SIZE_X)) + u32(global_id.x);
+
+var l_mut_0: u32;
+var l_mut_8: vec4<f32>;
+var l_mut_11: f32;
+var l_mut_18: f32;
+l_mut_0 = id;
+loop {
+let l_1 = l_mut_0 < info.scalars_u32[3];
+let l_2 = !l_1;
+if l_2 {
+break;
+}
+let l_3 = info.scalars_u32[1] + l_mut_0;
+let l_4 = buffer_1_global[l_3];
+let l_5 = info.scalars_u32[2] + l_mut_0;
+let l_6 = buffer_2_global[l_5];
+let l_7 = info.scalars_u32[0] + l_mut_0;
+l_mut_8 = l_4;
+let l_9 = l_4[u32(0)];
+let l_10 = l_6[u32(0)];
+l_mut_11 = l_9;
+let l_12 = l_10 < l_9;
+if l_12 {
+l_mut_11 = l_10;
+}
+let l_13 = l_9 < l_10;
+let l_14 = !l_13;
+let l_15 = l_10 < l_9;
+let l_16 = !l_15;
+let l_17 = l_14 && l_16;
+if l_17 {
+l_mut_18 = l_9;
+let l_19 = bitcast<u32>(l_9);
+let l_20 = bitcast<u32>(l_10);
+let l_21 = l_19 | l_20;
+let l_22 = bitcast<f32>(l_21);
+l_mut_18 = l_22;
+l_mut_11 = l_mut_18;
+}
+l_mut_8[u32(0)] = l_mut_11;
+let l_23 = l_4[u32(1)];
+let l_24 = l_6[u32(1)];
+l_mut_18 = l_23;
+let l_25 = l_24 < l_23;
+if l_25 {
+l_mut_18 = l_24;
+}
+let l_26 = l_23 < l_24;
+let l_27 = !l_26;
+let l_28 = l_24 < l_23;
+let l_29 = !l_28;
+let l_30 = l_27 && l_29;
+if l_30 {
+l_mut_11 = l_23;
+let l_31 = bitcast<u32>(l_23);
+let l_32 = bitcast<u32>(l_24);
+let l_33 = l_31 | l_32;
+let l_34 = bitcast<f32>(l_33);
+l_mut_11 = l_34;
+l_mut_18 = l_mut_11;
+}
+l_mut_8[u32(1)] = l_mut_18;
+let l_35 = l_4[u32(2)];
+let l_36 = l_6[u32(2)];
+l_mut_18 = l_35;
+let l_37 = l_36 < l_35;
+if l_37 {
+l_mut_18 = l_36;
+}
+let l_38 = l_35 < l_36;
+let l_39 = !l_38;
+let l_40 = l_36 < l_35;
+let l_41 = !l_40;
+let l_42 = l_39 && l_41;
+if l_42 {
+l_mut_11 = l_35;
+let l_43 = bitcast<u32>(l_35);
+let l_44 = bitcast<u32>(l_36);
+let l_45 = l_43 | l_44;
+let l_46 = bitcast<f32>(l_45);
+l_mut_11 = l_46;
+l_mut_18 = l_mut_11;
+}
+l_mut_8[u32(2)] = l_mut_18;
+let l_47 = l_4[u32(3)];
+let l_48 = l_6[u32(3)];
+l_mut_18 = l_47;
+let l_49 = l_48 < l_47;
+if l_49 {
+l_mut_18 = l_48;
+}
+let l_50 = l_47 < l_48;
+let l_51 = !l_50;
+let l_52 = l_48 < l_47;
+let l_53 = !l_52;
+let l_54 = l_51 && l_53;
+if l_54 {
+l_mut_11 = l_47;
+let l_55 = bitcast<u32>(l_47);
+let l_56 = bitcast<u32>(l_48);
+let l_57 = l_55 | l_56;
+let l_58 = bitcast<f32>(l_57);
+l_mut_11 = l_58;
+l_mut_18 = l_mut_11;
+}
+l_mut_8[u32(3)] = l_mut_18;
+buffer_0_global[l_7] = l_mut_8;
+l_mut_0 = l_mut_0 + info.scalars_u32[4];
+}
+}
