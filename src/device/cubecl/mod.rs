@@ -69,9 +69,19 @@ impl CubeBuffer {
     fn handle(&self) -> Handle {
         self.inner.handle.clone()
     }
-    /// The padded size in bytes (a multiple of 8).
+    /// The padded size in bytes (a multiple of 8, or of 4 for an imported handle).
     fn padded(&self) -> usize {
         self.inner.handle.size_in_used() as usize
+    }
+
+    /// The CubeCL handle on exactly this buffer's bytes (the padding cut off): device memory
+    /// handed to a framework built on CubeCL (burn) without a copy. The buffer and the
+    /// handle then share the memory.
+    pub fn to_handle(&self) -> Handle {
+        match self.padded() - self.inner.len {
+            0 => self.handle(),
+            cut => self.handle().offset_end(cut as u64),
+        }
     }
 }
 
@@ -165,6 +175,36 @@ impl<R: Runtime> CubeDevice<R> {
                 io,
             }),
         }
+    }
+
+    /// Whether this is CubeCL's device `device` (whose handles this device may use).
+    pub fn is_device(&self, device: &R::Device) -> bool {
+        device.to_id() == self.inner.id
+    }
+
+    /// A buffer of `len` bytes on `handle`, a CubeCL handle of `device` — a tensor of a
+    /// framework built on CubeCL (burn) taken without a copy; the buffer and the framework's
+    /// tensor then share the memory. Kernels address whole 32-bit words, so the handle must
+    /// hold a whole number of them.
+    ///
+    /// # Errors
+    /// `Device` when `device` is not this device, or the handle holds fewer than `len` bytes
+    /// or not a whole number of 32-bit words.
+    pub fn import(&self, device: &R::Device, handle: Handle, len: usize) -> Result<CubeBuffer> {
+        if !self.is_device(device) {
+            return Err(CollectiveError::device(format!(
+                "{}: a CubeCL handle of {device:?} is not this device's",
+                self.inner.name
+            )));
+        }
+        let size = handle.size_in_used() as usize;
+        if size < len || !size.is_multiple_of(4) {
+            return Err(CollectiveError::device(format!(
+                "{}: a CubeCL handle of {size} bytes cannot hold a buffer of {len} bytes in whole 32-bit words",
+                self.inner.name
+            )));
+        }
+        Ok(self.wrap(handle, len))
     }
 
     /// Bytes this device (and its clones) moved between device and host memory for uploads,
