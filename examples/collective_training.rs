@@ -49,7 +49,9 @@ pub type Selected = (burn::backend::NdArray, ruccl::HostDevice);
 /// A burn backend `I` (the inner backend of the training's `Autodiff<I>`) and the ruCCL
 /// device `D` its gradients are reduced on.
 pub trait Choice: Send + 'static {
+    /// The inner burn backend.
     type I: Backend + Exchange<Self::D>;
+    /// The ruCCL device its gradients are reduced on.
     type D: Device;
 }
 
