@@ -39,10 +39,10 @@ use ruccl::burn::{AllReduceWith, Exchange, param_specs};
 use ruccl::grad::GradientSync;
 use ruccl::{Communicator, Device, Tensor as RucclTensor, UniqueId};
 
-/// The backend the feature selects: burn's wgpu backend with its gradients reduced on the
-/// device (`wgpu`), or burn's CPU backend with its gradients reduced in host memory.
+/// The backend the feature selects: burn's wgpu backend, its gradients reduced on the device.
 #[cfg(feature = "wgpu")]
 pub type Selected = (ruccl::burn::WgpuBackend, ruccl::device::cubecl::WgpuCubeDevice);
+/// The backend the feature selects: burn's CPU backend, its gradients reduced in host memory.
 #[cfg(not(feature = "wgpu"))]
 pub type Selected = (burn::backend::NdArray, ruccl::HostDevice);
 
