@@ -38,7 +38,7 @@ pub enum Access {
 /// let device = Default::default();
 /// let t = Tensor::<NdArray, 1>::from_floats([1.0, 2.0], &device);
 /// let comm = <NdArray as Exchange<HostDevice>>::comm_device(&device)?;
-/// let r = NdArray::to_ruccl(t.clone().into_primitive().tensor(), &comm, Access::Write)?;
+/// let r = <NdArray as Exchange<HostDevice>>::to_ruccl(t.clone().into_primitive().tensor(), &comm, Access::Write)?;
 /// assert_eq!(r.to_vec::<f32>()?, vec![1.0, 2.0]); // a copy: writing it leaves `t` alone
 /// let back = <NdArray as Exchange<HostDevice>>::from_ruccl(r, &device)?;
 /// let back = Tensor::<NdArray, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(back));
