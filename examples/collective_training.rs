@@ -5,11 +5,14 @@
 //! cargo run --example collective_training --features burn -- run DIR
 //! cargo run --example collective_training --features burn -- resume DIR
 //! ```
+//! With `--features burn,wgpu` the same on burn's wgpu backend (the default adapter, e.g.
+//! Mesa's software Vulkan), the gradients reduced on the GPU where they are.
 //!
-//! Two logical ranks (threads of this process, burn's CPU backend) train a small MLP on a
-//! synthetic regression task with SGD and momentum, each on its own half of the batch; the
-//! gradients are averaged with ruCCL ([`ruccl::grad::GradientSync`] through
-//! [`ruccl::burn::AllReduceWith`]). After every update the ranks compare their parameters'
+//! Two logical ranks (threads of this process) train a small MLP on a synthetic regression
+//! task with SGD and momentum, each on its own half of the batch; the gradients are averaged
+//! with ruCCL ([`ruccl::grad::GradientSync`] through [`ruccl::burn::AllReduceWith`]) — through
+//! host memory on burn's CPU backend (ndarray), on the device on burn's wgpu backend, whose
+//! two ranks share one device. After every update the ranks compare their parameters'
 //! checksums (an all_gather) and say whether they are identical.
 //!
 //! - `run DIR`: DIR must not exist yet. After the first update each rank saves its model and
@@ -18,12 +21,13 @@
 //! - `resume DIR`: restores both ranks from DIR and performs the second update; the parameters
 //!   must be exactly — bit for bit — those of `run`, and it says whether they are.
 //!
-//! `tests/collective_training.rs` runs `run` then `resume` and compares.
+//! `tests/collective_training.rs` runs `run` then `resume` and compares, on every backend
+//! the build has.
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::momentum::MomentumConfig;
@@ -31,11 +35,31 @@ use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ruccl::burn::{AllReduceWith, param_specs};
+use ruccl::burn::{AllReduceWith, Exchange, param_specs};
 use ruccl::grad::GradientSync;
-use ruccl::{Communicator, HostDevice, Tensor as RucclTensor, UniqueId};
+use ruccl::{Communicator, Device, Tensor as RucclTensor, UniqueId};
 
-type B = Autodiff<NdArray>;
+/// The backend the feature selects: burn's wgpu backend, its gradients reduced on the device.
+#[cfg(feature = "wgpu")]
+pub type Selected = (ruccl::burn::WgpuBackend, ruccl::device::cubecl::WgpuCubeDevice);
+/// The backend the feature selects: burn's CPU backend, its gradients reduced in host memory.
+#[cfg(not(feature = "wgpu"))]
+pub type Selected = (burn::backend::NdArray, ruccl::HostDevice);
+
+/// A burn backend `I` (the inner backend of the training's `Autodiff<I>`) and the ruCCL
+/// device `D` its gradients are reduced on.
+pub trait Choice: Send + 'static {
+    /// The inner burn backend.
+    type I: Backend + Exchange<Self::D>;
+    /// The ruCCL device its gradients are reduced on.
+    type D: Device;
+}
+
+impl<I: Backend + Exchange<D>, D: Device> Choice for (I, D) {
+    type I = I;
+    type D = D;
+}
+
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
 const RANKS: usize = 2;
@@ -77,9 +101,9 @@ fn shard(rank: usize, step: usize) -> (TensorData, TensorData) {
 }
 
 /// FNV-1a over the bits of every parameter, in the module's order.
-fn checksum<M: Module<B>>(model: &M) -> u64 {
+fn checksum<B: Backend, M: Module<B>>(model: &M) -> u64 {
     struct Bits(u64);
-    impl ModuleVisitor<B> for Bits {
+    impl<B: Backend> ModuleVisitor<B> for Bits {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
             for b in param.val().into_data().as_bytes() {
                 self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
@@ -92,8 +116,8 @@ fn checksum<M: Module<B>>(model: &M) -> u64 {
 }
 
 /// Checks, through the communicator, that every rank holds the same parameters.
-fn same_on_every_rank(comm: &Communicator<HostDevice>, sum: u64, step: usize) -> Res<()> {
-    let dev = *comm.device();
+fn same_on_every_rank<D: Device>(comm: &Communicator<D>, sum: u64, step: usize) -> Res<()> {
+    let dev = comm.device().clone();
     let mut all = RucclTensor::zeros(&dev, ruccl::DType::U64, &[comm.world_size()])?;
     comm.all_gather_into_tensor(&mut all, &RucclTensor::from_slice(&dev, &[sum], &[1])?)?;
     let all = all.to_vec::<u64>()?;
@@ -112,12 +136,15 @@ fn files(dir: &Path, rank: usize) -> (PathBuf, PathBuf) {
 
 /// What a rank does: from update `first` through update 2, saving after update 1 when `save`
 /// is set, loading the state saved after update 1 when `first` is 2. Returns the checksum.
-fn rank_main(rank: usize, id: UniqueId, model: Mlp<B>, dir: PathBuf, first: usize) -> Res<u64> {
+fn rank_main<C: Choice>(rank: usize, id: UniqueId, model: Mlp<Autodiff<C::I>>, dir: PathBuf, first: usize) -> Res<u64> {
+    type B<C> = Autodiff<<C as Choice>::I>;
     let device = Default::default();
     let recorder = BinFileRecorder::<FullPrecisionSettings>::new();
-    let comm = Communicator::new(HostDevice::default(), RANKS, id, rank)?;
+    // The ruCCL device for burn's: the host for the CPU backend, the very same GPU for wgpu.
+    let comm = Communicator::new(<C::I as Exchange<C::D>>::comm_device(&device)?, RANKS, id, rank)?;
     let (model_file, optim_file) = files(&dir, rank);
-    let mut optim = SgdConfig::new().with_momentum(Some(MomentumConfig::new().with_momentum(0.9))).init::<B, Mlp<B>>();
+    let mut optim =
+        SgdConfig::new().with_momentum(Some(MomentumConfig::new().with_momentum(0.9))).init::<B<C>, Mlp<B<C>>>();
     // A clone shares its parameters' autodiff nodes with the original: `fork` gives this rank
     // its own graph (two threads backpropagating through shared nodes deadlock inside
     // burn-autodiff 0.21).
@@ -129,7 +156,7 @@ fn rank_main(rank: usize, id: UniqueId, model: Mlp<B>, dir: PathBuf, first: usiz
     let mut sync = GradientSync::new(&comm, param_specs(&model))?;
     for step in first..=2 {
         let (x, y) = shard(rank, step);
-        let (x, y) = (Tensor::<B, 2>::from_data(x, &device), Tensor::<B, 2>::from_data(y, &device));
+        let (x, y) = (Tensor::<B<C>, 2>::from_data(x, &device), Tensor::<B<C>, 2>::from_data(y, &device));
         let loss = (model.forward(x) - y).powf_scalar(2.0).mean();
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         let grads = grads.all_reduce_with(&mut sync, &model)?;
@@ -144,9 +171,9 @@ fn rank_main(rank: usize, id: UniqueId, model: Mlp<B>, dir: PathBuf, first: usiz
 }
 
 /// Runs both ranks from update `first`; the checksum they agree on.
-fn train(dir: &Path, first: usize) -> Res<u64> {
+fn train<C: Choice>(dir: &Path, first: usize) -> Res<u64> {
     let device = Default::default();
-    let model = Mlp::<B>::new(&device);
+    let model = Mlp::<Autodiff<C::I>>::new(&device);
     // Burn initialises parameters lazily, separately in each clone: initialise them first,
     // so both ranks start from the same values (and the same parameter ids).
     param_specs(&model);
@@ -154,30 +181,40 @@ fn train(dir: &Path, first: usize) -> Res<u64> {
     let ranks: Vec<_> = (0..RANKS)
         .map(|rank| {
             let (id, model, dir) = (id.clone(), model.clone(), dir.to_path_buf());
-            std::thread::spawn(move || rank_main(rank, id, model, dir, first))
+            std::thread::spawn(move || rank_main::<C>(rank, id, model, dir, first))
         })
         .collect();
     let sums = ranks.into_iter().map(|r| r.join().map_err(|_| "a rank panicked")?).collect::<Res<Vec<u64>>>()?;
     Ok(sums[0])
 }
 
-/// `run DIR`: two updates, the state saved after the first; the final checksum.
+/// `run DIR` on the backend the features select.
 pub fn run(dir: &Path) -> Res<u64> {
+    run_on::<Selected>(dir)
+}
+
+/// `resume DIR` on the backend the features select.
+pub fn resume(dir: &Path) -> Res<u64> {
+    resume_on::<Selected>(dir)
+}
+
+/// `run DIR`: two updates, the state saved after the first; the final checksum.
+pub fn run_on<C: Choice>(dir: &Path) -> Res<u64> {
     if dir.exists() {
         return Err(format!("{} exists already; run needs a new directory", dir.display()).into());
     }
     std::fs::create_dir_all(dir)?;
-    let sum = train(dir, 1)?;
+    let sum = train::<C>(dir, 1)?;
     std::fs::write(dir.join("checksum"), format!("{sum:016x}\n"))?;
     println!("run: parameters after update 2 have checksum {sum:016x}");
     Ok(sum)
 }
 
 /// `resume DIR`: the second update from the saved state; the checksum, which must be `run`'s.
-pub fn resume(dir: &Path) -> Res<u64> {
+pub fn resume_on<C: Choice>(dir: &Path) -> Res<u64> {
     let want = std::fs::read_to_string(dir.join("checksum"))
         .map_err(|e| format!("{} holds no run to resume ({e})", dir.display()))?;
-    let sum = train(dir, 2)?;
+    let sum = train::<C>(dir, 2)?;
     if want.trim() != format!("{sum:016x}") {
         return Err(format!("resume gave checksum {sum:016x}, but run gave {}", want.trim()).into());
     }

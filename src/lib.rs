@@ -69,7 +69,7 @@
 //! |---|---|
 //! | *(default)* | the communication core and the host device; no GPU crate is compiled |
 //! | `tracing` (default) | a span per collective (communicator, rank, op, sequence number, bytes, algorithm), `debug!` per plan, `trace!` per step, and `warn!` naming the missing ranks when a join or a collective waits longer than [`CommConfig::with_warn_after`] (30 s by default); the library never installs a subscriber |
-//! | `burn` | `ruccl::burn`: burn 0.21's backends in the peer API (through host data) and `GradientsParams` averaged through [`grad::GradientSync`]; the `collective_training` example (burn's CPU backend) |
+//! | `burn` | `ruccl::burn`: burn 0.21's backends in the peer API (through host data) and `GradientsParams` averaged through [`grad::GradientSync`]; the `collective_training` example (burn's CPU backend). With `wgpu` too: burn's wgpu backend, its tensors reduced on their own device with no copy (`ruccl::burn::BurnWgpu`), and the example on it |
 //! | `wgpu` | `device::CubeDevice` on wgpu (WGSL; Vulkan, Metal, DX12 or GL underneath): the GPU device, with kernels written once in CubeCL (CubeCL pinned to 0.10, see the README) |
 //! | `vulkan`, `metal` | `wgpu` with wgpu's SPIR-V or MSL compiler path |
 //! | `cuda` | `device::CubeDevice` on CUDA (the driver is loaded at run time; builds without one) |

@@ -1,22 +1,41 @@
 //! The resumable collective-training example (`--features burn`): `run` trains two updates and
 //! saves the state after the first; `resume` restores it and must reproduce the second update
-//! bit for bit. Both are called in this process, from the example's own source.
+//! bit for bit. Both are called in this process, from the example's own source, on burn's CPU
+//! backend and — with `wgpu` too — on burn's wgpu backend.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 #[allow(dead_code)]
 #[path = "../examples/collective_training.rs"]
 mod example;
 
-#[test]
-fn resume_reproduces_run_bit_for_bit() {
+fn run_then_resume<C: example::Choice>(name: &str) {
     let dir = std::env::temp_dir().join(format!(
-        "ruccl-collective-training-{}-{}",
+        "ruccl-collective-training-{name}-{}-{}",
         std::process::id(),
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
     ));
-    let ran = example::run(&dir).unwrap();
-    assert!(example::run(&dir).is_err(), "run must refuse an existing directory");
-    let resumed = example::resume(&dir).unwrap();
+    let ran = example::run_on::<C>(&dir).unwrap();
+    assert!(example::run_on::<C>(&dir).is_err(), "run must refuse an existing directory");
+    let resumed = example::resume_on::<C>(&dir).unwrap();
     assert_eq!(ran, resumed);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn resume_reproduces_run_bit_for_bit() {
+    run_then_resume::<(burn::backend::NdArray, ruccl::HostDevice)>("cpu");
+}
+
+/// The same on burn's wgpu backend, the gradients reduced on the device.
+#[cfg(feature = "wgpu")]
+#[test]
+fn resume_reproduces_run_bit_for_bit_on_wgpu() {
+    use ruccl::burn::{Exchange, WgpuBackend};
+    use ruccl::device::cubecl::WgpuCubeDevice;
+    let device = burn::backend::wgpu::WgpuDevice::DefaultDevice;
+    if let Err(e) = <WgpuBackend as Exchange<WgpuCubeDevice>>::comm_device(&device) {
+        eprintln!("SKIPPED: no wgpu device: {e}");
+        return;
+    }
+    run_then_resume::<(WgpuBackend, WgpuCubeDevice)>("wgpu");
 }

@@ -1,21 +1,26 @@
-//! [`Burn`]: the peer API's [`Backend`](crate::api::Backend) contract for every burn backend,
-//! through host data, and the conversions between burn's `TensorData` and ruCCL host tensors.
+//! [`Burn`]: the peer API's [`Backend`](crate::api::Backend) contract for burn backends, on
+//! whichever ruCCL device their [`Exchange`] reaches.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 
-use ::burn::tensor::backend::Backend as BurnBackend;
-use ::burn::tensor::{DType as BurnDType, TensorData};
-
+use super::{Access, Exchange};
 use crate::device::{Device, HostDevice};
-use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::error::Result;
 use crate::tensor::Tensor;
 use crate::types::DType;
 
-/// A burn backend `B` as a peer-API [`Backend`](crate::api::Backend): float tensors are read
-/// into host memory, reduced there, and come back as new burn tensors on the peer's device.
-/// Autodiff callers pass the inner backend.
+/// A burn backend `B` as a peer-API [`Backend`](crate::api::Backend), collectives running on
+/// ruCCL device `D`. Autodiff callers pass the inner backend.
+///
+/// - `Burn<B>` (`D` = [`HostDevice`]), for every burn backend: float tensors are read into
+///   host memory, reduced there, and come back as new burn tensors on the peer's device.
+/// - `Burn<CubeBackend<WgpuRuntime, ..>, WgpuCubeDevice>` (features `burn` and `wgpu`; see
+///   [`BurnWgpu`](super::BurnWgpu)): burn's wgpu tensors are reduced on their own device, in
+///   place of host memory, and the results come back as burn tensors on that device — no copy
+///   and no byte through host memory.
+///
+/// Either way the input's memory is only read: a clone of the input still holds the input
+/// afterwards.
 ///
 /// ```
 /// use burn::backend::NdArray;
@@ -35,112 +40,31 @@ use crate::types::DType;
 /// api::finish_collective::<Burn<NdArray>>(peer)?;
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
-pub struct Burn<B>(PhantomData<B>);
+pub struct Burn<B, D = HostDevice>(PhantomData<fn() -> (B, D)>);
 
-impl<B: BurnBackend> crate::api::Backend for Burn<B>
+impl<B: Exchange<D>, D: Device> crate::api::Backend for Burn<B, D>
 where
     B::FloatTensorPrimitive: Send,
 {
     type Device = B::Device;
     type FloatTensorPrimitive = B::FloatTensorPrimitive;
-    type CommDevice = HostDevice;
+    type CommDevice = D;
     const FLOAT_DTYPES: &'static [DType] = &[DType::F32, DType::F64, DType::F16, DType::BF16];
 
-    fn comm_device(_device: &B::Device) -> Result<HostDevice> {
-        Ok(HostDevice::default())
+    fn comm_device(device: &B::Device) -> Result<D> {
+        B::comm_device(device)
     }
 
     fn float_device(tensor: &B::FloatTensorPrimitive) -> B::Device {
         B::float_device(tensor)
     }
 
-    fn to_ruccl(tensor: B::FloatTensorPrimitive, device: &HostDevice) -> Result<Tensor<HostDevice>> {
-        let data = block_on(B::float_into_data(tensor))?
-            .map_err(|e| CollectiveError::new(ErrorKind::Device, format!("reading a burn tensor failed: {e:?}")))?;
-        data_to_ruccl(&data, device)
+    /// The peer API reduces into a new output, so the input is only read.
+    fn to_ruccl(tensor: B::FloatTensorPrimitive, device: &D) -> Result<Tensor<D>> {
+        B::to_ruccl(tensor, device, Access::Read)
     }
 
-    fn from_ruccl(tensor: Tensor<HostDevice>, device: &B::Device) -> Result<B::FloatTensorPrimitive> {
-        Ok(B::float_from_data(ruccl_to_data(&tensor)?, device))
-    }
-}
-
-/// burn's host data → a new ruCCL host tensor (a copy).
-pub(super) fn data_to_ruccl(data: &TensorData, device: &HostDevice) -> Result<Tensor<HostDevice>> {
-    let dtype = ruccl_dtype(data.dtype).ok_or_else(|| {
-        CollectiveError::unsupported(format!("burn's {:?} tensors have no ruCCL float dtype", data.dtype))
-    })?;
-    let t = Tensor::zeros(device, dtype, &data.shape.to_vec())?;
-    let bytes = data.as_bytes();
-    if bytes.len() != t.byte_len() {
-        return Err(CollectiveError::device(format!(
-            "burn tensor data holds {} bytes for {:?} x {dtype}",
-            bytes.len(),
-            data.shape
-        )));
-    }
-    device.write(t.buffer(), 0, bytes)?;
-    Ok(t)
-}
-
-/// A ruCCL host tensor → burn's host data (a copy).
-pub(super) fn ruccl_to_data(t: &Tensor<HostDevice>) -> Result<TensorData> {
-    let dtype = burn_dtype(t.dtype())
-        .ok_or_else(|| CollectiveError::unsupported(format!("burn float tensors cannot hold {}", t.dtype())))?;
-    let mut bytes = vec![0u8; t.byte_len()];
-    t.device().read(t.buffer(), 0, &mut bytes)?;
-    Ok(TensorData::from_bytes_vec(bytes, t.shape().to_vec(), dtype))
-}
-
-pub(super) fn ruccl_dtype(d: BurnDType) -> Option<DType> {
-    Some(match d {
-        BurnDType::F32 => DType::F32,
-        BurnDType::F64 => DType::F64,
-        BurnDType::F16 => DType::F16,
-        BurnDType::BF16 => DType::BF16,
-        _ => return None,
-    })
-}
-
-fn burn_dtype(d: DType) -> Option<BurnDType> {
-    Some(match d {
-        DType::F32 => BurnDType::F32,
-        DType::F64 => BurnDType::F64,
-        DType::F16 => BurnDType::F16,
-        DType::BF16 => BurnDType::BF16,
-        _ => return None,
-    })
-}
-
-/// Wakes the thread that blocks on a burn read.
-struct Unpark(std::thread::Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Runs one of burn's read futures to completion on this thread (host backends are ready at
-/// once; a GPU backend's read wakes the thread when its data arrives), for at most the
-/// default collective timeout.
-pub(super) fn block_on<T>(f: impl Future<Output = T>) -> Result<T> {
-    let timeout = crate::config::CommConfig::default().timeout();
-    let deadline = crate::config::deadline_after(timeout);
-    let mut f = std::pin::pin!(f);
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return Ok(v);
-        }
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(CollectiveError::new(
-                ErrorKind::Timeout,
-                format!("a burn tensor's data was not readable within {timeout:?}"),
-            ));
-        }
-        std::thread::park_timeout(left);
+    fn from_ruccl(tensor: Tensor<D>, device: &B::Device) -> Result<B::FloatTensorPrimitive> {
+        B::from_ruccl(tensor, device)
     }
 }

@@ -1,7 +1,10 @@
 //! A burn model's gradients through a [`GradientSync`]: the module's parameters are its
 //! parameter set ([`param_specs`]), and [`AllReduceWith`] moves `GradientsParams` through the
 //! buckets and back. Both walk the module with a visitor, which is where burn says each
-//! parameter's rank (`GradientsParams` cannot list its ids, and burn checks ranks).
+//! parameter's rank (`GradientsParams` cannot list its ids, and burn checks ranks). Gradients
+//! reach the sync's device through the inner backend's [`Exchange`] — on the host for every
+//! backend, on their own CubeCL device for burn's wgpu backend — for [`Access::Write`]: the
+//! sync writes the results into them.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -9,12 +12,12 @@ use std::marker::PhantomData;
 use ::burn::module::{AutodiffModule, Module, ModuleVisitor, Param, ParamId};
 use ::burn::optim::GradientsParams;
 use ::burn::tensor::backend::{AutodiffBackend, Backend as BurnBackend};
-use ::burn::tensor::ops::FloatTensorOps;
 use ::burn::tensor::{Tensor as BurnTensor, TensorPrimitive};
 
-use super::backend::{block_on, data_to_ruccl, ruccl_dtype, ruccl_to_data};
-use crate::device::HostDevice;
-use crate::error::{CollectiveError, ErrorKind, Result};
+use super::host::ruccl_dtype;
+use super::{Access, Exchange};
+use crate::device::Device;
+use crate::error::{CollectiveError, Result};
 use crate::grad::{GradientSync, ParamSpec};
 use crate::tensor::Tensor;
 
@@ -60,26 +63,33 @@ pub trait AllReduceWith: Sized {
     /// Hands every gradient of `module`'s parameters to `sync` and returns the reduced ones
     /// (on the inner backend, on each parameter's device). A parameter without a gradient
     /// counts as zero on this rank and gets the reduced gradient, so every rank takes the same
-    /// step.
+    /// step. The sync's communicator is on the host ([`HostDevice`](crate::HostDevice)) for
+    /// any backend, or on the gradients' own CubeCL device for burn's wgpu backend (see
+    /// [`Exchange`]).
     ///
     /// # Errors
     /// The [`GradientSync`]'s errors (`Mismatch`, `Timeout`, `Aborted`, ...); `Unsupported` for
     /// a quantized gradient or a float dtype outside the set; `Device` when burn cannot read a
-    /// gradient.
-    fn all_reduce_with<B: AutodiffBackend, M: AutodiffModule<B>>(
+    /// gradient; `InvalidArgument` for a gradient on a device the communicator cannot use.
+    fn all_reduce_with<B: AutodiffBackend, M: AutodiffModule<B>, D: Device>(
         self,
-        sync: &mut GradientSync<'_, HostDevice, ParamId>,
+        sync: &mut GradientSync<'_, D, ParamId>,
         module: &M,
-    ) -> Result<GradientsParams>;
+    ) -> Result<GradientsParams>
+    where
+        B::InnerBackend: Exchange<D>;
 }
 
 impl AllReduceWith for GradientsParams {
-    fn all_reduce_with<B: AutodiffBackend, M: AutodiffModule<B>>(
+    fn all_reduce_with<B: AutodiffBackend, M: AutodiffModule<B>, D: Device>(
         mut self,
-        sync: &mut GradientSync<'_, HostDevice, ParamId>,
+        sync: &mut GradientSync<'_, D, ParamId>,
         module: &M,
-    ) -> Result<GradientsParams> {
-        let mut push = Push::<B> { grads: &mut self, sync, result: Ok(()), _b: PhantomData };
+    ) -> Result<GradientsParams>
+    where
+        B::InnerBackend: Exchange<D>,
+    {
+        let mut push = Push::<B, D> { grads: &mut self, sync, result: Ok(()), _b: PhantomData };
         module.visit(&mut push);
         let pushed = push.result;
         // Even after a failed push the other gradients are reduced, so the peers are not kept
@@ -87,35 +97,42 @@ impl AllReduceWith for GradientsParams {
         let reduced = sync.wait()?;
         pushed?;
         let mut back =
-            Register::<B> { reduced: reduced.into_iter().collect(), out: self, result: Ok(()), _b: PhantomData };
+            Register::<B, D> { reduced: reduced.into_iter().collect(), out: self, result: Ok(()), _b: PhantomData };
         module.visit(&mut back);
         back.result.map(|()| back.out)
     }
 }
 
 /// Moves each parameter's gradient out of `grads` into `sync`.
-struct Push<'a, 's, B> {
+struct Push<'a, 's, B, D: Device> {
     grads: &'a mut GradientsParams,
-    sync: &'a mut GradientSync<'s, HostDevice, ParamId>,
+    sync: &'a mut GradientSync<'s, D, ParamId>,
     result: Result<()>,
     _b: PhantomData<B>,
 }
 
-impl<B: AutodiffBackend> Push<'_, '_, B> {
-    fn push<const D: usize>(&mut self, id: ParamId, grad: BurnTensor<B::InnerBackend, D>) -> Result<()> {
+impl<B: AutodiffBackend, D: Device> Push<'_, '_, B, D>
+where
+    B::InnerBackend: Exchange<D>,
+{
+    fn push<const N: usize>(&mut self, id: ParamId, grad: BurnTensor<B::InnerBackend, N>) -> Result<()> {
         let TensorPrimitive::Float(grad) = grad.into_primitive() else {
             return Err(CollectiveError::unsupported(format!("the gradient of parameter {id} is quantized")));
         };
-        let data = block_on(B::InnerBackend::float_into_data(grad))?
-            .map_err(|e| CollectiveError::new(ErrorKind::Device, format!("reading the gradient of {id}: {e:?}")))?;
-        self.sync.push(&id, data_to_ruccl(&data, &HostDevice::default())?)
+        let comm = self.sync.communicator().device();
+        let grad = <B::InnerBackend as Exchange<D>>::to_ruccl(grad, comm, Access::Write)
+            .map_err(|e| e.with_op(format!("reading the gradient of {id}")))?;
+        self.sync.push(&id, grad)
     }
 }
 
-impl<B: AutodiffBackend> ModuleVisitor<B> for Push<'_, '_, B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<BurnTensor<B, D>>) {
+impl<B: AutodiffBackend, D: Device> ModuleVisitor<B> for Push<'_, '_, B, D>
+where
+    B::InnerBackend: Exchange<D>,
+{
+    fn visit_float<const N: usize>(&mut self, param: &Param<BurnTensor<B, N>>) {
         if self.result.is_ok()
-            && let Some(grad) = self.grads.remove::<B::InnerBackend, D>(param.id)
+            && let Some(grad) = self.grads.remove::<B::InnerBackend, N>(param.id)
         {
             self.result = self.push(param.id, grad);
         }
@@ -123,28 +140,31 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Push<'_, '_, B> {
 }
 
 /// Registers each reduced gradient under its parameter, with the parameter's rank.
-struct Register<B> {
-    reduced: BTreeMap<ParamId, Tensor<HostDevice>>,
+struct Register<B, D: Device> {
+    reduced: BTreeMap<ParamId, Tensor<D>>,
     out: GradientsParams,
     result: Result<()>,
     _b: PhantomData<B>,
 }
 
-impl<B: AutodiffBackend> ModuleVisitor<B> for Register<B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<BurnTensor<B, D>>) {
+impl<B: AutodiffBackend, D: Device> ModuleVisitor<B> for Register<B, D>
+where
+    B::InnerBackend: Exchange<D>,
+{
+    fn visit_float<const N: usize>(&mut self, param: &Param<BurnTensor<B, N>>) {
         let Some(t) = self.reduced.remove(&param.id) else { return };
-        if t.shape().len() != D {
+        if t.shape().len() != N {
             self.result = Err(CollectiveError::invalid(format!(
-                "parameter {} has rank {D}, but its gradient has shape {:?}",
+                "parameter {} has rank {N}, but its gradient has shape {:?}",
                 param.id,
                 t.shape()
             )));
             return;
         }
-        match ruccl_to_data(&t) {
-            Ok(data) => {
-                let grad = BurnTensor::<B::InnerBackend, D>::from_data(data, &param.lazy_device());
-                self.out.register::<B::InnerBackend, D>(param.id, grad);
+        match <B::InnerBackend as Exchange<D>>::from_ruccl(t, &param.lazy_device()) {
+            Ok(grad) => {
+                let grad = BurnTensor::<B::InnerBackend, N>::from_primitive(TensorPrimitive::Float(grad));
+                self.out.register::<B::InnerBackend, N>(param.id, grad);
             }
             Err(e) => self.result = Err(e),
         }

@@ -1,11 +1,19 @@
 //! burn integration (the `burn` feature): burn's backends take part in the peer API
-//! ([`Burn`], through host data), and a burn model's gradients are averaged across ranks with
-//! a [`GradientSync`](crate::grad::GradientSync) ([`AllReduceWith`]).
+//! ([`Burn`]), and a burn model's gradients are averaged across ranks with a
+//! [`GradientSync`](crate::grad::GradientSync) ([`AllReduceWith`]).
 //!
-//! Gradients travel through host memory: each is read into a fresh ruCCL host tensor, reduced
-//! there, and handed back to burn as a new tensor — so nothing burn still holds (a clone of a
-//! gradient shares its storage) is ever written. Autodiff callers pass the autodiff backend and
-//! its module; the gradients come back on the inner backend, as `GradientsParams` holds them.
+//! Both move tensors through one conversion, [`Exchange`]:
+//! - **every burn backend through host memory** (ndarray, ...): each tensor is read into a
+//!   fresh ruCCL host tensor, reduced there, and handed back to burn as a new tensor;
+//! - **burn's wgpu backend on its own device** (features `burn` and `wgpu`; [`BurnWgpu`] in
+//!   the peer API, a communicator on [`Exchange::comm_device`] for gradients): ruCCL uses the
+//!   tensors' CubeCL memory directly and hands results back the same way — no copy, no byte
+//!   through host memory.
+//!
+//! Either way nothing burn still holds (a clone of a tensor shares its storage) is ever
+//! written: a tensor ruCCL writes into is one no other tensor shares, or a copy.
+//! Autodiff callers pass the autodiff backend and its module; the gradients come back on the
+//! inner backend, as `GradientsParams` holds them.
 //!
 //! Ranks that are threads of one process must each [`fork`](::burn::module::Module::fork) the
 //! module they were handed: clones share their parameters' autodiff nodes, and two threads
@@ -50,7 +58,14 @@
 //! ```
 
 mod backend;
+#[cfg(feature = "wgpu")]
+mod cube;
+mod exchange;
 mod grads;
+mod host;
 
 pub use backend::Burn;
+#[cfg(feature = "wgpu")]
+pub use cube::{BurnWgpu, WgpuBackend};
+pub use exchange::{Access, Exchange};
 pub use grads::{AllReduceWith, param_specs};

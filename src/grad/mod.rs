@@ -201,6 +201,11 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
         &self.config
     }
 
+    /// The communicator the gradients are reduced over (their tensors must be on its device).
+    pub fn communicator(&self) -> &'c Communicator<D> {
+        self.comm
+    }
+
     /// Hands over this step's gradient of parameter `id`: it is copied into its bucket, and
     /// any bucket that is now complete starts its all_reduce. The tensor is kept until
     /// [`wait`](Self::wait) writes the result into it and returns it.

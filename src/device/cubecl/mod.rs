@@ -75,9 +75,32 @@ impl CubeBuffer {
         debug_assert_eq!(self.inner.parts.len(), 1, "a handle of a buffer in parts");
         self.inner.parts[0].clone()
     }
-    /// The padded size in bytes (a multiple of 8) of a buffer of one part.
+    /// The padded size in bytes (a multiple of 8, or of 4 for an imported handle) of a buffer
+    /// of one part.
     fn padded(&self) -> usize {
         self.handle().size_in_used() as usize
+    }
+
+    /// The CubeCL handle on exactly this buffer's bytes (the padding cut off): device memory
+    /// handed to a framework built on CubeCL (burn) without a copy. The buffer and the
+    /// handle then share the memory.
+    ///
+    /// # Errors
+    /// `Unsupported` for a buffer stored in several parts (above the runtime's binding
+    /// limit): no single handle holds it.
+    pub fn to_handle(&self) -> Result<Handle> {
+        if self.inner.parts.len() != 1 {
+            return Err(CollectiveError::unsupported(format!(
+                "a {}-byte GPU buffer is stored in {} parts (above the device's binding limit); no single \
+                 CubeCL handle holds it",
+                self.inner.len,
+                self.inner.parts.len()
+            )));
+        }
+        Ok(match self.padded() - self.inner.len {
+            0 => self.handle(),
+            cut => self.handle().offset_end(cut as u64),
+        })
     }
 }
 
@@ -200,6 +223,44 @@ impl<R: Runtime> CubeDevice<R> {
                 io: i.io.share(),
             }),
         }
+    }
+
+    /// Whether this is CubeCL's device `device` (whose handles this device may use).
+    pub fn is_device(&self, device: &R::Device) -> bool {
+        device.to_id() == self.inner.id
+    }
+
+    /// A buffer of `len` bytes on `handle`, a CubeCL handle of `device` — a tensor of a
+    /// framework built on CubeCL (burn) taken without a copy; the buffer and the framework's
+    /// tensor then share the memory. Kernels address whole 32-bit words, so the handle must
+    /// hold a whole number of them.
+    ///
+    /// # Errors
+    /// `Device` when `device` is not this device, or the handle holds fewer than `len` bytes
+    /// or not a whole number of 32-bit words; `Unsupported` above the size the device binds
+    /// at once (`len` larger than one part of a buffer).
+    pub fn import(&self, device: &R::Device, handle: Handle, len: usize) -> Result<CubeBuffer> {
+        if !self.is_device(device) {
+            return Err(CollectiveError::device(format!(
+                "{}: a CubeCL handle of {device:?} is not this device's",
+                self.inner.name
+            )));
+        }
+        let size = handle.size_in_used() as usize;
+        if len > self.inner.part_len {
+            return Err(CollectiveError::unsupported(format!(
+                "{}: a {len}-byte CubeCL handle is above the {}-byte parts this device binds at once; \
+                 reduce it in smaller tensors",
+                self.inner.name, self.inner.part_len
+            )));
+        }
+        if size < len || !size.is_multiple_of(4) {
+            return Err(CollectiveError::device(format!(
+                "{}: a CubeCL handle of {size} bytes cannot hold a buffer of {len} bytes in whole 32-bit words",
+                self.inner.name
+            )));
+        }
+        Ok(self.wrap(handle, len))
     }
 
     /// Bytes this device (and its clones) moved between device and host memory for uploads,

@@ -16,6 +16,23 @@ pub type WgpuCubeDevice = CubeDevice<cubecl::wgpu::WgpuRuntime>;
 #[cfg(feature = "cuda")]
 pub type CudaCubeDevice = CubeDevice<cubecl::cuda::CudaRuntime>;
 
+impl<R: cubecl::Runtime> CubeDevice<R> {
+    /// CubeCL's device `device` of runtime `R`, through the client CubeCL keeps for it: the
+    /// device a framework built on CubeCL (burn) already uses, whose tensors' handles this
+    /// device can then use without a copy ([`CubeDevice::import`]). Every call names the same
+    /// device. Host bytes reach it through CubeCL handles (ruCCL did not open it, so it has
+    /// no queue of its own for queued writes).
+    ///
+    /// # Errors
+    /// `Device` when CubeCL cannot open the device (no adapter, no driver).
+    pub fn from_cubecl(device: &R::Device) -> Result<Self> {
+        let name = format!("{device:?}");
+        let client = contained(&name, "opening the device", || R::client(device))?;
+        let label = format!("{name} ({})", runtime_name::<R>());
+        Ok(Self::from_client(client, device, label, Io::handles_only(), host_memory()))
+    }
+}
+
 #[cfg(feature = "wgpu")]
 impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
     /// The default wgpu adapter (CubeCL's `WgpuDevice::DefaultDevice`); every call names the
