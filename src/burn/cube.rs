@@ -61,11 +61,7 @@ fn shared<R: Runtime>(device: &R::Device) -> Result<CubeDevice<R>> {
 /// Runs a call into burn or CubeCL, turning a panic into a `Device` error naming `what`.
 fn contained<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
-        let why = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic".into());
+        let why = crate::device::cubecl::panic_message(&*p);
         CollectiveError::device(format!("{what} failed inside burn or CubeCL: {why}"))
     })
 }

@@ -163,14 +163,16 @@ impl<R: Runtime> fmt::Debug for CubeDevice<R> {
 
 /// Runs a CubeCL call, turning a panic into a `Device` error naming `what`.
 fn contained<T>(device: &str, what: &str, f: impl FnOnce() -> T) -> Result<T> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
-        let why = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic".into());
-        CollectiveError::device(format!("{device}: {what} failed inside CubeCL: {why}"))
-    })
+    catch_unwind(AssertUnwindSafe(f))
+        .map_err(|p| CollectiveError::device(format!("{device}: {what} failed inside CubeCL: {}", panic_message(&*p))))
+}
+
+/// What a caught panic says (its message, or "a panic").
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic".into())
 }
 
 /// Whether `a` and `b` of one buffer overlap without being identical.
