@@ -22,6 +22,8 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
+use smallvec::SmallVec;
+
 use crate::error::{CollectiveError, Result};
 
 /// One registered access: a byte range and whether it writes.
@@ -60,8 +62,9 @@ impl Words {
 struct Block {
     words: Words,
     len: usize,
-    /// Live guards. Short: one entry per access in progress on this block.
-    borrows: Mutex<Vec<Borrow>>,
+    /// Live guards. Short: one entry per access in progress on this block (inline, so a new
+    /// block's first guard allocates nothing).
+    borrows: Mutex<SmallVec<[Borrow; 4]>>,
 }
 
 /// `words` zeroed `u64`s, or `None` when the memory cannot be had (never aborts).
@@ -106,7 +109,7 @@ impl HostMem {
     pub fn zeroed(len: usize) -> Result<Self> {
         let words = alloc_zeroed_words(len.div_ceil(8))
             .ok_or_else(|| CollectiveError::device(format!("cannot allocate {len} bytes of host memory")))?;
-        Ok(HostMem { block: Arc::new(Block { words: Words::Heap(words), len, borrows: Mutex::new(Vec::new()) }) })
+        Ok(HostMem { block: Arc::new(Block { words: Words::Heap(words), len, borrows: Mutex::new(SmallVec::new()) }) })
     }
 
     /// A block over memory this process did not allocate (a mapped shared-memory segment's
@@ -120,7 +123,9 @@ impl HostMem {
     #[cfg(all(target_os = "linux", not(miri)))]
     pub(crate) unsafe fn mapped(words: &'static [AtomicU64], keep: Arc<dyn Any + Send + Sync>) -> Self {
         let len = words.len() * 8;
-        HostMem { block: Arc::new(Block { words: Words::Mapped(words, keep), len, borrows: Mutex::new(Vec::new()) }) }
+        HostMem {
+            block: Arc::new(Block { words: Words::Mapped(words, keep), len, borrows: Mutex::new(SmallVec::new()) }),
+        }
     }
 
     /// Length in bytes.

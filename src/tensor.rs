@@ -23,7 +23,7 @@ pub struct Tensor<D: Device> {
     device: D,
     buf: D::Buffer,
     dtype: DType,
-    shape: Vec<usize>,
+    shape: smallvec::SmallVec<[usize; 4]>,
     numel: usize,
 }
 
@@ -49,7 +49,7 @@ impl<D: Device> Tensor<D> {
             .checked_mul(dtype.size())
             .ok_or_else(|| CollectiveError::invalid(format!("shape {shape:?} of {dtype} is too large")))?;
         let buf = device.alloc(bytes)?;
-        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.to_vec(), numel })
+        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.into(), numel })
     }
 
     /// A tensor holding a copy of `data`, which must have exactly `shape`'s element count.
@@ -175,7 +175,7 @@ impl<D: Device> Tensor<D> {
                 device.len(&buf)
             )));
         }
-        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.to_vec(), numel })
+        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.into(), numel })
     }
 
     /// Gives the device buffer back.

@@ -391,7 +391,7 @@ fn with_peer<B: Backend, R>(
     body: impl FnOnce(&PeerHandle<B>) -> std::result::Result<R, Failure>,
 ) -> Result<R> {
     let label = || format!("{call} on peer {peer}");
-    let h = registry::service::<B>()?.handle(peer, call)?;
+    let h = registry::handle::<B>(peer, call)?;
     let _serial = h.lock_ops();
     match body(&h) {
         Ok(r) => Ok(r),

@@ -9,9 +9,10 @@
 //! communicators, which wakes every such wait.
 
 use std::any::{Any, TypeId};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
 use super::{Backend, CollectiveConfig, PeerId};
 use crate::comm::Communicator;
@@ -56,6 +57,9 @@ pub(crate) struct PeerHandle<B: Backend> {
     /// The registration's one communicator: each op names its strategy in its descriptor.
     pub comm: Communicator<B::CommDevice>,
     reset: AtomicBool,
+    /// Set by `finish_collective` before the registration leaves the map, so a handle a
+    /// thread still remembers ([`handle`]) is never used after it.
+    finished: AtomicBool,
     op_lock: Mutex<()>,
 }
 
@@ -68,6 +72,11 @@ impl<B: Backend> PeerHandle<B> {
     /// Whether `reset_collective` discarded this registration.
     pub(crate) fn was_reset(&self) -> bool {
         self.reset.load(Ordering::SeqCst)
+    }
+
+    /// Whether the registration still stands (neither finished nor reset).
+    fn is_current(&self) -> bool {
+        !self.finished.load(Ordering::SeqCst) && !self.was_reset()
     }
 
     /// Serialises this peer's operations (broadcast is two core calls).
@@ -88,6 +97,45 @@ pub(crate) struct Service<B: Backend> {
     /// The lobby this service's peers meet in.
     lobby: UniqueId,
     peers: Mutex<HashMap<PeerId, Entry<B>>>,
+}
+
+/// A registration a thread used: its backend type, its peer, its handle.
+type Remembered = (TypeId, PeerId, Weak<dyn Any + Send + Sync>);
+
+thread_local! {
+    /// The registrations this thread used last: an operation finds its peer's handle without
+    /// taking the process-wide locks every peer's thread contends for. Weak, so a finished
+    /// peer's communicator is dropped as soon as no operation holds it.
+    static RECENT: RefCell<Vec<Remembered>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Most registrations one thread remembers (a thread usually drives one peer).
+const RECENT_MAX: usize = 4;
+
+/// The handle of a registered `peer` of `B`'s service, for an operation named `op`: the
+/// thread's remembered handle while that registration stands, else the service's map.
+pub(crate) fn handle<B: Backend>(peer: PeerId, op: &str) -> Result<Arc<PeerHandle<B>>> {
+    let key = TypeId::of::<B>();
+    let remembered = RECENT.with(|r| {
+        let r = r.borrow();
+        r.iter().find(|(t, p, _)| *t == key && *p == peer).and_then(|(_, _, w)| w.upgrade())
+    });
+    if let Some(h) = remembered.and_then(|a| a.downcast::<PeerHandle<B>>().ok())
+        && h.is_current()
+    {
+        return Ok(h);
+    }
+    let h = service::<B>()?.handle(peer, op)?;
+    let any: Arc<dyn Any + Send + Sync> = h.clone();
+    RECENT.with(|r| {
+        let mut r = r.borrow_mut();
+        r.retain(|(t, p, w)| !(*t == key && *p == peer) && w.strong_count() > 0);
+        if r.len() >= RECENT_MAX {
+            r.remove(0);
+        }
+        r.push((key, peer, Arc::downgrade(&any)));
+    });
+    Ok(h)
 }
 
 /// The service of `B`, created on first use.
@@ -157,6 +205,7 @@ impl<B: Backend> Service<B> {
                     session,
                     comm,
                     reset: AtomicBool::new(false),
+                    finished: AtomicBool::new(false),
                     op_lock: Mutex::new(()),
                 };
                 peers.insert(peer, Entry::Active(Arc::new(handle)));
@@ -182,7 +231,8 @@ impl<B: Backend> Service<B> {
     pub(crate) fn finish(&self, peer: PeerId) -> Result<()> {
         let mut peers = lock(&self.peers);
         match peers.get(&peer) {
-            Some(Entry::Active(_)) => {
+            Some(Entry::Active(h)) => {
+                h.finished.store(true, Ordering::SeqCst);
                 let handle = peers.remove(&peer);
                 drop(peers);
                 drop(handle);

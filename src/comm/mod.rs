@@ -11,6 +11,7 @@ mod launch;
 mod local;
 mod nonblocking;
 mod p2p;
+mod prepare;
 mod progress;
 pub(crate) mod rendezvous;
 mod split;
@@ -24,22 +25,22 @@ use std::sync::{Arc, Mutex};
 
 pub use flight::{FLIGHT_DEPTH, FlightEntry, OpState};
 pub use group::Group;
+pub(crate) use prepare::{Prepared, complete};
+use prepare::{exchange_plan, next_seq};
 use work::Engine;
 pub use work::Work;
 
 use crate::algo;
 use crate::config::{CommConfig, Transport};
 use crate::device::Device;
-use crate::device::{Range, Reach};
+use crate::device::Reach;
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::OpDesc;
-use crate::sched::{self, Binding, Bindings, Now, OpCtx, OpRun, Staging};
-use crate::transport::slots::SLOT_BYTES;
+use crate::sched::Staging;
 use crate::transport::{Link, inproc::Fabric};
-use crate::types::{Rank, ReduceOp, Scale};
+use crate::types::Rank;
 use crate::unique_id::UniqueId;
 use flight::Board;
-use validate::Call;
 
 /// State every rank of one communicator shares.
 #[derive(Debug)]
@@ -394,222 +395,6 @@ impl<D: Device> Communicator<D> {
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Local<D>> {
         self.local.lock().unwrap_or_else(|e| e.into_inner())
     }
-
-    /// The single path from a public method to the scheduler: prepares the op and drives it
-    /// on the calling thread (or, with shared progress, hands it to the progress thread and
-    /// waits). The rank's state stays locked until the op is over, so calls on one
-    /// communicator run one at a time, in the order they were made.
-    fn submit(&self, call: Call<'_, D>) -> Result<()> {
-        if self.engine.shared_progress {
-            return self.issue(call)?.wait();
-        }
-        let mut current = self.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
-        // Non-blocking ops issued earlier run first (issue order).
-        if self.engine.has_queued(&current) {
-            self.engine.drain(&mut current);
-        }
-        let mut op = self.prepare(&mut self.lock(), call)?;
-        let result = sched::drive(&mut op.run);
-        complete(&self.shared, self.rank, &mut self.lock(), op, result)
-    }
-
-    /// The non-blocking path: prepares the op now (so checks fail here, and its place in the
-    /// rank's order is taken), queues it, and lets the progress thread drive it.
-    fn issue(&self, call: Call<'_, D>) -> Result<Work> {
-        let work = {
-            let mut local = self.lock();
-            let op = self.prepare(&mut local, call)?;
-            self.engine.push(op)
-        };
-        self.engine.kick();
-        Ok(work)
-    }
-
-    /// Checks a call and turns it into a running op: validation (`InvalidArgument`, nothing
-    /// sent), the sticky failure checks, a sequence number, the plan, scratch memory.
-    pub(crate) fn prepare(&self, local: &mut Local<D>, call: Call<'_, D>) -> Result<Prepared<D>> {
-        let checked = self.check(&call)?;
-        self.prepare_checked(local, checked)
-    }
-
-    /// [`validate`]s a call on this rank (`InvalidArgument`, nothing sent).
-    pub(crate) fn check(&self, call: &Call<'_, D>) -> Result<(OpDesc, validate::Io<D::Buffer>)> {
-        validate::validate(call, self.rank, self.shared.world, &self.device)
-            .map_err(CollectiveError::on_usable_communicator)
-    }
-
-    /// [`prepare`](Self::prepare) for a call [`check`](Self::check) accepted.
-    pub(crate) fn prepare_checked(
-        &self,
-        local: &mut Local<D>,
-        (desc, io): (OpDesc, validate::Io<D::Buffer>),
-    ) -> Result<Prepared<D>> {
-        let world = self.shared.world;
-        if let Some(e) = &local.failed {
-            return Err(CollectiveError::new(
-                ErrorKind::Aborted,
-                format!("this communicator failed earlier: {}", e.quoted()),
-            )
-            .with_rank(self.rank)
-            .with_op(desc.to_string()));
-        }
-        if let Some(e) = self.shared.link.poisoned(self.rank) {
-            // Where this call stands relative to the op that failed decides what it reports:
-            // the original error if it is that op (arriving late) or past it, `Aborted` if not.
-            let now = if desc.kind.is_collective() { Now::Collective(local.seq) } else { Now::NewP2p };
-            let err = sched::after_failure(&e, self.rank, now).with_op(desc.to_string());
-            local.failed = Some(err.clone());
-            return Err(err);
-        }
-        if !self.device.supports(desc.dtype) {
-            return Err(CollectiveError::unsupported(format!(
-                "{} cannot run kernels on {}",
-                self.device.describe(),
-                desc.dtype
-            ))
-            .with_rank(self.rank)
-            .with_op(desc.to_string()));
-        }
-        let seq = next_seq(local, &desc);
-        let cfg = &self.shared.config;
-        let size = desc.dtype.size();
-        let chunk = (cfg.chunk_bytes() / size).max(1);
-        let exchanged = self.exchange.as_ref().filter(|_| {
-            matches!(
-                desc.algorithm.unwrap_or(cfg.algorithm()),
-                crate::config::Algorithm::Auto | crate::config::Algorithm::Exchange
-            ) && algo::exchange_part(&desc, world).is_some_and(|b| b <= SLOT_BYTES)
-        });
-        let plan = match (exchanged, &local.last_plan) {
-            (Some(plan), _) => plan.clone(),
-            (None, Some((d, a, c, plan))) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
-            _ => {
-                let link = &self.shared.link;
-                let network = (0..world).any(|p| p != self.rank && !link.shares_memory(self.rank, p));
-                let plan = Arc::new(algo::build(&desc, self.rank, world, cfg.algorithm(), chunk, network));
-                local.last_plan = Some((desc, cfg.algorithm(), chunk, plan.clone()));
-                plan
-            }
-        };
-        let algorithm = plan.algorithm;
-        let ctx = OpCtx {
-            rank: self.rank,
-            world,
-            seq,
-            p2p: !desc.kind.is_collective(),
-            fp: desc.fingerprint(),
-            deadline: crate::config::deadline_after(cfg.timeout()),
-            dtype: desc.dtype,
-            combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
-            shared: self.rank_shared.clone(),
-        };
-        let dev = &self.device;
-        let setup = (|| {
-            ensure(dev, &mut local.scratch, plan.scratch_elems * size)?;
-            let mut io = io;
-            let mut prologue = None;
-            if let Some(ReduceOp::PreMulSum(s)) = desc.op {
-                let bytes = io.input_elems * size;
-                ensure(dev, &mut local.premul, bytes)?;
-                if let (Binding::Contig { buf, base, .. }, Some(pre)) = (&io.input, &local.premul) {
-                    let base = *base;
-                    let src = Range::new(buf.clone(), base, bytes);
-                    let dst = Range::new(pre.clone(), 0, bytes);
-                    let event = dev.scale(&src, &dst, desc.dtype, Scale::MulBy(s))?;
-                    let id = dev.mem_id(pre);
-                    prologue = Some((event, (id, 0, bytes)));
-                    io.input = Binding::Contig { buf: pre.clone(), base: 0, id };
-                }
-            }
-            let bufs = Bindings {
-                input: io.input,
-                output: io.output,
-                scratch: match &local.scratch {
-                    Some(b) => Binding::Contig { buf: b.clone(), base: 0, id: dev.mem_id(b) },
-                    None => Binding::Unbound,
-                },
-            };
-            Ok((bufs, prologue))
-        })();
-        let (bufs, prologue) = match setup {
-            Ok(x) => x,
-            Err(e) => {
-                // A failure before the plan runs (scratch allocation, a device error) must stop
-                // the peers at once too, not leave them waiting out the timeout.
-                sched::fail(&ctx, &e);
-                self.shared.board.start(self.rank, seq, desc, algorithm);
-                self.shared.board.finish(self.rank, false);
-                let e = e.with_rank(self.rank).with_op(desc.to_string()).with_seq(seq);
-                local.failed = Some(e.clone());
-                return Err(e);
-            }
-        };
-        let stage = std::mem::take(&mut local.staging);
-        let run = OpRun::new(dev.clone(), plan, bufs, ctx, stage, self.reach.clone(), prologue);
-        Ok(Prepared { run, desc, seq })
-    }
-}
-
-/// Records how a prepared op ended and gives its staging memory back for the next op.
-pub(crate) fn complete<D: Device>(
-    shared: &Shared,
-    rank: Rank,
-    local: &mut Local<D>,
-    op: Prepared<D>,
-    result: Result<()>,
-) -> Result<()> {
-    let Prepared { run, desc, seq } = op;
-    let mut stage = run.into_staging();
-    stage.trim();
-    local.staging = stage;
-    shared.board.finish(rank, result.is_ok());
-    let result = result.map_err(|e| e.with_rank(rank).with_op(desc.to_string()).with_seq(seq));
-    if let Err(e) = &result {
-        local.failed = Some(e.clone());
-    }
-    result
-}
-
-/// An op that passed its checks and is ready to be driven, with what its communicator
-/// records when it ends.
-pub(crate) struct Prepared<D: Device> {
-    pub(crate) run: OpRun<D>,
-    desc: OpDesc,
-    seq: u64,
-}
-
-/// The plan of every exchanged op: one [`Step::Exchange`](algo::Step::Exchange). Ranks that
-/// are threads of one process on host-memory devices run ops whose parts fit a slot
-/// ([`SLOT_BYTES`]) this way, unless an algorithm was chosen: no messages, one published part
-/// per rank, each rank computing its own result.
-fn exchange_plan() -> Arc<algo::Plan> {
-    Arc::new(algo::Plan {
-        steps: vec![algo::Step::Exchange],
-        algorithm: crate::config::Algorithm::Exchange,
-        scratch_elems: 0,
-    })
-}
-
-fn next_seq<D: Device>(local: &mut Local<D>, desc: &OpDesc) -> u64 {
-    let counter = match (desc.kind, desc.peer) {
-        (crate::op::OpKind::Send, Some(p)) => &mut local.p2p_sent[p],
-        (crate::op::OpKind::Recv, Some(p)) => &mut local.p2p_received[p],
-        _ => &mut local.seq,
-    };
-    let s = *counter;
-    *counter += 1;
-    s
-}
-
-/// Makes `slot` hold a buffer of at least `bytes` (reused across ops, grown when needed).
-/// Even for 0 bytes: plans of empty ops still name zero-length scratch spans, which must
-/// resolve to a bound buffer.
-fn ensure<D: Device>(dev: &D, slot: &mut Option<D::Buffer>, bytes: usize) -> Result<()> {
-    if slot.as_ref().is_some_and(|b| dev.len(b) >= bytes) {
-        return Ok(());
-    }
-    *slot = Some(dev.alloc(bytes)?);
-    Ok(())
 }
 
 impl<D: Device> Drop for Communicator<D> {

@@ -37,6 +37,63 @@ fn operations_after_finish_are_rejected() {
     }
 }
 
+/// A thread remembers the registration it used last, so its operations skip the registry's
+/// locks; a finished registration must still be refused on that same thread, and a new
+/// registration of the same id used instead of the old one.
+#[test]
+fn the_thread_that_finished_a_peer_cannot_use_it_and_registers_it_again() {
+    let ids = ids_for(2, 47);
+    let outcomes = on_threads(&ids, 47, |p| {
+        for round in 0..3 {
+            register::<Tb<47>>(p.id, p.dev, config(2)).unwrap();
+            let t = all_reduce::<Tb<47>>(p.id, tensor(&p.dev, &[round as f32 + p.rank as f32], &[1]), ReduceOp::Sum);
+            assert_eq!(values(&t.unwrap()), vec![2.0 * round as f32 + 1.0], "round {round}");
+            finish_collective::<Tb<47>>(p.id).unwrap();
+            let err = barrier::<Tb<47>>(p.id).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+            assert!(err.to_string().contains("not registered"), "{err}");
+        }
+    });
+    assert_eq!(outcomes.len(), 2);
+}
+
+/// The same, while another thread's operation on the finished peer still holds its
+/// registration: the remembered handle is still alive, but finished, so it is not used.
+#[test]
+fn a_finished_peer_stays_finished_while_another_thread_uses_it() {
+    let ids = ids_for(2, 48);
+    let cfg = config(2).with_timeout(Duration::from_secs(5));
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let gone = std::sync::Mutex::new(gone);
+    let outcomes = on_threads(&ids, 48, |p| {
+        register::<Tb<48>>(p.id, p.dev, cfg.clone()).unwrap();
+        barrier::<Tb<48>>(p.id).unwrap();
+        if p.rank == 1 {
+            // Never waits past the timeout: a failure on peer 0 drops `go`.
+            let _ = gone.lock().unwrap().recv_timeout(Duration::from_secs(5));
+            let t = all_reduce::<Tb<48>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum);
+            finish_collective::<Tb<48>>(p.id).unwrap();
+            return values(&t.unwrap());
+        }
+        let (id, dev) = (p.id, p.dev);
+        std::thread::scope(|s| {
+            // This op waits for peer 1, which joins only after the checks below.
+            let other = s.spawn(move || all_reduce::<Tb<48>>(id, tensor(&dev, &[1.0], &[1]), ReduceOp::Sum));
+            std::thread::sleep(Duration::from_millis(100));
+            finish_collective::<Tb<48>>(id).unwrap();
+            let t0 = Instant::now();
+            let r = barrier::<Tb<48>>(id);
+            let took = t0.elapsed();
+            go.send(()).unwrap();
+            let err = r.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+            assert!(took < Duration::from_secs(2), "{took:?}");
+            values(&other.join().unwrap().unwrap())
+        })
+    });
+    assert!(outcomes.iter().all(|(_, v)| v == &vec![2.0]), "{outcomes:?}");
+}
+
 #[test]
 fn a_peer_that_finished_early_makes_the_others_fail_not_hang() {
     let n = 3;
