@@ -161,21 +161,7 @@ impl<D: Device> OpRun<D> {
     pub(super) fn check_header(&self, peer: Rank, h: &Header) -> Result<()> {
         let c = &self.ctx;
         if h.p2p != c.p2p || h.seq != c.seq || !h.fp.compatible(&c.fp) {
-            let theirs = if h.p2p {
-                format!("{} (point-to-point #{})", h.fp.desc, h.seq)
-            } else {
-                format!("{} as op #{}", h.fp.desc, h.seq)
-            };
-            let ours = if c.p2p {
-                format!("{} (point-to-point #{})", c.fp.desc, c.seq)
-            } else {
-                format!("{} as op #{}", c.fp.desc, c.seq)
-            };
-            let mut e = CollectiveError::new(
-                ErrorKind::Mismatch,
-                format!("rank {peer} called {theirs}, but rank {} called {ours}", c.rank),
-            )
-            .with_peer(peer);
+            let mut e = c.mismatch(peer, &super::called(&h.fp.desc.to_string(), h.p2p, h.seq));
             if !h.p2p && !c.p2p && h.seq != c.seq {
                 // The ranks diverged at the earlier of the two ops: that is the op the poison
                 // names, so that ranks still in it report this mismatch rather than `Aborted`.

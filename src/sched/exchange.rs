@@ -11,7 +11,7 @@ use smallvec::SmallVec;
 use super::{Blocked, OpRun, Progress};
 use crate::algo::{Slot, Span};
 use crate::device::{Device, kernels};
-use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::error::{CollectiveError, Result};
 use crate::mem::HostMem;
 use crate::op::{OpDesc, OpKind};
 use crate::transport::slots::Slots;
@@ -149,13 +149,6 @@ impl<D: Device> OpRun<D> {
         let c = &self.ctx;
         let theirs =
             c.shared.board.collective_at(peer, c.seq).map_or_else(|| "another op".to_string(), |f| f.desc.to_string());
-        CollectiveError::new(
-            ErrorKind::Mismatch,
-            format!(
-                "rank {peer} called {theirs} as op #{}, but rank {} called {} as op #{}",
-                c.seq, c.rank, c.fp.desc, c.seq
-            ),
-        )
-        .with_peer(peer)
+        c.mismatch(peer, &super::called(&theirs, false, c.seq))
     }
 }

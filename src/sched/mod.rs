@@ -34,7 +34,7 @@ pub use staging::Staging;
 use crate::algo::{Plan, Slot, Span, Step};
 use crate::comm::RankShared;
 use crate::device::{Device, Range, Reach, Source};
-use crate::error::{CollectiveError, Result};
+use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::HostRegion;
 use crate::op::Fingerprint;
 use crate::trace::{debug_event, trace_event};
@@ -80,6 +80,24 @@ impl OpCtx {
     pub(crate) fn link(&self) -> &Link {
         &self.shared.link
     }
+
+    /// The `Mismatch` between this rank's op and what `peer` called (`theirs`, worded by
+    /// [`called`]): the one wording of every mismatch the scheduler finds, whether in a
+    /// message's header or in an exchanged part.
+    pub(crate) fn mismatch(&self, peer: Rank, theirs: &str) -> CollectiveError {
+        let ours = called(&self.fp.desc.to_string(), self.p2p, self.seq);
+        CollectiveError::new(
+            ErrorKind::Mismatch,
+            format!("rank {peer} called {theirs}, but rank {} called {ours}", self.rank),
+        )
+        .with_peer(peer)
+    }
+}
+
+/// How a mismatch names one side's call: "all_reduce(sum, 4 x f32) as op #3", or
+/// "send(4 x i32, to 1) (point-to-point #0)".
+pub(crate) fn called(desc: &str, p2p: bool, seq: u64) -> String {
+    if p2p { format!("{desc} (point-to-point #{seq})") } else { format!("{desc} as op #{seq}") }
 }
 
 /// A resolved span: a device range and the memory id it lies in.
