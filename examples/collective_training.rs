@@ -35,7 +35,7 @@ use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ruccl::burn::{AllReduceWith, Exchange, param_specs};
+use ruccl::burn::{AllReduceWith, Handover, param_specs};
 use ruccl::grad::GradientSync;
 use ruccl::{Communicator, Device, Tensor as RucclTensor, UniqueId};
 
@@ -50,12 +50,12 @@ pub type Selected = (burn::backend::NdArray, ruccl::HostDevice);
 /// device `D` its gradients are reduced on.
 pub trait Choice: Send + 'static {
     /// The inner burn backend.
-    type I: Backend + Exchange<Self::D>;
+    type I: Backend + Handover<Self::D>;
     /// The ruCCL device its gradients are reduced on.
     type D: Device;
 }
 
-impl<I: Backend + Exchange<D>, D: Device> Choice for (I, D) {
+impl<I: Backend + Handover<D>, D: Device> Choice for (I, D) {
     type I = I;
     type D = D;
 }
@@ -141,7 +141,7 @@ fn rank_main<C: Choice>(rank: usize, id: UniqueId, model: Mlp<Autodiff<C::I>>, d
     let device = Default::default();
     let recorder = BinFileRecorder::<FullPrecisionSettings>::new();
     // The ruCCL device for burn's: the host for the CPU backend, the very same GPU for wgpu.
-    let comm = Communicator::new(<C::I as Exchange<C::D>>::comm_device(&device)?, RANKS, id, rank)?;
+    let comm = Communicator::new(<C::I as Handover<C::D>>::comm_device(&device)?, RANKS, id, rank)?;
     let (model_file, optim_file) = files(&dir, rank);
     let mut optim =
         SgdConfig::new().with_momentum(Some(MomentumConfig::new().with_momentum(0.9))).init::<B<C>, Mlp<B<C>>>();

@@ -12,7 +12,7 @@ use std::sync::{Barrier, Mutex, MutexGuard};
 use burn::backend::wgpu::WgpuDevice;
 use burn::tensor::{FloatDType, Tensor, TensorData, TensorPrimitive};
 use ruccl::api::{self, CollectiveConfig, PeerId, ReduceOperation};
-use ruccl::burn::{Access, BurnWgpu, Exchange, WgpuBackend};
+use ruccl::burn::{Access, BurnWgpu, Handover, WgpuBackend};
 use ruccl::device::cubecl::WgpuCubeDevice;
 use ruccl::grad::{GradientSync, ParamSpec, SyncConfig};
 use ruccl::{Communicator, DType, UniqueId};
@@ -26,7 +26,7 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// ruCCL's device for burn's default wgpu device, or why there is none.
 fn device() -> Option<WgpuCubeDevice> {
-    match <B as Exchange<WgpuCubeDevice>>::comm_device(&WgpuDevice::DefaultDevice) {
+    match <B as Handover<WgpuCubeDevice>>::comm_device(&WgpuDevice::DefaultDevice) {
         Ok(d) => Some(d),
         Err(e) => {
             eprintln!("SKIPPED: no wgpu device: {e}");
@@ -175,7 +175,7 @@ fn gradient_sync_in_place_writes_no_shared_memory() {
                         .into_iter()
                         .map(|(_, t)| {
                             let shape = t.shape().to_vec();
-                            let p = <B as Exchange<WgpuCubeDevice>>::from_ruccl(t, &device).unwrap();
+                            let p = <B as Handover<WgpuCubeDevice>>::from_ruccl(t, &device).unwrap();
                             match shape.len() {
                                 1 => f32s(burn::<1>(p)),
                                 _ => f32s(burn::<2>(p)),

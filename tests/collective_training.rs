@@ -30,10 +30,10 @@ fn resume_reproduces_run_bit_for_bit() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn resume_reproduces_run_bit_for_bit_on_wgpu() {
-    use ruccl::burn::{Exchange, WgpuBackend};
+    use ruccl::burn::{Handover, WgpuBackend};
     use ruccl::device::cubecl::WgpuCubeDevice;
     let device = burn::backend::wgpu::WgpuDevice::DefaultDevice;
-    if let Err(e) = <WgpuBackend as Exchange<WgpuCubeDevice>>::comm_device(&device) {
+    if let Err(e) = <WgpuBackend as Handover<WgpuCubeDevice>>::comm_device(&device) {
         eprintln!("SKIPPED: no wgpu device: {e}");
         return;
     }

@@ -1,9 +1,9 @@
 //! burn's CubeCL backend on wgpu (features `burn` and `wgpu`): its tensors already live on a
-//! CubeCL device, so [`Exchange`] hands their CubeCL handles to ruCCL's
+//! CubeCL device, so [`Handover`] hands their CubeCL handles to ruCCL's
 //! [`CubeDevice`](crate::device::CubeDevice) of that same device and wraps ruCCL's results
 //! as burn tensors — no copy, no byte through host memory.
 //!
-//! - **One device, one ruCCL device.** [`Exchange::comm_device`] opens the `CubeDevice` on
+//! - **One device, one ruCCL device.** [`Handover::comm_device`] opens the `CubeDevice` on
 //!   the client CubeCL keeps for burn's device (so both use the same memory), once per
 //!   device: every peer and communicator on it shares that one handle.
 //! - **Sharing.** A burn tensor whose memory no other tensor shares (CubeCL's `can_mut`) is
@@ -31,7 +31,7 @@ use ::burn::tensor::{FloatDType, Shape, TensorMetadata};
 use cubecl::Runtime;
 
 use super::host::{burn_dtype, ruccl_dtype};
-use super::{Access, Exchange};
+use super::{Access, Handover};
 use crate::device::Device;
 use crate::device::cubecl::{CubeDevice, WgpuCubeDevice};
 use crate::error::{CollectiveError, Result};
@@ -87,7 +87,7 @@ fn usable_as_is(t: &CubeTensor<WgpuRuntime>, len: usize, access: Access) -> bool
         && (access == Access::Read || t.can_mut())
 }
 
-impl<F: FloatElement, I: IntElement, BT: BoolElement> Exchange<WgpuCubeDevice> for CubeBackend<WgpuRuntime, F, I, BT> {
+impl<F: FloatElement, I: IntElement, BT: BoolElement> Handover<WgpuCubeDevice> for CubeBackend<WgpuRuntime, F, I, BT> {
     fn comm_device(device: &WgpuDevice) -> Result<WgpuCubeDevice> {
         shared::<WgpuRuntime>(device)
     }

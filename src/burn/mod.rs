@@ -2,11 +2,11 @@
 //! ([`Burn`]), and a burn model's gradients are averaged across ranks with a
 //! [`GradientSync`](crate::grad::GradientSync) ([`AllReduceWith`]).
 //!
-//! Both move tensors through one conversion, [`Exchange`]:
+//! Both move tensors through one conversion, [`Handover`]:
 //! - **every burn backend through host memory** (ndarray, ...): each tensor is read into a
 //!   fresh ruCCL host tensor, reduced there, and handed back to burn as a new tensor;
 //! - **burn's wgpu backend on its own device** (features `burn` and `wgpu`; [`BurnWgpu`] in
-//!   the peer API, a communicator on [`Exchange::comm_device`] for gradients): ruCCL uses the
+//!   the peer API, a communicator on [`Handover::comm_device`] for gradients): ruCCL uses the
 //!   tensors' CubeCL memory directly and hands results back the same way — no copy, no byte
 //!   through host memory.
 //!
@@ -60,12 +60,12 @@
 mod backend;
 #[cfg(feature = "wgpu")]
 mod cube;
-mod exchange;
 mod grads;
+mod handover;
 mod host;
 
 pub use backend::Burn;
 #[cfg(feature = "wgpu")]
 pub use cube::{BurnWgpu, WgpuBackend};
-pub use exchange::{Access, Exchange};
 pub use grads::{AllReduceWith, param_specs};
+pub use handover::{Access, Handover};

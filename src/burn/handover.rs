@@ -1,4 +1,4 @@
-//! [`Exchange`]: how a burn backend's float tensors reach a ruCCL device and come back — the
+//! [`Handover`]: how a burn backend's float tensors reach a ruCCL device and come back — the
 //! one conversion both the peer API ([`Burn`](super::Burn)) and gradient sync
 //! ([`AllReduceWith`](super::AllReduceWith)) go through.
 
@@ -33,19 +33,19 @@ pub enum Access {
 /// use burn::backend::NdArray;
 /// use burn::tensor::Tensor;
 /// use ruccl::HostDevice;
-/// use ruccl::burn::{Access, Exchange};
+/// use ruccl::burn::{Access, Handover};
 ///
 /// let device = Default::default();
 /// let t = Tensor::<NdArray, 1>::from_floats([1.0, 2.0], &device);
-/// let comm = <NdArray as Exchange<HostDevice>>::comm_device(&device)?;
-/// let r = <NdArray as Exchange<HostDevice>>::to_ruccl(t.clone().into_primitive().tensor(), &comm, Access::Write)?;
+/// let comm = <NdArray as Handover<HostDevice>>::comm_device(&device)?;
+/// let r = <NdArray as Handover<HostDevice>>::to_ruccl(t.clone().into_primitive().tensor(), &comm, Access::Write)?;
 /// assert_eq!(r.to_vec::<f32>()?, vec![1.0, 2.0]); // a copy: writing it leaves `t` alone
-/// let back = <NdArray as Exchange<HostDevice>>::from_ruccl(r, &device)?;
+/// let back = <NdArray as Handover<HostDevice>>::from_ruccl(r, &device)?;
 /// let back = Tensor::<NdArray, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(back));
 /// assert_eq!(back.into_data(), t.into_data());
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
-pub trait Exchange<D: Device>: BurnBackend {
+pub trait Handover<D: Device>: BurnBackend {
     /// The ruCCL device that collectives on `device`'s tensors run on.
     ///
     /// # Errors
