@@ -6,7 +6,8 @@
 //! cargo run --example collective_training --features burn -- resume DIR
 //! ```
 //! With `--features burn,wgpu` the same on burn's wgpu backend (the default adapter, e.g.
-//! Mesa's software Vulkan), the gradients reduced on the GPU where they are.
+//! Mesa's software Vulkan), the gradients reduced on the GPU where they are; with
+//! `--features burn,burn-fusion` on burn's default wgpu backend, the fused one.
 //!
 //! Two logical ranks (threads of this process) train a small MLP on a synthetic regression
 //! task with SGD and momentum, each on its own half of the batch; the gradients are averaged
@@ -39,8 +40,12 @@ use ruccl::burn::{AllReduceWith, Handover, param_specs};
 use ruccl::grad::GradientSync;
 use ruccl::{Communicator, Device, Tensor as RucclTensor, UniqueId};
 
+/// The backend the feature selects: burn's default (fused) wgpu backend, its gradients
+/// resolved and reduced on the device.
+#[cfg(feature = "burn-fusion")]
+pub type Selected = (ruccl::burn::FusedWgpuBackend, ruccl::device::cubecl::WgpuCubeDevice);
 /// The backend the feature selects: burn's wgpu backend, its gradients reduced on the device.
-#[cfg(feature = "wgpu")]
+#[cfg(all(feature = "wgpu", not(feature = "burn-fusion")))]
 pub type Selected = (ruccl::burn::WgpuBackend, ruccl::device::cubecl::WgpuCubeDevice);
 /// The backend the feature selects: burn's CPU backend, its gradients reduced in host memory.
 #[cfg(not(feature = "wgpu"))]

@@ -23,11 +23,15 @@ pub enum Access {
 ///
 /// - Every burn backend, through host data, on [`HostDevice`](crate::HostDevice): each
 ///   conversion is a copy, so nothing burn holds is ever written.
-/// - burn's CubeCL backend on wgpu (`CubeBackend<WgpuRuntime, ..>`, features `burn` and
-///   `wgpu`), on the [`CubeDevice`](crate::device::CubeDevice) of the tensor's own CubeCL
-///   device: no copy and no byte through host memory. A tensor is taken as it is when it is
-///   contiguous and, for [`Access::Write`], shares its memory with no other tensor; otherwise
-///   it is first copied on the device.
+/// - burn's CubeCL backends, on the [`CubeDevice`](crate::device::CubeDevice) of the
+///   tensor's own CubeCL device: no copy and no byte through host memory. A tensor is taken
+///   as it is when it is contiguous and, for [`Access::Write`], shares its memory with no
+///   other tensor; otherwise it is first copied on the device. They are
+///   `CubeBackend<WgpuRuntime, ..>` (features `burn` and `wgpu`), burn's default wgpu backend
+///   `Fusion<CubeBackend<WgpuRuntime, ..>>` (feature `burn-fusion`; a fused tensor is first
+///   resolved, which runs the work queued for it, and results are registered back with
+///   burn's fusion server) and `burn::backend::Cuda` (features `burn` and `cuda`, without
+///   `burn-fusion`).
 ///
 /// ```
 /// use burn::backend::NdArray;
