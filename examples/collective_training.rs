@@ -6,7 +6,8 @@
 //! cargo run --example collective_training --features burn -- resume DIR
 //! ```
 //! With `--features burn,wgpu` the same on burn's wgpu backend (the default adapter, e.g.
-//! Mesa's software Vulkan), the gradients reduced on the GPU where they are.
+//! Mesa's software Vulkan), the gradients reduced on the GPU where they are; with
+//! `--features burn,burn-fusion` on burn's default wgpu backend, the fused one.
 //!
 //! Two logical ranks (threads of this process) train a small MLP on a synthetic regression
 //! task with SGD and momentum, each on its own half of the batch; the gradients are averaged
@@ -35,12 +36,16 @@ use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::record::{BinFileRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ruccl::burn::{AllReduceWith, Exchange, param_specs};
+use ruccl::burn::{AllReduceWith, Handover, param_specs};
 use ruccl::grad::GradientSync;
 use ruccl::{Communicator, Device, Tensor as RucclTensor, UniqueId};
 
+/// The backend the feature selects: burn's default (fused) wgpu backend, its gradients
+/// resolved and reduced on the device.
+#[cfg(feature = "burn-fusion")]
+pub type Selected = (ruccl::burn::FusedWgpuBackend, ruccl::device::cubecl::WgpuCubeDevice);
 /// The backend the feature selects: burn's wgpu backend, its gradients reduced on the device.
-#[cfg(feature = "wgpu")]
+#[cfg(all(feature = "wgpu", not(feature = "burn-fusion")))]
 pub type Selected = (ruccl::burn::WgpuBackend, ruccl::device::cubecl::WgpuCubeDevice);
 /// The backend the feature selects: burn's CPU backend, its gradients reduced in host memory.
 #[cfg(not(feature = "wgpu"))]
@@ -50,12 +55,12 @@ pub type Selected = (burn::backend::NdArray, ruccl::HostDevice);
 /// device `D` its gradients are reduced on.
 pub trait Choice: Send + 'static {
     /// The inner burn backend.
-    type I: Backend + Exchange<Self::D>;
+    type I: Backend + Handover<Self::D>;
     /// The ruCCL device its gradients are reduced on.
     type D: Device;
 }
 
-impl<I: Backend + Exchange<D>, D: Device> Choice for (I, D) {
+impl<I: Backend + Handover<D>, D: Device> Choice for (I, D) {
     type I = I;
     type D = D;
 }
@@ -141,7 +146,7 @@ fn rank_main<C: Choice>(rank: usize, id: UniqueId, model: Mlp<Autodiff<C::I>>, d
     let device = Default::default();
     let recorder = BinFileRecorder::<FullPrecisionSettings>::new();
     // The ruCCL device for burn's: the host for the CPU backend, the very same GPU for wgpu.
-    let comm = Communicator::new(<C::I as Exchange<C::D>>::comm_device(&device)?, RANKS, id, rank)?;
+    let comm = Communicator::new(<C::I as Handover<C::D>>::comm_device(&device)?, RANKS, id, rank)?;
     let (model_file, optim_file) = files(&dir, rank);
     let mut optim =
         SgdConfig::new().with_momentum(Some(MomentumConfig::new().with_momentum(0.9))).init::<B<C>, Mlp<B<C>>>();

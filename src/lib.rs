@@ -69,7 +69,8 @@
 //! |---|---|
 //! | *(default)* | the communication core and the host device; no GPU crate is compiled |
 //! | `tracing` (default) | a span per collective (communicator, rank, op, sequence number, bytes, algorithm), `debug!` per plan, `trace!` per step, and `warn!` naming the missing ranks when a join or a collective waits longer than [`CommConfig::with_warn_after`] (30 s by default); the library never installs a subscriber |
-//! | `burn` | `ruccl::burn`: burn 0.21's backends in the peer API (through host data) and `GradientsParams` averaged through [`grad::GradientSync`]; the `collective_training` example (burn's CPU backend). With `wgpu` too: burn's wgpu backend, its tensors reduced on their own device with no copy (`ruccl::burn::BurnWgpu`), and the example on it |
+//! | `burn` | `ruccl::burn`: burn 0.21's backends in the peer API (through host data) and `GradientsParams` averaged through [`grad::GradientSync`]; the `collective_training` example (burn's CPU backend). With `wgpu` too: burn's wgpu backend, its tensors reduced on their own device with no copy (`ruccl::burn::BurnWgpu`), and the example on it. With `cuda` too: burn's cuda backend the same way (`ruccl::burn::BurnCuda`) |
+//! | `burn-fusion` | `burn` and `wgpu`, with burn's `fusion`: burn's default wgpu backend, `Fusion<CubeBackend<WgpuRuntime>>` (`burn::backend::Wgpu` is then the fused one), its tensors resolved and reduced on their own device with no copy (`ruccl::burn::BurnFusedWgpu`) |
 //! | `wgpu` | `device::CubeDevice` on wgpu (WGSL; Vulkan, Metal, DX12 or GL underneath): the GPU device, with kernels written once in CubeCL (CubeCL pinned to 0.10, see the README) |
 //! | `vulkan`, `metal` | `wgpu` with wgpu's SPIR-V or MSL compiler path |
 //! | `cuda` | `device::CubeDevice` on CUDA (the driver is loaded at run time; builds without one) |

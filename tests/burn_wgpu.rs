@@ -4,20 +4,59 @@
 //! shares — in the peer API (which reduces into a new output) and in gradient sync (which
 //! reduces in place).
 //!
+//! The tests are written once and stamped for burn's plain CubeCL backend (`plain`) and, with
+//! feature `burn-fusion`, for burn's default `Fusion` wrapper around it (`fused`), whose
+//! inputs are first put through lazy operations so that resolving them runs queued work.
+//!
 //! Every test holds one lock: they share the device's host-byte counter.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::sync::{Barrier, Mutex, MutexGuard};
 
 use burn::backend::wgpu::WgpuDevice;
+use burn::tensor::backend::BackendTypes;
 use burn::tensor::{FloatDType, Tensor, TensorData, TensorPrimitive};
 use ruccl::api::{self, CollectiveConfig, PeerId, ReduceOperation};
-use ruccl::burn::{Access, BurnWgpu, Exchange, WgpuBackend};
+use ruccl::burn::{Access, Burn, Handover, WgpuBackend};
 use ruccl::device::cubecl::WgpuCubeDevice;
 use ruccl::grad::{GradientSync, ParamSpec, SyncConfig};
 use ruccl::{Communicator, DType, UniqueId};
 
-type B = WgpuBackend;
+/// A burn backend on wgpu devices that hands its tensors to ruCCL's wgpu device.
+trait OnWgpu: Handover<WgpuCubeDevice, Device = WgpuDevice, FloatTensorPrimitive: Send> {}
+impl<T: Handover<WgpuCubeDevice, Device = WgpuDevice, FloatTensorPrimitive: Send>> OnWgpu for T {}
+
+macro_rules! stamp {
+    ($name:ident, $backend:ty, $peers:expr) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn peer_api_all_reduce_2_peers() {
+                peer_api_all_reduce::<$backend>(2, $peers);
+            }
+
+            #[test]
+            fn peer_api_all_reduce_4_peers() {
+                peer_api_all_reduce::<$backend>(4, $peers);
+            }
+
+            #[test]
+            fn gradient_sync_in_place_writes_no_shared_memory() {
+                gradient_sync_in_place::<$backend>();
+            }
+
+            #[test]
+            fn a_tensor_of_another_device_is_refused() {
+                another_device_refused::<$backend>();
+            }
+        }
+    };
+}
+
+stamp!(plain, WgpuBackend, 9000);
+#[cfg(feature = "burn-fusion")]
+stamp!(fused, ruccl::burn::FusedWgpuBackend, 9500);
 
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -25,8 +64,8 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 /// ruCCL's device for burn's default wgpu device, or why there is none.
-fn device() -> Option<WgpuCubeDevice> {
-    match <B as Exchange<WgpuCubeDevice>>::comm_device(&WgpuDevice::DefaultDevice) {
+fn device<B: OnWgpu>() -> Option<WgpuCubeDevice> {
+    match <B as Handover<WgpuCubeDevice>>::comm_device(&WgpuDevice::DefaultDevice) {
         Ok(d) => Some(d),
         Err(e) => {
             eprintln!("SKIPPED: no wgpu device: {e}");
@@ -35,15 +74,15 @@ fn device() -> Option<WgpuCubeDevice> {
     }
 }
 
-fn prim<const N: usize>(t: Tensor<B, N>) -> <B as burn::tensor::backend::BackendTypes>::FloatTensorPrimitive {
+fn prim<B: OnWgpu, const N: usize>(t: Tensor<B, N>) -> <B as BackendTypes>::FloatTensorPrimitive {
     t.into_primitive().tensor()
 }
 
-fn burn<const N: usize>(p: <B as burn::tensor::backend::BackendTypes>::FloatTensorPrimitive) -> Tensor<B, N> {
+fn burn<B: OnWgpu, const N: usize>(p: <B as BackendTypes>::FloatTensorPrimitive) -> Tensor<B, N> {
     Tensor::from_primitive(TensorPrimitive::Float(p))
 }
 
-fn f32s<const N: usize>(t: Tensor<B, N>) -> Vec<f32> {
+fn f32s<B: OnWgpu, const N: usize>(t: Tensor<B, N>) -> Vec<f32> {
     t.into_data().convert::<f32>().to_vec::<f32>().unwrap()
 }
 
@@ -53,10 +92,15 @@ fn input(i: usize) -> Vec<f32> {
     vec![r, 3.0, -1.5 * r, 0.25, 7.0 * r, -2.0]
 }
 
-/// The peer API's all_reduce with 2 and 4 peers on one wgpu device.
-fn peer_api_all_reduce(world: usize) {
+/// `data` as a tensor made by work still queued: the values, doubled, then halved (exact).
+fn lazy<B: OnWgpu, const N: usize>(data: TensorData, device: &WgpuDevice) -> Tensor<B, N> {
+    (Tensor::<B, N>::from_data(data, device) * 2.0) / 2.0
+}
+
+/// The peer API's all_reduce with 2 and 4 peers on one wgpu device (peer ids from `peers`).
+fn peer_api_all_reduce<B: OnWgpu>(world: usize, peers: usize) {
     let _serial = serial();
-    let Some(dev) = device() else { return };
+    let Some(dev) = device::<B>() else { return };
     let config = CollectiveConfig::default().with_num_devices(world);
     let before = dev.host_bytes();
     std::thread::scope(|s| {
@@ -65,14 +109,16 @@ fn peer_api_all_reduce(world: usize) {
                 let config = config.clone();
                 s.spawn(move || {
                     let device = WgpuDevice::DefaultDevice;
-                    let peer = PeerId::from((9000 + 10 * world + i) as u32);
-                    api::register::<BurnWgpu>(peer, device.clone(), config).unwrap();
-                    let x = Tensor::<B, 2>::from_data(TensorData::new(input(i), [2, 3]), &device);
+                    let peer = PeerId::from((peers + 10 * world + i) as u32);
+                    api::register::<Burn<B, WgpuCubeDevice>>(peer, device.clone(), config).unwrap();
+                    let x = lazy::<B, 2>(TensorData::new(input(i), [2, 3]), &device);
                     let kept = x.clone(); // shares x's memory
-                    let sum = api::all_reduce::<BurnWgpu>(peer, prim(x), ReduceOperation::Sum).unwrap();
-                    let mean = api::all_reduce::<BurnWgpu>(peer, prim(kept.clone()), ReduceOperation::Mean).unwrap();
-                    api::finish_collective::<BurnWgpu>(peer).unwrap();
-                    (f32s(burn::<2>(sum)), f32s(burn::<2>(mean)), f32s(kept))
+                    let sum = api::all_reduce::<Burn<B, WgpuCubeDevice>>(peer, prim(x), ReduceOperation::Sum).unwrap();
+                    let mean =
+                        api::all_reduce::<Burn<B, WgpuCubeDevice>>(peer, prim(kept.clone()), ReduceOperation::Mean)
+                            .unwrap();
+                    api::finish_collective::<Burn<B, WgpuCubeDevice>>(peer).unwrap();
+                    (f32s(burn::<B, 2>(sum)), f32s(burn::<B, 2>(mean)), f32s(kept))
                 })
             })
             .collect();
@@ -89,22 +135,14 @@ fn peer_api_all_reduce(world: usize) {
     assert_eq!(dev.host_bytes() - before, 0, "{world} peers: bytes crossed host memory");
 }
 
-#[test]
-fn peer_api_all_reduce_2_peers() {
-    peer_api_all_reduce(2);
-}
-
-#[test]
-fn peer_api_all_reduce_4_peers() {
-    peer_api_all_reduce(4);
-}
-
 /// Read access takes the tensor's own memory (a clone of it then shares its memory with
 /// ruCCL's tensor); write access copies a shared tensor (the clone is then the only owner).
+/// (burn's plain CubeCL backend: its tensors say whether they share memory.)
 #[test]
 fn read_shares_and_write_copies_a_shared_tensor() {
+    type B = WgpuBackend;
     let _serial = serial();
-    let Some(dev) = device() else { return };
+    let Some(dev) = device::<B>() else { return };
     let device = WgpuDevice::DefaultDevice;
     let x = Tensor::<B, 1>::from_floats([1.0, 2.0, 3.0, 4.0], &device);
     let kept = prim(x.clone());
@@ -127,10 +165,9 @@ fn read_shares_and_write_copies_a_shared_tensor() {
 
 /// Gradient sync reduces in place: a shared gradient, a transposed (non-contiguous) one, an
 /// odd number of f16s and a uniquely owned one, on 2 ranks, all reduced in place.
-#[test]
-fn gradient_sync_in_place_writes_no_shared_memory() {
+fn gradient_sync_in_place<B: OnWgpu>() {
     let _serial = serial();
-    let Some(dev) = device() else { return };
+    let Some(dev) = device::<B>() else { return };
     let world = 2;
     let id = UniqueId::new().unwrap();
     let specs = [
@@ -155,12 +192,12 @@ fn gradient_sync_in_place_writes_no_shared_memory() {
                     ready.wait();
                     let before = dev.host_bytes();
                     ready.wait();
-                    let a = Tensor::<B, 2>::from_data(TensorData::new(input(rank), [2, 3]), &device);
+                    let a = lazy::<B, 2>(TensorData::new(input(rank), [2, 3]), &device);
                     let a_kept = a.clone();
-                    let b = Tensor::<B, 2>::from_data(TensorData::new(input(rank), [2, 3]), &device).transpose();
-                    let c = Tensor::<B, 1>::from_floats([rank as f32, 1.0, -2.0], &device).cast(FloatDType::F16);
+                    let b = lazy::<B, 2>(TensorData::new(input(rank), [2, 3]), &device).transpose();
+                    let c = lazy::<B, 1>(TensorData::from([rank as f32, 1.0, -2.0]), &device).cast(FloatDType::F16);
                     let c_kept = c.clone();
-                    let d = Tensor::<B, 1>::from_floats([rank as f32; 5], &device);
+                    let d = lazy::<B, 1>(TensorData::from([rank as f32; 5]), &device);
                     let push = |sync: &mut GradientSync<'_, WgpuCubeDevice, String>, id: &str, p| {
                         let t = B::to_ruccl(p, &dev, Access::Write).unwrap();
                         sync.push(&id.to_string(), t).unwrap();
@@ -175,10 +212,10 @@ fn gradient_sync_in_place_writes_no_shared_memory() {
                         .into_iter()
                         .map(|(_, t)| {
                             let shape = t.shape().to_vec();
-                            let p = <B as Exchange<WgpuCubeDevice>>::from_ruccl(t, &device).unwrap();
+                            let p = <B as Handover<WgpuCubeDevice>>::from_ruccl(t, &device).unwrap();
                             match shape.len() {
-                                1 => f32s(burn::<1>(p)),
-                                _ => f32s(burn::<2>(p)),
+                                1 => f32s(burn::<B, 1>(p)),
+                                _ => f32s(burn::<B, 2>(p)),
                             }
                         })
                         .collect();
@@ -207,10 +244,9 @@ fn gradient_sync_in_place_writes_no_shared_memory() {
 }
 
 /// A tensor of one CubeCL device handed to ruCCL's device for another is refused, naming both.
-#[test]
-fn a_tensor_of_another_device_is_refused() {
+fn another_device_refused<B: OnWgpu>() {
     let _serial = serial();
-    if device().is_none() {
+    if device::<B>().is_none() {
         return;
     }
     let other = match WgpuCubeDevice::wgpu_distinct(1) {

@@ -1,7 +1,8 @@
 //! The resumable collective-training example (`--features burn`): `run` trains two updates and
 //! saves the state after the first; `resume` restores it and must reproduce the second update
 //! bit for bit. Both are called in this process, from the example's own source, on burn's CPU
-//! backend and — with `wgpu` too — on burn's wgpu backend.
+//! backend and — with `wgpu` too — on burn's wgpu backend (and with `burn-fusion` on its
+//! default, fused one).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 #[allow(dead_code)]
@@ -30,12 +31,27 @@ fn resume_reproduces_run_bit_for_bit() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn resume_reproduces_run_bit_for_bit_on_wgpu() {
-    use ruccl::burn::{Exchange, WgpuBackend};
+    use ruccl::burn::{Handover, WgpuBackend};
     use ruccl::device::cubecl::WgpuCubeDevice;
     let device = burn::backend::wgpu::WgpuDevice::DefaultDevice;
-    if let Err(e) = <WgpuBackend as Exchange<WgpuCubeDevice>>::comm_device(&device) {
+    if let Err(e) = <WgpuBackend as Handover<WgpuCubeDevice>>::comm_device(&device) {
         eprintln!("SKIPPED: no wgpu device: {e}");
         return;
     }
     run_then_resume::<(WgpuBackend, WgpuCubeDevice)>("wgpu");
+}
+
+/// The same on burn's default wgpu backend, `Fusion<CubeBackend<WgpuRuntime>>`: fused
+/// gradients resolved and reduced on the device, registered back for the optimizer.
+#[cfg(feature = "burn-fusion")]
+#[test]
+fn resume_reproduces_run_bit_for_bit_on_fused_wgpu() {
+    use ruccl::burn::{FusedWgpuBackend, Handover};
+    use ruccl::device::cubecl::WgpuCubeDevice;
+    let device = burn::backend::wgpu::WgpuDevice::DefaultDevice;
+    if let Err(e) = <FusedWgpuBackend as Handover<WgpuCubeDevice>>::comm_device(&device) {
+        eprintln!("SKIPPED: no wgpu device: {e}");
+        return;
+    }
+    run_then_resume::<(FusedWgpuBackend, WgpuCubeDevice)>("fused-wgpu");
 }

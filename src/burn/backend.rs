@@ -1,9 +1,9 @@
 //! [`Burn`]: the peer API's [`Backend`](crate::api::Backend) contract for burn backends, on
-//! whichever ruCCL device their [`Exchange`] reaches.
+//! whichever ruCCL device their [`Handover`] reaches.
 
 use std::marker::PhantomData;
 
-use super::{Access, Exchange};
+use super::{Access, Handover};
 use crate::device::{Device, HostDevice};
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -42,7 +42,7 @@ use crate::types::DType;
 /// ```
 pub struct Burn<B, D = HostDevice>(PhantomData<fn() -> (B, D)>);
 
-impl<B: Exchange<D>, D: Device> crate::api::Backend for Burn<B, D>
+impl<B: Handover<D>, D: Device> crate::api::Backend for Burn<B, D>
 where
     B::FloatTensorPrimitive: Send,
 {

@@ -2,7 +2,7 @@
 //! parameter set ([`param_specs`]), and [`AllReduceWith`] moves `GradientsParams` through the
 //! buckets and back. Both walk the module with a visitor, which is where burn says each
 //! parameter's rank (`GradientsParams` cannot list its ids, and burn checks ranks). Gradients
-//! reach the sync's device through the inner backend's [`Exchange`] — on the host for every
+//! reach the sync's device through the inner backend's [`Handover`] — on the host for every
 //! backend, on their own CubeCL device for burn's wgpu backend — for [`Access::Write`]: the
 //! sync writes the results into them.
 
@@ -15,7 +15,7 @@ use ::burn::tensor::backend::{AutodiffBackend, Backend as BurnBackend};
 use ::burn::tensor::{Tensor as BurnTensor, TensorPrimitive};
 
 use super::host::ruccl_dtype;
-use super::{Access, Exchange};
+use super::{Access, Handover};
 use crate::device::Device;
 use crate::error::{CollectiveError, Result};
 use crate::grad::{GradientSync, ParamSpec};
@@ -65,7 +65,7 @@ pub trait AllReduceWith: Sized {
     /// counts as zero on this rank and gets the reduced gradient, so every rank takes the same
     /// step. The sync's communicator is on the host ([`HostDevice`](crate::HostDevice)) for
     /// any backend, or on the gradients' own CubeCL device for burn's wgpu backend (see
-    /// [`Exchange`]).
+    /// [`Handover`]).
     ///
     /// # Errors
     /// The [`GradientSync`]'s errors (`Mismatch`, `Timeout`, `Aborted`, ...); `Unsupported` for
@@ -77,7 +77,7 @@ pub trait AllReduceWith: Sized {
         module: &M,
     ) -> Result<GradientsParams>
     where
-        B::InnerBackend: Exchange<D>;
+        B::InnerBackend: Handover<D>;
 }
 
 impl AllReduceWith for GradientsParams {
@@ -87,7 +87,7 @@ impl AllReduceWith for GradientsParams {
         module: &M,
     ) -> Result<GradientsParams>
     where
-        B::InnerBackend: Exchange<D>,
+        B::InnerBackend: Handover<D>,
     {
         let mut push = Push::<B, D> { grads: &mut self, sync, result: Ok(()), _b: PhantomData };
         module.visit(&mut push);
@@ -113,14 +113,14 @@ struct Push<'a, 's, B, D: Device> {
 
 impl<B: AutodiffBackend, D: Device> Push<'_, '_, B, D>
 where
-    B::InnerBackend: Exchange<D>,
+    B::InnerBackend: Handover<D>,
 {
     fn push<const N: usize>(&mut self, id: ParamId, grad: BurnTensor<B::InnerBackend, N>) -> Result<()> {
         let TensorPrimitive::Float(grad) = grad.into_primitive() else {
             return Err(CollectiveError::unsupported(format!("the gradient of parameter {id} is quantized")));
         };
         let comm = self.sync.communicator().device();
-        let grad = <B::InnerBackend as Exchange<D>>::to_ruccl(grad, comm, Access::Write)
+        let grad = <B::InnerBackend as Handover<D>>::to_ruccl(grad, comm, Access::Write)
             .map_err(|e| e.with_op(format!("reading the gradient of {id}")))?;
         self.sync.push(&id, grad)
     }
@@ -128,7 +128,7 @@ where
 
 impl<B: AutodiffBackend, D: Device> ModuleVisitor<B> for Push<'_, '_, B, D>
 where
-    B::InnerBackend: Exchange<D>,
+    B::InnerBackend: Handover<D>,
 {
     fn visit_float<const N: usize>(&mut self, param: &Param<BurnTensor<B, N>>) {
         if self.result.is_ok()
@@ -149,7 +149,7 @@ struct Register<B, D: Device> {
 
 impl<B: AutodiffBackend, D: Device> ModuleVisitor<B> for Register<B, D>
 where
-    B::InnerBackend: Exchange<D>,
+    B::InnerBackend: Handover<D>,
 {
     fn visit_float<const N: usize>(&mut self, param: &Param<BurnTensor<B, N>>) {
         let Some(t) = self.reduced.remove(&param.id) else { return };
@@ -161,7 +161,7 @@ where
             )));
             return;
         }
-        match <B::InnerBackend as Exchange<D>>::from_ruccl(t, &param.lazy_device()) {
+        match <B::InnerBackend as Handover<D>>::from_ruccl(t, &param.lazy_device()) {
             Ok(grad) => {
                 let grad = BurnTensor::<B::InnerBackend, N>::from_primitive(TensorPrimitive::Float(grad));
                 self.out.register::<B::InnerBackend, N>(param.id, grad);

@@ -1,4 +1,4 @@
-//! Every burn backend through host data: [`Exchange<HostDevice>`](super::Exchange) for all of
+//! Every burn backend through host data: [`Handover<HostDevice>`](super::Handover) for all of
 //! them, the conversions between burn's `TensorData` and ruCCL host tensors, and blocking on
 //! burn's read futures.
 
@@ -8,7 +8,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use ::burn::tensor::backend::Backend as BurnBackend;
 use ::burn::tensor::{DType as BurnDType, TensorData};
 
-use super::{Access, Exchange};
+use super::{Access, Handover};
 use crate::device::{Device, HostDevice};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::tensor::Tensor;
@@ -16,7 +16,7 @@ use crate::types::DType;
 
 /// Each conversion is a copy through host data, so `access` makes no difference: the tensor
 /// handed to ruCCL never shares memory with a burn tensor.
-impl<B: BurnBackend> Exchange<HostDevice> for B {
+impl<B: BurnBackend> Handover<HostDevice> for B {
     fn comm_device(_device: &B::Device) -> Result<HostDevice> {
         Ok(HostDevice::default())
     }

@@ -2,13 +2,14 @@
 //! ([`Burn`]), and a burn model's gradients are averaged across ranks with a
 //! [`GradientSync`](crate::grad::GradientSync) ([`AllReduceWith`]).
 //!
-//! Both move tensors through one conversion, [`Exchange`]:
+//! Both move tensors through one conversion, [`Handover`]:
 //! - **every burn backend through host memory** (ndarray, ...): each tensor is read into a
 //!   fresh ruCCL host tensor, reduced there, and handed back to burn as a new tensor;
-//! - **burn's wgpu backend on its own device** (features `burn` and `wgpu`; [`BurnWgpu`] in
-//!   the peer API, a communicator on [`Exchange::comm_device`] for gradients): ruCCL uses the
-//!   tensors' CubeCL memory directly and hands results back the same way — no copy, no byte
-//!   through host memory.
+//! - **burn's CubeCL backends on their own device** — wgpu (features `burn` and `wgpu`;
+//!   `BurnWgpu` in the peer API), its default fused form (feature `burn-fusion`;
+//!   `BurnFusedWgpu`) and CUDA (features `burn` and `cuda`; `BurnCuda`), with a communicator
+//!   on [`Handover::comm_device`] for gradients: ruCCL uses the tensors' CubeCL memory
+//!   directly and hands results back the same way — no copy, no byte through host memory.
 //!
 //! Either way nothing burn still holds (a clone of a tensor shares its storage) is ever
 //! written: a tensor ruCCL writes into is one no other tensor shares, or a copy.
@@ -58,14 +59,20 @@
 //! ```
 
 mod backend;
-#[cfg(feature = "wgpu")]
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube;
-mod exchange;
+#[cfg(feature = "burn-fusion")]
+mod fusion;
 mod grads;
+mod handover;
 mod host;
 
 pub use backend::Burn;
+#[cfg(all(feature = "cuda", not(feature = "burn-fusion")))]
+pub use cube::BurnCuda;
 #[cfg(feature = "wgpu")]
 pub use cube::{BurnWgpu, WgpuBackend};
-pub use exchange::{Access, Exchange};
+#[cfg(feature = "burn-fusion")]
+pub use fusion::{BurnFusedWgpu, FusedWgpuBackend};
 pub use grads::{AllReduceWith, param_specs};
+pub use handover::{Access, Handover};

@@ -1,4 +1,4 @@
-//! [`Exchange`]: how a burn backend's float tensors reach a ruCCL device and come back — the
+//! [`Handover`]: how a burn backend's float tensors reach a ruCCL device and come back — the
 //! one conversion both the peer API ([`Burn`](super::Burn)) and gradient sync
 //! ([`AllReduceWith`](super::AllReduceWith)) go through.
 
@@ -23,29 +23,33 @@ pub enum Access {
 ///
 /// - Every burn backend, through host data, on [`HostDevice`](crate::HostDevice): each
 ///   conversion is a copy, so nothing burn holds is ever written.
-/// - burn's CubeCL backend on wgpu (`CubeBackend<WgpuRuntime, ..>`, features `burn` and
-///   `wgpu`), on the [`CubeDevice`](crate::device::CubeDevice) of the tensor's own CubeCL
-///   device: no copy and no byte through host memory. A tensor is taken as it is when it is
-///   contiguous and, for [`Access::Write`], shares its memory with no other tensor; otherwise
-///   it is first copied on the device.
+/// - burn's CubeCL backends, on the [`CubeDevice`](crate::device::CubeDevice) of the
+///   tensor's own CubeCL device: no copy and no byte through host memory. A tensor is taken
+///   as it is when it is contiguous and, for [`Access::Write`], shares its memory with no
+///   other tensor; otherwise it is first copied on the device. They are
+///   `CubeBackend<WgpuRuntime, ..>` (features `burn` and `wgpu`), burn's default wgpu backend
+///   `Fusion<CubeBackend<WgpuRuntime, ..>>` (feature `burn-fusion`; a fused tensor is first
+///   resolved, which runs the work queued for it, and results are registered back with
+///   burn's fusion server) and `burn::backend::Cuda` (features `burn` and `cuda`, without
+///   `burn-fusion`).
 ///
 /// ```
 /// use burn::backend::NdArray;
 /// use burn::tensor::Tensor;
 /// use ruccl::HostDevice;
-/// use ruccl::burn::{Access, Exchange};
+/// use ruccl::burn::{Access, Handover};
 ///
 /// let device = Default::default();
 /// let t = Tensor::<NdArray, 1>::from_floats([1.0, 2.0], &device);
-/// let comm = <NdArray as Exchange<HostDevice>>::comm_device(&device)?;
-/// let r = <NdArray as Exchange<HostDevice>>::to_ruccl(t.clone().into_primitive().tensor(), &comm, Access::Write)?;
+/// let comm = <NdArray as Handover<HostDevice>>::comm_device(&device)?;
+/// let r = <NdArray as Handover<HostDevice>>::to_ruccl(t.clone().into_primitive().tensor(), &comm, Access::Write)?;
 /// assert_eq!(r.to_vec::<f32>()?, vec![1.0, 2.0]); // a copy: writing it leaves `t` alone
-/// let back = <NdArray as Exchange<HostDevice>>::from_ruccl(r, &device)?;
+/// let back = <NdArray as Handover<HostDevice>>::from_ruccl(r, &device)?;
 /// let back = Tensor::<NdArray, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(back));
 /// assert_eq!(back.into_data(), t.into_data());
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
-pub trait Exchange<D: Device>: BurnBackend {
+pub trait Handover<D: Device>: BurnBackend {
     /// The ruCCL device that collectives on `device`'s tensors run on.
     ///
     /// # Errors
