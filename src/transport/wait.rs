@@ -60,6 +60,9 @@ const PARK_SLICE: Duration = Duration::from_millis(20);
 #[derive(Debug, Default)]
 pub(crate) struct Event {
     parked: AtomicUsize,
+    /// Rings heard while someone was parked or about to park: a parker that sees it move
+    /// between its last look and its sleep does not sleep.
+    rings: AtomicUsize,
     lock: Mutex<()>,
     cv: Condvar,
 }
@@ -74,12 +77,13 @@ pub(crate) fn bell() -> &'static Event {
 
 impl Event {
     pub(crate) const fn new() -> Self {
-        Event { parked: AtomicUsize::new(0), lock: Mutex::new(()), cv: Condvar::new() }
+        Event { parked: AtomicUsize::new(0), rings: AtomicUsize::new(0), lock: Mutex::new(()), cv: Condvar::new() }
     }
 
     /// Wakes the owner if it sleeps. Cheap when it does not.
     pub(crate) fn ring(&self) {
         if self.parked.load(Ordering::SeqCst) > 0 {
+            self.rings.fetch_add(1, Ordering::SeqCst);
             let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.cv.notify_all();
         }
@@ -127,9 +131,19 @@ impl Event {
             slow()?;
             // Whatever shared-memory peers would leave to this thread must wake it now.
             super::tcp::shm_io::before_park();
-            let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            // `ready` is looked at without the lock: it may ring this very doorbell (a rank
+            // that reads its own socket or ring hands itself a message). A ring after that look
+            // either moved `rings` before the lock is taken here, or waits for the lock until
+            // this thread sleeps.
             self.parked.fetch_add(1, Ordering::SeqCst);
+            let seen = self.rings.load(Ordering::SeqCst);
             if ready() || stop().is_some() {
+                self.parked.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            if self.rings.load(Ordering::SeqCst) != seen {
+                drop(g);
                 self.parked.fetch_sub(1, Ordering::SeqCst);
                 continue;
             }

@@ -5,15 +5,16 @@ use std::io::IoSlice;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::runtime::{Handle, Runtime};
 
-use super::{Endpoint, MAX_MESSAGE, OutMsg, Peer, WINDOW, lock, lost};
+use super::rx::{Pumped, Reader};
+use super::{Endpoint, OutMsg, Peer, WINDOW, lock, lost};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::HostRegion;
 use crate::transport::Payload;
-use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
+use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN};
 
 /// The process's transport runtime (two worker threads: I/O, not compute, runs there).
 pub(super) fn runtime() -> Result<Handle> {
@@ -166,93 +167,40 @@ async fn write_two(w: &mut OwnedWriteHalf, mut a: &[u8], mut b: &[u8]) -> std::i
 }
 
 async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, r: OwnedReadHalf) {
-    // Small frames (a header and a small message, runs of credits) come in with one read;
-    // a large payload is read straight into its buffer past what is buffered.
-    let mut r = tokio::io::BufReader::with_capacity(HEADER_LEN + super::DIRECT_MAX, r);
-    let peer = p.rank;
+    // The frames themselves are read by `Rx::pump`, here or by the waiting rank: this task
+    // reads whatever the rank leaves (everything, while the rank sleeps or computes) and
+    // watches for silence.
     loop {
-        let mut hb = [0u8; HEADER_LEN];
-        match tokio::time::timeout(e.silence, r.read_exact(&mut hb)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) | Err(_) => {
-                // Closed without a goodbye, broken, or silent for too long.
+        let left = {
+            let rx = lock(&p.rx);
+            if rx.ended {
+                return;
+            }
+            e.silence.saturating_sub(rx.heard.elapsed())
+        };
+        match tokio::time::timeout(left, r.readable()).await {
+            Ok(Ok(())) => {
+                if lock(&p.rx).pump(&e, &p, Reader::Task(&r)) == Pumped::Ended {
+                    return;
+                }
+            }
+            Ok(Err(_)) => {
+                lock(&p.rx).ended = true;
                 lost(&e, &p);
                 return;
             }
-        }
-        let buffered = lock(&p.inbox).buffered;
-        let max_data = if buffered == 0 { MAX_MESSAGE } else { WINDOW.saturating_sub(buffered) };
-        let h = match wire::decode_header(&hb, Limits { max_data }) {
-            Ok(h) => h,
-            Err(err) => return e.protocol(peer, err),
-        };
-        if h.comm != e.comm || h.from as usize != peer {
-            return e.protocol(
-                peer,
-                format!("a frame for communicator/rank {:02x?}/{} on this connection", &h.comm[..6], h.from),
-            );
-        }
-        match h.kind {
-            FrameKind::Data => {
-                let Some(fp) = h.fp else { return e.protocol(peer, "a data frame without a fingerprint") };
-                let len = h.len as usize;
-                let mem = match p.recv_buffer(len) {
-                    Ok(m) => m,
-                    Err(err) => return e.set_poison(err.with_rank(e.rank).with_peer(peer)),
-                };
-                let read = match mem.write(0, len) {
-                    Ok(mut g) => r.read_exact(&mut g).await.map(|_| ()),
-                    Err(err) => return e.set_poison(err.with_rank(e.rank)),
-                };
-                if read.is_err() {
+            Err(_) => {
+                // Silent for too long, unless the rank heard something meanwhile.
+                let mut rx = lock(&p.rx);
+                if rx.ended {
+                    return;
+                }
+                if rx.heard.elapsed() >= e.silence {
+                    rx.ended = true;
+                    drop(rx);
                     lost(&e, &p);
                     return;
                 }
-                let header = crate::transport::Header { seq: h.seq, p2p: h.p2p, index: h.index, fp };
-                p.arrive(header, HostRegion { mem, off: 0, len });
-                e.ring();
-            }
-            FrameKind::Abort => {
-                let mut body = vec![0u8; h.len as usize];
-                if r.read_exact(&mut body).await.is_err() {
-                    lost(&e, &p);
-                    return;
-                }
-                match wire::decode_error(&body) {
-                    Ok(err) => {
-                        e.set_poison(err);
-                        e.tell();
-                    }
-                    Err(err) => return e.protocol(peer, err),
-                }
-            }
-            FrameKind::Credit => {
-                {
-                    let mut out = lock(&p.out);
-                    out.in_flight = out.in_flight.saturating_sub(h.seq);
-                }
-                p.delivered.fetch_add(u64::from(h.index), Ordering::SeqCst);
-                e.ring();
-                p.wake.notify_one();
-            }
-            FrameKind::Goodbye => {
-                p.gone.store(true, Ordering::SeqCst);
-                e.ring();
-                return;
-            }
-            FrameKind::Heartbeat => {}
-            FrameKind::FlightAnswer => {
-                // Not asked for by this build; read and drop.
-                let mut body = vec![0u8; h.len as usize];
-                if r.read_exact(&mut body).await.is_err() {
-                    lost(&e, &p);
-                    return;
-                }
-            }
-            FrameKind::FlightQuery => {}
-            FrameKind::Hello => return e.protocol(peer, "a second hello"),
-            FrameKind::Register | FrameKind::Table => {
-                return e.protocol(peer, format!("a rendezvous {:?} frame on a mesh connection", h.kind));
             }
         }
     }

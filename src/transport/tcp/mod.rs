@@ -6,7 +6,10 @@
 //!   writer task puts it on the wire; the lend is *released once its bytes are written*;
 //! - a reader task receives each message into a buffer it allocates (owned by the receiver,
 //!   handed to the scheduler as host memory), after checking the frame against what it may
-//!   accept; the receiver's `release` frees the buffer and returns *credits* to the sender,
+//!   accept — or the receiving rank does, while it waits for that peer: small frames (a small
+//!   message, a credit) are read by the thread that waits for them, with no wake-up of the
+//!   task in between (one parser for both, behind a lock: `rx`); the receiver's `release`
+//!   frees the buffer and returns *credits* to the sender,
 //!   which keeps at most [`WINDOW`] bytes un-credited per peer (one larger message goes
 //!   alone), so buffers are bounded without ever blocking a send (see the simulator's
 //!   `every_plan_is_deadlock_free_under_credits`);
@@ -34,6 +37,7 @@
 pub(crate) mod inbox;
 mod io;
 mod peer;
+mod rx;
 pub(crate) mod setup;
 #[cfg(all(target_os = "linux", not(miri)))]
 pub(crate) mod shm_io;
@@ -201,8 +205,15 @@ impl Mesh {
         if p.unopened.load(Ordering::SeqCst) > 0 {
             return true;
         }
-        // A receiver that is awake takes shared-memory records itself (no thread hop).
-        p.shm.as_ref().is_some_and(|s| s.poll_inline(e, p)) && p.unopened.load(Ordering::SeqCst) > 0
+        // A receiver that is awake takes shared-memory records, or small frames off the socket,
+        // itself (no thread hop).
+        match &p.shm {
+            Some(s) => s.poll_inline(e, p) && p.unopened.load(Ordering::SeqCst) > 0,
+            None => {
+                p.poll_inline(e);
+                p.unopened.load(Ordering::SeqCst) > 0
+            }
+        }
     }
 
     pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
@@ -254,7 +265,14 @@ impl Mesh {
     pub(super) fn is_delivered(&self, me: Rank, to: Rank, ticket: u64) -> bool {
         // Taken by the peer *and* done with here: the peer may read the last bytes (and credit
         // them) before the writer task that wrote them has let go of the sender's memory.
-        self.pair(me, to).is_none_or(|(_, p)| p.taken() >= ticket) && self.is_released(me, to, ticket)
+        // The credit that says so is read off the socket by the waiting rank itself.
+        let taken = |(e, p): (&Arc<Endpoint>, &Arc<Peer>)| {
+            p.taken() >= ticket || {
+                p.poll_inline(e);
+                p.taken() >= ticket
+            }
+        };
+        self.pair(me, to).is_none_or(taken) && self.is_released(me, to, ticket)
     }
 
     /// Takes back what `me` queued for `to` and has not started writing; true while a

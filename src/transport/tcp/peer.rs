@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+use super::rx::{Reader, Rx};
 use super::{DIRECT_MAX, Endpoint, WINDOW, io, lock, shm_io};
 use crate::error::Result;
 use crate::mem::{HostMem, HostRegion};
@@ -66,6 +67,8 @@ pub(super) struct Outbox {
 pub(crate) struct Peer {
     pub(super) rank: Rank,
     pub(super) inbox: Mutex<Inbox>,
+    /// What arrives on the socket, read by the reader task or by the waiting rank.
+    pub(super) rx: Mutex<Rx>,
     /// Unopened messages in the inbox (the scheduler's fast check).
     pub(super) unopened: AtomicUsize,
     pub(super) out: Mutex<Outbox>,
@@ -92,13 +95,21 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    pub(super) fn new(rank: Rank, shm: Option<Arc<shm_io::ShmPeer>>, sock: std::net::TcpStream) -> Self {
+    /// `write` and `read` are handles on the connection's socket (non-blocking) for the rank's
+    /// own writes ([`direct`](Self::direct)) and reads ([`poll_inline`](Self::poll_inline)).
+    pub(super) fn new(
+        rank: Rank,
+        shm: Option<Arc<shm_io::ShmPeer>>,
+        write: std::net::TcpStream,
+        read: std::net::TcpStream,
+    ) -> Self {
         Peer {
             shm,
             rank,
             inbox: Mutex::new(Inbox::default()),
+            rx: Mutex::new(Rx::new(read)),
             unopened: AtomicUsize::new(0),
-            out: Mutex::new(Outbox { sock: Some(sock), ..Outbox::default() }),
+            out: Mutex::new(Outbox { sock: Some(write), ..Outbox::default() }),
             sent: AtomicU64::new(0),
             released: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
@@ -116,6 +127,18 @@ impl Peer {
         self.gone.load(Ordering::SeqCst)
             && lock(&self.out).writing.is_none()
             && self.shm.as_ref().is_none_or(|s| s.is_drained())
+    }
+
+    /// The waiting rank reads what the peer sent from this thread, unless another thread is at
+    /// it (see [`rx`](super::rx)). Only over the socket: data through shared memory has
+    /// `ShmPeer::poll_inline`.
+    pub(super) fn poll_inline(&self, e: &Endpoint) {
+        if self.shm.is_some() {
+            return;
+        }
+        if let Ok(mut rx) = self.rx.try_lock() {
+            rx.pump(e, self, Reader::Rank);
+        }
     }
 
     /// A received message joins the inbox; returns its id.

@@ -172,9 +172,11 @@ fn endpoints(
                     // A second handle on the socket: small frames are written straight from
                     // the rank's thread when the writer task is idle (see `Peer::direct`).
                     let direct = s.try_clone().map_err(|e| io_error("configuring a socket", e))?;
+                    // And a third: a waiting rank reads small frames itself (`Peer::poll_inline`).
+                    let inline = s.try_clone().map_err(|e| io_error("configuring a socket", e))?;
                     let s = tokio::net::TcpStream::from_std(s).map_err(|e| io_error("registering a socket", e))?;
                     let seg = shm.get_mut(me).and_then(|r| r.get_mut(p)).and_then(Option::take);
-                    let peer = Arc::new(Peer::new(p, seg.map(|s| Arc::new(ShmPeer::new(s))), direct));
+                    let peer = Arc::new(Peer::new(p, seg.map(|s| Arc::new(ShmPeer::new(s))), direct, inline));
                     conns.push((peer.clone(), s));
                     peers.push(Some(peer));
                 }
