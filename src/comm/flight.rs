@@ -231,6 +231,23 @@ impl Board {
                         e.seq, e.op
                     )
                 }
+                // Its last op waited for this rank and gave up first (a point-to-point wait of
+                // both sides on each other, seen by the side whose deadline came second).
+                (Some(e), _)
+                    if seq.is_none()
+                        && e.state == OpState::Failed
+                        && e.op.kind == crate::op::OpKind::Recv
+                        && e.op.peer == Some(me) =>
+                {
+                    format!(
+                        "rank {peer} was itself waiting, in op #{} {}, for rank {me} to send, and gave up first{}: the \
+                         two ranks waited for each other (a deadlock: check the order of sends, receives and \
+                         collectives on both)",
+                        e.seq,
+                        e.op,
+                        if s.departed { " (it has dropped its communicator since)" } else { "" }
+                    )
+                }
                 (Some(e), _) => format!(
                     "rank {peer} never got there: its last op is #{} {}, {}{}",
                     e.seq,
