@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::Algorithm;
-use crate::op::{Fingerprint, OpDesc};
+use crate::op::{Fingerprint, OpDesc, OpKind};
 use crate::types::Rank;
 
 /// How many operations each rank remembers.
@@ -158,15 +158,30 @@ impl Board {
         .flatten()
     }
 
-    /// The point-to-point op with `peer` that `rank` is running now, if any.
-    pub(crate) fn p2p_running_with(&self, rank: Rank, peer: Rank) -> Option<OpDesc> {
-        self.with(rank, |s| {
-            s.history
-                .back()
-                .filter(|e| e.state == OpState::Running && !e.op.kind.is_collective() && e.op.peer == Some(peer))
-                .map(|e| e.op)
-        })
-        .flatten()
+    /// The point-to-point op with `me` that `rank` is running now and that `me` has not
+    /// issued its side of, if any: a send or receive `me` cannot be taking part in while it runs
+    /// a collective. A send `me` already received (or a receive `me` already sent to) is being
+    /// finished by `rank`, not mismatched. When `me`'s recorded history is full and holds no
+    /// side of it, nothing can be told (`None`): the op's timeout still names `rank`.
+    pub(crate) fn p2p_unmatched_with(&self, rank: Rank, me: Rank) -> Option<OpDesc> {
+        let (seq, theirs) = self
+            .with(rank, |s| {
+                s.history
+                    .back()
+                    .filter(|e| e.state == OpState::Running && !e.op.kind.is_collective() && e.op.peer == Some(me))
+                    .map(|e| (e.seq, e.op))
+            })
+            .flatten()?;
+        let mirror = match theirs.kind {
+            OpKind::Send => OpKind::Recv,
+            OpKind::Recv => OpKind::Send,
+            _ => return None,
+        };
+        let issued = self.with(me, |s| {
+            let found = s.history.iter().any(|e| e.op.kind == mirror && e.op.peer == Some(rank) && e.seq == seq);
+            found || s.history.len() == FLIGHT_DEPTH
+        })?;
+        (!issued).then_some(theirs)
     }
 
     /// Who to blame when `me`, waiting on `peer` in collective op `seq` (or in a

@@ -284,9 +284,10 @@ impl<D: Device> OpRun<D> {
             .with_peer(peer));
         }
         // An exchange reads no messages, so a peer that sends to or receives from this rank
-        // instead of taking part shows only in its flight recorder.
+        // instead of taking part shows only in its flight recorder (a send this rank already
+        // received, which the peer is still finishing, is no mismatch).
         if let Blocked::Part(p) = b
-            && let Some(theirs) = c.shared.board.p2p_running_with(p, c.rank)
+            && let Some(theirs) = c.shared.board.p2p_unmatched_with(p, c.rank)
         {
             return Err(CollectiveError::new(
                 ErrorKind::Mismatch,
