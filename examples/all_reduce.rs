@@ -1,11 +1,13 @@
-//! Four logical ranks, one thread each, on one device: the host by default, GPU 0 with
-//! `--features cuda`, the default wgpu adapter with `--features wgpu`.
+//! Four logical ranks on one device, all driven from this one thread: the host by default,
+//! GPU 0 with `--features cuda`, the default wgpu adapter with `--features wgpu`.
 //!
 //! Run: `cargo run -p ruCCL --example all_reduce` (add `--features cuda` or `--features wgpu`)
 //!
-//! On a GPU the four ranks share the device: they pass device ranges to each other and
-//! reduce on the device, with no host round trip. Without the GPU it asks for, the example
-//! says so in one line and exits non-zero.
+//! The four communicators come from [`Communicator::init_all`] (NCCL's `ncclCommInitAll`), and
+//! each all_reduce is one [`Group`] holding every rank's call (NCCL's `ncclGroupStart/End`):
+//! no OS thread per rank. On a GPU the four ranks share the device: they pass device ranges
+//! to each other and reduce on the device, with no host round trip. Without the GPU it asks
+//! for, the example says so in one line and exits non-zero.
 //!
 //! Each rank holds 257 f32 elements `rank + 1 + (i % 7)`. The example runs a ring
 //! all_reduce (out of place) with `Sum` and with `Avg`, checks the exact result on every rank,
@@ -13,9 +15,8 @@
 //! what it checked. It exits non-zero on any failure.
 
 use std::process::ExitCode;
-use std::thread;
 
-use ruccl::{Algorithm, CommConfig, Communicator, DType, Device, ReduceOp, Tensor, UniqueId};
+use ruccl::{Algorithm, CommConfig, Communicator, DType, Device, Group, ReduceOp, Tensor};
 
 const RANKS: usize = 4;
 const COUNT: usize = 257;
@@ -51,44 +52,50 @@ fn open() -> ruccl::Result<ruccl::HostDevice> {
     Ok(ruccl::HostDevice::default())
 }
 
-fn rank_main<D: Device>(dev: D, rank: usize, id: UniqueId) -> ruccl::Result<Vec<String>> {
+fn wrong(what: String) -> ruccl::CollectiveError {
+    ruccl::CollectiveError::new(ruccl::ErrorKind::Protocol, what)
+}
+
+/// Every rank's part of the example, from this one thread; the lines to print.
+fn all_ranks<D: Device>(dev: &D) -> ruccl::Result<Vec<String>> {
     // Force the ring so that the example shows the bandwidth algorithm even at 257 elements.
     let config = CommConfig::from_env()?.with_algorithm(Algorithm::Ring);
-    let comm = Communicator::with_config(dev.clone(), RANKS, id, rank, config)?;
-    let x = Tensor::from_slice(&dev, &input(rank), &[COUNT])?;
+    let comms = Communicator::init_all(vec![dev.clone(); RANKS], config)?;
+    let xs = (0..RANKS).map(|r| Tensor::from_slice(dev, &input(r), &[COUNT])).collect::<ruccl::Result<Vec<_>>>()?;
     let mut lines = Vec::new();
     for op in [ReduceOp::Sum, ReduceOp::Avg] {
-        let mut y = Tensor::zeros(&dev, DType::F32, &[COUNT])?;
-        comm.all_reduce_into(&mut y, &x, op)?;
-        let got = y.to_vec::<f32>()?;
+        let mut ys = (0..RANKS).map(|_| Tensor::zeros(dev, DType::F32, &[COUNT])).collect::<ruccl::Result<Vec<_>>>()?;
+        let mut group = Group::new();
+        for ((comm, y), x) in comms.iter().zip(ys.iter_mut()).zip(&xs) {
+            group.all_reduce_into(comm, y, x, op);
+        }
+        group.run()?;
         let want = expected(op);
-        let wrong = got.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
-        if wrong > 0 {
-            return Err(ruccl::CollectiveError::new(
-                ruccl::ErrorKind::Protocol,
-                format!("rank {rank}: {wrong} of {COUNT} elements wrong after all_reduce({op})"),
+        for (rank, y) in ys.iter().enumerate() {
+            let got = y.to_vec::<f32>()?;
+            let bad = got.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            if bad > 0 {
+                return Err(wrong(format!("rank {rank}: {bad} of {COUNT} elements wrong after all_reduce({op})")));
+            }
+            lines.push(format!(
+                "rank {rank}: all_reduce({op}) of {COUNT} x f32 exact (first = {}, last = {})",
+                got[0],
+                got[COUNT - 1]
             ));
         }
-        lines.push(format!(
-            "rank {rank}: all_reduce({op}) of {COUNT} x f32 exact (first = {}, last = {})",
-            got[0],
-            got[COUNT - 1]
-        ));
     }
-    if x.to_vec::<f32>()? != input(rank) {
-        return Err(ruccl::CollectiveError::new(
-            ruccl::ErrorKind::Protocol,
-            format!("rank {rank}: input was modified"),
-        ));
+    for (rank, (x, comm)) in xs.iter().zip(&comms).enumerate() {
+        if x.to_vec::<f32>()? != input(rank) {
+            return Err(wrong(format!("rank {rank}: input was modified")));
+        }
+        let recorder = comm.flight_recorder();
+        let algo = recorder.last().map(|e| e.algorithm.to_string()).unwrap_or_default();
+        lines.push(format!("rank {rank}: input unchanged; algorithm {algo}, {} ops recorded", recorder.len()));
     }
-    lines.push(format!("rank {rank}: input unchanged"));
-    let algo = comm.flight_recorder().last().map(|e| e.algorithm.to_string()).unwrap_or_default();
-    lines.push(format!("rank {rank}: algorithm {algo}, {} ops recorded", comm.flight_recorder().len()));
-    drop(comm);
+    drop(comms);
     Ok(lines)
 }
 
-#[allow(clippy::clone_on_copy, reason = "the host device is Copy, the GPU devices are not")]
 fn main() -> ExitCode {
     let dev = match open() {
         Ok(dev) => dev,
@@ -97,36 +104,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let id = match UniqueId::new() {
-        Ok(id) => id,
+    let ok = match all_ranks(&dev) {
+        Ok(lines) => {
+            lines.iter().for_each(|l| println!("{l}"));
+            true
+        }
         Err(e) => {
             eprintln!("{e}");
-            return ExitCode::FAILURE;
+            false
         }
     };
-    let handles: Vec<_> = (0..RANKS)
-        .map(|rank| {
-            let (id, dev) = (id.clone(), dev.clone());
-            thread::spawn(move || rank_main(dev, rank, id))
-        })
-        .collect();
-    let mut ok = true;
-    for (rank, h) in handles.into_iter().enumerate() {
-        match h.join() {
-            Ok(Ok(lines)) => lines.iter().for_each(|l| println!("{l}")),
-            Ok(Err(e)) => {
-                eprintln!("{e}");
-                ok = false;
-            }
-            Err(_) => {
-                eprintln!("rank {rank} panicked");
-                ok = false;
-            }
-        }
-    }
     if ok {
         println!(
-            "OK: {RANKS} ranks on {}, all_reduce sum and avg of {COUNT} x f32 exact on every rank, inputs unchanged, communicators closed",
+            "OK: {RANKS} ranks on {}, one thread, all_reduce sum and avg of {COUNT} x f32 exact on every rank, inputs unchanged, communicators closed",
             dev.describe()
         );
         ExitCode::SUCCESS

@@ -227,11 +227,15 @@ pub fn resume_on<C: Choice>(dir: &Path) -> Res<u64> {
     Ok(sum)
 }
 
-fn main() -> Res<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// The command line without the program name: `run DIR` or `resume DIR`.
+pub fn cli(args: &[String]) -> Res<()> {
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["run", dir] => run(Path::new(dir)).map(|_| ()),
         ["resume", dir] => resume(Path::new(dir)).map(|_| ()),
         _ => Err("usage: collective_training run DIR | collective_training resume DIR".into()),
     }
+}
+
+fn main() -> Res<()> {
+    cli(&std::env::args().skip(1).collect::<Vec<_>>())
 }

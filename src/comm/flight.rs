@@ -225,6 +225,9 @@ impl Board {
                 );
             }
         }
+        // Read before the peer's slot is locked: one slot's lock is never held while another's
+        // is taken (two ranks blame each other at once).
+        let i_receive = self.receiving_from(me, peer);
         let why = self
             .with(peer, |s| match (s.history.back(), &s.waiting) {
                 (None, _) => format!("rank {peer} has not issued any operation"),
@@ -251,8 +254,9 @@ impl Board {
                 (Some(e), _)
                     if seq.is_none()
                         && e.state == OpState::Failed
-                        && e.op.kind == crate::op::OpKind::Recv
-                        && e.op.peer == Some(me) =>
+                        && e.op.kind == OpKind::Recv
+                        && e.op.peer == Some(me)
+                        && i_receive =>
                 {
                     format!(
                         "rank {peer} was itself waiting, in op #{} {}, for rank {me} to send, and gave up first{}: the \
@@ -273,6 +277,15 @@ impl Board {
             })
             .unwrap_or_else(|| format!("rank {peer} (in another process) never answered"));
         (peer, why)
+    }
+
+    /// Whether `rank`'s running op is a receive from `peer`.
+    fn receiving_from(&self, rank: Rank, peer: Rank) -> bool {
+        self.with(rank, |s| {
+            s.history
+                .back()
+                .is_some_and(|e| e.state == OpState::Running && e.op.kind == OpKind::Recv && e.op.peer == Some(peer))
+        }) == Some(true)
     }
 
     /// The ranks that have not issued collective op `seq` yet (in rank order): the ones a

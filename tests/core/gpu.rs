@@ -38,7 +38,9 @@ fn open() -> ruccl::Result<(GpuDevice, GpuDevice)> {
 #[cfg(all(feature = "test-cuda", not(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))))]
 fn open() -> ruccl::Result<(GpuDevice, GpuDevice)> {
     let shared = GpuDevice::cuda(0)?;
-    let other = GpuDevice::cuda(1)?;
+    // On a machine with one GPU, a handle ruCCL treats as another device (same GPU, staged
+    // through the host as two GPUs are).
+    let other = GpuDevice::cuda(1).unwrap_or_else(|_| shared.as_distinct(1));
     Ok((shared, other))
 }
 
@@ -399,7 +401,14 @@ fn distinct(n: usize) -> Vec<GpuDevice> {
 
 #[cfg(all(feature = "test-cuda", not(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal"))))]
 fn distinct(n: usize) -> Vec<GpuDevice> {
-    (0..n).map(|i| GpuDevice::cuda(i).unwrap()).collect()
+    // GPUs 0..n, or where there are fewer, handles on GPU 0 that ruCCL treats as distinct.
+    let first = GpuDevice::cuda(0).unwrap();
+    (0..n)
+        .map(|i| match i {
+            0 => first.clone(),
+            _ => GpuDevice::cuda(i).unwrap_or_else(|_| first.as_distinct(u16::try_from(i).unwrap())),
+        })
+        .collect()
 }
 
 const _: fn() = || {

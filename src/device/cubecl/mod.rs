@@ -227,6 +227,29 @@ impl<R: Runtime> CubeDevice<R> {
         }
     }
 
+    /// Another handle on the same GPU that ruCCL treats as a distinct device: not the same
+    /// device, so ranks on the two reach each other through host memory, as ranks on two GPUs
+    /// do. A test hook, so the distinct-devices path (staging through the host) runs on a
+    /// machine with one GPU; `n` (from 1) tells several such handles apart.
+    #[doc(hidden)]
+    pub fn as_distinct(&self, n: u16) -> Self {
+        let i = &self.inner;
+        // Far above any real device's index.
+        let id = DeviceId { type_id: i.id.type_id, index_id: u16::MAX.saturating_sub(n) };
+        CubeDevice {
+            inner: Arc::new(Inner {
+                client: i.client.clone(),
+                id,
+                name: format!("{} (as distinct device {n})", i.name),
+                max_binding: i.max_binding,
+                part_len: i.part_len,
+                memory: i.memory,
+                host_bytes: AtomicUsize::new(0),
+                io: i.io.share(),
+            }),
+        }
+    }
+
     /// Whether this is CubeCL's device `device` (whose handles this device may use).
     pub fn is_device(&self, device: &R::Device) -> bool {
         device.to_id() == self.inner.id
