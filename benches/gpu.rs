@@ -17,9 +17,10 @@
 //!   as two devices where there is one), staged through host memory.
 //!
 //! Criterion reports `Throughput::Bytes` of the buffer (algbw); a copy or a reduce reads and
-//! writes more than that (copy: 2×, reduce: 3×).
+//! writes more than that (copy: 2×, reduce: 3×). `RUCCL_GPU_REQUIRED=1` makes a missing device
+//! a failure instead of a skip.
 
-#![allow(missing_docs, clippy::expect_used, clippy::unwrap_used)] // a benchmark harness: failing loudly is right
+#![allow(missing_docs, clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark harness: failing loudly is right
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 #[path = "common/rank_threads.rs"]

@@ -302,6 +302,9 @@ impl CommConfig {
     }
 
     /// Sets the pipelining chunk size in bytes (rounded to whole elements, at least one).
+    /// Ranks that are threads of one process on one GPU do not pipeline (they pass device
+    /// ranges: there is no transfer to overlap, and every chunk costs kernel launches), so it
+    /// applies to every other configuration.
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes.max(1);
         self

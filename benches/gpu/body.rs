@@ -61,6 +61,9 @@ fn big() -> bool {
 fn device_ops(c: &mut Criterion) {
     let dev = match open() {
         Ok(d) => d,
+        Err(e) if std::env::var("RUCCL_GPU_REQUIRED").is_ok_and(|v| v == "1") => {
+            panic!("RUCCL_GPU_REQUIRED=1, but the GPU device is unavailable: {e}")
+        }
         Err(e) => {
             eprintln!("SKIPPED the GPU benches: {e}");
             return;

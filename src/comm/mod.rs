@@ -182,6 +182,11 @@ pub struct Communicator<D: Device> {
     /// device (see [`exchange_plan`]); `None` otherwise. The same on every rank. This rank's
     /// own `Arc`, so that cloning it per op touches no counter another rank writes.
     exchange: Option<Arc<algo::Plan>>,
+    /// Every rank is a thread of this process on one GPU (one device, not host memory): ops
+    /// run unchunked, since pipelining overlaps transfers and there are none (device ranges
+    /// are passed between the ranks), while every chunk costs kernel launches and waits. The
+    /// same on every rank.
+    unchunked: bool,
     /// Counts this rank as live for the waiters' spin policy.
     _live: crate::transport::LiveRank,
     local: Arc<Mutex<Local<D>>>,
@@ -315,6 +320,13 @@ impl<D: Device> Communicator<D> {
             && world > 1
             && shared.devices.iter().all(|d| d.downcast_ref::<D>().is_some_and(D::host_memory)))
         .then(exchange_plan);
+        let first = shared.devices.first().and_then(|d| d.downcast_ref::<D>());
+        let unchunked = matches!(shared.link, Link::InProc(_))
+            && world > 1
+            && first.is_some_and(|f| {
+                !f.host_memory()
+                    && shared.devices.iter().all(|d| d.downcast_ref::<D>().is_some_and(|o| o.reach(f) == Reach::Same))
+            });
         let local = Arc::new(Mutex::new(Local {
             seq: 0,
             p2p_sent: vec![0; world],
@@ -334,6 +346,7 @@ impl<D: Device> Communicator<D> {
             engine: Arc::new(Engine::new(shared.clone(), rank, local, shared_progress)),
             rank_shared: Arc::new(RankShared(shared.clone())),
             exchange,
+            unchunked,
             _live: crate::transport::LiveRank::enter(),
             shared,
         }

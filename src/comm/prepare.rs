@@ -96,7 +96,7 @@ impl<D: Device> Communicator<D> {
         let seq = next_seq(local, &desc);
         let cfg = &self.shared.config;
         let size = desc.dtype.size();
-        let chunk = (cfg.chunk_bytes() / size).max(1);
+        let chunk = if self.unchunked { desc.count.max(1) } else { (cfg.chunk_bytes() / size).max(1) };
         let exchanged = self.exchange.as_ref().filter(|_| {
             matches!(
                 desc.algorithm.unwrap_or(cfg.algorithm()),

@@ -58,8 +58,14 @@ impl TestDevice for GpuDevice {
     fn foreign(_rank: Rank) -> Self {
         pair().1.clone()
     }
+    /// With `RUCCL_GPU_REQUIRED=1` (`.ci/gpu-run` on a GPU machine) a device that does not
+    /// open fails every test instead of skipping it.
     fn unavailable() -> Option<String> {
-        devices().as_ref().err().cloned()
+        let why = devices().as_ref().err()?;
+        if std::env::var("RUCCL_GPU_REQUIRED").is_ok_and(|v| v == "1") {
+            panic!("RUCCL_GPU_REQUIRED=1, but the GPU device is unavailable: {why}");
+        }
+        Some(why.clone())
     }
     /// Mesa's software Vulkan runs every launch on the CPU: worlds of 4, 5 and 8 ranks (tens of
     /// seconds per test there) are left to real GPUs (`RUCCL_GPU_MAX_WORLD` raises the cap).
@@ -76,9 +82,9 @@ impl TestDevice for GpuDevice {
 
 /// Runs `f` when the device opened, says why not otherwise.
 fn with_gpu(f: impl FnOnce(&GpuDevice)) {
-    match devices() {
-        Ok((d, _)) => f(d),
-        Err(e) => eprintln!("SKIPPED on {}: {e}", std::any::type_name::<GpuDevice>()),
+    match GpuDevice::unavailable() {
+        None => f(&pair().0),
+        Some(why) => eprintln!("SKIPPED on {}: {why}", std::any::type_name::<GpuDevice>()),
     }
 }
 
