@@ -156,9 +156,13 @@ pub fn quiet_gap_longer_than_silence<D: TestDevice>() {
         .with_timeout(Duration::from_secs(30))
         .with_peer_silence(Duration::from_millis(100));
     run::<D, _>(2, &Opts { shuffle: false, ..Opts::with_config(config) }, |ctx| {
-        good_all_reduce(ctx, 0);
+        // Enough ops that each rank reads its connection itself at the end (it then leaves it
+        // unread while it sleeps).
+        for i in 0..20 {
+            good_all_reduce(ctx, i);
+        }
         std::thread::sleep(Duration::from_millis(350));
-        good_all_reduce(ctx, 1);
+        good_all_reduce(ctx, 20);
     });
 }
 
