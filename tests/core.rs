@@ -211,6 +211,7 @@ macro_rules! core_suite {
                 errors::one_rank_invalid_then_retries,
                 failures::abort_from_peer_rank,
                 failures::abort_idle_communicator,
+                failures::quiet_gap_longer_than_silence,
                 failures::peer_drops_mid_way,
                 failures::drop_wakes_blocked_peer,
                 failures::drop_never_hangs,

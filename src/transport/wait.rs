@@ -141,6 +141,9 @@ impl Event {
                 self.parked.fetch_sub(1, Ordering::SeqCst);
                 continue;
             }
+            // Sockets the ranks read themselves (the look above may take one over) go back to
+            // their reader tasks, which read what is there already and ring.
+            super::tcp::arm_readers();
             let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             if self.rings.load(Ordering::SeqCst) != seen {
                 drop(g);

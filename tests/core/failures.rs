@@ -148,6 +148,24 @@ pub fn abort_idle_communicator<D: TestDevice>() {
     });
 }
 
+/// Ranks that stay away between collectives for longer than the peer-silence limit (computing,
+/// their connections unread meanwhile) are not lost to each other: the heartbeats that waited
+/// in the sockets count.
+pub fn quiet_gap_longer_than_silence<D: TestDevice>() {
+    let config = ruccl::CommConfig::default()
+        .with_timeout(Duration::from_secs(30))
+        .with_peer_silence(Duration::from_millis(100));
+    run::<D, _>(2, &Opts { shuffle: false, ..Opts::with_config(config) }, |ctx| {
+        // Enough ops that each rank reads its connection itself at the end (it then leaves it
+        // unread while it sleeps).
+        for i in 0..20 {
+            good_all_reduce(ctx, i);
+        }
+        std::thread::sleep(Duration::from_millis(350));
+        good_all_reduce(ctx, 20);
+    });
+}
+
 /// A rank drops its communicator between collectives; the others' next collective fails with
 /// `PeerLost` (or at worst `Timeout`), never hangs.
 pub fn peer_drops_mid_way<D: TestDevice>() {

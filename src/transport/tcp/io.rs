@@ -1,12 +1,16 @@
 //! The tasks that move frames: one reader and one writer per connection, on a small tokio
-//! runtime shared by the process.
+//! runtime shared by the process. Each registers its own handle on the socket with the
+//! runtime's poller for the one readiness it waits for: the writer for room to write, the
+//! reader for bytes to read — and the reader only while the rank does not read the socket
+//! itself (see [`rx`](super::rx)), so that a frame the rank reads wakes no runtime thread.
 
-use std::io::IoSlice;
+use std::io::{IoSlice, Write};
+use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 use tokio::runtime::{Handle, Runtime};
 
 use super::rx::{Pumped, Reader};
@@ -34,8 +38,18 @@ pub(super) fn runtime() -> Result<Handle> {
     }
 }
 
-/// Starts the reader and writer of `me`'s connection to `p`.
-pub(super) fn spawn(rt: &Handle, e: Arc<Endpoint>, p: Arc<Peer>, read: OwnedReadHalf, write: OwnedWriteHalf) {
+/// Registers `sock` with the runtime's poller for `interest` only (a task calls it, so there
+/// is a current runtime).
+fn register(sock: TcpStream, interest: Interest) -> std::io::Result<AsyncFd<TcpStream>> {
+    // SAFETY: the `TcpStream` owns its descriptor, which stays open and names the same socket
+    // for as long as the `AsyncFd` owns the stream (until it is dropped or gives the stream
+    // back with `into_inner`), and `as_raw_fd` always returns it.
+    unsafe { AsyncFd::register_with_interest(sock, interest) }.map_err(std::io::Error::from)
+}
+
+/// Starts the reader and writer of `me`'s connection to `p`, each with its own non-blocking
+/// handle on the socket.
+pub(super) fn spawn(rt: &Handle, e: Arc<Endpoint>, p: Arc<Peer>, read: TcpStream, write: TcpStream) {
     rt.spawn(reader(e.clone(), p.clone(), read));
     rt.spawn(writer(e, p, write));
 }
@@ -72,24 +86,38 @@ fn next(p: &Peer) -> Next {
     out.data.pop_front().map_or(Next::Idle, Next::Data)
 }
 
-async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, mut w: OwnedWriteHalf) {
+async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, w: TcpStream) {
+    let w = match register(w, Interest::WRITABLE) {
+        Ok(w) => w,
+        Err(_) => {
+            lost(&e, &p);
+            lock(&p.out).sock = None;
+            p.flushed.store(true, Ordering::SeqCst);
+            e.ring();
+            return;
+        }
+    };
     loop {
         let sent = match next(&p) {
             Next::Done => break,
             Next::Idle => {
+                if !lock(&p.out).data.is_empty() {
+                    // Waiting for credits: the rank may not be reading this socket.
+                    p.arm();
+                }
                 if tokio::time::timeout(e.heartbeat(), p.wake.notified()).await.is_err() {
                     p.push_control(e.control(FrameKind::Heartbeat, &[]));
                 }
                 continue;
             }
             Next::Control(frame) => {
-                let r = w.write_all(&frame).await.map_err(|_| ());
+                let r = write_two(&w, &frame, &[]).await.map_err(|_| ());
                 lock(&p.out).busy = false;
                 r
             }
             Next::Data(m) => {
                 let ticket = m.ticket;
-                let r = write_data(&e, &mut w, m).await;
+                let r = write_data(&e, &w, m).await;
                 {
                     let mut out = lock(&p.out);
                     out.writing = None;
@@ -116,7 +144,7 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, mut w: OwnedWriteHalf) {
         }
     }
     lock(&p.out).sock = None;
-    let _ = w.shutdown().await;
+    let _ = w.get_ref().shutdown(std::net::Shutdown::Write);
     p.flushed.store(true, Ordering::SeqCst);
 }
 
@@ -127,7 +155,7 @@ pub(super) fn data_header(e: &Endpoint, m: &OutMsg) -> [u8; HEADER_LEN] {
     wire::encode_header(&h)
 }
 
-async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::result::Result<(), ()> {
+async fn write_data(e: &Endpoint, w: &AsyncFd<TcpStream>, m: OutMsg) -> std::result::Result<(), ()> {
     let region: HostRegion = match &m.payload {
         Payload::Host(r) => r.clone(),
         Payload::Device(..) => {
@@ -149,13 +177,16 @@ async fn write_data(e: &Endpoint, w: &mut OwnedWriteHalf, m: OutMsg) -> std::res
 
 /// Writes `a` then `b` with vectored writes: a small message leaves in one segment (with
 /// `TCP_NODELAY` a separate header write would be a packet, and a wake-up, of its own).
-async fn write_two(w: &mut OwnedWriteHalf, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()> {
+async fn write_two(w: &AsyncFd<TcpStream>, mut a: &[u8], mut b: &[u8]) -> std::io::Result<()> {
     while !a.is_empty() || !b.is_empty() {
-        let n = if a.is_empty() {
-            w.write(b).await?
-        } else {
-            w.write_vectored(&[IoSlice::new(a), IoSlice::new(b)]).await?
-        };
+        let mut ready = w.writable().await?;
+        let r = ready.try_io(|s| {
+            let mut s = s.get_ref();
+            if a.is_empty() { s.write(b) } else { s.write_vectored(&[IoSlice::new(a), IoSlice::new(b)]) }
+        });
+        // `Err`: the socket was full after all (its readiness is cleared); wait again.
+        let Ok(n) = r else { continue };
+        let n = n?;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
@@ -166,41 +197,73 @@ async fn write_two(w: &mut OwnedWriteHalf, mut a: &[u8], mut b: &[u8]) -> std::i
     Ok(())
 }
 
-async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, r: OwnedReadHalf) {
+/// The silence limit's time left on this connection; `None` once it ended.
+fn silence_left(e: &Endpoint, p: &Peer) -> Option<std::time::Duration> {
+    let rx = lock(&p.rx);
+    (!rx.ended).then(|| e.silence.saturating_sub(rx.heard.elapsed()))
+}
+
+/// The silence limit passed: the peer is lost, unless the rank heard from it meanwhile.
+/// True when the connection ended.
+fn silent(e: &Endpoint, p: &Peer) -> bool {
+    let mut rx = lock(&p.rx);
+    if rx.ended {
+        return true;
+    }
+    if rx.heard.elapsed() < e.silence {
+        return false;
+    }
+    rx.ended = true;
+    drop(rx);
+    lost(e, p);
+    true
+}
+
+async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
     // The frames themselves are read by `Rx::pump`, here or by the waiting rank: this task
     // reads whatever the rank leaves (everything, while the rank sleeps or computes) and
-    // watches for silence.
+    // watches for silence. It polls the socket only while armed (`Peer::inline` clear).
     loop {
-        let left = {
-            let rx = lock(&p.rx);
-            if rx.ended {
-                return;
-            }
-            e.silence.saturating_sub(rx.heard.elapsed())
-        };
-        match tokio::time::timeout(left, r.readable()).await {
-            Ok(Ok(())) => {
-                if lock(&p.rx).pump(&e, &p, Reader::Task(&r)) == Pumped::Ended {
-                    return;
-                }
-            }
-            Ok(Err(_)) => {
+        let r = match register(sock, Interest::READABLE) {
+            Ok(r) => r,
+            Err(_) => {
                 lock(&p.rx).ended = true;
                 lost(&e, &p);
                 return;
             }
-            Err(_) => {
-                // Silent for too long, unless the rank heard something meanwhile.
-                let mut rx = lock(&p.rx);
-                if rx.ended {
-                    return;
-                }
-                if rx.heard.elapsed() >= e.silence {
-                    rx.ended = true;
-                    drop(rx);
+        };
+        // Armed: first whatever is there already (the rank may have stopped reading long ago).
+        if lock(&p.rx).pump(&e, &p, Reader::Task) == Pumped::Ended {
+            return;
+        }
+        while !p.inline.load(Ordering::SeqCst) {
+            let Some(left) = silence_left(&e, &p) else { return };
+            match tokio::time::timeout(left, r.readable()).await {
+                Ok(Ok(mut ready)) => match lock(&p.rx).pump(&e, &p, Reader::Task) {
+                    Pumped::Ended => return,
+                    // Read until the socket was empty: its readiness is spent (unless bytes
+                    // came after that read, which the guard's tick keeps).
+                    _ => ready.clear_ready(),
+                },
+                Ok(Err(_)) => {
+                    lock(&p.rx).ended = true;
                     lost(&e, &p);
                     return;
                 }
+                Err(_) => {
+                    if silent(&e, &p) {
+                        return;
+                    }
+                }
+            }
+        }
+        // The rank reads the socket itself: out of the poller until it hands it back, or the
+        // silence limit passes (then this task looks, in case the rank stopped reading).
+        sock = r.into_inner();
+        while p.inline.load(Ordering::SeqCst) {
+            let Some(left) = silence_left(&e, &p) else { return };
+            if tokio::time::timeout(left, p.armed.notified()).await.is_err() {
+                p.arm();
             }
         }
     }

@@ -8,7 +8,9 @@
 //!   handed to the scheduler as host memory), after checking the frame against what it may
 //!   accept — or the receiving rank does, while it waits for that peer: small frames (a small
 //!   message, a credit) are read by the thread that waits for them, with no wake-up of the
-//!   task in between (one parser for both, behind a lock: `rx`); the receiver's `release`
+//!   task in between (one parser for both, behind a lock: `rx`; while the rank reads a
+//!   socket itself the task takes it out of the runtime's poller, so those frames wake no
+//!   runtime thread either); the receiver's `release`
 //!   frees the buffer and returns *credits* to the sender,
 //!   which keeps at most [`WINDOW`] bytes un-credited per peer (one larger message goes
 //!   alone), so buffers are bounded without ever blocking a send (see the simulator's
@@ -50,6 +52,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+pub(crate) use peer::arm_readers;
 use peer::{OutMsg, Peer};
 
 use super::wait::{Event, WaitOutcome};

@@ -6,16 +6,34 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Notify;
 
-use super::rx::{Reader, Rx};
+use super::rx::{Pumped, Reader, Rx};
 use super::{DIRECT_MAX, Endpoint, WINDOW, io, lock, shm_io};
 use crate::error::Result;
 use crate::mem::{HostMem, HostRegion};
 use crate::transport::{Header, Payload};
 use crate::types::Rank;
+
+/// The peers whose socket a rank took over (`Peer::inline`) since the last [`arm_readers`].
+static INLINE: Mutex<Vec<Weak<Peer>>> = Mutex::new(Vec::new());
+/// Whether `INLINE` may hold any (a park with none costs one load).
+static INLINE_SET: AtomicBool = AtomicBool::new(false);
+
+/// A thread of this process is about to sleep: every socket a rank took over goes back to its
+/// reader task, so that what arrives on it wakes someone (the task reads at once what is
+/// already there).
+pub(crate) fn arm_readers() {
+    if !INLINE_SET.swap(false, Ordering::SeqCst) {
+        return;
+    }
+    let peers = std::mem::take(&mut *lock(&INLINE));
+    for p in peers.iter().filter_map(Weak::upgrade) {
+        p.arm();
+    }
+}
 
 /// A received message, in a buffer the receiver owns.
 #[derive(Debug)]
@@ -69,6 +87,14 @@ pub(crate) struct Peer {
     pub(super) inbox: Mutex<Inbox>,
     /// What arrives on the socket, read by the reader task or by the waiting rank.
     pub(super) rx: Mutex<Rx>,
+    /// The rank reads this socket itself (it found it empty while it waited): the reader task
+    /// stands down and takes the socket out of the runtime's poller, so arriving frames wake no
+    /// runtime thread. Cleared ([`arm`](Self::arm)) before any thread of the process sleeps
+    /// ([`arm_readers`]), when the rank leaves a large payload, when the writer waits for
+    /// credits, and at the silence limit.
+    pub(super) inline: AtomicBool,
+    /// Wakes the reader task when `inline` is cleared.
+    pub(super) armed: Notify,
     /// Unopened messages in the inbox (the scheduler's fast check).
     pub(super) unopened: AtomicUsize,
     pub(super) out: Mutex<Outbox>,
@@ -108,6 +134,8 @@ impl Peer {
             rank,
             inbox: Mutex::new(Inbox::default()),
             rx: Mutex::new(Rx::new(read)),
+            inline: AtomicBool::new(false),
+            armed: Notify::new(),
             unopened: AtomicUsize::new(0),
             out: Mutex::new(Outbox { sock: Some(write), ..Outbox::default() }),
             sent: AtomicU64::new(0),
@@ -131,13 +159,34 @@ impl Peer {
 
     /// The waiting rank reads what the peer sent from this thread, unless another thread is at
     /// it (see [`rx`](super::rx)). Only over the socket: data through shared memory has
-    /// `ShmPeer::poll_inline`.
-    pub(super) fn poll_inline(&self, e: &Endpoint) {
+    /// `ShmPeer::poll_inline`. A rank that empties the socket takes it over from the reader
+    /// task (`inline`); one that stops before a large payload hands it back.
+    pub(super) fn poll_inline(self: &Arc<Self>, e: &Endpoint) {
         if self.shm.is_some() {
             return;
         }
-        if let Ok(mut rx) = self.rx.try_lock() {
-            rx.pump(e, self, Reader::Rank);
+        let Ok(mut rx) = self.rx.try_lock() else { return };
+        match rx.pump(e, self, Reader::Rank) {
+            Pumped::Drained => {
+                drop(rx);
+                if !self.inline.load(Ordering::Relaxed) {
+                    self.inline.store(true, Ordering::SeqCst);
+                    lock(&INLINE).push(Arc::downgrade(self));
+                    INLINE_SET.store(true, Ordering::SeqCst);
+                }
+            }
+            Pumped::Left => {
+                drop(rx);
+                self.arm();
+            }
+            Pumped::Ended => {}
+        }
+    }
+
+    /// The reader task reads this socket again (the rank stops reading it itself).
+    pub(super) fn arm(&self) {
+        if self.inline.swap(false, Ordering::SeqCst) {
+            self.armed.notify_one();
         }
     }
 

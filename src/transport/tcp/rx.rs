@@ -8,16 +8,16 @@
 //!   the credit that ends it). A waiting rank leaves a large payload to the task, which reads
 //!   it while the rank reduces what came before.
 //!
-//! The task reads through the runtime's half of the socket, so the runtime learns when the
-//! socket is empty; the rank reads through a second handle. A rank never clears the runtime's
-//! readiness, so bytes it leaves in the socket always have a wake-up of the task pending.
+//! The task reads only while the rank does not: a rank that finds the socket empty takes it
+//! over (`Peer::inline`) and the task then drops it from the runtime's poller, so that frames
+//! arriving for a rank that reads them itself wake no runtime thread; it is handed back before
+//! any thread of the process sleeps (`arm_readers`) and whenever the rank leaves a frame to the
+//! task. Both read through the same non-blocking handle.
 
 use std::io::{self, Read};
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
-
-use tokio::net::tcp::OwnedReadHalf;
 
 use super::{DIRECT_MAX, Endpoint, MAX_MESSAGE, Peer, WINDOW, lock, lost};
 use crate::error::CollectiveError;
@@ -26,10 +26,10 @@ use crate::transport::Header;
 use crate::transport::wire::{self, FrameKind, HEADER_LEN, Limits};
 
 /// Who reads.
-#[derive(Clone, Copy)]
-pub(super) enum Reader<'a> {
-    /// The connection's reader task, through the runtime's half of the socket.
-    Task(&'a OwnedReadHalf),
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reader {
+    /// The connection's reader task.
+    Task,
     /// The rank, waiting for this peer (small frames only).
     Rank,
 }
@@ -116,16 +116,9 @@ pub(super) struct Rx {
 }
 
 /// One non-blocking read: `None` when the socket is empty.
-fn read(who: Reader<'_>, sock: &TcpStream, b: &mut [u8]) -> Result<Option<usize>, End> {
+fn read(mut sock: &TcpStream, b: &mut [u8]) -> Result<Option<usize>, End> {
     loop {
-        let r = match who {
-            Reader::Task(half) => half.try_read(b),
-            Reader::Rank => {
-                let mut s = sock;
-                s.read(b)
-            }
-        };
-        return match r {
+        return match sock.read(b) {
             Ok(0) if !b.is_empty() => Err(End::Lost),
             Ok(n) => Ok(Some(n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
@@ -150,7 +143,7 @@ impl Rx {
     }
 
     /// Reads and handles every frame the socket has now (the rank: up to a large payload).
-    pub(super) fn pump(&mut self, e: &Endpoint, p: &Peer, who: Reader<'_>) -> Pumped {
+    pub(super) fn pump(&mut self, e: &Endpoint, p: &Peer, who: Reader) -> Pumped {
         if self.ended {
             return Pumped::Ended;
         }
@@ -172,7 +165,7 @@ impl Rx {
         }
     }
 
-    fn run(&mut self, e: &Endpoint, p: &Peer, who: Reader<'_>) -> Result<Pumped, End> {
+    fn run(&mut self, e: &Endpoint, p: &Peer, who: Reader) -> Result<Pumped, End> {
         loop {
             if let Some(body) = &mut self.body {
                 let n = body.take(&self.buf[self.start..self.end])?;
@@ -193,7 +186,7 @@ impl Rx {
                     // A large payload goes straight into its buffer.
                     let got = {
                         let mut g = mem.write(*filled, left).map_err(End::Failed)?;
-                        read(who, &self.sock, &mut g)?
+                        read(&self.sock, &mut g)?
                     };
                     let Some(n) = got else { return Ok(Pumped::Drained) };
                     *filled += n;
@@ -207,7 +200,7 @@ impl Rx {
             // Refill the buffer (everything buffered is less than one header, or taken).
             self.buf.copy_within(self.start..self.end, 0);
             (self.end, self.start) = (self.end - self.start, 0);
-            let Some(n) = read(who, &self.sock, &mut self.buf[self.end..])? else { return Ok(Pumped::Drained) };
+            let Some(n) = read(&self.sock, &mut self.buf[self.end..])? else { return Ok(Pumped::Drained) };
             self.end += n;
             self.heard = Instant::now();
         }
@@ -242,13 +235,18 @@ impl Rx {
             FrameKind::Abort => self.body = Some(Body::Abort { bytes: Vec::with_capacity(len), len }),
             FrameKind::FlightAnswer => self.body = Some(Body::Skip { left: len }),
             FrameKind::Credit => {
-                {
+                // Only a writer with data queued may be waiting for credits (waking it for
+                // nothing costs a runtime thread's wake-up per small op).
+                let queued = {
                     let mut out = lock(&p.out);
                     out.in_flight = out.in_flight.saturating_sub(h.seq);
-                }
+                    !out.data.is_empty()
+                };
                 p.delivered.fetch_add(u64::from(h.index), Ordering::SeqCst);
                 e.ring();
-                p.wake.notify_one();
+                if queued {
+                    p.wake.notify_one();
+                }
             }
             FrameKind::Goodbye => return Err(End::Goodbye),
             FrameKind::Heartbeat | FrameKind::FlightQuery => {}

@@ -174,7 +174,10 @@ fn endpoints(
                     let direct = s.try_clone().map_err(|e| io_error("configuring a socket", e))?;
                     // And a third: a waiting rank reads small frames itself (`Peer::poll_inline`).
                     let inline = s.try_clone().map_err(|e| io_error("configuring a socket", e))?;
-                    let s = tokio::net::TcpStream::from_std(s).map_err(|e| io_error("registering a socket", e))?;
+                    // And one each for the writer and reader tasks (registered with the runtime
+                    // by the tasks themselves, each for what it waits for).
+                    let task_w = s.try_clone().map_err(|e| io_error("configuring a socket", e))?;
+                    let s = (s, task_w);
                     let seg = shm.get_mut(me).and_then(|r| r.get_mut(p)).and_then(Option::take);
                     let peer = Arc::new(Peer::new(p, seg.map(|s| Arc::new(ShmPeer::new(s))), direct, inline));
                     conns.push((peer.clone(), s));
@@ -193,7 +196,7 @@ fn endpoints(
             silence,
         });
         for (peer, s) in conns {
-            let (r, w) = s.into_split();
+            let (r, w) = s;
             spawn(&rt, e.clone(), peer.clone(), r, w);
             #[cfg(all(target_os = "linux", not(miri)))]
             super::shm_io::spawn(&e, &peer)?;
