@@ -178,6 +178,7 @@ fn contig<B>(b: &Binding<B>) -> Option<Option<usize>> {
 }
 
 /// A binding [`contig`] accepted, moved into the plan.
+#[inline]
 fn slot<B>(b: Binding<B>) -> Slot<B> {
     match b {
         Binding::Contig { buf, base, id } => Some(Buf { buf: Some(buf), base, id }),
