@@ -182,7 +182,12 @@ const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// The deadline `timeout` from now. Saturates: a timeout too large for an `Instant` (up to
 /// `Duration::MAX`) gives a deadline about a century away, which no wait reaches.
 pub(crate) fn deadline_after(timeout: Duration) -> Instant {
-    let now = Instant::now();
+    deadline_from(Instant::now(), timeout)
+}
+
+/// [`deadline_after`] from `now`, a time the caller read just before (one clock read serves
+/// both).
+pub(crate) fn deadline_from(now: Instant, timeout: Duration) -> Instant {
     let mut wait = timeout.min(FAR_FUTURE);
     loop {
         // A platform whose clock cannot reach a century ahead gets the furthest it can; the

@@ -129,11 +129,21 @@ impl Board {
 
     /// [`finish`](Self::finish) at a time the caller read.
     pub(crate) fn finish_at(&self, rank: Rank, ok: bool, now: Instant) {
+        self.finish_with(rank, ok, |started| now.saturating_duration_since(started));
+    }
+
+    /// [`finish`](Self::finish) of an entry that started when the caller read it and has
+    /// taken `took` since (a group's ranks all start at one time: one duration for all).
+    pub(crate) fn finish_after(&self, rank: Rank, ok: bool, took: Duration) {
+        self.finish_with(rank, ok, |_| took);
+    }
+
+    fn finish_with(&self, rank: Rank, ok: bool, took: impl FnOnce(Instant) -> Duration) {
         self.with(rank, |s| {
             s.waiting = None;
             if let Some(e) = s.history.back_mut() {
                 e.state = if ok { OpState::Done } else { OpState::Failed };
-                e.duration = Some(now.saturating_duration_since(e.started));
+                e.duration = Some(took(e.started));
             }
         });
     }

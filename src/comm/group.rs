@@ -172,7 +172,7 @@ impl<'a, D: Device> Group<'a, D> {
         type Few<T> = smallvec::SmallVec<[T; 8]>;
         // A Vec, not inline: each checked call is a few hundred bytes, and moving eight of
         // them inline through `collect` cost more than the allocation.
-        let checked = self.calls.iter().map(|(comm, call)| comm.check(call)).collect::<Result<Vec<_>>>()?;
+        let mut checked = self.calls.iter().map(|(comm, call)| comm.check(call)).collect::<Result<Vec<_>>>()?;
         // Each communicator's state stays locked while the group runs, as for a blocking
         // call; locks are taken in address order so that groups sharing communicators cannot
         // deadlock each other.
@@ -197,7 +197,7 @@ impl<'a, D: Device> Group<'a, D> {
             let key = c as *const Communicator<D> as usize;
             guards.iter_mut().position(|(k, _)| *k == key)
         };
-        if let Some(results) = run_direct(&self.calls, &checked, &mut guards) {
+        if let Some(results) = run_direct(&self.calls, &mut checked, &mut guards) {
             return Ok(results);
         }
         let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(self.calls.len());
@@ -230,10 +230,10 @@ impl<'a, D: Device> Group<'a, D> {
 }
 
 /// The group run without messages when it qualifies ([`local`](super::local)): one call per
-/// communicator, each with its locked state.
+/// communicator, each with its locked state. `checked` is left as it was when it does not.
 fn run_direct<'a, D: Device>(
     calls: &[(&'a Communicator<D>, Call<'a, D>)],
-    checked: &[(OpDesc, Io<D::Buffer>)],
+    checked: &mut [(OpDesc, Io<D::Buffer>)],
     guards: &mut [(usize, MutexGuard<'a, Local<D>>)],
 ) -> Option<Vec<Result<()>>> {
     if guards.len() != calls.len() {

@@ -27,34 +27,52 @@ use crate::sched::Binding;
 use crate::transport::Link;
 use crate::types::{Rank, ReduceOp, Scale};
 
-/// One rank's buffers: (buffer, base offset in bytes, memory id).
-type Buf<B> = Option<(B, usize, usize)>;
+/// One rank's bound buffer, moved out of its checked call: the device operation that uses it
+/// last takes the handle (`buf`), the others clone it.
+struct Buf<B> {
+    buf: Option<B>,
+    /// Base offset in bytes.
+    base: usize,
+    /// Memory id.
+    id: usize,
+}
+
+/// A rank's buffer, `None` when the call binds none.
+type Slot<B> = Option<Buf<B>>;
 
 /// One entry per rank, inline for the usual world sizes (no allocation per op).
 type PerRank<T> = SmallVec<[T; 8]>;
 
 /// Runs a group of collectives directly when it qualifies (see the module docs); `None`
-/// leaves it to the general path, untouched. `calls[i]` runs on `comms[i]` with
-/// `locals[i]`, its locked state.
+/// leaves it to the general path with `checked` untouched. `checked[i]` runs on `comms[i]`
+/// with `locals[i]`, its locked state; when it runs here, its buffers are moved out.
 pub(super) fn try_run<D: Device>(
     comms: &[&Communicator<D>],
-    checked: &[(OpDesc, Io<D::Buffer>)],
+    checked: &mut [(OpDesc, Io<D::Buffer>)],
     locals: &mut [&mut Local<D>],
 ) -> Option<Vec<Result<()>>> {
-    let plan = qualify(comms, checked, locals)?;
+    let by_rank = qualify(comms, checked, locals)?;
     let first = comms[0];
     let desc = checked[0].0;
+    let mut plan = Plan { inputs: PerRank::new(), outputs: PerRank::new() };
+    for &i in &by_rank {
+        let io = &mut checked[i].1;
+        plan.inputs.push(slot(std::mem::replace(&mut io.input, Binding::Unbound)));
+        plan.outputs.push(slot(std::mem::replace(&mut io.output, Binding::Unbound)));
+    }
     let seqs: PerRank<u64> = locals.iter_mut().map(|l| next_seq(l, &desc)).collect();
     let started = Instant::now();
     for (i, c) in comms.iter().enumerate() {
         first.shared.board.start_at(c.rank, seqs[i], checked[i].0, Algorithm::Direct, started);
     }
-    let deadline = crate::config::deadline_after(first.shared.config.timeout());
-    let outcome = execute(&first.device, &desc, &plan, first.shared.config.chunk_bytes(), deadline);
+    // One clock read for the start, the deadline and every rank's entry.
+    let deadline = crate::config::deadline_from(started, first.shared.config.timeout());
+    let outcome = execute(&first.device, &desc, &mut plan, first.shared.config.chunk_bytes(), deadline);
     let mut results = Vec::with_capacity(comms.len());
-    let finished = Instant::now();
+    // Every rank's entry started at `started`: one duration for all of them.
+    let took = started.elapsed();
     for (i, c) in comms.iter().enumerate() {
-        first.shared.board.finish_at(c.rank, outcome.is_ok(), finished);
+        first.shared.board.finish_after(c.rank, outcome.is_ok(), took);
         results.push(outcome.clone().map_err(|e| {
             let e = e.with_rank(c.rank).with_op(checked[i].0.to_string()).with_seq(seqs[i]);
             locals[i].failed = Some(e.clone());
@@ -70,20 +88,19 @@ pub(super) fn try_run<D: Device>(
 
 /// Each rank's input and output, indexed by rank.
 struct Plan<B> {
-    inputs: PerRank<Buf<B>>,
-    outputs: PerRank<Buf<B>>,
+    inputs: PerRank<Slot<B>>,
+    outputs: PerRank<Slot<B>>,
 }
 
-/// Whether the group qualifies, and its buffers by rank.
+/// Whether the group qualifies; if so, the index in `checked` of each rank's call, by rank.
 fn qualify<D: Device>(
     comms: &[&Communicator<D>],
     checked: &[(OpDesc, Io<D::Buffer>)],
     locals: &[&mut Local<D>],
-) -> Option<Plan<D::Buffer>> {
+) -> Option<PerRank<usize>> {
     let first = *comms.first()?;
     let world = first.shared.world;
     let desc = checked.first()?.0;
-    let fp = desc.fingerprint();
     let kinds_ok = matches!(
         desc.kind,
         OpKind::AllReduce
@@ -100,111 +117,144 @@ fn qualify<D: Device>(
         || first.shared.config.algorithm() != Algorithm::Auto
         || matches!(desc.op, Some(ReduceOp::PreMulSum(_)))
         || (desc.kind == OpKind::AllToAll && desc.in_place)
+        // Every communicator checked below shares `first`'s in-process link, whose poison
+        // is the same for every rank: one look for the group.
+        || first.shared.link.poisoned(first.rank).is_some()
     {
         return None;
     }
-    let mut inputs: PerRank<Buf<D::Buffer>> = (0..world).map(|_| None).collect();
-    let mut outputs: PerRank<Buf<D::Buffer>> = (0..world).map(|_| None).collect();
-    let mut seen: PerRank<bool> = (0..world).map(|_| false).collect();
+    // `usize::MAX`: no call for that rank yet.
+    let mut by_rank: PerRank<usize> = smallvec::smallvec![usize::MAX; world];
+    // (rank, memory id) of every buffer seen so far: no memory may be shared between ranks
+    // (a rank's own input and output may be, in the in-place layouts `validate` accepted).
+    let mut mems: SmallVec<[(Rank, usize); 16]> = SmallVec::new();
     let seq = locals.first()?.seq;
-    for ((c, (d, io)), l) in comms.iter().zip(checked).zip(locals) {
+    let root = desc.root.unwrap_or(0);
+    for (i, ((c, (d, io)), l)) in comms.iter().zip(checked).zip(locals).enumerate() {
         let r = c.rank;
+        // An identical call has the same fingerprint: compare them only when they differ.
+        let same_call = *d == desc || d.fingerprint().compatible(&desc.fingerprint());
         if !Arc::ptr_eq(&c.shared, &first.shared)
-            || std::mem::replace(&mut seen[r], true)
+            || std::mem::replace(&mut by_rank[r], i) != usize::MAX
             || d.algorithm.is_some()
-            || !d.fingerprint().compatible(&fp)
+            || !same_call
             || d.in_place != desc.in_place
             || l.failed.is_some()
             || l.seq != seq
-            || c.shared.link.poisoned(r).is_some()
             || !c.device.supports(d.dtype)
             || c.reach.iter().any(|&x| x != Reach::Same)
         {
             return None;
         }
-        inputs[r] = contig(&io.input)?;
-        outputs[r] = contig(&io.output)?;
-    }
-    let root = desc.root.unwrap_or(0);
-    let bound = |bufs: &[Buf<D::Buffer>], who: &dyn Fn(Rank) -> bool| (0..world).all(|r| !who(r) || bufs[r].is_some());
-    let needed = match desc.kind {
-        OpKind::Barrier => true,
-        OpKind::Broadcast => bound(&inputs, &|r| r == root) && bound(&outputs, &|_| true),
-        OpKind::Reduce => bound(&inputs, &|_| true) && bound(&outputs, &|r| r == root),
-        _ => bound(&inputs, &|_| true) && bound(&outputs, &|_| true),
-    };
-    if !needed || root >= world {
-        return None;
-    }
-    // No memory may be shared between ranks (a rank's own input and output may be, in the
-    // in-place layouts `validate` accepted).
-    let ids = |r: Rank| [inputs[r].as_ref().map(|b| b.2), outputs[r].as_ref().map(|b| b.2)];
-    for a in 0..world {
-        for b in a + 1..world {
-            if ids(a).iter().flatten().any(|x| ids(b).iter().flatten().any(|y| x == y)) {
+        let (input, output) = (contig(&io.input)?, contig(&io.output)?);
+        // The buffers the op needs on this rank.
+        let needed = match desc.kind {
+            OpKind::Barrier => true,
+            OpKind::Broadcast => output.is_some() && (r != root || input.is_some()),
+            OpKind::Reduce => input.is_some() && (r != root || output.is_some()),
+            _ => input.is_some() && output.is_some(),
+        };
+        if !needed {
+            return None;
+        }
+        for id in input.into_iter().chain(output) {
+            if mems.iter().any(|&(q, m)| q != r && m == id) {
                 return None;
             }
+            mems.push((r, id));
         }
     }
-    Some(Plan { inputs, outputs })
+    (root < world).then_some(by_rank)
 }
 
-/// A binding the direct path can use: one buffer or none (never a list of tensors).
-fn contig<B: Clone>(b: &Binding<B>) -> Option<Buf<B>> {
+/// The memory id of a binding the direct path can use: one buffer or none (never a list of
+/// tensors, which fails the group's qualification: `None`).
+fn contig<B>(b: &Binding<B>) -> Option<Option<usize>> {
     match b {
         Binding::Unbound => Some(None),
-        Binding::Contig { buf, base, id } => Some(Some((buf.clone(), *base, *id))),
+        Binding::Contig { id, .. } => Some(Some(*id)),
         Binding::Blocks { .. } => None,
     }
 }
 
+/// A binding [`contig`] accepted, moved into the plan.
+#[inline]
+fn slot<B>(b: Binding<B>) -> Slot<B> {
+    match b {
+        Binding::Contig { buf, base, id } => Some(Buf { buf: Some(buf), base, id }),
+        Binding::Unbound | Binding::Blocks { .. } => None,
+    }
+}
+
 /// The device work of the op, chunk by chunk (a GPU binds at most so many bytes at once).
-fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &Plan<D::Buffer>, chunk: usize, deadline: Instant) -> Result<()> {
+fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &mut Plan<D::Buffer>, chunk: usize, deadline: Instant) -> Result<()> {
     let size = desc.dtype.size();
     let n = p.inputs.len();
     let block = desc.count * size;
     let chunk = (chunk / size).max(1) * size;
     let x = Exec { dev, desc, deadline };
     let root = desc.root.unwrap_or(0);
+    let range = Exec::<D>::range;
     match desc.kind {
-        OpKind::AllReduce => each_chunk(block, chunk, |o, len| {
-            let all: PerRank<Rank> = (0..n).collect();
-            x.reduce(&p.outputs[0], o, &p.inputs, &all, o, len)?;
-            (1..n).try_for_each(|r| x.copy(&p.outputs[0], o, &p.outputs[r], o, len))
+        OpKind::AllReduce => each_chunk(block, chunk, |o, len, last| {
+            // Every buffer is used once per chunk: the last chunk's operations take the
+            // handles instead of cloning them. Rank 0's result is the source of every copy.
+            let d = range(&mut p.outputs[0], o, len, last)?;
+            let acc = range(&mut p.inputs[0], o, len, last)?;
+            let srcs = p.inputs[1..]
+                .iter_mut()
+                .map(|b| range(b, o, len, last).map(Source::Device))
+                .collect::<Result<PerRank<_>>>()?;
+            x.reduce(&d, &acc, &srcs)?;
+            let (out0, rest) = p.outputs.split_at_mut(1);
+            rest.iter_mut().try_for_each(|b| x.copy_range(&d, &out0[0], o, b, o, last))
         }),
-        OpKind::Reduce => each_chunk(block, chunk, |o, len| {
-            let all: PerRank<Rank> = std::iter::once(root).chain((0..n).filter(|&r| r != root)).collect();
-            x.reduce(&p.outputs[root], o, &p.inputs, &all, o, len)
+        OpKind::Reduce => each_chunk(block, chunk, |o, len, _| {
+            let acc = range(&mut p.inputs[root], o, len, false)?;
+            let srcs = (0..n)
+                .filter(|&r| r != root)
+                .map(|r| range(&mut p.inputs[r], o, len, false).map(Source::Device))
+                .collect::<Result<PerRank<_>>>()?;
+            x.reduce(&range(&mut p.outputs[root], o, len, false)?, &acc, &srcs)
         }),
-        OpKind::Broadcast => each_chunk(block, chunk, |o, len| {
-            (0..n).try_for_each(|r| x.copy(&p.inputs[root], o, &p.outputs[r], o, len))
+        OpKind::Broadcast => each_chunk(block, chunk, |o, len, _| {
+            (0..n).try_for_each(|r| x.copy(&mut p.inputs, root, o, &mut p.outputs[r], o, len))
         }),
-        OpKind::AllGather => each_chunk(block, chunk, |o, len| {
-            (0..n).try_for_each(|r| (0..n).try_for_each(|q| x.copy(&p.inputs[q], o, &p.outputs[r], q * block + o, len)))
-        }),
-        OpKind::ReduceScatter => each_chunk(block, chunk, |o, len| {
+        OpKind::AllGather => each_chunk(block, chunk, |o, len, _| {
             (0..n).try_for_each(|r| {
-                let order: PerRank<Rank> = std::iter::once(r).chain((0..n).filter(|&q| q != r)).collect();
-                x.reduce(&p.outputs[r], o, &p.inputs, &order, r * block + o, len)
+                (0..n).try_for_each(|q| x.copy(&mut p.inputs, q, o, &mut p.outputs[r], q * block + o, len))
             })
         }),
-        OpKind::AllToAll => each_chunk(block, chunk, |o, len| {
+        OpKind::ReduceScatter => each_chunk(block, chunk, |o, len, _| {
             (0..n).try_for_each(|r| {
-                (0..n).try_for_each(|q| x.copy(&p.inputs[q], r * block + o, &p.outputs[r], q * block + o, len))
+                let at = r * block + o;
+                let acc = range(&mut p.inputs[r], at, len, false)?;
+                let srcs = (0..n)
+                    .filter(|&q| q != r)
+                    .map(|q| range(&mut p.inputs[q], at, len, false).map(Source::Device))
+                    .collect::<Result<PerRank<_>>>()?;
+                x.reduce(&range(&mut p.outputs[r], o, len, false)?, &acc, &srcs)
+            })
+        }),
+        OpKind::AllToAll => each_chunk(block, chunk, |o, len, _| {
+            (0..n).try_for_each(|r| {
+                (0..n).try_for_each(|q| x.copy(&mut p.inputs, q, r * block + o, &mut p.outputs[r], q * block + o, len))
             })
         }),
         _ => Ok(()),
     }
 }
 
-/// Calls `f(offset, len)` over `0..total` in pieces of at most `chunk` bytes (once for 0).
-fn each_chunk(total: usize, chunk: usize, mut f: impl FnMut(usize, usize) -> Result<()>) -> Result<()> {
+/// Calls `f(offset, len, last)` over `0..total` in pieces of at most `chunk` bytes (once for
+/// 0); `last` on the final piece.
+fn each_chunk(total: usize, chunk: usize, mut f: impl FnMut(usize, usize, bool) -> Result<()>) -> Result<()> {
     let mut o = 0;
     loop {
         let len = chunk.min(total - o);
-        f(o, len)?;
+        let last = o + len >= total;
+        f(o, len, last)?;
         o += len;
-        if o >= total {
+        if last {
             return Ok(());
         }
     }
@@ -218,55 +268,61 @@ struct Exec<'a, D: Device> {
 }
 
 impl<D: Device> Exec<'_, D> {
-    fn range(b: &Buf<D::Buffer>, off: usize, len: usize) -> Result<Range<D::Buffer>> {
-        match b {
-            Some((buf, base, _)) => Ok(Range::new(buf.clone(), base + off, len)),
-            None => Err(CollectiveError::protocol("a direct group op is missing a buffer")),
-        }
+    /// `len` bytes from `off` of a rank's buffer: its handle when `take` (its last use),
+    /// a clone otherwise.
+    fn range(b: &mut Slot<D::Buffer>, off: usize, len: usize, take: bool) -> Result<Range<D::Buffer>> {
+        let missing = || CollectiveError::protocol("a direct group op is missing a buffer");
+        let b = b.as_mut().ok_or_else(missing)?;
+        let buf = if take { b.buf.take() } else { b.buf.clone() };
+        Ok(Range::new(buf.ok_or_else(missing)?, b.base + off, len))
     }
 
-    /// `dst[dst_off..] = reduce over ranks in `order` of inputs[r][src_off..]`, the first
-    /// one as the accumulator; then the average's division.
-    fn reduce(
-        &self,
-        dst: &Buf<D::Buffer>,
-        dst_off: usize,
-        inputs: &[Buf<D::Buffer>],
-        order: &[Rank],
-        src_off: usize,
-        len: usize,
-    ) -> Result<()> {
-        let d = Self::range(dst, dst_off, len)?;
-        let acc = Self::range(&inputs[order[0]], src_off, len)?;
-        let srcs = order[1..]
-            .iter()
-            .map(|&r| Self::range(&inputs[r], src_off, len).map(Source::Device))
-            .collect::<Result<PerRank<_>>>()?;
+    /// `d = acc (op) srcs...` (the first as the accumulator); then the average's division.
+    fn reduce(&self, d: &Range<D::Buffer>, acc: &Range<D::Buffer>, srcs: &[Source<D::Buffer>]) -> Result<()> {
         let combine = self.desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine);
-        let ev = self.dev.reduce(&d, &acc, &srcs, self.desc.dtype, combine)?;
+        let ev = self.dev.reduce(d, acc, srcs, self.desc.dtype, combine)?;
         self.dev.wait(&ev, Some(self.deadline))?;
         if self.desc.op == Some(ReduceOp::Avg) {
-            let ev = self.dev.scale(&d, &d, self.desc.dtype, Scale::DivBy(order.len() as u64))?;
+            let ev = self.dev.scale(d, d, self.desc.dtype, Scale::DivBy(srcs.len() as u64 + 1))?;
             self.dev.wait(&ev, Some(self.deadline))?;
         }
         Ok(())
     }
 
-    /// `dst[dst_off..] = src[src_off..]`, unless they are the same bytes (in place).
+    /// `dst[dst_off..] = inputs[q][src_off..]`, unless they are the same bytes (in place).
     fn copy(
         &self,
-        src: &Buf<D::Buffer>,
+        inputs: &mut [Slot<D::Buffer>],
+        q: Rank,
         src_off: usize,
-        dst: &Buf<D::Buffer>,
+        dst: &mut Slot<D::Buffer>,
         dst_off: usize,
         len: usize,
     ) -> Result<()> {
-        let (s, d) = (Self::range(src, src_off, len)?, Self::range(dst, dst_off, len)?);
-        let same = matches!((src, dst), (Some(a), Some(b)) if a.2 == b.2 && a.1 + src_off == b.1 + dst_off);
-        if same || len == 0 {
+        let s = Self::range(&mut inputs[q], src_off, len, false)?;
+        self.copy_range(&s, &inputs[q], src_off, dst, dst_off, false)
+    }
+
+    /// [`copy`](Self::copy) from `s`, the range `src[src_off..]` the caller already holds;
+    /// takes `dst`'s handle when `take`.
+    fn copy_range(
+        &self,
+        s: &Range<D::Buffer>,
+        src: &Slot<D::Buffer>,
+        src_off: usize,
+        dst: &mut Slot<D::Buffer>,
+        dst_off: usize,
+        take: bool,
+    ) -> Result<()> {
+        let same = match (src, &*dst) {
+            (Some(a), Some(b)) => a.id == b.id && a.base + src_off == b.base + dst_off,
+            (_, None) => return Err(CollectiveError::protocol("a direct group op is missing a buffer")),
+            _ => false,
+        };
+        if same || s.len == 0 {
             return Ok(());
         }
-        let ev = self.dev.copy(&s, &d)?;
+        let ev = self.dev.copy(s, &Self::range(dst, dst_off, s.len, take)?)?;
         self.dev.wait(&ev, Some(self.deadline))
     }
 }

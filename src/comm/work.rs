@@ -7,7 +7,7 @@
 //! starts when a non-blocking op is issued and ends when the queue is empty.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -66,6 +66,9 @@ pub(crate) struct Current<D: Device>(Option<Queued<D>>);
 /// One rank's queue of issued ops and what drives it.
 pub(crate) struct Engine<D: Device> {
     queue: Mutex<VecDeque<Queued<D>>>,
+    /// How many ops `queue` holds, changed under its lock: a blocking call or a group asks
+    /// whether anything is queued at every op, without taking the lock.
+    queued: AtomicUsize,
     /// Held by whoever drives ops of this rank: a progress thread, a blocking call, a group.
     pub(crate) driving: Mutex<Current<D>>,
     /// Whether a progress thread (this rank's own, or the shared one) is on the queue.
@@ -82,6 +85,7 @@ impl<D: Device> Engine<D> {
     pub(crate) fn new(shared: Arc<Shared>, rank: Rank, local: Arc<Mutex<Local<D>>>, shared_progress: bool) -> Self {
         Engine {
             queue: Mutex::new(VecDeque::new()),
+            queued: AtomicUsize::new(0),
             driving: Mutex::new(Current(None)),
             worker: AtomicBool::new(false),
             shared_progress,
@@ -93,14 +97,22 @@ impl<D: Device> Engine<D> {
 
     /// Whether ops are queued (issued, not yet finished by a driver).
     pub(crate) fn has_queued(&self, current: &Current<D>) -> bool {
-        current.0.is_some() || !lock(&self.queue).is_empty()
+        current.0.is_some() || self.queued.load(Ordering::Acquire) > 0
+    }
+
+    /// The oldest queued op, if any.
+    fn pop(&self) -> Option<Queued<D>> {
+        let mut queue = lock(&self.queue);
+        let q = queue.pop_front();
+        self.queued.store(queue.len(), Ordering::Release);
+        q
     }
 
     /// Drives every queued op to completion, in order (the one a driver left half done
     /// first). The caller holds `driving`.
     pub(crate) fn drain(&self, current: &mut Current<D>) {
         loop {
-            let next = current.0.take().or_else(|| lock(&self.queue).pop_front());
+            let next = current.0.take().or_else(|| self.pop());
             let Some(mut q) = next else { return };
             let r = sched::drive(&mut q.op.run);
             self.finish(q, r);
@@ -116,13 +128,16 @@ impl<D: Device> Engine<D> {
     /// order) and returns its handle.
     pub(crate) fn push(self: &Arc<Self>, op: Prepared<D>) -> Work {
         let slot = Arc::new(Slot::default());
-        lock(&self.queue).push_back(Queued {
+        let mut queue = lock(&self.queue);
+        queue.push_back(Queued {
             op,
             slot: slot.clone(),
             turn: sched::Turn::default(),
             #[cfg(feature = "tracing")]
             dispatch: tracing::dispatcher::get_default(Clone::clone),
         });
+        self.queued.store(queue.len(), Ordering::Release);
+        drop(queue);
         Work { slot, rank: self.rank }
     }
 
@@ -172,7 +187,7 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
         let Ok(mut current) = self.driving.try_lock() else { return Pass::Busy };
         loop {
             if current.0.is_none() {
-                current.0 = lock(&self.queue).pop_front();
+                current.0 = self.pop();
             }
             let Some(q) = current.0.as_mut() else { return Pass::Idle };
             match q.traced(|q| q.op.run.take_turn(&mut q.turn)) {
