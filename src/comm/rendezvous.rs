@@ -158,7 +158,7 @@ pub(crate) fn join(
             ))
             .with_op("Communicator::new"));
         };
-        if registry().live.contains_key(id) {
+        if released(id, Instant::now(), deadline_after(config.timeout())).live.contains_key(id) {
             return Err(CollectiveError::invalid(format!(
                 "communicator id {} is in use by a communicator that still exists; give each group its own UniqueId",
                 id.short()
@@ -175,6 +175,24 @@ pub(crate) fn join(
     }
 }
 
+/// How long a join waits for a group whose communicators were all dropped to let go of its
+/// id (the shared progress thread may hold the group a moment longer) before calling the id
+/// in use.
+const RELEASE_WAIT: Duration = Duration::from_millis(250);
+
+/// The registry, once `id` is no longer claimed by a live group, or `RELEASE_WAIT` (at most
+/// until `deadline`) has passed.
+fn released(id: &UniqueId, started: Instant, deadline: Instant) -> MutexGuard<'static, Registry> {
+    let patience = deadline.min(started + RELEASE_WAIT);
+    let mut reg = registry();
+    while reg.live.contains_key(id) && Instant::now() < patience {
+        drop(reg);
+        std::thread::sleep(Duration::from_millis(1));
+        reg = registry();
+    }
+    reg
+}
+
 /// A member of a room: its rank, its device, and its process when not this one.
 pub(crate) type Entrant = (Rank, Arc<dyn Any + Send + Sync>, Option<proto::ProcAddr>);
 
@@ -187,7 +205,7 @@ pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &C
     let started = Instant::now();
     let deadline = deadline_after(config.timeout());
     let fail = |e: CollectiveError| e.with_rank(rank).with_op("Communicator::new");
-    let mut reg = registry();
+    let mut reg = released(id, started, deadline);
     reg.reused.retain(|_, until| *until > started);
     if reg.reused.contains_key(id) {
         return Err(fail(CollectiveError::invalid(format!(
