@@ -213,13 +213,20 @@ impl<R: Runtime> CubeDevice<R> {
     #[doc(hidden)]
     pub fn with_part_limit(&self, bytes: usize) -> Self {
         let i = &self.inner;
+        self.another_handle(i.id, i.name.clone(), part_len(bytes.min(i.max_binding)))
+    }
+
+    /// Another handle on this device's client (its own host-byte count and scratch), named
+    /// `name`, counted as device `id`, whose new buffers are held in parts of `part_len`.
+    fn another_handle(&self, id: DeviceId, name: String, part_len: usize) -> Self {
+        let i = &self.inner;
         CubeDevice {
             inner: Arc::new(Inner {
                 client: i.client.clone(),
-                id: i.id,
-                name: i.name.clone(),
+                id,
+                name,
                 max_binding: i.max_binding,
-                part_len: part_len(bytes.min(i.max_binding)),
+                part_len,
                 memory: i.memory,
                 host_bytes: AtomicUsize::new(0),
                 io: i.io.share(),
@@ -236,18 +243,7 @@ impl<R: Runtime> CubeDevice<R> {
         let i = &self.inner;
         // Far above any real device's index.
         let id = DeviceId { type_id: i.id.type_id, index_id: u16::MAX.saturating_sub(n) };
-        CubeDevice {
-            inner: Arc::new(Inner {
-                client: i.client.clone(),
-                id,
-                name: format!("{} (as distinct device {n})", i.name),
-                max_binding: i.max_binding,
-                part_len: i.part_len,
-                memory: i.memory,
-                host_bytes: AtomicUsize::new(0),
-                io: i.io.share(),
-            }),
-        }
+        self.another_handle(id, format!("{} (as distinct device {n})", i.name), i.part_len)
     }
 
     /// Whether this is CubeCL's device `device` (whose handles this device may use).
