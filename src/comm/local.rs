@@ -67,7 +67,10 @@ pub(super) fn try_run<D: Device>(
     }
     // One clock read for the start, the deadline and every rank's entry.
     let deadline = crate::config::deadline_from(started, first.shared.config.timeout());
-    let outcome = execute(&first.device, &desc, &mut plan, first.shared.config.chunk_bytes(), deadline);
+    // Ranks on one GPU run the op as one piece (a device splits what it cannot bind at once);
+    // host memory keeps its cache-sized chunks.
+    let chunk = if first.unchunked { usize::MAX } else { first.shared.config.chunk_bytes() };
+    let outcome = execute(&first.device, &desc, &mut plan, chunk, deadline);
     let mut results = Vec::with_capacity(comms.len());
     // Every rank's entry started at `started`: one duration for all of them.
     let took = started.elapsed();
