@@ -195,6 +195,25 @@ fn compare_reduce(gpu: &GpuDevice, dtype: DType, combine: Combine, sources: usiz
     assert_same(dtype, &got, &want, format_args!("{dtype} {combine:?} x{sources} offsets {offs:?} n {n}"));
 }
 
+/// The shader path the build's features select is the one the kernels went through: a
+/// `test-vulkan` run that silently compiled WGSL would test the wrong compiler.
+#[test]
+fn gpu_kernels_compile_through_the_features_shader_path() {
+    with_gpu(|gpu| {
+        let want = if cfg!(feature = "vulkan") {
+            "wgpu<spirv>"
+        } else if cfg!(feature = "metal") {
+            "wgpu<msl>"
+        } else if cfg!(any(feature = "test-wgpu", feature = "wgpu")) {
+            "wgpu<wgsl>"
+        } else {
+            "cuda"
+        };
+        let got = gpu.describe();
+        assert!(got.contains(want), "{got} does not compile through {want}");
+    });
+}
+
 #[test]
 fn gpu_kernels_match_the_host_bit_for_bit() {
     with_gpu(|gpu| {

@@ -23,7 +23,6 @@ mod launch;
 mod open;
 mod parts;
 
-use std::any::type_name;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -592,7 +591,9 @@ impl<R: Runtime> Device for CubeDevice<R> {
     }
 }
 
-/// The runtime's name for messages.
-fn runtime_name<R: Runtime>() -> &'static str {
-    type_name::<R>().rsplit("::").next().unwrap_or("cubecl")
+/// The runtime's name for messages, with the shader path it compiles kernels to (CubeCL's
+/// own name: `wgpu<wgsl>`, `wgpu<spirv>`, `wgpu<msl>`, `cuda`), so a device's description
+/// says which compiler its kernels went through.
+fn runtime_name<R: Runtime>(client: &ComputeClient<R>) -> &'static str {
+    R::name(client)
 }

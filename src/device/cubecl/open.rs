@@ -28,7 +28,7 @@ impl<R: cubecl::Runtime> CubeDevice<R> {
     pub fn from_cubecl(device: &R::Device) -> Result<Self> {
         let name = format!("{device:?}");
         let client = contained(&name, "opening the device", || R::client(device))?;
-        let label = format!("{name} ({})", runtime_name::<R>());
+        let label = format!("{name} ({})", runtime_name(&client));
         Ok(Self::from_client(client, device, label, Io::handles_only(), host_memory()))
     }
 }
@@ -68,7 +68,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
                 Ok(_) => e,
             })?;
         let queue = setup.as_ref().ok().cloned();
-        let label = format!("{name} ({})", runtime_name::<cubecl::wgpu::WgpuRuntime>());
+        let label = format!("{name} ({})", runtime_name(&client));
         Ok(Self::from_client(client, &device, label, Io::wgpu(queue), host_memory()))
     }
 
@@ -117,7 +117,7 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
                     cubecl::wgpu::init_device(setup, cubecl::wgpu::RuntimeOptions::default())
                 })?;
                 let client = contained(&name, "opening a device", || cubecl::wgpu::WgpuRuntime::client(&id))?;
-                let label = format!("wgpu:{id:?} ({})", runtime_name::<cubecl::wgpu::WgpuRuntime>());
+                let label = format!("wgpu:{id:?} ({})", runtime_name(&client));
                 Ok(Self::from_client(client, &id, label, io, host_memory()))
             })
             .collect()
@@ -155,7 +155,7 @@ impl CubeDevice<cubecl::cuda::CudaRuntime> {
         }
         let device = cubecl::cuda::CudaDevice { index };
         let client = contained(&name, "opening the GPU", || cubecl::cuda::CudaRuntime::client(&device))?;
-        let label = format!("{name} ({})", runtime_name::<cubecl::cuda::CudaRuntime>());
+        let label = format!("{name} ({})", runtime_name(&client));
         let memory =
             contained(&name, "asking the GPU's memory size", || cuda_memory(index))?.unwrap_or_else(host_memory);
         Ok(Self::from_client(client, &device, label, Io::handles_only(), memory))
