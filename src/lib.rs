@@ -123,6 +123,8 @@ mod kernels;
 pub mod launch;
 pub mod mem;
 pub mod op;
+#[cfg(feature = "orchestrator")]
+pub mod orchestrator;
 mod sched;
 pub mod tensor;
 mod trace;

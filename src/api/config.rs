@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::config::{Algorithm, DEFAULT_TIMEOUT};
-use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::error::{CollectiveError, Result};
 
 /// The plan an operation runs. Each one is a distinct plan of the core scheduler (see
 /// [`crate::algo`]), checked by its simulator for every world size.
@@ -74,11 +74,15 @@ struct Strategies {
 /// Settings every peer of one registration passes to [`register`](crate::api::register); the
 /// peers must pass identical configs.
 ///
-/// The *local* strategies choose the plans among this process's peers. The *global* ones and
-/// the multi-node settings (`num_nodes`, `global_address`, `node_address`,
-/// `data_service_port`) belong to the multi-node transport: they are validated and compared
-/// today, and a config asking for more than one node is rejected with
-/// [`ErrorKind::Unsupported`] by `register` until that transport lands.
+/// The *local* strategies choose the plans among this process's peers (a *node*). With
+/// `num_nodes` > 1 the job spans several nodes (processes or hosts), each with `num_devices`
+/// peers: peers inside a node reduce in-process, the lowest peer of each node (its leader)
+/// runs the *global* strategy with the other leaders, and results are broadcast back inside
+/// the node (all_reduce, reduce, broadcast and barrier; see [`crate::api`], "Several nodes").
+/// The leaders meet through an orchestrator listening on `global_address` (feature
+/// `orchestrator`, `examples/orchestrator.rs`), which numbers the nodes by their data
+/// address: `node_address`'s host with `data_service_port`, where the node's leader listens
+/// (node 0's is the root of the leaders' communicator). Peer ids are unique across nodes.
 ///
 /// With the `serde` feature it is serialisable, so a launcher can ship it to every process.
 ///
@@ -369,22 +373,6 @@ impl CollectiveConfig {
         }
     }
 
-    /// [`validate`](Self::validate), then reject what this build cannot do yet.
-    pub(crate) fn check_supported(&self) -> Result<()> {
-        self.validate()?;
-        if let Some(n) = self.num_nodes.filter(|&n| n > 1) {
-            return Err(CollectiveError::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "this config asks for {n} nodes, but the peer API is single-node until the multi-node (TCP) \
-                     transport lands; leave num_nodes, global_address, node_address and data_service_port unset \
-                     (or set num_nodes to 1) to run the peers of this process"
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// Every setting by name, as peers compare them when they register.
     pub(crate) fn settings(&self) -> Vec<(String, String)> {
         let mut out = vec![("num_devices".to_string(), self.num_devices.to_string())];
@@ -414,9 +402,6 @@ mod tests {
             .with_node_address("b:2")
             .with_data_service_port(3);
         assert!(all.validate().is_ok());
-        assert_eq!(all.check_supported().map_err(|e| e.kind()), Err(ErrorKind::Unsupported));
-        let one = all.clone().with_num_nodes(1);
-        assert!(one.check_supported().is_ok());
         let partial = CollectiveConfig::default().with_global_address("a:1").with_data_service_port(3);
         let msg = partial.validate().map_err(|e| e.to_string()).err().unwrap_or_default();
         assert!(msg.contains("global_address, data_service_port are set and num_nodes, node_address are not"), "{msg}");
