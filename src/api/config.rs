@@ -1,6 +1,6 @@
 //! `CollectiveConfig`: what every peer of one registration must agree on — the number of
 //! peers, the plan each operation runs ([`Strategy`]), the deadline, and the multi-node
-//! settings that the TCP transport will honour.
+//! settings (see `super::node`).
 
 use std::fmt;
 use std::time::Duration;
@@ -190,7 +190,7 @@ impl CollectiveConfig {
         /// assert_eq!(c.local_broadcast_strategy(), Strategy::Ring);
         /// ```
         with_local_broadcast_strategy, local_broadcast_strategy, local.broadcast;
-        /// Sets the plan of `all_reduce` between nodes (used by the multi-node transport).
+        /// Sets the plan of `all_reduce` between nodes (run by the nodes' leaders).
         ///
         /// ```
         /// use ruccl::api::{CollectiveConfig, Strategy};
@@ -198,7 +198,7 @@ impl CollectiveConfig {
         /// assert_eq!(c.global_all_reduce_strategy(), Strategy::Ring);
         /// ```
         with_global_all_reduce_strategy, global_all_reduce_strategy, global.all_reduce;
-        /// Sets the plan of `reduce` between nodes (used by the multi-node transport).
+        /// Sets the plan of `reduce` between nodes (run by the nodes' leaders).
         ///
         /// ```
         /// use ruccl::api::{CollectiveConfig, Strategy};
@@ -206,7 +206,7 @@ impl CollectiveConfig {
         /// assert_eq!(c.global_reduce_strategy(), Strategy::Tree(2));
         /// ```
         with_global_reduce_strategy, global_reduce_strategy, global.reduce;
-        /// Sets the plan of `broadcast` between nodes (used by the multi-node transport).
+        /// Sets the plan of `broadcast` between nodes (run by the nodes' leaders).
         ///
         /// ```
         /// use ruccl::api::{CollectiveConfig, Strategy};
@@ -216,8 +216,8 @@ impl CollectiveConfig {
         with_global_broadcast_strategy, global_broadcast_strategy, global.broadcast;
     }
 
-    /// Sets the number of nodes (processes) of the job. More than one is rejected by
-    /// `register` until the multi-node transport lands.
+    /// Sets the number of nodes (processes or hosts, each with `num_devices` peers) of the job.
+    /// More than one needs an orchestrator on `global_address` (see the type's docs).
     ///
     /// ```
     /// use ruccl::api::CollectiveConfig;
@@ -233,7 +233,7 @@ impl CollectiveConfig {
         self.num_nodes
     }
 
-    /// Sets the address of the global coordinator every node connects to (`host:port`).
+    /// Sets the address of the orchestrator every node's leader connects to (`host:port`).
     ///
     /// ```
     /// use ruccl::api::CollectiveConfig;
@@ -250,7 +250,8 @@ impl CollectiveConfig {
         self.global_address.as_deref()
     }
 
-    /// Sets this node's address as other nodes reach it (`host:port`).
+    /// Sets this node's address as other nodes reach it (`host` or `host:port`: its host is
+    /// used, with [`data_service_port`](Self::with_data_service_port)).
     ///
     /// ```
     /// use ruccl::api::CollectiveConfig;
@@ -267,7 +268,8 @@ impl CollectiveConfig {
         self.node_address.as_deref()
     }
 
-    /// Sets the port this node's data service listens on for tensors from other nodes.
+    /// Sets the port this node's leader listens on for the other nodes (node 0's is the root
+    /// of the leaders' communicator).
     ///
     /// ```
     /// use ruccl::api::CollectiveConfig;
