@@ -83,6 +83,8 @@ fn child() {
         "node" => hier::node_child(),
         #[cfg(feature = "orchestrator")]
         "lonely" => hier::lonely_child(),
+        #[cfg(feature = "orchestrator")]
+        "mismatch" => hier::mismatch_child(),
         r => Err(format!("unknown role {r}")),
     };
     match result {

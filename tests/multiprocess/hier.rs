@@ -101,6 +101,31 @@ pub(super) fn lonely_child() -> Result<(), String> {
     })
 }
 
+/// The nodes call all_reduce with different lengths (`MP_LEN`): the leaders' all_reduce
+/// fails, and every peer of both nodes gets the `Mismatch`, relayed by its leader.
+pub(super) fn mismatch_child() -> Result<(), String> {
+    threads(|id| {
+        let (peer, dev) = (PeerId::new(id), HostDevice::new(id as u32));
+        api::register::<HostBackend>(peer, dev, config()).map_err(|e| e.to_string())?;
+        let n: usize = var("MP_LEN").parse().unwrap();
+        let t = Tensor::from_slice(&dev, &vec![1.0f32; n], &[n]).unwrap();
+        let start = Instant::now();
+        let err = api::all_reduce::<HostBackend>(peer, t, ReduceOperation::Sum)
+            .err()
+            .ok_or("all_reduce of different lengths across nodes succeeded")?;
+        let (took, msg) = (start.elapsed(), err.to_string());
+        if err.kind() != ErrorKind::Mismatch || took > Duration::from_secs(5) {
+            return Err(format!("peer {id} after {took:?}: {:?} {msg}", err.kind()));
+        }
+        let again = api::barrier::<HostBackend>(peer).map_err(|e| e.kind());
+        if again.is_ok() {
+            return Err(format!("peer {id}: the registration still works after a failed all_reduce"));
+        }
+        println!("peer {id}: {msg}");
+        Ok(())
+    })
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -120,6 +145,27 @@ fn two_nodes_of_two_peers_all_reduce_reduce_broadcast() {
     let mut kids = Kids::new(Transport::Shm);
     kids.spawn("node-a", "node", &env(orch.local_addr(), "0,1", 15_000));
     kids.spawn("node-b", "node", &env(orch.local_addr(), "2,3", 15_000));
+    kids.wait(&[]);
+}
+
+#[test]
+fn two_nodes_over_tcp() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mut kids = Kids::new(Transport::Tcp);
+    kids.spawn("node-a", "node", &env(orch.local_addr(), "0,1", 15_000));
+    kids.spawn("node-b", "node", &env(orch.local_addr(), "2,3", 15_000));
+    kids.wait(&[]);
+}
+
+#[test]
+fn a_mismatch_between_nodes_fails_every_peer() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mut kids = Kids::new(Transport::Shm);
+    for (name, peers, len) in [("node-a", "0,1", "5"), ("node-b", "2,3", "6")] {
+        let mut e = env(orch.local_addr(), peers, 10_000);
+        e.push(("MP_LEN", len.to_string()));
+        kids.spawn(name, "mismatch", &e);
+    }
     kids.wait(&[]);
 }
 
