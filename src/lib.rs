@@ -75,6 +75,7 @@
 //! | `vulkan`, `metal` | `wgpu` with wgpu's SPIR-V or MSL compiler path |
 //! | `cuda` | `device::CubeDevice` on CUDA (the driver is loaded at run time; builds without one) |
 //! | `test-wgpu`, `test-vulkan`, `test-metal`, `test-cuda` | stamp the core test suite out on that GPU device (one at a time) |
+//! | `orchestrator` | `ruccl::orchestrator`: the rendezvous server of a multi-node peer-API job (its `global_address`), and `examples/orchestrator.rs`; pulls in no crate |
 //! | `serde` | `Serialize` / `Deserialize` for [`UniqueId`] (as hex), [`DType`], [`ReduceOp`], [`Algorithm`], [`CommConfig`] and the peer API's [`PeerId`](api::PeerId), [`ReduceOperation`](api::ReduceOperation), [`Strategy`](api::Strategy), [`CollectiveConfig`](api::CollectiveConfig) |
 //!
 //! ## Debug builds
@@ -123,6 +124,8 @@ mod kernels;
 pub mod launch;
 pub mod mem;
 pub mod op;
+#[cfg(feature = "orchestrator")]
+pub mod orchestrator;
 mod sched;
 pub mod tensor;
 mod trace;

@@ -28,6 +28,17 @@ use std::time::{Duration, Instant};
 use half::bf16;
 use ruccl::{Communicator, Element, ErrorKind, HostDevice, ReduceOp, Tensor, UniqueId};
 
+/// The peer API over several nodes (needs the `orchestrator` feature).
+#[cfg(feature = "orchestrator")]
+#[path = "multiprocess/hier.rs"]
+mod hier;
+
+#[cfg(not(feature = "orchestrator"))]
+#[test]
+fn hierarchy_needs_the_orchestrator_feature() {
+    eprintln!("skipped: the multi-node peer-API tests run with --features orchestrator");
+}
+
 /// The child's role; unset in the parent.
 const ROLE: &str = "RUCCL_MP_ROLE";
 /// A child exits (code 97) after this long, whatever it is doing.
@@ -68,6 +79,12 @@ fn child() {
         "waiter" => waiter_child(),
         "env" => env_child(),
         "large" => large_child(),
+        #[cfg(feature = "orchestrator")]
+        "node" => hier::node_child(),
+        #[cfg(feature = "orchestrator")]
+        "lonely" => hier::lonely_child(),
+        #[cfg(feature = "orchestrator")]
+        "mismatch" => hier::mismatch_child(),
         r => Err(format!("unknown role {r}")),
     };
     match result {

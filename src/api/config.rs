@@ -1,12 +1,12 @@
 //! `CollectiveConfig`: what every peer of one registration must agree on — the number of
 //! peers, the plan each operation runs ([`Strategy`]), the deadline, and the multi-node
-//! settings that the TCP transport will honour.
+//! settings (see `super::node`).
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::config::{Algorithm, DEFAULT_TIMEOUT};
-use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::error::{CollectiveError, Result};
 
 /// The plan an operation runs. Each one is a distinct plan of the core scheduler (see
 /// [`crate::algo`]), checked by its simulator for every world size.
@@ -74,11 +74,15 @@ struct Strategies {
 /// Settings every peer of one registration passes to [`register`](crate::api::register); the
 /// peers must pass identical configs.
 ///
-/// The *local* strategies choose the plans among this process's peers. The *global* ones and
-/// the multi-node settings (`num_nodes`, `global_address`, `node_address`,
-/// `data_service_port`) belong to the multi-node transport: they are validated and compared
-/// today, and a config asking for more than one node is rejected with
-/// [`ErrorKind::Unsupported`] by `register` until that transport lands.
+/// The *local* strategies choose the plans among this process's peers (a *node*). With
+/// `num_nodes` > 1 the job spans several nodes (processes or hosts), each with `num_devices`
+/// peers: peers inside a node reduce in-process, the lowest peer of each node (its leader)
+/// runs the *global* strategy with the other leaders, and results are broadcast back inside
+/// the node (all_reduce, reduce, broadcast and barrier; see [`crate::api`], "Several nodes").
+/// The leaders meet through an orchestrator listening on `global_address` (feature
+/// `orchestrator`, `examples/orchestrator.rs`), which numbers the nodes by their data
+/// address: `node_address`'s host with `data_service_port`, where the node's leader listens
+/// (node 0's is the root of the leaders' communicator). Peer ids are unique across nodes.
 ///
 /// With the `serde` feature it is serialisable, so a launcher can ship it to every process.
 ///
@@ -186,7 +190,7 @@ impl CollectiveConfig {
         /// assert_eq!(c.local_broadcast_strategy(), Strategy::Ring);
         /// ```
         with_local_broadcast_strategy, local_broadcast_strategy, local.broadcast;
-        /// Sets the plan of `all_reduce` between nodes (used by the multi-node transport).
+        /// Sets the plan of `all_reduce` between nodes (run by the nodes' leaders).
         ///
         /// ```
         /// use ruccl::api::{CollectiveConfig, Strategy};
@@ -194,7 +198,7 @@ impl CollectiveConfig {
         /// assert_eq!(c.global_all_reduce_strategy(), Strategy::Ring);
         /// ```
         with_global_all_reduce_strategy, global_all_reduce_strategy, global.all_reduce;
-        /// Sets the plan of `reduce` between nodes (used by the multi-node transport).
+        /// Sets the plan of `reduce` between nodes (run by the nodes' leaders).
         ///
         /// ```
         /// use ruccl::api::{CollectiveConfig, Strategy};
@@ -202,7 +206,7 @@ impl CollectiveConfig {
         /// assert_eq!(c.global_reduce_strategy(), Strategy::Tree(2));
         /// ```
         with_global_reduce_strategy, global_reduce_strategy, global.reduce;
-        /// Sets the plan of `broadcast` between nodes (used by the multi-node transport).
+        /// Sets the plan of `broadcast` between nodes (run by the nodes' leaders).
         ///
         /// ```
         /// use ruccl::api::{CollectiveConfig, Strategy};
@@ -212,8 +216,8 @@ impl CollectiveConfig {
         with_global_broadcast_strategy, global_broadcast_strategy, global.broadcast;
     }
 
-    /// Sets the number of nodes (processes) of the job. More than one is rejected by
-    /// `register` until the multi-node transport lands.
+    /// Sets the number of nodes (processes or hosts, each with `num_devices` peers) of the job.
+    /// More than one needs an orchestrator on `global_address` (see the type's docs).
     ///
     /// ```
     /// use ruccl::api::CollectiveConfig;
@@ -229,7 +233,7 @@ impl CollectiveConfig {
         self.num_nodes
     }
 
-    /// Sets the address of the global coordinator every node connects to (`host:port`).
+    /// Sets the address of the orchestrator every node's leader connects to (`host:port`).
     ///
     /// ```
     /// use ruccl::api::CollectiveConfig;
@@ -246,7 +250,8 @@ impl CollectiveConfig {
         self.global_address.as_deref()
     }
 
-    /// Sets this node's address as other nodes reach it (`host:port`).
+    /// Sets this node's address as other nodes reach it (`host` or `host:port`: its host is
+    /// used, with [`data_service_port`](Self::with_data_service_port)).
     ///
     /// ```
     /// use ruccl::api::CollectiveConfig;
@@ -263,7 +268,8 @@ impl CollectiveConfig {
         self.node_address.as_deref()
     }
 
-    /// Sets the port this node's data service listens on for tensors from other nodes.
+    /// Sets the port this node's leader listens on for the other nodes (node 0's is the root
+    /// of the leaders' communicator).
     ///
     /// ```
     /// use ruccl::api::CollectiveConfig;
@@ -369,22 +375,6 @@ impl CollectiveConfig {
         }
     }
 
-    /// [`validate`](Self::validate), then reject what this build cannot do yet.
-    pub(crate) fn check_supported(&self) -> Result<()> {
-        self.validate()?;
-        if let Some(n) = self.num_nodes.filter(|&n| n > 1) {
-            return Err(CollectiveError::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "this config asks for {n} nodes, but the peer API is single-node until the multi-node (TCP) \
-                     transport lands; leave num_nodes, global_address, node_address and data_service_port unset \
-                     (or set num_nodes to 1) to run the peers of this process"
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// Every setting by name, as peers compare them when they register.
     pub(crate) fn settings(&self) -> Vec<(String, String)> {
         let mut out = vec![("num_devices".to_string(), self.num_devices.to_string())];
@@ -414,9 +404,6 @@ mod tests {
             .with_node_address("b:2")
             .with_data_service_port(3);
         assert!(all.validate().is_ok());
-        assert_eq!(all.check_supported().map_err(|e| e.kind()), Err(ErrorKind::Unsupported));
-        let one = all.clone().with_num_nodes(1);
-        assert!(one.check_supported().is_ok());
         let partial = CollectiveConfig::default().with_global_address("a:1").with_data_service_port(3);
         let msg = partial.validate().map_err(|e| e.to_string()).err().unwrap_or_default();
         assert!(msg.contains("global_address, data_service_port are set and num_nodes, node_address are not"), "{msg}");

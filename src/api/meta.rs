@@ -42,6 +42,19 @@ pub(crate) fn exchange<D: Device>(
     peers: &[PeerId],
     mine: Option<&Tensor<D>>,
 ) -> std::result::Result<Sent, Failure> {
+    exchange_any(comm, peers, mine)?.ok_or_else(|| {
+        Failure::Agreed(CollectiveError::invalid(
+            "no peer passed Some(tensor): exactly one peer sends a broadcast, the others pass None",
+        ))
+    })
+}
+
+/// [`exchange`], where no sender at all is `None` (a node of several whose peers do not send).
+pub(crate) fn exchange_any<D: Device>(
+    comm: &Communicator<D>,
+    peers: &[PeerId],
+    mine: Option<&Tensor<D>>,
+) -> std::result::Result<Option<Sent>, Failure> {
     let mut rec = [0u32; WORDS];
     if let Some(t) = mine {
         rec[0] = 1;
@@ -62,11 +75,7 @@ pub(crate) fn exchange<D: Device>(
     let named = |ranks: &[Rank]| ranks.iter().map(|&r| peers[r].to_string()).collect::<Vec<_>>().join(", ");
     let root = match senders[..] {
         [root] => root,
-        [] => {
-            return Err(Failure::Agreed(CollectiveError::invalid(
-                "no peer passed Some(tensor): exactly one peer sends a broadcast, the others pass None",
-            )));
-        }
+        [] => return Ok(None),
         _ => {
             return Err(Failure::Agreed(CollectiveError::new(
                 ErrorKind::Mismatch,
@@ -87,7 +96,7 @@ pub(crate) fn exchange<D: Device>(
     } else {
         full_shape(comm, root, ndim, mine)?
     };
-    Ok(Sent { root, dtype, shape })
+    Ok(Some(Sent { root, dtype, shape }))
 }
 
 /// A shape with more than [`DIMS`] dimensions, broadcast by the sender.

@@ -66,7 +66,9 @@
 //! | an operation before `register` (or after `finish_collective` / a reset) | `InvalidArgument` | the caller | — |
 //! | `finish_collective` on an unregistered peer | `InvalidArgument` | the caller | — |
 //! | peers registering with different configs | `Mismatch`, naming the settings that differ | every peer of that round | not formed |
-//! | a config asking for several nodes | `Unsupported` | the caller | not formed |
+//! | several nodes: the orchestrator unreachable, or a node that never arrives | `Timeout` naming the nodes that arrived | every peer of the nodes that came | not formed |
+//! | several nodes: configs that differ between nodes | `Mismatch` naming the settings | every peer of the refused node | not formed |
+//! | several nodes: a failure on the leaders' level | the leader's error | every peer of every node (relayed) | aborted |
 //! | a peer that never registers | `Timeout`, naming it | every waiting peer | not formed |
 //! | different operations, shapes, dtypes, reduce ops, roots or strategies | `Mismatch`, naming both sides | every peer (one whose part had completed: from its next call) | aborted |
 //! | one peer's bad argument (wrong device, dtype, root, scalar) | its own error there; `InvalidArgument` naming it elsewhere | every peer, promptly | aborted |
@@ -92,6 +94,23 @@
 //! communicator; each operation names its strategy in its descriptor
 //! ([`OpDesc::algorithm`](crate::op::OpDesc::algorithm)), and the core runs that plan.
 //!
+//! # Several nodes
+//! With [`CollectiveConfig::with_num_nodes`] > 1, each process is a *node* of `num_devices`
+//! peers; peer ids are unique across nodes. `register` first forms the node (as above); then
+//! the node's lowest peer, its *leader*, meets the other leaders through the orchestrator on
+//! `global_address` (feature `orchestrator`: `ruccl::orchestrator::Orchestrator`,
+//! `examples/orchestrator.rs`), which numbers the nodes by data address (`node_address`'s host
+//! and `data_service_port`), and joins the leaders' communicator (one rank per node, over TCP
+//! or shared memory). An operation is a local step, a global one among the leaders (on the
+//! *global* strategy) and a local step back: all_reduce reduces to the leader, all-reduces
+//! among the leaders and broadcasts back (`Mean` is the mean of the nodes' means, exact since
+//! every node has the same number of peers); reduce reaches the root through its node's
+//! leader; broadcast goes from the sender to its node, then from its node's leader to the
+//! other leaders, then to their nodes; barrier is three barriers. all_gather and
+//! reduce_scatter across nodes return `Unsupported` on every peer (nothing is aborted).
+//! Every broadcast error across nodes (no sender, several) aborts the registration, since
+//! the nodes learn it at different steps.
+//!
 //! # The registry, and why it is keyed by `Backend` type
 //! Registrations are process-wide, as in burn: any thread can call by peer id. They are kept
 //! per `Backend` **type** (one service per `TypeId`), which is what separates two frameworks
@@ -103,7 +122,9 @@
 
 mod backend;
 mod config;
+mod hier;
 mod meta;
+pub(crate) mod node;
 mod ops;
 mod registry;
 #[cfg(test)]

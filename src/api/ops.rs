@@ -20,7 +20,9 @@ use crate::types::ReduceOp;
 /// # Errors
 /// - `InvalidArgument` when the config is inconsistent ([`CollectiveConfig::validate`]) or the
 ///   peer is already registered (waiting, or in a session it has not finished);
-/// - `Unsupported` when the config asks for more than one node;
+/// - with several nodes (see the [module docs](super#several-nodes)): `Timeout` when the
+///   orchestrator or another node does not come in time, `Mismatch` when nodes' configs
+///   differ, `Io` when `node_address:data_service_port` cannot be bound;
 /// - `Mismatch` on every waiting peer (and on later arrivals of the same round) when peers
 ///   pass different configs, naming the settings that differ;
 /// - `Timeout` after `config.timeout()` naming the peers that never registered;
@@ -38,7 +40,7 @@ use crate::types::ReduceOp;
 /// ```
 pub fn register<B: Backend>(peer: PeerId, device: B::Device, config: CollectiveConfig) -> Result<()> {
     let op = || format!("register(peer {peer})");
-    config.check_supported().map_err(|e| e.with_op(op()))?;
+    config.validate().map_err(|e| e.with_op(op()))?;
     registry::service::<B>()?.register(peer, device, &config).map_err(|e| e.with_op(op()))
 }
 
@@ -139,6 +141,9 @@ pub fn all_reduce<B: Backend>(
     let op = op.into();
     with_peer::<B, _>(peer, "all_reduce", |h| {
         let t = accept(h, tensor, Some(op))?;
+        if let Some(hier) = &h.hier {
+            return Ok(B::from_ruccl(super::hier::all_reduce(h, hier, &t, op)?, &h.device)?);
+        }
         let mut out = Tensor::zeros(&h.comm_device, t.dtype(), t.shape())?;
         let strategy = h.session.config.local_all_reduce_strategy();
         let what = || format!("{op} over a {:?} {} tensor, strategy {strategy}", t.shape(), t.dtype());
@@ -178,6 +183,10 @@ pub fn reduce<B: Backend>(
     let op = op.into();
     with_peer::<B, _>(peer, "reduce", |h| {
         let t = accept(h, tensor, Some(op))?;
+        if let Some(hier) = &h.hier {
+            let out = super::hier::reduce(h, hier, &t, op, root)?;
+            return Ok(out.map(|o| B::from_ruccl(o, &h.device)).transpose()?);
+        }
         let root = h.rank_of(root).ok_or_else(|| {
             CollectiveError::invalid(format!("root peer {root} is not one of the registered peers ({})", peers_of(h)))
         })?;
@@ -235,6 +244,9 @@ pub fn reduce<B: Backend>(
 pub fn broadcast<B: Backend>(peer: PeerId, tensor: Option<B::FloatTensorPrimitive>) -> Result<B::FloatTensorPrimitive> {
     with_peer::<B, _>(peer, "broadcast", |h| {
         let mine = tensor.map(|t| accept(h, t, None)).transpose()?;
+        if let Some(hier) = &h.hier {
+            return Ok(B::from_ruccl(super::hier::broadcast(h, hier, mine)?, &h.device)?);
+        }
         let sent = meta::exchange(&h.comm, &h.session.peers, mine.as_ref())
             .map_err(|f| f.map(|e| core_error(h, "broadcast", "its metadata", e)))?;
         let mut t = match mine {
@@ -270,6 +282,7 @@ pub fn broadcast<B: Backend>(peer: PeerId, tensor: Option<B::FloatTensorPrimitiv
 /// ```
 pub fn all_gather<B: Backend>(peer: PeerId, tensor: B::FloatTensorPrimitive) -> Result<B::FloatTensorPrimitive> {
     with_peer::<B, _>(peer, "all_gather", |h| {
+        single_node(h, "all_gather")?;
         let n = h.session.peers.len();
         let t = accept(h, tensor, None)?;
         let shape = match t.shape() {
@@ -314,6 +327,7 @@ pub fn reduce_scatter<B: Backend>(
 ) -> Result<B::FloatTensorPrimitive> {
     let op = op.into();
     with_peer::<B, _>(peer, "reduce_scatter", |h| {
+        single_node(h, "reduce_scatter")?;
         let n = h.session.peers.len();
         let t = accept(h, tensor, Some(op))?;
         let shape = match t.shape() {
@@ -351,7 +365,28 @@ pub fn reduce_scatter<B: Backend>(
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
 pub fn barrier<B: Backend>(peer: PeerId) -> Result<()> {
-    with_peer::<B, _>(peer, "barrier", |h| Ok(h.comm.barrier().map_err(|e| core_error(h, "barrier", "", e))?))
+    with_peer::<B, _>(peer, "barrier", |h| {
+        if let Some(hier) = &h.hier {
+            return super::hier::barrier(h, hier);
+        }
+        Ok(h.comm.barrier().map_err(|e| core_error(h, "barrier", "", e))?)
+    })
+}
+
+/// Operations that do not span nodes yet: every peer of a multi-node registration refuses
+/// them alike, so nothing is aborted.
+fn single_node<B: Backend>(h: &PeerHandle<B>, call: &str) -> std::result::Result<(), Failure> {
+    match &h.hier {
+        Some(hier) => Err(Failure::Agreed(CollectiveError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{call} across {} nodes is not supported: a multi-node registration runs all_reduce, reduce, \
+                 broadcast and barrier",
+                hier.nodes.len()
+            ),
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Why an operation failed, which decides what happens to the registration.
@@ -409,13 +444,22 @@ fn with_peer<B: Backend, R>(
                 );
                 h.comm.fail(CollectiveError::new(kind, why).with_op(label()));
             }
+            // A leader's failure ends the other nodes' waits too.
+            if let Some(g) = h.hier.as_ref().and_then(|x| x.global.as_ref())
+                && g.is_usable()
+            {
+                g.fail(
+                    CollectiveError::new(e.kind(), format!("peer {peer}, a node's leader: {}", e.message()))
+                        .with_op(label()),
+                );
+            }
             Err(e.with_op(label()))
         }
     }
 }
 
 /// The registration's communicator, for a call that carries its strategy and shape.
-fn tagged<'h, B: Backend>(
+pub(super) fn tagged<'h, B: Backend>(
     h: &'h PeerHandle<B>,
     strategy: Option<Strategy>,
     shape: &[usize],
@@ -430,7 +474,7 @@ fn peers_of<B: Backend>(h: &PeerHandle<B>) -> String {
 /// A core error, restated for peers: ranks are positions among the registered peers, a
 /// mismatch says what this peer called (the core only carries a digest of the shape), and a
 /// reset is named as the cause of an abort.
-fn core_error<B: Backend>(h: &PeerHandle<B>, call: &str, what: &str, e: CollectiveError) -> CollectiveError {
+pub(super) fn core_error<B: Backend>(h: &PeerHandle<B>, call: &str, what: &str, e: CollectiveError) -> CollectiveError {
     let label = format!("{call} on peer {}", h.peer);
     if h.was_reset() && e.kind() == ErrorKind::Aborted {
         return CollectiveError::new(

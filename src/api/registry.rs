@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
+use super::node::{self, Hierarchy};
 use super::{Backend, CollectiveConfig, PeerId};
 use crate::comm::Communicator;
 use crate::comm::rendezvous::lobby::{self, Difference, Disagreement, Terms};
@@ -56,6 +57,9 @@ pub(crate) struct PeerHandle<B: Backend> {
     pub session: Session,
     /// The registration's one communicator: each op names its strategy in its descriptor.
     pub comm: Communicator<B::CommDevice>,
+    /// With several nodes: this node's place among them (and, on its leader, the leaders'
+    /// communicator).
+    pub hier: Option<Hierarchy<B::CommDevice>>,
     reset: AtomicBool,
     /// Set by `finish_collective` before the registration leaves the map, so a handle a
     /// thread still remembers ([`handle`]) is never used after it.
@@ -175,7 +179,18 @@ impl<B: Backend> Service<B> {
         };
         let cfg = CommConfig::default().with_timeout(config.timeout());
         let n = config.num_devices();
-        let joined = Communicator::join_lobby(comm_device.clone(), n, &self.lobby, peer.get(), &terms, cfg);
+        let joined = Communicator::join_lobby(comm_device.clone(), n, &self.lobby, peer.get(), &terms, cfg).and_then(
+            |(comm, members)| {
+                let members: Vec<PeerId> = members.iter().copied().map(PeerId::new).collect();
+                // Several nodes: the leader meets the other nodes (a reset cannot wake this
+                // wait; it is bounded by the config's timeout).
+                let hier = match config.num_nodes() {
+                    Some(n) if n > 1 => Some(node::join(&comm, &members, config)?),
+                    _ => None,
+                };
+                Ok((comm, members, hier))
+            },
+        );
         let mut peers = lock(&self.peers);
         if !matches!(peers.get(&peer), Some(Entry::Joining(t)) if *t == ticket) {
             drop(peers);
@@ -194,9 +209,8 @@ impl<B: Backend> Service<B> {
                 peers.remove(&peer);
                 Err(e)
             }
-            Ok((comm, members)) => {
-                let session =
-                    Session { peers: members.iter().copied().map(PeerId::new).collect(), config: config.clone() };
+            Ok((comm, members, hier)) => {
+                let session = Session { peers: members, config: config.clone() };
                 let handle = PeerHandle {
                     peer,
                     rank: comm.rank(),
@@ -204,6 +218,7 @@ impl<B: Backend> Service<B> {
                     comm_device,
                     session,
                     comm,
+                    hier,
                     reset: AtomicBool::new(false),
                     finished: AtomicBool::new(false),
                     op_lock: Mutex::new(()),

@@ -305,17 +305,22 @@ fn different_configs_fail_every_peer_of_the_round() {
 }
 
 #[test]
-fn configs_are_validated_and_multi_node_is_unsupported() {
+fn configs_are_validated_and_a_missing_orchestrator_is_a_timeout() {
     let dev = HostDevice::default();
     let peer = 0u32.into();
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let nobody = free();
     let multi = CollectiveConfig::default()
         .with_num_nodes(2)
-        .with_global_address("10.0.0.1:3000")
-        .with_node_address("10.0.0.2:3001")
-        .with_data_service_port(3002);
+        .with_global_address(nobody.to_string())
+        .with_node_address("127.0.0.1")
+        .with_data_service_port(free().port())
+        .with_timeout(Duration::from_millis(300));
+    let start = Instant::now();
     let (kind, msg) = kind_and_message(register::<Tb<28>>(peer, dev, multi.clone()));
-    assert_eq!(kind, ErrorKind::Unsupported, "{msg}");
-    assert!(msg.contains("2 nodes"), "{msg}");
+    assert_eq!(kind, ErrorKind::Timeout, "{msg}");
+    assert!(msg.contains(&format!("no orchestrator answered at global_address {nobody}")), "{msg}");
+    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
     let partial = CollectiveConfig::default().with_num_nodes(2);
     let (kind, msg) = kind_and_message(register::<Tb<28>>(peer, dev, partial));
     assert_eq!(kind, ErrorKind::InvalidArgument, "{msg}");

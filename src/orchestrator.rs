@@ -1,0 +1,320 @@
+//! The orchestrator (feature `orchestrator`): the small rendezvous server a multi-node job of
+//! the [peer API](crate::api) needs. It listens on the `global_address` every node's
+//! [`CollectiveConfig`](crate::api::CollectiveConfig) names, waits until `num_nodes` node
+//! leaders have arrived, assigns node ids — **sorted by each node's data address**
+//! (`node_address`'s host and `data_service_port`, as text), so ids do not depend on arrival
+//! order — and answers every node with its id, every node's peers, and the id of the leaders'
+//! communicator (rooted at node 0's data address). Then it serves the next job.
+//!
+//! A node whose config disagrees (another `num_nodes`, other strategies or timeout, a data
+//! address or peer id another node already has) is refused at once with an error naming the
+//! difference; a connection that sends garbage is dropped, and the server keeps serving. A
+//! round whose nodes do not all arrive within the first node's timeout (less a tenth, so the
+//! answer reaches the nodes before their own deadline) is answered with `Timeout` naming the
+//! nodes that did arrive.
+//!
+//! ```
+//! use ruccl::orchestrator::Orchestrator;
+//! let server = Orchestrator::start("127.0.0.1:0", 2)?;
+//! assert_ne!(server.local_addr().port(), 0);
+//! server.shutdown();
+//! # Ok::<(), ruccl::CollectiveError>(())
+//! ```
+
+use std::io::ErrorKind as IoKind;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::api::node::wire::{self, Hello, Msg, Refused, Welcome};
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::unique_id::UniqueId;
+
+/// How long a connection may take to send its hello.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+
+/// A running orchestrator; dropping it (or [`shutdown`](Self::shutdown)) stops it.
+pub struct Orchestrator {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Waiting {
+    hello: Hello,
+    stream: TcpStream,
+}
+
+struct Round {
+    num_nodes: usize,
+    waiting: Vec<Waiting>,
+    since: Option<Instant>,
+}
+
+fn lock(m: &Mutex<Round>) -> MutexGuard<'_, Round> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Orchestrator {
+    /// Starts an orchestrator on `addr` for jobs of `num_nodes` nodes; returns once it listens.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `num_nodes` is 0 or `addr` does not resolve; `Io` when it cannot
+    /// be bound.
+    ///
+    /// ```
+    /// let server = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 3)?;
+    /// println!("nodes connect to {}", server.local_addr());
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    pub fn start(addr: impl ToSocketAddrs, num_nodes: u32) -> Result<Self> {
+        if num_nodes == 0 {
+            return Err(CollectiveError::invalid("an orchestrator waits for at least one node"));
+        }
+        let listener = TcpListener::bind(addr).map_err(|e| {
+            CollectiveError::new(ErrorKind::Io, format!("the orchestrator cannot listen: {e}")).with_source(e)
+        })?;
+        let io = |e: std::io::Error| CollectiveError::new(ErrorKind::Io, format!("orchestrator: {e}"));
+        let local = listener.local_addr().map_err(io)?;
+        listener.set_nonblocking(true).map_err(io)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let round = Arc::new(Mutex::new(Round { num_nodes: num_nodes as usize, waiting: Vec::new(), since: None }));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ruccl-orchestrator".into())
+            .spawn(move || accept_loop(listener, round, flag))
+            .map_err(io)?;
+        Ok(Orchestrator { addr: local, stop, thread: Some(thread) })
+    }
+
+    /// The address it listens on (the nodes' `global_address`).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops it; nodes still waiting see their connection close.
+    pub fn shutdown(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Orchestrator {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, round: Arc<Mutex<Round>>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((s, peer)) => {
+                let round = round.clone();
+                let _ =
+                    std::thread::Builder::new().name("ruccl-orch-conn".into()).spawn(move || arrive(s, peer, &round));
+            }
+            Err(e) if e.kind() == IoKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+        expire(&mut lock(&round));
+    }
+}
+
+fn refuse(mut s: TcpStream, kind: ErrorKind, message: String) {
+    let _ = wire::write_msg(&mut s, &Msg::Refused(Refused { kind, message }));
+}
+
+/// One connection: read its hello, then refuse it or let it wait for the round.
+fn arrive(mut s: TcpStream, from: SocketAddr, round: &Mutex<Round>) {
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_read_timeout(Some(HELLO_WAIT));
+    let hello = match wire::read_msg(&mut s) {
+        Ok(Msg::Hello(h)) => h,
+        Ok(_) => return refuse(s, ErrorKind::Protocol, format!("{from} sent something other than a hello")),
+        Err(e) => return refuse(s, ErrorKind::Protocol, format!("{from} sent {}", e.message())),
+    };
+    let mut r = lock(round);
+    if let Err(e) = admit(&r, &hello) {
+        drop(r);
+        return refuse(s, e.kind(), e.message().to_string());
+    }
+    r.since.get_or_insert_with(Instant::now);
+    r.waiting.push(Waiting { hello, stream: s });
+    if r.waiting.len() == r.num_nodes {
+        let waiting = std::mem::take(&mut r.waiting);
+        r.since = None;
+        drop(r);
+        welcome(waiting);
+    }
+}
+
+/// Whether `h` may join the round (pure).
+fn admit(r: &Round, h: &Hello) -> Result<()> {
+    let node = &h.data_addr;
+    if h.num_nodes as usize != r.num_nodes {
+        return Err(CollectiveError::new(
+            ErrorKind::Mismatch,
+            format!(
+                "node {node} announced num_nodes = {}, but this orchestrator gathers {} nodes",
+                h.num_nodes, r.num_nodes
+            ),
+        ));
+    }
+    if node.parse::<SocketAddr>().is_err() {
+        return Err(CollectiveError::invalid(format!("node data address {node:?} is not ip:port")));
+    }
+    if h.peers.is_empty() || h.peers.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(CollectiveError::invalid(format!(
+            "node {node} announced peers {:?} (not sorted and distinct)",
+            h.peers
+        )));
+    }
+    for w in &r.waiting {
+        let other = &w.hello;
+        if other.data_addr == *node {
+            return Err(CollectiveError::invalid(format!("two nodes announced the data address {node}")));
+        }
+        if let Some(p) = h.peers.iter().find(|p| other.peers.contains(p)) {
+            return Err(CollectiveError::invalid(format!(
+                "peer {p} is on node {node} and on node {}: peer ids are unique across the nodes",
+                other.data_addr
+            )));
+        }
+        if other.settings != h.settings || other.timeout_ms != h.timeout_ms {
+            return Err(CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!(
+                    "node {node} registered with CollectiveConfig settings [{}], but node {} with [{}]; every node \
+                     must pass the same config",
+                    h.settings, other.data_addr, other.settings
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every node arrived: ids by data address, one id for the leaders' communicator.
+fn welcome(mut waiting: Vec<Waiting>) {
+    waiting.sort_by(|a, b| a.hello.data_addr.cmp(&b.hello.data_addr));
+    let root = waiting.first().and_then(|w| w.hello.data_addr.parse::<SocketAddr>().ok());
+    let mut token = [0u8; 16];
+    let id = match getrandom::fill(&mut token) {
+        Ok(()) => UniqueId::from_parts(token, root).to_string(),
+        Err(e) => {
+            for w in waiting {
+                refuse(w.stream, ErrorKind::Io, format!("the orchestrator has no randomness: {e}"));
+            }
+            return;
+        }
+    };
+    let nodes: Vec<Vec<u64>> = waiting.iter().map(|w| w.hello.peers.clone()).collect();
+    for (i, mut w) in waiting.into_iter().enumerate() {
+        let msg = Msg::Welcome(Welcome { node: i as u32, id: id.clone(), nodes: nodes.clone() });
+        let _ = wire::write_msg(&mut w.stream, &msg);
+    }
+}
+
+/// Answers a round that waited past its first node's timeout (less a tenth) with `Timeout`.
+fn expire(r: &mut Round) {
+    let Some(since) = r.since else { return };
+    let Some(first) = r.waiting.first() else { return };
+    let timeout = Duration::from_millis(first.hello.timeout_ms);
+    if since.elapsed() < timeout - timeout / 10 {
+        return;
+    }
+    let arrived: Vec<String> = r.waiting.iter().map(|w| w.hello.data_addr.clone()).collect();
+    let message = format!(
+        "only {} of {} nodes arrived within {:?} ({}); {} node(s) never connected",
+        arrived.len(),
+        r.num_nodes,
+        timeout - timeout / 10,
+        arrived.join(", "),
+        r.num_nodes - arrived.len()
+    );
+    r.since = None;
+    for w in std::mem::take(&mut r.waiting) {
+        refuse(w.stream, ErrorKind::Timeout, message.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::io::Write;
+
+    fn hello(addr: &str, peers: Vec<u64>) -> Hello {
+        Hello { num_nodes: 2, data_addr: addr.into(), peers, settings: "s".into(), timeout_ms: 3000 }
+    }
+
+    fn ask(server: SocketAddr, h: &Hello) -> std::thread::JoinHandle<Msg> {
+        let h = h.clone();
+        std::thread::spawn(move || {
+            let mut s = TcpStream::connect(server).unwrap();
+            wire::write_msg(&mut s, &Msg::Hello(h)).unwrap();
+            wire::read_msg(&mut s).unwrap()
+        })
+    }
+
+    #[test]
+    fn assigns_ids_by_address_and_survives_garbage() {
+        let server = Orchestrator::start("127.0.0.1:0", 2).unwrap();
+        let at = server.local_addr();
+        // Garbage, a wrong version and a truncated frame: each refused or dropped.
+        let mut g = TcpStream::connect(at).unwrap();
+        g.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        assert!(matches!(wire::read_msg(&mut g), Ok(Msg::Refused(r)) if r.kind == ErrorKind::Protocol));
+        let mut v = wire::encode(&Msg::Hello(hello("127.0.0.1:1", vec![0])));
+        v[4] = 9;
+        let mut g = TcpStream::connect(at).unwrap();
+        g.write_all(&v).unwrap();
+        assert!(matches!(wire::read_msg(&mut g), Ok(Msg::Refused(r)) if r.message.contains("version 9")));
+        let mut g = TcpStream::connect(at).unwrap();
+        g.write_all(&v[..5]).unwrap();
+        drop(g);
+        // A node with another num_nodes is refused, naming it.
+        let other = ask(at, &Hello { num_nodes: 3, ..hello("127.0.0.1:7", vec![9]) }).join().unwrap();
+        assert!(
+            matches!(&other, Msg::Refused(r) if r.kind == ErrorKind::Mismatch && r.message.contains("127.0.0.1:7 announced num_nodes = 3")),
+            "{other:?}"
+        );
+        // The real nodes, arriving in the reverse order of their addresses.
+        let b = ask(at, &hello("127.0.0.1:5002", vec![2, 3]));
+        std::thread::sleep(Duration::from_millis(50));
+        let a = ask(at, &hello("127.0.0.1:5001", vec![0, 1]));
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        let (Msg::Welcome(a), Msg::Welcome(b)) = (a, b) else { panic!("not welcomed") };
+        assert_eq!((a.node, b.node), (0, 1));
+        assert_eq!(a.nodes, vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(a.id, b.id);
+        assert!(a.id.ends_with("@127.0.0.1:5001"), "{}", a.id);
+        server.shutdown();
+    }
+
+    #[test]
+    fn disagreeing_and_late_nodes() {
+        let server = Orchestrator::start("127.0.0.1:0", 2).unwrap();
+        let at = server.local_addr();
+        let first = ask(at, &Hello { timeout_ms: 400, ..hello("127.0.0.1:6001", vec![0]) });
+        std::thread::sleep(Duration::from_millis(50));
+        let differ = ask(at, &Hello { settings: "t".into(), timeout_ms: 400, ..hello("127.0.0.1:6002", vec![1]) });
+        let dup = ask(at, &Hello { timeout_ms: 400, ..hello("127.0.0.1:6003", vec![0]) });
+        assert!(
+            matches!(differ.join().unwrap(), Msg::Refused(r) if r.kind == ErrorKind::Mismatch && r.message.contains("[t]"))
+        );
+        assert!(matches!(dup.join().unwrap(), Msg::Refused(r) if r.message.contains("peer 0 is on node")));
+        let t0 = Instant::now();
+        let late = first.join().unwrap();
+        assert!(
+            matches!(&late, Msg::Refused(r) if r.kind == ErrorKind::Timeout && r.message.contains("only 1 of 2 nodes arrived") && r.message.contains("127.0.0.1:6001")),
+            "{late:?}"
+        );
+        assert!(t0.elapsed() < Duration::from_millis(400));
+        assert_eq!(Orchestrator::start("127.0.0.1:0", 0).err().map(|e| e.kind()), Some(ErrorKind::InvalidArgument));
+    }
+}

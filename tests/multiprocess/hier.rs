@@ -1,0 +1,178 @@
+//! Several nodes of the peer API: an orchestrator in the parent, each node a child process
+//! with two in-process peers (`node` role); and a node whose partner never comes (`lonely`).
+
+use std::time::{Duration, Instant};
+
+use ruccl::api::{self, CollectiveConfig, HostBackend, PeerId, ReduceOperation, Strategy};
+use ruccl::{ErrorKind, HostDevice, Tensor};
+
+use super::{Kids, N, Transport, var};
+
+/// The config every peer of every node passes (`MP_GLOBAL`, `MP_PORT`, `MP_TIMEOUT_MS`).
+fn config() -> CollectiveConfig {
+    let ms: u64 = var("MP_TIMEOUT_MS").parse().unwrap();
+    CollectiveConfig::default()
+        .with_num_devices(2)
+        .with_num_nodes(2)
+        .with_global_address(var("MP_GLOBAL"))
+        .with_node_address("127.0.0.1")
+        .with_data_service_port(var("MP_PORT").parse().unwrap())
+        .with_global_all_reduce_strategy(Strategy::Ring)
+        .with_global_broadcast_strategy(Strategy::Tree(2))
+        .with_timeout(Duration::from_millis(ms))
+}
+
+fn peers() -> Vec<u64> {
+    var("MP_PEERS").split(',').map(|p| p.parse().unwrap()).collect()
+}
+
+fn vec_of(t: Tensor<HostDevice>) -> Vec<f32> {
+    t.to_vec::<f32>().unwrap()
+}
+
+/// One peer of a node: every operation, values checked (peers 0..4 over two nodes).
+fn node_peer(id: u64) -> Result<(), String> {
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let (peer, dev) = (PeerId::new(id), HostDevice::new(id as u32));
+    api::register::<HostBackend>(peer, dev, config()).map_err(e)?;
+    let ramp: Vec<f32> = (0..N).map(|i| ((id + 1) * (i as u64 + 1)) as f32).collect();
+    let want_sum: Vec<f32> = (0..N).map(|i| (10 * (i + 1)) as f32).collect();
+    let t = || Tensor::from_slice(&dev, &ramp, &[N]).unwrap();
+    let sum = api::all_reduce::<HostBackend>(peer, t(), ReduceOperation::Sum).map_err(e)?;
+    check("all_reduce sum", id, vec_of(sum), &want_sum)?;
+    let four = Tensor::from_slice(&dev, &[4.0 * (id + 1) as f32; 3], &[3]).unwrap();
+    let mean = api::all_reduce::<HostBackend>(peer, four, ReduceOperation::Mean).map_err(e)?;
+    check("all_reduce mean", id, vec_of(mean), &[10.0; 3])?;
+    for root in [3u64, 0, 2, 1] {
+        let got = api::reduce::<HostBackend>(peer, t(), ReduceOperation::Sum, PeerId::new(root)).map_err(e)?;
+        match (got, id == root) {
+            (Some(g), true) => check(&format!("reduce to {root}"), id, vec_of(g), &want_sum)?,
+            (None, false) => {}
+            (g, _) => return Err(format!("peer {id}: reduce to {root} returned {:?}", g.map(vec_of))),
+        }
+    }
+    for sender in [1u64, 2, 0, 3] {
+        let mine = (id == sender).then(|| Tensor::from_slice(&dev, &[sender as f32 + 0.5; 5], &[1, 5]).unwrap());
+        let got = api::broadcast::<HostBackend>(peer, mine).map_err(e)?;
+        if got.shape() != [1, 5] {
+            return Err(format!("peer {id}: broadcast from {sender} has shape {:?}", got.shape()));
+        }
+        check(&format!("broadcast from {sender}"), id, vec_of(got), &[sender as f32 + 0.5; 5])?;
+    }
+    api::barrier::<HostBackend>(peer).map_err(e)?;
+    let gather = api::all_gather::<HostBackend>(peer, t()).map(|_| ()).map_err(|e| e.kind());
+    if gather != Err(ErrorKind::Unsupported) {
+        return Err(format!("peer {id}: all_gather across nodes gave {gather:?}"));
+    }
+    api::all_reduce::<HostBackend>(peer, t(), ReduceOperation::Sum).map_err(e)?;
+    api::finish_collective::<HostBackend>(peer).map_err(e)
+}
+
+fn check(what: &str, id: u64, got: Vec<f32>, want: &[f32]) -> Result<(), String> {
+    if got == want { Ok(()) } else { Err(format!("peer {id}: {what}: got {got:?}, want {want:?}")) }
+}
+
+fn threads(body: fn(u64) -> Result<(), String>) -> Result<(), String> {
+    let hs: Vec<_> = peers().into_iter().map(|p| std::thread::spawn(move || body(p))).collect();
+    hs.into_iter().try_for_each(|h| h.join().map_err(|_| "a peer panicked".to_string())?)
+}
+
+pub(super) fn node_child() -> Result<(), String> {
+    threads(node_peer)
+}
+
+/// Its partner node never comes: both peers fail with the orchestrator's `Timeout`, in time.
+pub(super) fn lonely_child() -> Result<(), String> {
+    threads(|id| {
+        let start = Instant::now();
+        let err = api::register::<HostBackend>(PeerId::new(id), HostDevice::new(id as u32), config())
+            .err()
+            .ok_or("register succeeded without the other node")?;
+        let took = start.elapsed();
+        let msg = err.to_string();
+        if !msg.contains("only 1 of 2 nodes arrived") || took > Duration::from_millis(2500) {
+            return Err(format!("peer {id} after {took:?}: {:?} {msg}", err.kind()));
+        }
+        if id == 0 && err.kind() != ErrorKind::Timeout {
+            return Err(format!("the leader got {:?}: {msg}", err.kind()));
+        }
+        println!("peer {id}: {:?} after {took:?}: {msg}", err.kind());
+        Ok(())
+    })
+}
+
+/// The nodes call all_reduce with different lengths (`MP_LEN`): the leaders' all_reduce
+/// fails, and every peer of both nodes gets the `Mismatch`, relayed by its leader.
+pub(super) fn mismatch_child() -> Result<(), String> {
+    threads(|id| {
+        let (peer, dev) = (PeerId::new(id), HostDevice::new(id as u32));
+        api::register::<HostBackend>(peer, dev, config()).map_err(|e| e.to_string())?;
+        let n: usize = var("MP_LEN").parse().unwrap();
+        let t = Tensor::from_slice(&dev, &vec![1.0f32; n], &[n]).unwrap();
+        let start = Instant::now();
+        let err = api::all_reduce::<HostBackend>(peer, t, ReduceOperation::Sum)
+            .err()
+            .ok_or("all_reduce of different lengths across nodes succeeded")?;
+        let (took, msg) = (start.elapsed(), err.to_string());
+        if err.kind() != ErrorKind::Mismatch || took > Duration::from_secs(5) {
+            return Err(format!("peer {id} after {took:?}: {:?} {msg}", err.kind()));
+        }
+        let again = api::barrier::<HostBackend>(peer).map_err(|e| e.kind());
+        if again.is_ok() {
+            return Err(format!("peer {id}: the registration still works after a failed all_reduce"));
+        }
+        println!("peer {id}: {msg}");
+        Ok(())
+    })
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn env(global: std::net::SocketAddr, peers: &str, ms: u64) -> Vec<(&'static str, String)> {
+    vec![
+        ("MP_GLOBAL", global.to_string()),
+        ("MP_PORT", free_port().to_string()),
+        ("MP_PEERS", peers.to_string()),
+        ("MP_TIMEOUT_MS", ms.to_string()),
+    ]
+}
+
+#[test]
+fn two_nodes_of_two_peers_all_reduce_reduce_broadcast() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mut kids = Kids::new(Transport::Shm);
+    kids.spawn("node-a", "node", &env(orch.local_addr(), "0,1", 15_000));
+    kids.spawn("node-b", "node", &env(orch.local_addr(), "2,3", 15_000));
+    kids.wait(&[]);
+}
+
+#[test]
+fn two_nodes_over_tcp() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mut kids = Kids::new(Transport::Tcp);
+    kids.spawn("node-a", "node", &env(orch.local_addr(), "0,1", 15_000));
+    kids.spawn("node-b", "node", &env(orch.local_addr(), "2,3", 15_000));
+    kids.wait(&[]);
+}
+
+#[test]
+fn a_mismatch_between_nodes_fails_every_peer() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mut kids = Kids::new(Transport::Shm);
+    for (name, peers, len) in [("node-a", "0,1", "5"), ("node-b", "2,3", "6")] {
+        let mut e = env(orch.local_addr(), peers, 10_000);
+        e.push(("MP_LEN", len.to_string()));
+        kids.spawn(name, "mismatch", &e);
+    }
+    kids.wait(&[]);
+}
+
+#[test]
+fn a_node_that_never_comes_is_a_timeout() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mut kids = Kids::new(Transport::Shm);
+    kids.spawn("node-a", "lonely", &env(orch.local_addr(), "0,1", 2_000));
+    kids.wait(&[]);
+}
