@@ -78,10 +78,38 @@ fn alloc_zeroed_words(words: usize) -> Option<Box<[AtomicU64]>> {
     if ptr.is_null() {
         return None;
     }
+    #[cfg(all(target_os = "linux", not(miri)))]
+    advise_huge_pages(ptr.cast::<u8>(), layout.size());
     // SAFETY: `ptr` was allocated by the global allocator with the layout of `[AtomicU64;
     // words]`, as `Box<[AtomicU64]>` requires; all-zero bytes are valid `AtomicU64`s; the box
     // takes sole ownership.
     Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) })
+}
+
+/// Blocks at least this large ask for transparent huge pages.
+#[cfg(all(target_os = "linux", not(miri)))]
+const HUGE_MIN_BYTES: usize = 4 << 20;
+
+/// Asks Linux to back the 2 MiB-aligned interior of a fresh block of `bytes` at `ptr` with
+/// transparent huge pages (where THP is `madvise`, the usual default, nothing else does).
+/// A large collective streams several buffers of hundreds of MiB at once: with 4 KiB pages
+/// every 4 KiB of every stream is a TLB miss, and in a virtual machine each miss walks two
+/// page tables; 2 MiB pages also make the first touch of a buffer 512 times fewer page
+/// faults. A refusal (THP off, no `madvise` support) changes nothing but speed.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
+    const HUGE: usize = 2 << 20;
+    if bytes < HUGE_MIN_BYTES {
+        return;
+    }
+    let start = ptr as usize;
+    let (lo, hi) = (start.next_multiple_of(HUGE), (start + bytes) / HUGE * HUGE);
+    if hi > lo {
+        // SAFETY: `lo..hi` lies inside the allocation this block now owns (and no one else
+        // yet sees); MADV_HUGEPAGE changes how the kernel backs those pages, never their
+        // contents, so the zeroes `alloc_zeroed` promised stay.
+        unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
+    }
 }
 
 /// A block of host memory that ranks in one process can share without copying.

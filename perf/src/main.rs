@@ -92,8 +92,10 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
                             wrong one lists them). Ops with a single algorithm ignore it.
                             RUCCL_ALGO and RUCCL_CHUNK_BYTES apply too
       --json <file>         also write one JSON record per table row (JSON Lines)
-      --ref                 after each row print a '#' line: one thread's memcpy of the row's
-                            size, measured in the same run (the ceiling to read busbw against)
+      --ref                 after each row print '#' lines measured in the same run: one
+                            thread's memcpy of the row's size (the ceiling to read busbw
+                            against), one thread's copy with ruCCL's streaming host copy, and
+                            two threads memcpy-ing at once (how far bandwidth scales)
       --group               drive every rank from ONE thread: Communicator::init_all, and each
                             call (warm-up, timed, check) is one ruccl::Group holding every
                             rank's call; the time is measured around Group::run. Supports:

@@ -89,7 +89,7 @@ pub fn header(
         ));
     }
     if o.reference {
-        h.push("# --ref: after each row, a '#' line with one thread's memcpy of the row's size (same run)".into());
+        h.push("# --ref: after each row, '#' lines with copies of the row's size (same run): one thread's memcpy, one thread's ruCCL streaming copy, two threads' memcpy at once".into());
     }
     h.extend(notes.iter().cloned());
     h.push("#".into());
@@ -140,7 +140,7 @@ fn mode_flag(o: &Options) -> &'static str {
 #[derive(Default)]
 struct Pending {
     halves: [Vec<(usize, f64, Option<u64>)>; 2],
-    reference: Option<f64>,
+    reference: Option<crate::run::Reference>,
 }
 
 /// Collects messages and prints rows, JSON records and the footer.
@@ -249,10 +249,22 @@ impl<'a> Report<'a> {
             return Ok(());
         }
         println!("{line}");
-        let reference = self.pending[k].reference.map(|secs| {
-            let gbps = if secs > 0.0 { row.shape.bytes as f64 / 1e9 / secs } else { 0.0 };
-            println!("{}", table::ref_line(row.shape.bytes, secs * 1e6, gbps));
-            json!({ "what": "memcpy, 1 thread", "time_us": secs * 1e6, "bw_gbps": gbps })
+        let reference = self.pending[k].reference.map(|r| {
+            let bytes = row.shape.bytes;
+            let gbps = |secs: f64, copies: f64| if secs > 0.0 { copies * bytes as f64 / 1e9 / secs } else { 0.0 };
+            let lines = [
+                ("memcpy, 1 thread", r.memcpy, 1.0),
+                ("streaming copy (ruCCL), 1 thread", r.stream, 1.0),
+                ("memcpy, 2 threads at once", r.memcpy2, 2.0),
+            ];
+            for (what, secs, copies) in lines {
+                println!("{}", table::ref_line(bytes, what, secs * 1e6, gbps(secs, copies)));
+            }
+            json!({
+                "what": "memcpy, 1 thread", "time_us": r.memcpy * 1e6, "bw_gbps": gbps(r.memcpy, 1.0),
+                "stream_time_us": r.stream * 1e6, "stream_bw_gbps": gbps(r.stream, 1.0),
+                "memcpy_2_threads_time_us": r.memcpy2 * 1e6, "memcpy_2_threads_bw_gbps": gbps(r.memcpy2, 2.0),
+            })
         });
         if let Some(w) = &mut self.json {
             let [oop, ip] = records;

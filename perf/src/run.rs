@@ -92,8 +92,8 @@ pub enum Failure {
 pub enum Msg {
     /// One rank's result for one half of row `row`.
     Half { row: usize, in_place: bool, rank: usize, secs: f64, wrong: Option<u64> },
-    /// The memcpy reference for row `row` (rank 0 measures it while the others wait).
-    Ref { row: usize, secs: f64 },
+    /// The copy references for row `row` (rank 0 measures them while the others wait).
+    Ref { row: usize, secs: Reference },
     /// A rank stopped.
     Failed { rank: usize, failure: Failure },
 }
@@ -274,7 +274,7 @@ fn run_combo<T: Num, D: PerfDevice>(r: &Rankwise<'_, '_, D>, ci: usize, seed: &m
         if o.reference {
             barrier(ctx, via)?;
             if rank == 0 {
-                let secs = memcpy_secs(row.shape.bytes, o.iters);
+                let secs = reference(row.shape.bytes, o.iters)?;
                 send(tx, Msg::Ref { row: k, secs })?;
             }
             barrier(ctx, via)?;
@@ -415,7 +415,7 @@ fn run_group_combo<T: Num, D: PerfDevice>(
     }
     for (k, row) in rows {
         if o.reference {
-            send(tx, Msg::Ref { row: k, secs: memcpy_secs(row.shape.bytes, o.iters) })?;
+            send(tx, Msg::Ref { row: k, secs: reference(row.shape.bytes, o.iters)? })?;
         }
         for in_place in [false, true] {
             if !halves[usize::from(in_place)] {
@@ -448,6 +448,49 @@ fn run_group_combo<T: Num, D: PerfDevice>(
         }
     }
     Ok(())
+}
+
+/// The same-run ceilings a host busbw is read against: seconds per copy of a row's size.
+#[derive(Clone, Copy, Debug)]
+pub struct Reference {
+    /// One thread's `copy_from_slice` (glibc's `memcpy`). Below glibc's non-temporal
+    /// threshold (derived from the last-level cache it detects; 99 MiB on the 2-core machine
+    /// of PERFORMANCE.md) it stores through the cache, reading every destination line first.
+    pub memcpy: f64,
+    /// One thread's copy with ruCCL's host device (non-temporal stores from 1 MiB, ruCCL's
+    /// own host memory): what one rank's copy of the same bytes costs.
+    pub stream: f64,
+    /// Two threads at once, each `memcpy`-ing the row's size between its own buffers: the
+    /// slower one's time. Read against `memcpy`, it says how far memory bandwidth scales past
+    /// one core (4 ranks on 2 cores can at best use both).
+    pub memcpy2: f64,
+}
+
+/// Measures the [`Reference`] of a `bytes` row (means of `iters` copies after one warm-up).
+///
+/// # Errors
+/// When ruCCL cannot allocate its host memory.
+pub fn reference(bytes: usize, iters: usize) -> Result<Reference, CollectiveError> {
+    let memcpy = memcpy_secs(bytes, iters);
+    let stream = {
+        use ruccl::Device;
+        let dev = ruccl::HostDevice::default();
+        let (src, dst) = (ruccl::mem::HostMem::zeroed(bytes)?, ruccl::mem::HostMem::zeroed(bytes)?);
+        dst.write(0, bytes)?.fill(1);
+        let copy = || dev.write(&dst, 0, &std::hint::black_box(src.read(0, bytes))?);
+        copy()?;
+        let t0 = Instant::now();
+        for _ in 0..iters.max(1) {
+            copy()?;
+        }
+        t0.elapsed().as_secs_f64() / iters.max(1) as f64
+    };
+    let memcpy2 = std::thread::scope(|s| {
+        let a = s.spawn(|| memcpy_secs(bytes, iters));
+        let b = memcpy_secs(bytes, iters);
+        a.join().map_or(b, |a| a.max(b))
+    });
+    Ok(Reference { memcpy, stream, memcpy2 })
 }
 
 /// Seconds per single-thread `memcpy` of `bytes` (mean of `iters` copies after one warm-up

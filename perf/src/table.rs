@@ -202,10 +202,11 @@ pub fn half_na() -> String {
     format!("  {:>7}  {:>6}  {:>6}  {:>5}", "N/A", "N/A", "N/A", "N/A")
 }
 
-/// The `--ref` line under a row: the memcpy ceiling for the same size, in the time and
-/// bandwidth columns (a comment line, so nccl-tests parsers skip it).
-pub fn ref_line(bytes: usize, us: f64, gbps: f64) -> String {
-    format!("#{bytes:>11}  {:<38}  {}  {gbps:>6.2}  {gbps:>6.2}", "ref: memcpy, 1 thread", fmt_time(us))
+/// A `--ref` line under a row: one copy ceiling for the same size (`what`), in the time and
+/// bandwidth columns (a comment line, so nccl-tests parsers skip it). The bandwidth of
+/// several threads copying at once is their sum.
+pub fn ref_line(bytes: usize, what: &str, us: f64, gbps: f64) -> String {
+    format!("#{bytes:>11}  {:<38}  {}  {gbps:>6.2}  {gbps:>6.2}", format!("ref: {what}"), fmt_time(us))
 }
 
 /// C's `%g`: 6 significant digits, trailing zeros dropped, exponent form outside 1e-4..1e6.

@@ -217,13 +217,16 @@ fn ref_lines_follow_rows() {
     ]);
     let rows = assert_clean(&o, true);
     let out = stdout(&o);
-    let refs = out.lines().filter(|l| l.contains("ref: memcpy, 1 thread")).count();
-    assert_eq!(refs, rows.len(), "{out}");
+    for what in ["ref: memcpy, 1 thread", "ref: streaming copy (ruCCL), 1 thread", "ref: memcpy, 2 threads at once"] {
+        let refs = out.lines().filter(|l| l.contains(what)).count();
+        assert_eq!(refs, rows.len(), "{what}: {out}");
+    }
     let text = std::fs::read_to_string(&json).unwrap();
     let _ = std::fs::remove_file(&json);
     for l in text.lines() {
         let v: serde_json::Value = serde_json::from_str(l).unwrap();
         assert!(v["ref"]["bw_gbps"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(v["ref"]["memcpy_2_threads_bw_gbps"].as_f64().unwrap() > 0.0, "{l}");
     }
 }
 
