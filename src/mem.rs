@@ -43,6 +43,9 @@ impl Borrow {
 /// Where a block's words live.
 #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
 enum Words {
+    /// Up to [`INLINE_WORDS`] words, inside the block itself: a small tensor (a few scalars,
+    /// what the peer API returns for a small op) costs one allocation, not two.
+    Inline([AtomicU64; INLINE_WORDS]),
     /// Allocated by this process (the usual case).
     Heap(Box<[AtomicU64]>),
     /// Memory someone else owns (a shared-memory segment mapped by two processes), kept alive
@@ -53,6 +56,7 @@ enum Words {
 impl Words {
     fn as_slice(&self) -> &[AtomicU64] {
         match self {
+            Words::Inline(w) => w,
             Words::Heap(w) => w,
             Words::Mapped(w, _) => w,
         }
@@ -66,6 +70,9 @@ struct Block {
     /// block's first guard allocates nothing).
     borrows: Mutex<SmallVec<[Borrow; 4]>>,
 }
+
+/// Words a block holds inline (see [`Words::Inline`]).
+const INLINE_WORDS: usize = 8;
 
 /// `words` zeroed `u64`s, or `None` when the memory cannot be had (never aborts).
 fn alloc_zeroed_words(words: usize) -> Option<Box<[AtomicU64]>> {
@@ -135,9 +142,14 @@ impl HostMem {
     /// # Errors
     /// `Device` when the memory cannot be had (the process is never aborted).
     pub fn zeroed(len: usize) -> Result<Self> {
-        let words = alloc_zeroed_words(len.div_ceil(8))
-            .ok_or_else(|| CollectiveError::device(format!("cannot allocate {len} bytes of host memory")))?;
-        Ok(HostMem { block: Arc::new(Block { words: Words::Heap(words), len, borrows: Mutex::new(SmallVec::new()) }) })
+        let words = match len.div_ceil(8) {
+            n if n <= INLINE_WORDS => Words::Inline(std::array::from_fn(|_| AtomicU64::new(0))),
+            n => Words::Heap(
+                alloc_zeroed_words(n)
+                    .ok_or_else(|| CollectiveError::device(format!("cannot allocate {len} bytes of host memory")))?,
+            ),
+        };
+        Ok(HostMem { block: Arc::new(Block { words, len, borrows: Mutex::new(SmallVec::new()) }) })
     }
 
     /// A block over memory this process did not allocate (a mapped shared-memory segment's
@@ -369,6 +381,20 @@ mod tests {
         assert!(a.overlaps(&c) && b.overlaps(&c));
         assert!(!a.overlaps(&HostRegion { mem: HostMem::zeroed(8).unwrap(), off: 0, len: 4 }));
         assert!(HostMem::zeroed(0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn inline_and_heap_blocks_hold_every_byte() {
+        // Both sides of the inline limit, and an odd length on each.
+        for len in [1, 63, 64, 65, 200] {
+            let m = HostMem::zeroed(len).unwrap();
+            assert!(m.read(0, len).unwrap().iter().all(|&b| b == 0));
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5a).collect();
+            m.write(0, len).unwrap().copy_from_slice(&bytes);
+            assert_eq!(&*m.clone().read(0, len).unwrap(), &bytes[..]);
+            assert_eq!(&*m.read(len - 1, 1).unwrap(), &bytes[len - 1..]);
+            assert!(m.read(len, 1).is_err(), "past the end of a {len}-byte block");
+        }
     }
 
     #[test]

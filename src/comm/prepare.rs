@@ -50,6 +50,7 @@ impl<D: Device> Communicator<D> {
 
     /// Checks a call and turns it into a running op: validation (`InvalidArgument`, nothing
     /// sent), the sticky failure checks, a sequence number, the plan, scratch memory.
+    #[inline]
     pub(crate) fn prepare(&self, local: &mut Local<D>, call: Call<'_, D>) -> Result<Prepared<D>> {
         let checked = self.check(&call)?;
         self.prepare_checked(local, checked)
@@ -174,6 +175,7 @@ impl<D: Device> Communicator<D> {
 }
 
 /// Records how a prepared op ended and gives its staging memory back for the next op.
+#[inline]
 pub(crate) fn complete<D: Device>(
     shared: &Shared,
     rank: Rank,

@@ -8,7 +8,7 @@
 
 use smallvec::SmallVec;
 
-use super::{Blocked, OpRun, Progress};
+use super::{Binding, Blocked, OpRun, Progress};
 use crate::algo::{Slot, Span};
 use crate::device::{Device, kernels};
 use crate::error::{CollectiveError, Result};
@@ -78,20 +78,42 @@ impl<D: Device> OpRun<D> {
 
     /// This rank's result, from every rank's part.
     fn result(&self, slots: &Slots, desc: &OpDesc, size: usize) -> Result<()> {
-        let (me, n, count) = (self.ctx.rank, self.ctx.world, desc.count);
+        let (me, count) = (self.ctx.rank, desc.count);
         let (root, block) = (desc.root.unwrap_or(0), count * size);
-        let out = |k: usize| Span::new(Slot::Output, k * count, count);
+        let out = Span::new(Slot::Output, 0, count);
         match desc.kind {
-            OpKind::AllReduce => self.reduce_parts(slots, out(0), 0, size),
-            OpKind::Reduce if me == root => self.reduce_parts(slots, out(0), 0, size),
-            OpKind::ReduceScatter => self.reduce_parts(slots, out(0), me * block, size),
-            OpKind::AllGather => (0..n).try_for_each(|q| self.copy_part(slots, q, 0, out(q), size)),
-            OpKind::Gather if me == root => (0..n).try_for_each(|q| self.copy_part(slots, q, 0, out(q), size)),
-            OpKind::AllToAll => (0..n).try_for_each(|q| self.copy_part(slots, q, me * block, out(q), size)),
-            OpKind::Broadcast if !(me == root && desc.in_place) => self.copy_part(slots, root, 0, out(0), size),
-            OpKind::Scatter => self.copy_part(slots, root, me * block, out(0), size),
+            OpKind::AllReduce => self.reduce_parts(slots, out, 0, size),
+            OpKind::Reduce if me == root => self.reduce_parts(slots, out, 0, size),
+            OpKind::ReduceScatter => self.reduce_parts(slots, out, me * block, size),
+            OpKind::AllGather => self.copy_parts(slots, 0, size),
+            OpKind::Gather if me == root => self.copy_parts(slots, 0, size),
+            OpKind::AllToAll => self.copy_parts(slots, me * block, size),
+            OpKind::Broadcast if !(me == root && desc.in_place) => self.copy_part(slots, root, 0, out, size),
+            OpKind::Scatter => self.copy_part(slots, root, me * block, out, size),
             _ => Ok(()),
         }
+    }
+
+    /// Block `q` of the output = bytes `off..` of `q`'s part, for every rank `q` (all_gather,
+    /// gather, all_to_all). An output that is one buffer is written under one guard; a list of
+    /// tensors block by block.
+    fn copy_parts(&self, slots: &Slots, off: usize, size: usize) -> Result<()> {
+        let (n, count) = (self.ctx.world, self.ctx.fp.desc.count);
+        if !matches!(self.bufs.output, Binding::Contig { .. }) {
+            return (0..n)
+                .try_for_each(|q| self.copy_part(slots, q, off, Span::new(Slot::Output, q * count, count), size));
+        }
+        let (mem, o, len) = self.host(Span::new(Slot::Output, 0, n * count), size)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut w = mem.write(o, len)?;
+        for (q, block) in w.chunks_mut(len / n).enumerate() {
+            if !slots.read(q, self.ctx.seq, off, block) {
+                return Err(self.short_part(q));
+            }
+        }
+        Ok(())
     }
 
     /// `dst` = bytes `off..` of `q`'s part.
@@ -111,7 +133,19 @@ impl<D: Device> OpRun<D> {
             return Ok(());
         }
         let n = self.ctx.world;
-        let mut parts: SmallVec<[u8; 1024]> = smallvec::smallvec![0; n * len];
+        // The parts, copied out of the slots (their words are atomics), in words so that every
+        // dtype's view of them is aligned: on the stack when they fit (built in place, never
+        // moved), else on the heap.
+        let (mut stack, mut heap) = ([0u64; 128], Vec::new());
+        let words = (n * len).div_ceil(8);
+        let parts: &mut [u64] = match stack.get_mut(..words) {
+            Some(p) => p,
+            None => {
+                heap.resize(words, 0);
+                &mut heap
+            }
+        };
+        let parts = &mut bytemuck::cast_slice_mut::<u64, u8>(parts)[..n * len];
         for (q, p) in parts.chunks_mut(len).enumerate() {
             if !slots.read(q, self.ctx.seq, off, p) {
                 return Err(self.short_part(q));

@@ -261,6 +261,7 @@ const RECLAIM_GRACE: Duration = Duration::from_secs(10);
 impl<D: Device> OpRun<D> {
     /// An op ready to run. `prologue` is device work enqueued before the plan (the
     /// pre-multiplied input of `PreMulSum`) and the range it writes.
+    #[inline]
     pub(crate) fn new(
         dev: D,
         plan: Arc<Plan>,
@@ -301,6 +302,7 @@ impl<D: Device> OpRun<D> {
     }
 
     /// Gives back the staging memory (to be reused by the communicator's next op).
+    #[inline]
     pub(crate) fn into_staging(self) -> Staging<D::Buffer, D::Event> {
         let mut stage = self.stage;
         let mut inflight = self.inflight;

@@ -95,10 +95,17 @@ impl Slots {
         for (i, w) in fp.iter().enumerate() {
             self.word(me, seq, 2 + i).store(*w, Ordering::Relaxed);
         }
-        for (i, chunk) in part.chunks(8).enumerate() {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
+        // Whole words first (fixed-size copies, no `memcpy` call), then the tail.
+        let words = part.chunks_exact(8);
+        let tail = words.remainder();
+        let full = part.len() / 8;
+        for (i, chunk) in words.enumerate() {
+            let w: [u8; 8] = std::array::from_fn(|k| chunk[k]);
             self.word(me, seq, HEAD + i).store(u64::from_le_bytes(w), Ordering::Relaxed);
+        }
+        if !tail.is_empty() {
+            let w: [u8; 8] = std::array::from_fn(|k| tail.get(k).copied().unwrap_or(0));
+            self.word(me, seq, HEAD + full).store(u64::from_le_bytes(w), Ordering::Relaxed);
         }
         self.word(me, seq, 0).store(seq + 1, Ordering::Release);
     }
@@ -120,12 +127,25 @@ impl Slots {
         if off.checked_add(out.len()).is_none_or(|end| end > len) {
             return false;
         }
-        let (mut word, mut skip, mut pos) = (HEAD + off / 8, off % 8, 0);
-        while pos < out.len() {
-            let w = self.word(peer, seq, word).load(Ordering::Relaxed).to_le_bytes();
-            let take = (8 - skip).min(out.len() - pos);
-            out[pos..pos + take].copy_from_slice(&w[skip..skip + take]);
-            (word, skip, pos) = (word + 1, 0, pos + take);
+        let load = |word: usize| self.word(peer, seq, word).load(Ordering::Relaxed).to_le_bytes();
+        let (mut word, skip) = (HEAD + off / 8, off % 8);
+        let mut out = out;
+        if skip != 0 {
+            let w = load(word);
+            let take = (8 - skip).min(out.len());
+            let (head, rest) = out.split_at_mut(take);
+            head.iter_mut().zip(&w[skip..]).for_each(|(o, b)| *o = *b);
+            (word, out) = (word + 1, rest);
+        }
+        // Whole words (fixed-size copies, no `memcpy` call), then the tail.
+        let mut words = out.chunks_exact_mut(8);
+        for o in &mut words {
+            o.copy_from_slice(&load(word));
+            word += 1;
+        }
+        let tail = words.into_remainder();
+        if !tail.is_empty() {
+            tail.iter_mut().zip(load(word)).for_each(|(o, b)| *o = b);
         }
         true
     }
@@ -159,6 +179,13 @@ mod tests {
         let mut out = [0u8; 6];
         assert!(s.read(0, 0, 3, &mut out), "unaligned");
         assert_eq!(out, [4, 5, 6, 7, 8, 9]);
+        let mut out = [0u8; 7];
+        assert!(s.read(0, 0, 1, &mut out), "unaligned, across a word");
+        assert_eq!(out, [2, 3, 4, 5, 6, 7, 8]);
+        let mut out = [0u8; 11];
+        assert!(s.read(0, 0, 0, &mut out), "a whole word and a tail");
+        assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        assert!(s.read(0, 0, 11, &mut []), "nothing, at the end");
         // The other slot is free; this one is held until ranks 1 and 2 finish op 0.
         assert!(s.busy(0, 1).is_none());
         assert_eq!(s.busy(0, 2), Some((1, 1)));
