@@ -85,6 +85,10 @@ fn child() {
         "lonely" => hier::lonely_child(),
         #[cfg(feature = "orchestrator")]
         "mismatch" => hier::mismatch_child(),
+        #[cfg(feature = "orchestrator")]
+        "hier_victim" => hier::hier_victim_child(),
+        #[cfg(feature = "orchestrator")]
+        "hier_survivor" => hier::hier_survivor_child(),
         r => Err(format!("unknown role {r}")),
     };
     match result {

@@ -57,7 +57,7 @@ pub(super) fn all_reduce<B: Backend>(
     if let Some(g) = global::<B>(hier) {
         gtag(g, cfg.global_all_reduce_strategy(), shape)
             .all_reduce_into(&mut out, &part, global_op(op))
-            .map_err(|e| global_error(hier.node, "all_reduce", e))?;
+            .map_err(|e| global_error(hier.node, &hier.nodes, "all_reduce", e))?;
     }
     tagged(h, Some(local), shape).broadcast(&mut out, 0).map_err(err)?;
     Ok(out)
@@ -87,7 +87,7 @@ pub(super) fn reduce<B: Backend>(
     if let Some(g) = global::<B>(hier) {
         gtag(g, cfg.global_reduce_strategy(), shape)
             .reduce_into(&mut out, &part, global_op(op), home)
-            .map_err(|e| global_error(hier.node, "reduce", e))?;
+            .map_err(|e| global_error(hier.node, &hier.nodes, "reduce", e))?;
     }
     if !here {
         return Ok(None);
@@ -132,7 +132,7 @@ pub(super) fn broadcast<B: Backend>(
         };
         gtag(g, cfg.global_broadcast_strategy(), &sent.shape)
             .broadcast(&mut t, sent.root)
-            .map_err(|e| global_error(hier.node, "broadcast", e))?;
+            .map_err(|e| global_error(hier.node, &hier.nodes, "broadcast", e))?;
         data = Some(t);
     }
     if here.is_none() {
@@ -152,7 +152,7 @@ pub(super) fn barrier<B: Backend>(h: &PeerHandle<B>, hier: &Hierarchy<B::CommDev
     let err = |e| core_error(h, "barrier", "", e);
     h.comm.barrier().map_err(err)?;
     if let Some(g) = global::<B>(hier) {
-        g.barrier().map_err(|e| global_error(hier.node, "barrier", e))?;
+        g.barrier().map_err(|e| global_error(hier.node, &hier.nodes, "barrier", e))?;
     }
     h.comm.barrier().map_err(err)?;
     Ok(())

@@ -126,6 +126,61 @@ pub(super) fn mismatch_child() -> Result<(), String> {
     })
 }
 
+/// A node that registers, passes a barrier, says so in `MP_MARK`, and waits to be killed.
+pub(super) fn hier_victim_child() -> Result<(), String> {
+    threads(|id| {
+        let peer = PeerId::new(id);
+        api::register::<HostBackend>(peer, HostDevice::new(id as u32), config()).map_err(|e| e.to_string())?;
+        api::barrier::<HostBackend>(peer).map_err(|e| e.to_string())?;
+        if id == 2 {
+            std::fs::File::create(var("MP_MARK")).map_err(|e| e.to_string())?;
+        }
+        std::thread::sleep(super::CHILD_DEADLINE);
+        Ok(())
+    })
+}
+
+/// The surviving node all-reduces until the other node's process is killed: both of its
+/// peers (the leader, which meets the dead node, and the other peer, which hears it from its
+/// leader) fail with `PeerLost` naming the lost node and its peers, well before the timeout
+/// (20 s), and the
+/// registration stays failed.
+pub(super) fn hier_survivor_child() -> Result<(), String> {
+    threads(|id| {
+        let (peer, dev) = (PeerId::new(id), HostDevice::new(id as u32));
+        api::register::<HostBackend>(peer, dev, config()).map_err(|e| e.to_string())?;
+        api::barrier::<HostBackend>(peer).map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let t = || Tensor::from_slice(&dev, &[1.0f32; 1 << 12], &[1 << 12]).unwrap();
+        let mut result = Ok(());
+        for _ in 0..100_000 {
+            if let Err(e) = api::all_reduce::<HostBackend>(peer, t(), ReduceOperation::Sum) {
+                result = Err(e);
+                break;
+            }
+        }
+        let Err(e) = result else { return Err(format!("peer {id}: every all_reduce succeeded")) };
+        let (took, msg) = (started.elapsed(), e.to_string());
+        println!("peer {id} after {took:?}: {:?} {msg}", e.kind());
+        // Node ids follow the data addresses (random ports here): name the lost node by peers.
+        if e.kind() != ErrorKind::PeerLost
+            || !msg.contains("is node 0: peers 2, 3") && !msg.contains("is node 1: peers 2, 3")
+        {
+            return Err(format!(
+                "peer {id}: expected PeerLost naming the node of peers 2, 3, got {:?}: {msg}",
+                e.kind()
+            ));
+        }
+        if took > Duration::from_secs(12) {
+            return Err(format!("peer {id}: PeerLost came only after {took:?}"));
+        }
+        if api::barrier::<HostBackend>(peer).is_ok() {
+            return Err(format!("peer {id}: the registration still works after losing a node"));
+        }
+        Ok(())
+    })
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -175,4 +230,27 @@ fn a_node_that_never_comes_is_a_timeout() {
     let mut kids = Kids::new(Transport::Shm);
     kids.spawn("node-a", "lonely", &env(orch.local_addr(), "0,1", 2_000));
     kids.wait(&[]);
+}
+
+#[test]
+fn a_killed_node_is_named_on_every_peer_of_the_others() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mark = super::scratch("hier-mark");
+    let mut kids = Kids::new(Transport::Shm);
+    let with_mark = |peers: &str| {
+        let mut e = env(orch.local_addr(), peers, 20_000);
+        e.push(("MP_MARK", mark.display().to_string()));
+        e
+    };
+    kids.spawn("node-a", "hier_survivor", &with_mark("0,1"));
+    kids.spawn("node-b", "hier_victim", &with_mark("2,3"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !mark.exists() {
+        assert!(Instant::now() < deadline, "the victim node never passed its barrier");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    kids.kill("node-b");
+    kids.wait(&["node-b"]);
+    let _ = std::fs::remove_file(mark);
 }

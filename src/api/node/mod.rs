@@ -203,12 +203,25 @@ fn decode_layout(w: &[u32]) -> Result<(usize, Vec<Vec<PeerId>>)> {
     Ok((node, nodes))
 }
 
-/// A leader's error on the leaders' communicator, restated for the peers.
-pub(crate) fn global_error(node: usize, call: &str, e: CollectiveError) -> CollectiveError {
+/// A leader's error on the leaders' communicator, restated for the peers: the leaders' ranks
+/// are node ids, so the peer it names (when it names one) is given as its node and peers.
+pub(crate) fn global_error(node: usize, nodes: &[Vec<PeerId>], call: &str, e: CollectiveError) -> CollectiveError {
+    let who = |k: usize| match nodes.get(k) {
+        Some(ps) => format!("node {k}: peers {}", ps.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
+        None => format!("node {k}"),
+    };
+    let named = match e.context().peer {
+        Some(k) if k != node => format!("; rank {k} there is {}", who(k)),
+        _ => String::new(),
+    };
     let kind = e.kind();
     CollectiveError::new(
         kind,
-        format!("{} (in the {call} among the nodes' leaders; this is node {node}, rank {node} there)", e.message()),
+        format!(
+            "{} (in the {call} among the nodes' leaders; this is {}, rank {node} there{named})",
+            e.message(),
+            who(node)
+        ),
     )
     .with_source(e)
 }
@@ -231,6 +244,9 @@ mod tests {
         assert_eq!(host_ip("127.0.0.1:9").unwrap(), IpAddr::from([127, 0, 0, 1]));
         assert_eq!(host_ip("127.0.0.1").unwrap(), IpAddr::from([127, 0, 0, 1]));
         assert!(host_ip("localhost:1").is_ok());
-        assert_eq!(ErrorKind::Timeout, global_error(0, "x", CollectiveError::new(ErrorKind::Timeout, "")).kind());
+        let two = vec![vec![PeerId::new(0), PeerId::new(1)], vec![PeerId::new(2), PeerId::new(3)]];
+        let e = global_error(0, &two, "x", CollectiveError::new(ErrorKind::PeerLost, "gone").with_peer(1));
+        assert_eq!(e.kind(), ErrorKind::PeerLost);
+        assert!(e.to_string().contains("this is node 0: peers 0, 1, rank 0 there; rank 1 there is node 1: peers 2, 3"));
     }
 }
