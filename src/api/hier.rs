@@ -1,5 +1,8 @@
 //! The peer API's operations across several nodes ([`super::node`]): each is a local step on
 //! the node's communicator, a global step among the nodes' leaders, and a local step back.
+//! Blocks that follow peer ids (all_gather's output, reduce_scatter's input) are laid out
+//! node by node for the leaders' step, and put back in peer-id order on the leader (device
+//! copies; nothing when nodes hold consecutive ids, the usual layout).
 //! A leader whose global step fails fails its node's communicator (and the leaders' one, see
 //! `ops::with_peer`), so every peer of every node gets the error rather than a hang.
 
@@ -10,7 +13,8 @@ use super::registry::PeerHandle;
 use super::{Backend, PeerId, Strategy};
 use crate::comm::Communicator;
 use crate::comm::tagged::Tags;
-use crate::error::CollectiveError;
+use crate::device::{Device, Range};
+use crate::error::{CollectiveError, Result};
 use crate::op::shape_hash;
 use crate::tensor::Tensor;
 use crate::types::ReduceOp;
@@ -156,4 +160,109 @@ pub(super) fn barrier<B: Backend>(h: &PeerHandle<B>, hier: &Hierarchy<B::CommDev
     }
     h.comm.barrier().map_err(err)?;
     Ok(())
+}
+
+/// For each block of the node-by-node layout (node 0's peers, then node 1's, …), the block of
+/// the peer-id order that holds the same peer; `None` when the two orders are the same.
+fn node_major_to_id_order(hier: &Hierarchy<impl Device>) -> Option<Vec<usize>> {
+    let by_node: Vec<PeerId> = hier.nodes.concat();
+    let mut by_id = by_node.clone();
+    by_id.sort_unstable();
+    let pos: Vec<usize> = by_node.iter().map(|p| by_id.binary_search(p).unwrap_or(0)).collect();
+    pos.iter().enumerate().any(|(i, &k)| i != k).then_some(pos)
+}
+
+/// Moves `src`'s blocks of `block` bytes into a new tensor of the same shape: block `i` of
+/// `src` to block `to[i]` (`to` a permutation), waiting for the device copies.
+fn permute_blocks<D: Device>(
+    src: &Tensor<D>,
+    to: &[usize],
+    block: usize,
+    timeout: std::time::Duration,
+) -> Result<Tensor<D>> {
+    let dev = src.device();
+    let out = Tensor::zeros(dev, src.dtype(), src.shape())?;
+    let deadline = std::time::Instant::now() + timeout;
+    for (i, &k) in to.iter().enumerate() {
+        let from = Range::new(src.buffer().clone(), i * block, block);
+        let into = Range::new(out.buffer().clone(), k * block, block);
+        let done = dev.copy(&from, &into)?;
+        dev.wait(&done, Some(deadline))?;
+    }
+    Ok(out)
+}
+
+/// The leaders' communicator for a call whose blocks have `shape`, on the core's own choice
+/// of algorithm (the configuration has global strategies for all_reduce, reduce and
+/// broadcast only).
+fn gtag_auto<'g, D: Device>(g: &'g Communicator<D>, shape: &[usize]) -> crate::comm::tagged::Tagged<'g, D> {
+    g.tagged(Tags { algorithm: None, shape: Some(shape_hash(shape)) })
+}
+
+/// Gathers to each node's leader, all-gathers among the leaders, puts the blocks in peer-id
+/// order and broadcasts the result inside each node. `shape` is the output's.
+pub(super) fn all_gather<B: Backend>(
+    h: &PeerHandle<B>,
+    hier: &Hierarchy<B::CommDevice>,
+    t: &Tensor<B::CommDevice>,
+    shape: &[usize],
+) -> Out<Tensor<B::CommDevice>> {
+    let (dev, local) = (&h.comm_device, h.session.peers.len());
+    let what = || format!("a {:?} {} tensor across {} nodes", t.shape(), t.dtype(), hier.nodes.len());
+    let err = |e| core_error(h, "all_gather", &what(), e);
+    let leader = h.rank == 0;
+    let node_len = [if leader { local * t.numel() } else { 0 }];
+    let mut node = Tensor::zeros(dev, t.dtype(), &node_len)?;
+    tagged(h, None, t.shape()).gather(leader.then_some(&mut node), t, 0).map_err(err)?;
+    let mut out = Tensor::zeros(dev, t.dtype(), shape)?;
+    if let Some(g) = global::<B>(hier) {
+        let mut by_node = Tensor::zeros(dev, t.dtype(), shape)?;
+        gtag_auto(g, t.shape())
+            .all_gather_into_tensor(&mut by_node, &node)
+            .map_err(|e| global_error(hier.node, &hier.nodes, "all_gather", e))?;
+        out = match node_major_to_id_order(hier) {
+            Some(to) => permute_blocks(&by_node, &to, t.byte_len(), h.session.config.timeout())?,
+            None => by_node,
+        };
+    }
+    tagged(h, None, shape).broadcast(&mut out, 0).map_err(err)?;
+    Ok(out)
+}
+
+/// Reduces to each node's leader, puts the blocks in node-by-node order there,
+/// reduce-scatters among the leaders (each gets its node's blocks) and scatters inside each
+/// node. `block` is the output's shape.
+pub(super) fn reduce_scatter<B: Backend>(
+    h: &PeerHandle<B>,
+    hier: &Hierarchy<B::CommDevice>,
+    t: &Tensor<B::CommDevice>,
+    op: ReduceOp,
+    block: &[usize],
+) -> Out<Tensor<B::CommDevice>> {
+    let (dev, local) = (&h.comm_device, h.session.peers.len());
+    let what = || format!("{op} over a {:?} {} tensor across {} nodes", t.shape(), t.dtype(), hier.nodes.len());
+    let err = |e| core_error(h, "reduce_scatter", &what(), e);
+    let leader = h.rank == 0;
+    let mut part = Tensor::zeros(dev, t.dtype(), if leader { t.shape() } else { &[0] })?;
+    tagged(h, None, t.shape()).reduce_into(&mut part, t, op, 0).map_err(err)?;
+    let blocks = (t.numel() / block.iter().product::<usize>().max(1)).max(1);
+    let node_len = [if leader { local * t.numel() / blocks } else { 0 }];
+    let mut node = Tensor::zeros(dev, t.dtype(), &node_len)?;
+    if let Some(g) = global::<B>(hier) {
+        let by_node = match node_major_to_id_order(hier) {
+            Some(to) => {
+                // Block `i` of the node-by-node layout is peer-id block `to[i]`: the inverse.
+                let mut from = vec![0; to.len()];
+                to.iter().enumerate().for_each(|(i, &k)| from[k] = i);
+                permute_blocks(&part, &from, t.byte_len() / blocks, h.session.config.timeout())?
+            }
+            None => part,
+        };
+        gtag_auto(g, t.shape())
+            .reduce_scatter_tensor(&mut node, &by_node, global_op(op))
+            .map_err(|e| global_error(hier.node, &hier.nodes, "reduce_scatter", e))?;
+    }
+    let mut out = Tensor::zeros(dev, t.dtype(), block)?;
+    tagged(h, None, t.shape()).scatter(&mut out, leader.then_some(&node), 0).map_err(err)?;
+    Ok(out)
 }

@@ -106,8 +106,11 @@
 //! among the leaders and broadcasts back (`Mean` is the mean of the nodes' means, exact since
 //! every node has the same number of peers); reduce reaches the root through its node's
 //! leader; broadcast goes from the sender to its node, then from its node's leader to the
-//! other leaders, then to their nodes; barrier is three barriers. all_gather and
-//! reduce_scatter across nodes return `Unsupported` on every peer (nothing is aborted).
+//! other leaders, then to their nodes; barrier is three barriers; all_gather gathers to each
+//! leader, all-gathers among the leaders and broadcasts back; reduce_scatter reduces to each
+//! leader, reduce-scatters among the leaders (each gets its node's blocks) and scatters inside
+//! the node. Blocks follow peer ids across all nodes, wherever the ids live: when a node's ids
+//! are not consecutive, its leader reorders the blocks (device copies) around the global step.
 //! Every broadcast error across nodes (no sender, several) aborts the registration, since
 //! the nodes learn it at different steps.
 //!

@@ -282,8 +282,7 @@ pub fn broadcast<B: Backend>(peer: PeerId, tensor: Option<B::FloatTensorPrimitiv
 /// ```
 pub fn all_gather<B: Backend>(peer: PeerId, tensor: B::FloatTensorPrimitive) -> Result<B::FloatTensorPrimitive> {
     with_peer::<B, _>(peer, "all_gather", |h| {
-        single_node(h, "all_gather")?;
-        let n = h.session.peers.len();
+        let n = total_peers(h);
         let t = accept(h, tensor, None)?;
         let shape = match t.shape() {
             [] => Some(vec![n]),
@@ -291,6 +290,9 @@ pub fn all_gather<B: Backend>(peer: PeerId, tensor: B::FloatTensorPrimitive) -> 
         };
         let shape =
             shape.ok_or_else(|| CollectiveError::invalid(format!("{:?} x {n} peers is too large", t.shape())))?;
+        if let Some(hier) = &h.hier {
+            return Ok(B::from_ruccl(super::hier::all_gather(h, hier, &t, &shape)?, &h.device)?);
+        }
         let mut out = Tensor::zeros(&h.comm_device, t.dtype(), &shape)?;
         let what = || format!("a {:?} {} tensor", t.shape(), t.dtype());
         tagged(h, None, t.shape())
@@ -327,8 +329,7 @@ pub fn reduce_scatter<B: Backend>(
 ) -> Result<B::FloatTensorPrimitive> {
     let op = op.into();
     with_peer::<B, _>(peer, "reduce_scatter", |h| {
-        single_node(h, "reduce_scatter")?;
-        let n = h.session.peers.len();
+        let n = total_peers(h);
         let t = accept(h, tensor, Some(op))?;
         let shape = match t.shape() {
             [d0, rest @ ..] if d0 % n == 0 => [&[d0 / n], rest].concat(),
@@ -339,6 +340,9 @@ pub fn reduce_scatter<B: Backend>(
                 .into());
             }
         };
+        if let Some(hier) = &h.hier {
+            return Ok(B::from_ruccl(super::hier::reduce_scatter(h, hier, &t, op, &shape)?, &h.device)?);
+        }
         let mut out = Tensor::zeros(&h.comm_device, t.dtype(), &shape)?;
         let what = || format!("{op} over a {:?} {} tensor", t.shape(), t.dtype());
         tagged(h, None, t.shape())
@@ -373,19 +377,11 @@ pub fn barrier<B: Backend>(peer: PeerId) -> Result<()> {
     })
 }
 
-/// Operations that do not span nodes yet: every peer of a multi-node registration refuses
-/// them alike, so nothing is aborted.
-fn single_node<B: Backend>(h: &PeerHandle<B>, call: &str) -> std::result::Result<(), Failure> {
+/// Every registered peer, on every node.
+fn total_peers<B: Backend>(h: &PeerHandle<B>) -> usize {
     match &h.hier {
-        Some(hier) => Err(Failure::Agreed(CollectiveError::new(
-            ErrorKind::Unsupported,
-            format!(
-                "{call} across {} nodes is not supported: a multi-node registration runs all_reduce, reduce, \
-                 broadcast and barrier",
-                hier.nodes.len()
-            ),
-        ))),
-        None => Ok(()),
+        Some(hier) => hier.nodes.iter().map(Vec::len).sum(),
+        None => h.session.peers.len(),
     }
 }
 

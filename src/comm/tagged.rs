@@ -93,6 +93,16 @@ impl<D: Device> Tagged<'_, D> {
         self.submit(Call { input: Some(input), output: Output::One(output), ..Call::new(OpKind::AllGather) })
     }
 
+    /// [`Communicator::gather`], tagged.
+    pub(crate) fn gather(&self, output: Option<&mut Tensor<D>>, input: &Tensor<D>, root: Rank) -> Result<()> {
+        self.submit(Call { tags: self.tags, ..Call::gather(self.comm.rank, output.map(|o| &*o), input, root) })
+    }
+
+    /// [`Communicator::scatter`], tagged.
+    pub(crate) fn scatter(&self, output: &mut Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<()> {
+        self.submit(Call { tags: self.tags, ..Call::scatter(self.comm.rank, output, input, root) })
+    }
+
     /// [`Communicator::reduce_scatter_tensor`], tagged.
     pub(crate) fn reduce_scatter_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
         self.submit(Call {

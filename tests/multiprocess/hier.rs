@@ -60,12 +60,34 @@ fn node_peer(id: u64) -> Result<(), String> {
         check(&format!("broadcast from {sender}"), id, vec_of(got), &[sender as f32 + 0.5; 5])?;
     }
     api::barrier::<HostBackend>(peer).map_err(e)?;
-    let gather = api::all_gather::<HostBackend>(peer, t()).map(|_| ()).map_err(|e| e.kind());
-    if gather != Err(ErrorKind::Unsupported) {
-        return Err(format!("peer {id}: all_gather across nodes gave {gather:?}"));
+    // Every peer's [2, 3] block, in peer-id order across both nodes.
+    let mine: Vec<f32> = (0..6).map(|i| (10 * id + i) as f32).collect();
+    let block = || Tensor::from_slice(&dev, &mine, &[2, 3]).unwrap();
+    let all = api::all_gather::<HostBackend>(peer, block()).map_err(e)?;
+    let want: Vec<f32> = (0..4u64).flat_map(|p| (0..6).map(move |i| (10 * p + i) as f32)).collect();
+    if all.shape() != [8, 3] {
+        return Err(format!("peer {id}: all_gather across nodes has shape {:?}", all.shape()));
     }
+    check("all_gather", id, vec_of(all), &want)?;
+    // Element j of every input is j + 100 * peer: block k (rows 2k, 2k + 1) goes to peer k.
+    let input: Vec<f32> = (0..24).map(|j| (j + 100 * id) as f32).collect();
+    let t24 = Tensor::from_slice(&dev, &input, &[8, 3]).unwrap();
+    let got = api::reduce_scatter::<HostBackend>(peer, t24, ReduceOperation::Sum).map_err(e)?;
+    let want: Vec<f32> = (6 * id..6 * id + 6).map(|j| (4 * j + 600) as f32).collect();
+    if got.shape() != [2, 3] {
+        return Err(format!("peer {id}: reduce_scatter across nodes has shape {:?}", got.shape()));
+    }
+    check("reduce_scatter sum", id, vec_of(got), &want)?;
+    let t8 = Tensor::from_slice(&dev, &[2.0 * (id + 1) as f32; 8], &[8]).unwrap();
+    let mean = api::reduce_scatter::<HostBackend>(peer, t8, ReduceOperation::Mean).map_err(e)?;
+    check("reduce_scatter mean", id, vec_of(mean), &[5.0; 2])?;
     api::all_reduce::<HostBackend>(peer, t(), ReduceOperation::Sum).map_err(e)?;
-    api::finish_collective::<HostBackend>(peer).map_err(e)
+    // 6 rows split among 2 peers of a node, but not among the 4 of the registration.
+    let bad = Tensor::from_slice(&dev, &[1.0f32; 6], &[6]).unwrap();
+    match api::reduce_scatter::<HostBackend>(peer, bad, ReduceOperation::Sum) {
+        Err(err) if err.kind() == ErrorKind::InvalidArgument && err.to_string().contains("among 4 peers") => Ok(()),
+        other => Err(format!("peer {id}: reduce_scatter of 6 rows among 4 peers gave {:?}", other.map(|_| ()))),
+    }
 }
 
 fn check(what: &str, id: u64, got: Vec<f32>, want: &[f32]) -> Result<(), String> {
@@ -253,4 +275,15 @@ fn a_killed_node_is_named_on_every_peer_of_the_others() {
     kids.kill("node-b");
     kids.wait(&["node-b"]);
     let _ = std::fs::remove_file(mark);
+}
+
+/// Nodes whose peer ids interleave (0, 2 and 1, 3): all_gather's and reduce_scatter's blocks
+/// follow peer ids, so the leaders reorder them around their step.
+#[test]
+fn nodes_with_interleaved_peer_ids() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mut kids = Kids::new(Transport::Shm);
+    kids.spawn("node-a", "node", &env(orch.local_addr(), "0,2", 15_000));
+    kids.spawn("node-b", "node", &env(orch.local_addr(), "1,3", 15_000));
+    kids.wait(&[]);
 }
