@@ -11,7 +11,8 @@
 //! difference; a connection that sends garbage is dropped, and the server keeps serving. A
 //! round whose nodes do not all arrive within the first node's timeout (less a tenth, so the
 //! answer reaches the nodes before their own deadline) is answered with `Timeout` naming the
-//! nodes that did arrive.
+//! nodes that did arrive. A node whose connection closes while it waits (it crashed, or gave
+//! up) leaves the round, so that it can be restarted and take its place.
 //!
 //! ```
 //! use ruccl::orchestrator::Orchestrator;
@@ -120,7 +121,9 @@ fn accept_loop(listener: TcpListener, round: Arc<Mutex<Round>>, stop: Arc<Atomic
             Err(e) if e.kind() == IoKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
             Err(_) => std::thread::sleep(Duration::from_millis(5)),
         }
-        expire(&mut lock(&round));
+        let mut r = lock(&round);
+        prune(&mut r);
+        expire(&mut r);
     }
 }
 
@@ -138,17 +141,40 @@ fn arrive(mut s: TcpStream, from: SocketAddr, round: &Mutex<Round>) {
         Err(e) => return refuse(s, ErrorKind::Protocol, format!("{from} sent {}", e.message())),
     };
     let mut r = lock(round);
+    prune(&mut r);
     if let Err(e) = admit(&r, &hello) {
         drop(r);
         return refuse(s, e.kind(), e.message().to_string());
     }
     r.since.get_or_insert_with(Instant::now);
     r.waiting.push(Waiting { hello, stream: s });
+    prune(&mut r);
     if r.waiting.len() == r.num_nodes {
         let waiting = std::mem::take(&mut r.waiting);
         r.since = None;
         drop(r);
         welcome(waiting);
+    }
+}
+
+/// Drops waiting nodes whose connection closed (a node that crashed, or gave up, before its
+/// round completed): its place goes to whoever comes next — the same node restarted, with the
+/// same data address and peers, is then admitted instead of refused as a duplicate.
+fn prune(r: &mut Round) {
+    r.waiting.retain(|w| {
+        let mut byte = [0u8; 1];
+        let alive = match w.stream.set_nonblocking(true) {
+            Ok(()) => match w.stream.peek(&mut byte) {
+                Ok(0) => false,
+                Ok(_) => true,
+                Err(e) => e.kind() == IoKind::WouldBlock || e.kind() == IoKind::Interrupted,
+            },
+            Err(_) => false,
+        };
+        alive && w.stream.set_nonblocking(false).is_ok()
+    });
+    if r.waiting.is_empty() {
+        r.since = None;
     }
 }
 
@@ -315,6 +341,18 @@ mod tests {
             "{late:?}"
         );
         assert!(t0.elapsed() < Duration::from_millis(400));
+        // A node that gave up (its connection closed) leaves the round: restarted with the
+        // same address and peers, it is admitted, and the round completes.
+        let mut gone = TcpStream::connect(at).unwrap();
+        wire::write_msg(&mut gone, &Msg::Hello(hello("127.0.0.1:6101", vec![0]))).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        drop(gone);
+        std::thread::sleep(Duration::from_millis(50));
+        let again = ask(at, &hello("127.0.0.1:6101", vec![0]));
+        let other = ask(at, &hello("127.0.0.1:6102", vec![1]));
+        let (again, other) = (again.join().unwrap(), other.join().unwrap());
+        assert!(matches!(&again, Msg::Welcome(w) if w.node == 0 && w.nodes == vec![vec![0], vec![1]]), "{again:?}");
+        assert!(matches!(&other, Msg::Welcome(w) if w.node == 1), "{other:?}");
         assert_eq!(Orchestrator::start("127.0.0.1:0", 0).err().map(|e| e.kind()), Some(ErrorKind::InvalidArgument));
     }
 }
