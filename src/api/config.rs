@@ -78,11 +78,13 @@ struct Strategies {
 /// `num_nodes` > 1 the job spans several nodes (processes or hosts), each with `num_devices`
 /// peers: peers inside a node reduce in-process, the lowest peer of each node (its leader)
 /// runs the *global* strategy with the other leaders, and results are broadcast back inside
-/// the node (all_reduce, reduce, broadcast and barrier; see [`crate::api`], "Several nodes").
+/// the node (every operation; see [`crate::api`], "Several nodes").
 /// The leaders meet through an orchestrator listening on `global_address` (feature
 /// `orchestrator`, `examples/orchestrator.rs`), which numbers the nodes by their data
 /// address: `node_address`'s host with `data_service_port`, where the node's leader listens
-/// (node 0's is the root of the leaders' communicator). Peer ids are unique across nodes.
+/// and the other leaders connect to it (node 0's is the root of the leaders' communicator);
+/// that one port per node is what a firewall between the hosts must let through, besides the
+/// orchestrator's. Peer ids are unique across nodes.
 ///
 /// With the `serde` feature it is serialisable, so a launcher can ship it to every process.
 ///
@@ -268,8 +270,8 @@ impl CollectiveConfig {
         self.node_address.as_deref()
     }
 
-    /// Sets the port this node's leader listens on for the other nodes (node 0's is the root
-    /// of the leaders' communicator).
+    /// Sets the port this node's leader listens on for the other nodes: the leaders' connections
+    /// to this node arrive there (node 0's is also the root of the leaders' communicator).
     ///
     /// ```
     /// use ruccl::api::CollectiveConfig;

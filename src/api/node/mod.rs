@@ -114,7 +114,7 @@ fn lead<D: Device>(device: &D, peers: &[PeerId], config: &CollectiveConfig) -> R
     let node_address = config.node_address().ok_or_else(|| missing("node_address"))?;
     let port = config.data_service_port().ok_or_else(|| missing("data_service_port"))?;
     let data = SocketAddr::new(host_ip(node_address)?, port);
-    listener::serve_at(data).map_err(|e| {
+    listener::serve_at_for_mesh(data).map_err(|e| {
         CollectiveError::new(
             e.kind(),
             format!("node address {data} (node_address, data_service_port): {}", e.message()),

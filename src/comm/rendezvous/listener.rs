@@ -126,6 +126,23 @@ pub(crate) fn serve_at(addr: SocketAddr) -> Result<()> {
     Ok(())
 }
 
+/// [`serve_at`], and from now on the address where this process's ranks take mesh
+/// connections: a node leader's data address (`node_address`, `data_service_port`), the one
+/// port of the node its configuration names, so the other leaders connect there rather than
+/// to the listener the process started first on a port of the system's choosing.
+///
+/// # Errors
+/// As [`serve_at`].
+pub(crate) fn serve_at_for_mesh(addr: SocketAddr) -> Result<()> {
+    serve_at(addr)?;
+    let mut l = listeners();
+    if let Some(i) = l.serving.iter().position(|a| *a == addr) {
+        let a = l.serving.remove(i);
+        l.serving.insert(0, a);
+    }
+    Ok(())
+}
+
 /// Binds `addr` and starts its accept thread; returns the bound address.
 fn start(addr: SocketAddr) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)?;
@@ -207,4 +224,22 @@ fn route_to(host: &str) -> Option<IpAddr> {
     u.connect(target).ok()?;
     let ip = u.local_addr().ok()?.ip();
     (!ip.is_unspecified()).then_some(ip)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn a_data_address_becomes_the_mesh_address() {
+        let first = default_address().unwrap().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let data = SocketAddr::from(([127, 0, 0, 1], port));
+        serve_at_for_mesh(data).unwrap();
+        assert_eq!(mesh_address().unwrap(), data);
+        assert!(serves(first) && serves(data), "the first listener still serves");
+        assert!(TcpStream::connect(data).is_ok());
+    }
 }
