@@ -68,9 +68,11 @@ pub fn finish_collective<B: Backend>(peer: PeerId) -> Result<()> {
 }
 
 /// Resets `B`'s collective service in this process: discards every registration and all
-/// in-flight state, and wakes every blocked caller — a peer waiting in `register` and a peer
-/// inside an operation both return `Aborted` promptly. Afterwards every peer must register
-/// again.
+/// in-flight state, and wakes every blocked caller — a peer waiting in `register` (for the
+/// other peers, or, with several nodes, for the other nodes through the orchestrator) and a
+/// peer inside an operation all return `Aborted` promptly. Afterwards every peer must
+/// register again. (A node's leader already joining the leaders' communicator, after the
+/// orchestrator answered, finishes that join first; its own timeout bounds it.)
 ///
 /// It does **not** complete the operations in flight, does not checkpoint or flush anything,
 /// and gives no way to recover their data: tensors passed to interrupted operations are lost.

@@ -16,8 +16,8 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
 use super::node::{self, Hierarchy};
 use super::{Backend, CollectiveConfig, PeerId};
-use crate::comm::Communicator;
 use crate::comm::rendezvous::lobby::{self, Difference, Disagreement, Terms};
+use crate::comm::{Aborter, Communicator};
 use crate::config::CommConfig;
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::types::Rank;
@@ -101,6 +101,9 @@ pub(crate) struct Service<B: Backend> {
     /// The lobby this service's peers meet in.
     lobby: UniqueId,
     peers: Mutex<HashMap<PeerId, Entry<B>>>,
+    /// Registrations past the lobby that still meet other nodes (by ticket): a reset aborts
+    /// their node's communicator, which wakes every wait of the meeting.
+    meeting: Mutex<HashMap<u64, Aborter>>,
 }
 
 /// A registration a thread used: its backend type, its peer, its handle.
@@ -148,7 +151,11 @@ pub(crate) fn service<B: Backend>() -> Result<Arc<Service<B>>> {
     let any = match services.get(&TypeId::of::<B>()) {
         Some(s) => s.clone(),
         None => {
-            let s: AnyService = Arc::new(Service::<B> { lobby: UniqueId::new()?, peers: Mutex::new(HashMap::new()) });
+            let s: AnyService = Arc::new(Service::<B> {
+                lobby: UniqueId::new()?,
+                peers: Mutex::new(HashMap::new()),
+                meeting: Mutex::new(HashMap::new()),
+            });
             services.insert(TypeId::of::<B>(), s.clone());
             s
         }
@@ -182,10 +189,18 @@ impl<B: Backend> Service<B> {
         let joined = Communicator::join_lobby(comm_device.clone(), n, &self.lobby, peer.get(), &terms, cfg).and_then(
             |(comm, members)| {
                 let members: Vec<PeerId> = members.iter().copied().map(PeerId::new).collect();
-                // Several nodes: the leader meets the other nodes (a reset cannot wake this
-                // wait; it is bounded by the config's timeout).
+                // Several nodes: the leader meets the other nodes, and a reset meanwhile
+                // aborts the node's communicator (which that meeting watches).
                 let hier = match config.num_nodes() {
-                    Some(n) if n > 1 => Some(node::join(&comm, &members, config)?),
+                    Some(n) if n > 1 => {
+                        lock(&self.meeting).insert(ticket, comm.aborter());
+                        if !matches!(lock(&self.peers).get(&peer), Some(Entry::Joining(t)) if *t == ticket) {
+                            comm.abort();
+                        }
+                        let joined = node::join(&comm, &members, config);
+                        lock(&self.meeting).remove(&ticket);
+                        Some(joined?)
+                    }
                     _ => None,
                 };
                 Ok((comm, members, hier))
@@ -274,6 +289,8 @@ impl<B: Backend> Service<B> {
             &self.lobby,
             CollectiveError::new(ErrorKind::Aborted, format!("reset_collective::<{}>() ran", backend::<B>())),
         );
+        let why = CollectiveError::new(ErrorKind::Aborted, format!("reset_collective::<{}>() ran", backend::<B>()));
+        lock(&self.meeting).values().for_each(|a| a.abort(why.clone()));
         // Mark every handle before aborting any: an abort wakes the other peers of the
         // communicator, and they must already know that a reset is why.
         active.iter().for_each(|h| h.reset.store(true, Ordering::SeqCst));

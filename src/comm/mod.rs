@@ -400,6 +400,12 @@ impl<D: Device> Communicator<D> {
         );
     }
 
+    /// A handle that aborts this communicator as [`abort`](Self::abort) does, held apart from
+    /// it (by a registry that must wake a registration still forming).
+    pub(crate) fn aborter(&self) -> Aborter {
+        Aborter { shared: self.shared.clone(), rank: self.rank }
+    }
+
     /// Whether this communicator can still run operations.
     pub fn is_usable(&self) -> bool {
         self.shared.link.poisoned(self.rank).is_none() && self.lock().failed.is_none()
@@ -407,6 +413,19 @@ impl<D: Device> Communicator<D> {
 
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Local<D>> {
         self.local.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Aborts one rank's communicator from elsewhere ([`Communicator::aborter`]).
+pub(crate) struct Aborter {
+    shared: Arc<Shared>,
+    rank: Rank,
+}
+
+impl Aborter {
+    /// Aborts the communicator with `err` (every waiting or later call fails with it).
+    pub(crate) fn abort(&self, err: CollectiveError) {
+        self.shared.link.poison(self.rank, err.with_rank(self.rank));
     }
 }
 

@@ -197,3 +197,37 @@ fn reset_wakes_peers_blocked_in_an_operation() {
     });
     assert_eq!(sums, vec![vec![8.0]; n]);
 }
+
+/// A node of two peers waits for a second node that never comes (its orchestrator takes the
+/// connection and never answers): a reset wakes both peers — the leader waiting on the
+/// orchestrator and the other peer waiting for its leader — long before the 30 s timeout.
+#[test]
+fn reset_wakes_a_node_waiting_for_the_other_nodes() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cfg = config(2)
+        .with_num_nodes(2)
+        .with_global_address(silent.local_addr().unwrap().to_string())
+        .with_node_address("127.0.0.1")
+        .with_data_service_port(free);
+    let start = Instant::now();
+    let errs = std::thread::scope(|s| {
+        let held = s.spawn(|| silent.accept().map(|(c, _)| c));
+        let waiting: Vec<_> = [0u32, 1]
+            .into_iter()
+            .map(|i| {
+                let cfg = cfg.clone();
+                s.spawn(move || register::<Tb<49>>(i.into(), ruccl::HostDevice::new(i), cfg))
+            })
+            .collect();
+        let _conn = held.join().unwrap().unwrap(); // the leader is waiting for its answer
+        std::thread::sleep(Duration::from_millis(100));
+        reset_collective::<Tb<49>>();
+        waiting.into_iter().map(|h| h.join().unwrap().unwrap_err()).collect::<Vec<_>>()
+    });
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    for e in errs {
+        assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
+        assert!(e.to_string().contains("reset_collective"), "{e}");
+    }
+}

@@ -1,6 +1,6 @@
 //! A node's side of the orchestrator: connect to `global_address` (retrying with backoff while
 //! the orchestrator is not up yet), say [`Hello`], wait for the answer — all before one
-//! deadline.
+//! deadline, and each wait cut short when the registration is cancelled (a reset).
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -8,14 +8,33 @@ use std::time::{Duration, Instant};
 use super::wire::{self, Hello, Msg, Refused, Welcome};
 use crate::error::{CollectiveError, ErrorKind, Result};
 
+/// How often a wait looks whether it was cancelled.
+const SLICE: Duration = Duration::from_millis(50);
+
+fn cancel_error(global: &str, hello: &Hello) -> CollectiveError {
+    CollectiveError::new(
+        ErrorKind::Aborted,
+        format!(
+            "node {} stopped waiting for the orchestrator at {global}: its registration was cancelled",
+            hello.data_addr
+        ),
+    )
+}
+
 /// Meets the other nodes through the orchestrator at `global`.
 ///
 /// # Errors
 /// `InvalidArgument` when `global` does not resolve; `Timeout` when no orchestrator answers
 /// there, or the other nodes do not all arrive, before `deadline`; the orchestrator's own
 /// error (`Mismatch`, `InvalidArgument`, `Timeout` naming who arrived) when it refuses this
-/// node; `Protocol` when something else answers.
-pub(crate) fn rendezvous(global: &str, hello: &Hello, timeout: Duration) -> Result<Welcome> {
+/// node; `Protocol` when something else answers; `Aborted` as soon as `cancelled()` holds
+/// (looked at every [`SLICE`]).
+pub(crate) fn rendezvous(
+    global: &str,
+    hello: &Hello,
+    timeout: Duration,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Welcome> {
     let deadline = Instant::now() + timeout;
     let addrs: Vec<SocketAddr> = global
         .to_socket_addrs()
@@ -38,6 +57,9 @@ pub(crate) fn rendezvous(global: &str, hello: &Hello, timeout: Duration) -> Resu
         if let Some(s) = found {
             break s;
         }
+        if cancelled() {
+            return Err(cancel_error(global, hello));
+        }
         if Instant::now() + backoff >= deadline {
             return Err(CollectiveError::new(
                 ErrorKind::Timeout,
@@ -47,13 +69,33 @@ pub(crate) fn rendezvous(global: &str, hello: &Hello, timeout: Duration) -> Resu
                 ),
             ));
         }
-        std::thread::sleep(backoff);
-        backoff = (backoff * 2).min(Duration::from_millis(500));
+        std::thread::sleep(backoff.min(SLICE));
+        backoff = (backoff * 2).min(SLICE);
     };
     let _ = stream.set_nodelay(true);
     wire::write_msg(&mut stream, &Msg::Hello(hello.clone()))?;
+    let io = |e: std::io::Error| CollectiveError::new(ErrorKind::Io, format!("the orchestrator at {global}: {e}"));
+    // Wait for the answer's first byte in slices (a partial read cut by a timeout would lose
+    // bytes), then read it whole.
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        stream.set_read_timeout(Some(left.min(SLICE))).map_err(io)?;
+        match stream.peek(&mut [0u8; 1]) {
+            Ok(_) => break,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                if cancelled() {
+                    return Err(cancel_error(global, hello));
+                }
+                if Instant::now() >= deadline {
+                    break; // read_msg below times out and says so
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break, // read_msg below reports it
+        }
+    }
     let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    stream.set_read_timeout(Some(left)).map_err(|e| CollectiveError::new(ErrorKind::Io, e.to_string()))?;
+    stream.set_read_timeout(Some(left)).map_err(io)?;
     match wire::read_msg(&mut stream) {
         Ok(Msg::Welcome(w)) => Ok(w),
         Ok(Msg::Refused(Refused { kind, message })) => Err(CollectiveError::new(

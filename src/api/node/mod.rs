@@ -66,7 +66,8 @@ pub(crate) fn join<D: Device>(
 ) -> Result<Hierarchy<D>> {
     let dev = comm.device();
     let led = if comm.rank() == 0 {
-        match lead(dev, peers, config) {
+        // A reset (or any failure) of the node's communicator ends the leader's waits too.
+        match lead(dev, peers, config, &|| !comm.is_usable()) {
             Ok(l) => Some(l),
             Err(e) => {
                 comm.fail(e.clone());
@@ -107,7 +108,12 @@ type Led<D> = (usize, Vec<Vec<PeerId>>, Communicator<D>);
 
 /// The leader's part: listen on the data address, meet the other leaders, join their
 /// communicator.
-fn lead<D: Device>(device: &D, peers: &[PeerId], config: &CollectiveConfig) -> Result<Led<D>> {
+fn lead<D: Device>(
+    device: &D,
+    peers: &[PeerId],
+    config: &CollectiveConfig,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Led<D>> {
     let missing = |what: &str| CollectiveError::invalid(format!("a multi-node CollectiveConfig needs {what}"));
     let num_nodes = config.num_nodes().ok_or_else(|| missing("num_nodes"))?;
     let global = config.global_address().ok_or_else(|| missing("global_address"))?;
@@ -133,7 +139,7 @@ fn lead<D: Device>(device: &D, peers: &[PeerId], config: &CollectiveConfig) -> R
         settings: settings.join(", "),
         timeout_ms: u64::try_from(config.timeout().as_millis()).unwrap_or(u64::MAX),
     };
-    let welcome = client::rendezvous(global, &hello, config.timeout())?;
+    let welcome = client::rendezvous(global, &hello, config.timeout(), cancelled)?;
     let nodes: Vec<Vec<PeerId>> = welcome.nodes.iter().map(|n| n.iter().copied().map(PeerId::new).collect()).collect();
     let node = welcome.node as usize;
     if nodes.len() != num_nodes as usize || nodes.get(node).map(Vec::as_slice) != Some(peers) {
