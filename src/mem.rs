@@ -563,10 +563,9 @@ mod tests {
         drop(r2);
         assert!(m.write(8, 8).is_ok());
         // Words round-trip at the limits of the solo encoding.
-        for b in [
-            Borrow { off: 0, len: 1, write: false },
-            Borrow { off: (1 << 31) - 1, len: (1 << 31) - 1, write: true },
-        ] {
+        for b in
+            [Borrow { off: 0, len: 1, write: false }, Borrow { off: (1 << 31) - 1, len: (1 << 31) - 1, write: true }]
+        {
             assert_eq!(Borrow::decode(b.encode().unwrap()), b);
         }
         assert_eq!(Borrow { off: 1 << 31, len: 1, write: false }.encode(), None);
