@@ -19,7 +19,7 @@ use std::alloc::Layout;
 use std::any::Any;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use smallvec::SmallVec;
@@ -38,7 +38,28 @@ impl Borrow {
     fn conflicts(&self, other: &Borrow) -> bool {
         (self.write || other.write) && self.off < other.off + other.len && other.off < self.off + self.len
     }
+
+    /// The borrow as a [`Block::solo`] word (bit 0 set, bit 1 the write flag, 31 bits of
+    /// offset, 31 bits of length), or `None` when its range does not fit.
+    fn encode(&self) -> Option<u64> {
+        let (off, len) = (u64::try_from(self.off).ok()?, u64::try_from(self.len).ok()?);
+        (off < SOLO_LIMIT && len < SOLO_LIMIT).then_some(1 | (u64::from(self.write) << 1) | (off << 2) | (len << 33))
+    }
+
+    /// The borrow a [`Block::solo`] word other than [`EMPTY`] and [`LISTED`] holds.
+    fn decode(word: u64) -> Borrow {
+        // Both fields are below 2^31, so they fit a usize on every target `AtomicU64` has.
+        let field = |shift: u32| ((word >> shift) & (SOLO_LIMIT - 1)) as usize;
+        Borrow { off: field(2), len: field(33), write: word & 2 != 0 }
+    }
 }
+
+/// Offsets and lengths a [`Block::solo`] word can hold are below this.
+const SOLO_LIMIT: u64 = 1 << 31;
+/// [`Block::solo`]: no live guard on the block.
+const EMPTY: u64 = 0;
+/// [`Block::solo`]: the live guards are in [`Block::borrows`].
+const LISTED: u64 = 2;
 
 /// Where a block's words live.
 #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
@@ -63,12 +84,30 @@ impl Words {
     }
 }
 
+/// A block's bytes and its live guards.
+///
+/// Most blocks have at most one guard at a time (one op reading or writing a tensor), so
+/// that case takes no lock: `solo` holds the one live guard's borrow, encoded
+/// ([`Borrow::encode`]), set and cleared with one compare-and-swap each. A second live guard
+/// (or one whose range does not encode) moves every borrow into `borrows`, under its lock,
+/// and `solo` reads [`LISTED`] until the list empties again. So the live guards are always
+/// exactly one of: none (`solo` is [`EMPTY`], the list empty), the one in `solo` (the list
+/// empty), or those in the list (`solo` is [`LISTED`]). `solo` leaves [`LISTED`] only under
+/// the lock, and the list changes only under it.
 struct Block {
     words: Words,
     len: usize,
-    /// Live guards. Short: one entry per access in progress on this block (inline, so a new
-    /// block's first guard allocates nothing).
+    /// The one live guard's borrow, [`EMPTY`], or [`LISTED`].
+    solo: AtomicU64,
+    /// Live guards while `solo` is [`LISTED`]. Short: one entry per access in progress on
+    /// this block (inline, so the list allocates nothing for up to four).
     borrows: Mutex<SmallVec<[Borrow; 4]>>,
+}
+
+impl Block {
+    fn new(words: Words, len: usize) -> Self {
+        Block { words, len, solo: AtomicU64::new(EMPTY), borrows: Mutex::new(SmallVec::new()) }
+    }
 }
 
 /// Words a block holds inline (see [`Words::Inline`]).
@@ -149,7 +188,7 @@ impl HostMem {
                     .ok_or_else(|| CollectiveError::device(format!("cannot allocate {len} bytes of host memory")))?,
             ),
         };
-        Ok(HostMem { block: Arc::new(Block { words, len, borrows: Mutex::new(SmallVec::new()) }) })
+        Ok(HostMem { block: Arc::new(Block::new(words, len)) })
     }
 
     /// A block over memory this process did not allocate (a mapped shared-memory segment's
@@ -163,9 +202,7 @@ impl HostMem {
     #[cfg(all(target_os = "linux", not(miri)))]
     pub(crate) unsafe fn mapped(words: &'static [AtomicU64], keep: Arc<dyn Any + Send + Sync>) -> Self {
         let len = words.len() * 8;
-        HostMem {
-            block: Arc::new(Block { words: Words::Mapped(words, keep), len, borrows: Mutex::new(SmallVec::new()) }),
-        }
+        HostMem { block: Arc::new(Block::new(Words::Mapped(words, keep), len)) }
     }
 
     /// Length in bytes.
@@ -219,17 +256,52 @@ impl HostMem {
         if len == 0 {
             return Ok(b);
         }
+        let solo = &self.block.solo;
+        let code = b.encode();
+        // The usual case: no live guard, and this one fits the solo word. Acquire: the
+        // accesses of the guard released before (its Release below) happen before ours.
+        if let Some(code) = code
+            && solo.compare_exchange(EMPTY, code, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            return Ok(b);
+        }
         let mut live = self.block.borrows.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = solo.load(Ordering::Acquire);
+        loop {
+            match seen {
+                // The list is ours (under the lock).
+                LISTED => break,
+                EMPTY => {
+                    let (next, listed) = match code {
+                        Some(code) => (code, false),
+                        None => (LISTED, true),
+                    };
+                    match solo.compare_exchange(EMPTY, next, Ordering::Acquire, Ordering::Acquire) {
+                        Ok(_) if listed => break,
+                        Ok(_) => return Ok(b),
+                        Err(now) => seen = now,
+                    }
+                }
+                one => {
+                    let c = Borrow::decode(one);
+                    if c.conflicts(&b) {
+                        return Err(conflict(&b, &c));
+                    }
+                    // Move the solo guard into the list; if it was released meanwhile (or
+                    // another thread took the solo word), look again.
+                    match solo.compare_exchange(one, LISTED, Ordering::Acquire, Ordering::Acquire) {
+                        Ok(_) => {
+                            live.push(c);
+                            break;
+                        }
+                        Err(now) => seen = now,
+                    }
+                }
+            }
+        }
         if let Some(c) = live.iter().find(|c| c.conflicts(&b)) {
-            return Err(CollectiveError::device(format!(
-                "host buffer bytes {off}..{} cannot be {} while bytes {}..{} are being {} (the same memory \
-                 is used twice at once: a buffer shared between tensors, threads or an op's input and output)",
-                off + len,
-                if write { "written" } else { "read" },
-                c.off,
-                c.off + c.len,
-                if c.write { "written" } else { "read" },
-            )));
+            // The list holds `c`, so `solo` rightly stays LISTED.
+            return Err(conflict(&b, c));
         }
         live.push(b);
         Ok(b)
@@ -239,9 +311,21 @@ impl HostMem {
         if b.len == 0 {
             return;
         }
+        let solo = &self.block.solo;
+        // Release: our accesses happen before those of the next guard to take the range.
+        if let Some(code) = b.encode()
+            && solo.compare_exchange(code, EMPTY, Ordering::Release, Ordering::Relaxed).is_ok()
+        {
+            return;
+        }
+        // Not the solo guard, so `solo` is LISTED with `b` in the list, and stays so while we
+        // hold the lock.
         let mut live = self.block.borrows.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = live.iter().position(|c| *c == b) {
             live.swap_remove(i);
+        }
+        if live.is_empty() {
+            solo.store(EMPTY, Ordering::Release);
         }
     }
 
@@ -270,6 +354,20 @@ impl HostMem {
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.base().add(off), len) };
         Ok(WriteGuard { mem: self, borrow, bytes })
     }
+}
+
+/// The error for `b` refused because of the live borrow `c`.
+fn conflict(b: &Borrow, c: &Borrow) -> CollectiveError {
+    CollectiveError::device(format!(
+        "host buffer bytes {}..{} cannot be {} while bytes {}..{} are being {} (the same memory is used twice \
+         at once: a buffer shared between tensors, threads or an op's input and output)",
+        b.off,
+        b.off + b.len,
+        if b.write { "written" } else { "read" },
+        c.off,
+        c.off + c.len,
+        if c.write { "written" } else { "read" },
+    ))
 }
 
 /// Shared access to a range of a [`HostMem`]; dereferences to `[u8]`.
@@ -433,6 +531,79 @@ mod tests {
         };
         let (t1, t2) = (writer(a, 1), writer(b, 2));
         assert!(t1.join().unwrap() + t2.join().unwrap() > 0);
+    }
+
+    #[test]
+    fn solo_and_listed_guards_hand_over() {
+        let m = HostMem::zeroed(64).unwrap();
+        // One guard: the solo word; a second moves both into the list; releasing them in
+        // either order leaves the block free for a whole-block write.
+        for first_out in [true, false] {
+            let a = m.read(0, 8).unwrap();
+            assert!(m.write(4, 8).is_err(), "conflicts with the solo guard");
+            let b = m.read(4, 8).unwrap();
+            assert!(m.write(0, 1).is_err() && m.write(11, 1).is_err(), "conflicts with a listed guard");
+            let c = m.write(12, 4).unwrap();
+            if first_out {
+                drop(a);
+                assert!(m.write(0, 4).is_ok());
+                assert!(m.write(4, 1).is_err());
+                drop((b, c));
+            } else {
+                drop((c, b));
+                assert!(m.write(0, 1).is_err(), "the first guard is still live");
+                drop(a);
+            }
+            assert!(m.write(0, 64).is_ok());
+        }
+        // Two identical reads: dropping one leaves the other in force.
+        let (r1, r2) = (m.read(8, 8).unwrap(), m.read(8, 8).unwrap());
+        drop(r1);
+        assert!(m.write(8, 1).is_err());
+        drop(r2);
+        assert!(m.write(8, 8).is_ok());
+        // Words round-trip at the limits of the solo encoding.
+        for b in
+            [Borrow { off: 0, len: 1, write: false }, Borrow { off: (1 << 31) - 1, len: (1 << 31) - 1, write: true }]
+        {
+            assert_eq!(Borrow::decode(b.encode().unwrap()), b);
+        }
+        assert_eq!(Borrow { off: 1 << 31, len: 1, write: false }.encode(), None);
+        assert_eq!(Borrow { off: 0, len: 1 << 31, write: true }.encode(), None);
+    }
+
+    #[test]
+    fn solo_and_listed_guards_on_several_threads_never_race() {
+        // Two threads writing disjoint halves and one reading the whole block: the solo word
+        // and the list change hands under contention.
+        let m = HostMem::zeroed(64).unwrap();
+        let rounds = if cfg!(miri) { 20 } else { 2000 };
+        let writer = |mem: HostMem, off: usize, v: u8| {
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    if let Ok(mut g) = mem.write(off, 32) {
+                        g.fill(v);
+                        assert!(g.iter().all(|&x| x == v), "another thread wrote under a write guard");
+                    }
+                }
+            })
+        };
+        let reader = {
+            let mem = m.clone();
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    if let Ok(g) = mem.read(0, 64) {
+                        let first = g[0];
+                        assert!(g[..32].iter().all(|&x| x == first), "read a half-written block");
+                    }
+                }
+            })
+        };
+        let (t1, t2) = (writer(m.clone(), 0, 1), writer(m.clone(), 32, 2));
+        for t in [t1, t2, reader] {
+            t.join().unwrap();
+        }
+        assert!(m.write(0, 64).is_ok(), "every guard released");
     }
 
     #[test]

@@ -157,3 +157,39 @@ mod one_thread {
         super::reuse_after_failure::<D>();
     }
 }
+
+/// Group calls on the host device run as one direct op (no messages): one thread holds every
+/// rank's buffers, each behind its guards. Out of place, in place, and a group whose calls
+/// disagree (the general path then reports the mismatch).
+#[test]
+fn group_direct_op() {
+    use ruccl::{Communicator, Group, HostDevice};
+    let dev = HostDevice::default();
+    let world = 4;
+    let comms =
+        Communicator::init_all(vec![dev; world], CommConfig::default().with_timeout(harness::TEST_TIMEOUT)).unwrap();
+    let inputs: Vec<Tensor<HostDevice>> =
+        (0..world).map(|r| Tensor::from_slice(&dev, &[r as f32, 1.0], &[2]).unwrap()).collect();
+    let mut outputs: Vec<Tensor<HostDevice>> =
+        (0..world).map(|_| Tensor::zeros(&dev, DType::F32, &[2]).unwrap()).collect();
+    let mut group = Group::new();
+    for (r, (o, i)) in outputs.iter_mut().zip(&inputs).enumerate() {
+        group.all_reduce_into(&comms[r], o, i, ReduceOp::Sum);
+    }
+    group.run().unwrap();
+    for o in &outputs {
+        assert_eq!(o.to_vec::<f32>().unwrap(), vec![6.0, 4.0]);
+    }
+    let mut group = Group::new();
+    for (r, o) in outputs.iter_mut().enumerate() {
+        group.all_reduce(&comms[r], o, ReduceOp::Max);
+    }
+    group.run().unwrap();
+    assert_eq!(outputs[3].to_vec::<f32>().unwrap(), vec![6.0, 4.0]);
+    let mut group = Group::new();
+    for (r, o) in outputs.iter_mut().enumerate() {
+        group.all_reduce(&comms[r], o, if r == 0 { ReduceOp::Max } else { ReduceOp::Sum });
+    }
+    let e = group.run().unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Mismatch | ErrorKind::Aborted), "{e}");
+}

@@ -159,7 +159,14 @@ impl<'a, D: Device> Group<'a, D> {
     /// `InvalidArgument` when a call fails its checks (then nothing was run); otherwise the
     /// first failed call's error, as the blocking method would have returned it.
     pub fn run(self) -> Result<()> {
-        self.run_each()?.into_iter().collect()
+        // The first error in call order, without a list of every result.
+        let mut first = Ok(());
+        self.run_into(&mut |r| {
+            if first.is_ok() {
+                first = r;
+            }
+        })?;
+        first
     }
 
     /// Runs every call like [`run`](Self::run), returning each call's own result.
@@ -167,6 +174,14 @@ impl<'a, D: Device> Group<'a, D> {
     /// # Errors
     /// `InvalidArgument` when a call fails its checks (then nothing was run).
     pub fn run_each(self) -> Result<Vec<Result<()>>> {
+        let mut results = Vec::with_capacity(self.calls.len());
+        self.run_into(&mut |r| results.push(r))?;
+        Ok(results)
+    }
+
+    /// Runs every call, handing each call's result to `each` in call order; `Err` (and no
+    /// result handed) when a call fails its checks.
+    fn run_into(self, each: &mut impl FnMut(Result<()>)) -> Result<()> {
         // Check every call first, so that an invalid one fails the group before anything is
         // sent (and before any sequence number is taken).
         type Few<T> = smallvec::SmallVec<[T; 8]>;
@@ -197,8 +212,8 @@ impl<'a, D: Device> Group<'a, D> {
             let key = c as *const Communicator<D> as usize;
             guards.iter_mut().position(|(k, _)| *k == key)
         };
-        if let Some(results) = run_direct(&self.calls, &mut checked, &mut guards) {
-            return Ok(results);
+        if run_direct(&self.calls, &mut checked, &mut guards, each).is_some() {
+            return Ok(());
         }
         let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(self.calls.len());
         for ((comm, _), checked) in self.calls.into_iter().zip(checked) {
@@ -212,9 +227,8 @@ impl<'a, D: Device> Group<'a, D> {
             ops.iter_mut().filter_map(|(_, p)| p.as_mut().ok().map(|p| &mut p.run)).collect();
         let mut driven = sched::drive_all(&mut runs).into_iter();
         drop(runs);
-        let mut results = Vec::with_capacity(ops.len());
         for (comm, prepared) in ops {
-            results.push(match prepared {
+            each(match prepared {
                 Err(e) => Err(e),
                 Ok(p) => {
                     let r = driven.next().unwrap_or(Ok(()));
@@ -225,30 +239,33 @@ impl<'a, D: Device> Group<'a, D> {
                 }
             });
         }
-        Ok(results)
+        Ok(())
     }
 }
 
 /// The group run without messages when it qualifies ([`local`](super::local)): one call per
-/// communicator, each with its locked state. `checked` is left as it was when it does not.
+/// communicator, each with its locked state, each result handed to `each`. `None` (and
+/// `checked` left as it was, nothing handed) when it does not.
 fn run_direct<'a, D: Device>(
     calls: &[(&'a Communicator<D>, Call<'a, D>)],
     checked: &mut [(OpDesc, Io<D::Buffer>)],
     guards: &mut [(usize, MutexGuard<'a, Local<D>>)],
-) -> Option<Vec<Result<()>>> {
+    each: &mut impl FnMut(Result<()>),
+) -> Option<()> {
     if guards.len() != calls.len() {
         return None;
     }
     type Few<T> = smallvec::SmallVec<[T; 8]>;
-    let order = calls
-        .iter()
-        .map(|(c, _)| guards.iter().position(|(k, _)| *k == *c as *const Communicator<D> as usize))
-        .collect::<Option<Few<usize>>>()?;
+    // Pushed one by one: an `Option` collect's adapter cost more than these few words.
+    let keys: Few<usize> = guards.iter().map(|(k, _)| *k).collect();
     let mut slots: Few<Option<&mut Local<D>>> = guards.iter_mut().map(|(_, g)| Some(&mut **g)).collect();
     let mut locals: Few<&mut Local<D>> = Few::new();
-    for i in order {
+    let mut comms: Few<&Communicator<D>> = Few::new();
+    for (c, _) in calls {
+        let key = *c as *const Communicator<D> as usize;
+        let i = keys.iter().position(|k| *k == key)?;
         locals.push(slots[i].take()?);
+        comms.push(*c);
     }
-    let comms: Few<&Communicator<D>> = calls.iter().map(|(c, _)| *c).collect();
-    super::local::try_run(&comms, checked, &mut locals)
+    super::local::try_run(&comms, checked, &mut locals, each)
 }

@@ -44,13 +44,15 @@ type Slot<B> = Option<Buf<B>>;
 type PerRank<T> = SmallVec<[T; 8]>;
 
 /// Runs a group of collectives directly when it qualifies (see the module docs); `None`
-/// leaves it to the general path with `checked` untouched. `checked[i]` runs on `comms[i]`
-/// with `locals[i]`, its locked state; when it runs here, its buffers are moved out.
+/// leaves it to the general path with `checked` untouched (and nothing handed to `each`).
+/// `checked[i]` runs on `comms[i]` with `locals[i]`, its locked state; when it runs here, its
+/// buffers are moved out and its result is handed to `each`, in order.
 pub(super) fn try_run<D: Device>(
     comms: &[&Communicator<D>],
     checked: &mut [(OpDesc, Io<D::Buffer>)],
     locals: &mut [&mut Local<D>],
-) -> Option<Vec<Result<()>>> {
+    each: &mut impl FnMut(Result<()>),
+) -> Option<()> {
     let by_rank = qualify(comms, checked, locals)?;
     let first = comms[0];
     let desc = checked[0].0;
@@ -71,12 +73,11 @@ pub(super) fn try_run<D: Device>(
     // host memory keeps its cache-sized chunks.
     let chunk = if first.unchunked { usize::MAX } else { first.shared.config.chunk_bytes() };
     let outcome = execute(&first.device, &desc, &mut plan, chunk, deadline);
-    let mut results = Vec::with_capacity(comms.len());
     // Every rank's entry started at `started`: one duration for all of them.
     let took = started.elapsed();
     for (i, c) in comms.iter().enumerate() {
         first.shared.board.finish_after(c.rank, outcome.is_ok(), took);
-        results.push(outcome.clone().map_err(|e| {
+        each(outcome.clone().map_err(|e| {
             let e = e.with_rank(c.rank).with_op(checked[i].0.to_string()).with_seq(seqs[i]);
             locals[i].failed = Some(e.clone());
             e
@@ -86,7 +87,7 @@ pub(super) fn try_run<D: Device>(
         // Every rank is here and has failed; the poison stops any later call at once.
         first.shared.link.poison(comms[0].rank, e.clone().with_rank(comms[0].rank).with_seq(seqs[0]));
     }
-    Some(results)
+    Some(())
 }
 
 /// Each rank's input and output, indexed by rank.
@@ -204,20 +205,14 @@ fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &mut Plan<D::Buffer>, chunk: us
             // handles instead of cloning them. Rank 0's result is the source of every copy.
             let d = range(&mut p.outputs[0], o, len, last)?;
             let acc = range(&mut p.inputs[0], o, len, last)?;
-            let srcs = p.inputs[1..]
-                .iter_mut()
-                .map(|b| range(b, o, len, last).map(Source::Device))
-                .collect::<Result<PerRank<_>>>()?;
+            let srcs = sources(p.inputs[1..].iter_mut().map(|b| range(b, o, len, last)))?;
             x.reduce(&d, &acc, &srcs)?;
             let (out0, rest) = p.outputs.split_at_mut(1);
             rest.iter_mut().try_for_each(|b| x.copy_range(&d, &out0[0], o, b, o, last))
         }),
         OpKind::Reduce => each_chunk(block, chunk, |o, len, _| {
             let acc = range(&mut p.inputs[root], o, len, false)?;
-            let srcs = (0..n)
-                .filter(|&r| r != root)
-                .map(|r| range(&mut p.inputs[r], o, len, false).map(Source::Device))
-                .collect::<Result<PerRank<_>>>()?;
+            let srcs = sources((0..n).filter(|&r| r != root).map(|r| range(&mut p.inputs[r], o, len, false)))?;
             x.reduce(&range(&mut p.outputs[root], o, len, false)?, &acc, &srcs)
         }),
         OpKind::Broadcast => each_chunk(block, chunk, |o, len, _| {
@@ -232,10 +227,7 @@ fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &mut Plan<D::Buffer>, chunk: us
             (0..n).try_for_each(|r| {
                 let at = r * block + o;
                 let acc = range(&mut p.inputs[r], at, len, false)?;
-                let srcs = (0..n)
-                    .filter(|&q| q != r)
-                    .map(|q| range(&mut p.inputs[q], at, len, false).map(Source::Device))
-                    .collect::<Result<PerRank<_>>>()?;
+                let srcs = sources((0..n).filter(|&q| q != r).map(|q| range(&mut p.inputs[q], at, len, false)))?;
                 x.reduce(&range(&mut p.outputs[r], o, len, false)?, &acc, &srcs)
             })
         }),
@@ -246,6 +238,16 @@ fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &mut Plan<D::Buffer>, chunk: us
         }),
         _ => Ok(()),
     }
+}
+
+/// A reduce's sources, pushed one by one (a `Result` collect's adapter cost more than the
+/// few ranges it moves).
+fn sources<B>(ranges: impl Iterator<Item = Result<Range<B>>>) -> Result<PerRank<Source<B>>> {
+    let mut srcs = PerRank::new();
+    for r in ranges {
+        srcs.push(Source::Device(r?));
+    }
+    Ok(srcs)
 }
 
 /// Calls `f(offset, len, last)` over `0..total` in pieces of at most `chunk` bytes (once for

@@ -160,8 +160,16 @@ impl Device for HostDevice {
         }
         // Sources and the accumulator are read-guarded before the destination is claimed: a
         // source that aliases the destination makes the write guard refuse, never race.
-        let guards = srcs.iter().map(source_guard).collect::<Result<smallvec::SmallVec<[_; 4]>>>()?;
-        let inputs: smallvec::SmallVec<[&[u8]; 4]> = guards.iter().map(|g| &**g).collect();
+        // Pushed one by one: a `Result` collect goes through an adapter that costs more than
+        // the few sources themselves.
+        let mut guards: smallvec::SmallVec<[_; 4]> = smallvec::SmallVec::with_capacity(srcs.len());
+        for s in srcs {
+            guards.push(source_guard(s)?);
+        }
+        let mut inputs: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::with_capacity(guards.len());
+        for g in &guards {
+            inputs.push(&**g);
+        }
         let a = if identical(&acc.buf, acc.off, &dst.buf, dst.off) { None } else { Some(acc.buf.read(acc.off, len)?) };
         let mut d = dst.buf.write(dst.off, len)?;
         kernels::reduce_many(dtype, combine, &mut d, a.as_deref(), &inputs)?;

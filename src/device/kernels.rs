@@ -191,7 +191,10 @@ const TILE: usize = 4096;
 fn reduce_many_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]], combine: Combine) -> Result<()> {
     let d = view_mut::<T>(dst)?;
     let a = acc.map(view::<T>).transpose()?;
-    let s: smallvec::SmallVec<[&[T]; 8]> = srcs.iter().map(|x| view::<T>(x)).collect::<Result<_>>()?;
+    let mut s: smallvec::SmallVec<[&[T]; 8]> = smallvec::SmallVec::with_capacity(srcs.len());
+    for x in srcs {
+        s.push(view::<T>(x)?);
+    }
     if std::mem::size_of_val(d) < stream::STREAM_MIN_BYTES {
         // Tile by tile, so that each tile of the destination stays in L1 across the sources.
         let mut start = 0;
