@@ -79,6 +79,7 @@ fn child() {
         "waiter" => waiter_child(),
         "env" => env_child(),
         "large" => large_child(),
+        "threshold" => threshold_child(),
         #[cfg(feature = "orchestrator")]
         "node" => hier::node_child(),
         #[cfg(feature = "orchestrator")]
@@ -354,6 +355,34 @@ fn large_child() -> Result<(), String> {
     comm.barrier().map_err(e)
 }
 
+/// Messages just under and over the size that shared memory moves by single copy (256 KiB),
+/// in chunks that are not a multiple of it: all_gather, broadcast and all_reduce, every
+/// value checked, several ops on one communicator.
+fn threshold_child() -> Result<(), String> {
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let comm = join(num("MP_RANK")).map_err(e)?;
+    check_transport()?;
+    let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
+    let v = |r: usize, i: usize| ((r * 7 + i) % 13) as f32;
+    for n in [(64 << 10) - 3, (64 << 10) + 5, 200_001] {
+        let mine: Vec<f32> = (0..n).map(|i| v(rank, i)).collect();
+        let input = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+        let mut out = Tensor::zeros(&dev, ruccl::DType::F32, &[n * world]).map_err(e)?;
+        comm.all_gather_into_tensor(&mut out, &input).map_err(e)?;
+        let want: Vec<f32> = (0..world).flat_map(|r| (0..n).map(move |i| v(r, i))).collect();
+        check(&format!("all_gather of {n}"), rank, out.to_vec::<f32>().map_err(e)?, want)?;
+        let root = world - 1;
+        let mut b = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+        comm.broadcast(&mut b, root).map_err(e)?;
+        check(&format!("broadcast of {n}"), rank, b.to_vec::<f32>().map_err(e)?, (0..n).map(|i| v(root, i)).collect())?;
+        let mut a = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+        comm.all_reduce(&mut a, ReduceOp::Sum).map_err(e)?;
+        let want: Vec<f32> = (0..n).map(|i| (0..world).map(|r| v(r, i)).sum()).collect();
+        check(&format!("all_reduce of {n}"), rank, a.to_vec::<f32>().map_err(e)?, want)?;
+    }
+    comm.barrier().map_err(e)
+}
+
 /// torchrun's variables: `Communicator::from_env`, an all_reduce, a barrier.
 fn env_child() -> Result<(), String> {
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
@@ -369,6 +398,8 @@ fn env_child() -> Result<(), String> {
 enum Transport {
     /// Shared memory (the default between processes of one host).
     Shm,
+    /// Shared memory with ring copies only (`RUCCL_SHM_CMA=0`: no single-copy reads).
+    ShmCopy,
     /// TCP (`RUCCL_SHM_DISABLE=1`).
     Tcp,
 }
@@ -412,6 +443,7 @@ impl Kids {
             .stderr(out);
         match self.transport {
             Transport::Shm => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE"),
+            Transport::ShmCopy => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_CMA", "0"),
             Transport::Tcp => cmd.env("MP_SHM", "0").env("RUCCL_SHM_DISABLE", "1"),
         };
         for (k, v) in env {
@@ -505,6 +537,17 @@ fn large_messages_cross_processes(t: Transport) {
         // Messages of up to 6 MiB: larger than a shared-memory record.
         env.extend([("MP_RANK", r.to_string()), ("RUCCL_CHUNK_BYTES", (6 << 20).to_string())]);
         kids.spawn(&format!("rank{r}"), "large", &env);
+    }
+    kids.wait(&[]);
+}
+
+fn sizes_around_the_single_copy_threshold(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for r in 0..3 {
+        let mut env = ranks_env(&id, 3, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("RUCCL_CHUNK_BYTES", "300004".to_string())]);
+        kids.spawn(&format!("rank{r}"), "threshold", &env);
     }
     kids.wait(&[]);
 }
@@ -677,6 +720,19 @@ fn from_env_with_torchrun_variables(t: Transport) {
     kids.wait(&[]);
 }
 
+/// The large cases again with ring copies only (`RUCCL_SHM_CMA=0`), where the default moves
+/// large messages by single copy.
+mod shm_copy {
+    #[test]
+    fn large_messages_cross_processes() {
+        super::large_messages_cross_processes(super::Transport::ShmCopy);
+    }
+    #[test]
+    fn sizes_around_the_single_copy_threshold() {
+        super::sizes_around_the_single_copy_threshold(super::Transport::ShmCopy);
+    }
+}
+
 /// Stamps the cases that move data out once per transport.
 macro_rules! per_transport {
     ($($case:ident),* $(,)?) => {
@@ -697,6 +753,7 @@ macro_rules! per_transport {
 
 per_transport!(
     large_messages_cross_processes,
+    sizes_around_the_single_copy_threshold,
     two_processes_run_every_collective,
     three_processes_run_every_collective,
     four_processes_run_every_collective,
