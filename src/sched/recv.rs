@@ -91,7 +91,8 @@ impl<D: Device> OpRun<D> {
         let (me, link) = (self.ctx.rank, self.ctx.link().clone());
         let opened = match into {
             Some(dst) => {
-                let accept = |h: &crate::transport::Header, len: usize| len == want && self.check_header(peer, h).is_ok();
+                let accept =
+                    |h: &crate::transport::Header, len: usize| len == want && self.check_header(peer, h).is_ok();
                 link.open_into(me, peer, dst, &accept)
             }
             None => link.open(me, peer).map(|m| (m, false)),

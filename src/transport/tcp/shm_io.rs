@@ -169,7 +169,7 @@ impl ShmPeer {
         let idle = out.shm_data.is_empty() && out.writing.is_none() && !out.closing;
         if idle
             && let Payload::Host(r) = &payload
-            && let Some(lease) = self.lendable(r)
+            && let Some(lease) = self.lendable(&header, r)
             && self.push_lent(&mut lock(&self.prod), &data_frame(e, &header, r.len), r.len, ticket, lease).is_none()
         {
             // Released when the peer has read it (`lent_pending`).
@@ -287,7 +287,7 @@ fn write(e: &Endpoint, p: &Peer, s: &ShmPeer, m: OutMsg) -> std::result::Result<
         }
     };
     let frame = data_frame(e, &m.header, region.len);
-    if let Some(mut lease) = s.lendable(&region) {
+    if let Some(mut lease) = s.lendable(&m.header, &region) {
         loop {
             let mut pr = lock(&s.prod);
             match s.push_lent(&mut pr, &frame, region.len, m.ticket, lease) {

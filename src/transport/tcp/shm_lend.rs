@@ -17,6 +17,7 @@ use std::sync::atomic::{Ordering, fence};
 use super::{Endpoint, Peer, ShmPeer, lock};
 use crate::error::{CollectiveError, ErrorKind};
 use crate::mem::{HostRegion, Lease};
+use crate::transport::Header;
 use crate::transport::shm::cma::{self, CMA_MIN};
 use crate::transport::shm::ring::{self, Kind, Producer};
 use crate::transport::shm::segment::Ctrl;
@@ -34,9 +35,15 @@ pub(super) struct Lending {
 
 impl ShmPeer {
     /// A read registration of `r` if it goes by single copy: the peer can read this process,
-    /// and it is large and memory of this process.
-    pub(super) fn lendable(&self, r: &HostRegion) -> Option<Lease> {
-        if self.pair.lend && r.len >= CMA_MIN { Lease::new(r) } else { None }
+    /// `r` is large and memory of this process, and the op does not reduce (`header`).
+    ///
+    /// Why not for reductions: the receiver would read the bytes into a buffer of its own
+    /// before reducing them — one copy, as through the ring, but made by the receiver, in line
+    /// with its reduction, where the ring's copy is the sender's, in parallel with it; measured
+    /// (PERFORMANCE.md, session 10) a 64 MiB all_reduce of 2 processes took 1.3-1.5 times as
+    /// long. A copy step lands the bytes straight in its destination: half the copies.
+    pub(super) fn lendable(&self, header: &Header, r: &HostRegion) -> Option<Lease> {
+        if self.pair.lend && r.len >= CMA_MIN && header.fp.desc.op.is_none() { Lease::new(r) } else { None }
     }
 
     /// Publishes a `Lent` record for message `ticket` of `len` bytes; gives `lease` back when
