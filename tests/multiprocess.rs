@@ -268,7 +268,7 @@ fn victim_child() -> Result<(), String> {
     Ok(())
 }
 
-/// Joins, passes a barrier, then all_reduces with a peer that gets killed: expects
+/// Joins, passes a barrier, then all_reduces and all_gathers with a peer that gets killed: expects
 /// `PeerLost` naming `MP_VICTIM` well before the timeout.
 fn survivor_child() -> Result<(), String> {
     let victim = num("MP_VICTIM");
@@ -278,9 +278,14 @@ fn survivor_child() -> Result<(), String> {
     let started = Instant::now();
     let mut t =
         Tensor::from_slice(&HostDevice::default(), &[1.0f32; 1 << 16], &[1 << 16]).map_err(|e| e.to_string())?;
+    // An all_gather too: its messages (256 KiB) are lent where single copy is on, and the
+    // ones lent to the victim are taken back when the op fails.
+    let mut out = Tensor::zeros(&HostDevice::default(), ruccl::DType::F32, &[comm.world_size() << 16])
+        .map_err(|e| e.to_string())?;
     let mut result = Ok(());
-    for _ in 0..1000 {
-        result = comm.all_reduce(&mut t, ReduceOp::Sum);
+    for i in 0..1000 {
+        result =
+            if i % 2 == 0 { comm.all_reduce(&mut t, ReduceOp::Sum) } else { comm.all_gather_into_tensor(&mut out, &t) };
         if result.is_err() {
             break;
         }
@@ -398,8 +403,8 @@ fn env_child() -> Result<(), String> {
 enum Transport {
     /// Shared memory (the default between processes of one host).
     Shm,
-    /// Shared memory with ring copies only (`RUCCL_SHM_CMA=0`: no single-copy reads).
-    ShmCopy,
+    /// Shared memory with single-copy reads of large messages (`RUCCL_SHM_CMA=1`).
+    ShmCma,
     /// TCP (`RUCCL_SHM_DISABLE=1`).
     Tcp,
 }
@@ -443,7 +448,7 @@ impl Kids {
             .stderr(out);
         match self.transport {
             Transport::Shm => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE"),
-            Transport::ShmCopy => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_CMA", "0"),
+            Transport::ShmCma => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_CMA", "1"),
             Transport::Tcp => cmd.env("MP_SHM", "0").env("RUCCL_SHM_DISABLE", "1"),
         };
         for (k, v) in env {
@@ -720,16 +725,20 @@ fn from_env_with_torchrun_variables(t: Transport) {
     kids.wait(&[]);
 }
 
-/// The large cases again with ring copies only (`RUCCL_SHM_CMA=0`), where the default moves
-/// large messages by single copy.
-mod shm_copy {
+/// The cases with large messages again with single-copy reads (`RUCCL_SHM_CMA=1`, off by
+/// default), and a failure while messages are lent.
+mod shm_cma {
     #[test]
     fn large_messages_cross_processes() {
-        super::large_messages_cross_processes(super::Transport::ShmCopy);
+        super::large_messages_cross_processes(super::Transport::ShmCma);
     }
     #[test]
     fn sizes_around_the_single_copy_threshold() {
-        super::sizes_around_the_single_copy_threshold(super::Transport::ShmCopy);
+        super::sizes_around_the_single_copy_threshold(super::Transport::ShmCma);
+    }
+    #[test]
+    fn a_killed_peer_is_named_in_peer_lost() {
+        super::a_killed_peer_is_named_in_peer_lost(super::Transport::ShmCma);
     }
 }
 
