@@ -96,8 +96,8 @@
 //! it counts as lost) override the defaults
 //! of [`Communicator::new`] (see [`CommConfig::from_env`]).
 //! `RUCCL_SHM_DISABLE=1` makes processes of one host talk TCP instead of shared memory;
-//! `RUCCL_SHM_CMA=1` reads their large messages (of ops that do not reduce) once out of the
-//! peer process's memory instead of through the shared ring (off by default).
+//! `RUCCL_SHM_CMA=0` keeps their large messages in the shared ring (no single-copy reads of
+//! the peer process's memory).
 //!
 //! ## For tensor frameworks
 //! [`api`] offers the peer API frameworks want instead of one communicator per rank:

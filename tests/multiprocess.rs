@@ -403,8 +403,8 @@ fn env_child() -> Result<(), String> {
 enum Transport {
     /// Shared memory (the default between processes of one host).
     Shm,
-    /// Shared memory with single-copy reads of large messages (`RUCCL_SHM_CMA=1`).
-    ShmCma,
+    /// Shared memory with ring copies only (`RUCCL_SHM_CMA=0`: no single-copy reads).
+    ShmCopy,
     /// TCP (`RUCCL_SHM_DISABLE=1`).
     Tcp,
 }
@@ -448,7 +448,7 @@ impl Kids {
             .stderr(out);
         match self.transport {
             Transport::Shm => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE"),
-            Transport::ShmCma => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_CMA", "1"),
+            Transport::ShmCopy => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_CMA", "0"),
             Transport::Tcp => cmd.env("MP_SHM", "0").env("RUCCL_SHM_DISABLE", "1"),
         };
         for (k, v) in env {
@@ -725,20 +725,20 @@ fn from_env_with_torchrun_variables(t: Transport) {
     kids.wait(&[]);
 }
 
-/// The cases with large messages again with single-copy reads (`RUCCL_SHM_CMA=1`, off by
-/// default), and a failure while messages are lent.
-mod shm_cma {
+/// The cases with large messages again with ring copies only (`RUCCL_SHM_CMA=0`), where the
+/// default moves them by single copy, and a failure without lent messages.
+mod shm_copy {
     #[test]
     fn large_messages_cross_processes() {
-        super::large_messages_cross_processes(super::Transport::ShmCma);
+        super::large_messages_cross_processes(super::Transport::ShmCopy);
     }
     #[test]
     fn sizes_around_the_single_copy_threshold() {
-        super::sizes_around_the_single_copy_threshold(super::Transport::ShmCma);
+        super::sizes_around_the_single_copy_threshold(super::Transport::ShmCopy);
     }
     #[test]
     fn a_killed_peer_is_named_in_peer_lost() {
-        super::a_killed_peer_is_named_in_peer_lost(super::Transport::ShmCma);
+        super::a_killed_peer_is_named_in_peer_lost(super::Transport::ShmCopy);
     }
 }
 

@@ -5,11 +5,11 @@
 //! A large message is not copied into the ring: the sender puts a record naming its lent
 //! memory there, and the receiver copies the bytes straight out of the sender's process —
 //! into the destination when the step is a plain copy — and tells the sender it is done
-//! (only then is the lend released). It is off unless `RUCCL_SHM_CMA=1`: on the machine it
-//! was measured on (2 virtual cores) the kernel's copy ran at about 0.7 of `memcpy`, and
-//! the ring's two copies, one made by each process in parallel, beat one slower copy made
-//! by the receiver alone (PERFORMANCE.md, session 10). A pair whose test read fails (another
-//! user, a seccomp filter, Yama's `ptrace_scope`, a kernel without it) keeps ring copies.
+//! (only then is the lend released). `RUCCL_SHM_CMA=0` keeps every pair on ring copies; so
+//! does a pair whose test read fails (another user, a seccomp filter, Yama's `ptrace_scope`,
+//! a kernel without it). The kernel's copy runs at about 0.7 of `memcpy` where measured, so
+//! single copy wins when cores are scarce for the ring's two copies, and can lose to them
+//! where a core sits idle (PERFORMANCE.md, session 10).
 
 use std::io;
 
@@ -26,9 +26,9 @@ pub(crate) fn probe_addr() -> u64 {
     std::ptr::addr_of!(PROBE) as u64
 }
 
-/// Whether `RUCCL_SHM_CMA` asks for single-copy reads (`1`, `true`, `yes`; off by default).
+/// Whether `RUCCL_SHM_CMA` allows single-copy reads (anything but `0`, `false`, `no`).
 pub(crate) fn allowed() -> bool {
-    std::env::var("RUCCL_SHM_CMA").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+    std::env::var("RUCCL_SHM_CMA").map_or(true, |v| !matches!(v.trim(), "0" | "false" | "no"))
 }
 
 /// Whether this process may read process `pid`'s memory: both sides allow it, and a test read
@@ -79,8 +79,8 @@ mod tests {
     fn the_capability_needs_both_sides_and_a_good_test_read() {
         let me = std::process::id();
         assert!(can_read(true, true, me, probe_addr()));
-        assert!(!can_read(false, true, me, probe_addr()), "not asked for here");
-        assert!(!can_read(true, false, me, probe_addr()), "not asked for there");
+        assert!(!can_read(false, true, me, probe_addr()), "RUCCL_SHM_CMA=0 here");
+        assert!(!can_read(true, false, me, probe_addr()), "RUCCL_SHM_CMA=0 there");
         assert!(!can_read(true, true, me, 0), "no address advertised");
         // An address that does not hold the probe's value, and one that is not mapped.
         let other = 7u64;

@@ -13,9 +13,9 @@
 //! - Both threads sleep on futex words in the segment with short timeouts, so they notice a
 //!   peer that is gone (its socket closed) or this rank leaving.
 //!
-//! - With `RUCCL_SHM_CMA=1`, messages of at least
-//!   [`CMA_MIN`](crate::transport::shm::cma::CMA_MIN) bytes of ops that do not reduce, where
-//!   the pair can read each other's memory, are lent instead of copied ([`lend`]).
+//! - Messages of at least [`CMA_MIN`](crate::transport::shm::cma::CMA_MIN) bytes of ops
+//!   that do not reduce, where the pair can read each other's memory, are lent instead of
+//!   copied ([`lend`]; `RUCCL_SHM_CMA=0` turns it off).
 //!
 //! Ordering with the socket: a departing rank puts its last data in the ring before its
 //! goodbye goes on the socket, and the receiving reader drains the ring once more after the

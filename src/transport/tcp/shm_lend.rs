@@ -40,7 +40,7 @@ impl ShmPeer {
     /// Why not for reductions: the receiver would read the bytes into a buffer of its own
     /// before reducing them — one copy, as through the ring, but made by the receiver, in line
     /// with its reduction, where the ring's copy is the sender's, in parallel with it; measured
-    /// (PERFORMANCE.md, session 10) a 64 MiB all_reduce of 2 processes took 1.3-1.5 times as
+    /// (PERFORMANCE.md, session 10, at load 5-6) a 64 MiB all_reduce of 2 processes took 1.3-1.5 times as
     /// long. A copy step lands the bytes straight in its destination: half the copies.
     pub(super) fn lendable(&self, header: &Header, r: &HostRegion) -> Option<Lease> {
         if self.pair.lend && r.len >= CMA_MIN && header.fp.desc.op.is_none() { Lease::new(r) } else { None }
