@@ -46,7 +46,9 @@ pub(super) struct InMsg {
     pub(super) remote: Option<Remote>,
 }
 
-/// Where a message lent by a peer process lies, until the receiver reads it (`shm_io`).
+/// Where a message lent by a peer process lies, until the receiver reads it (`shm_io`; never
+/// made where there is no shared memory).
+#[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Remote {
     /// Its address in the sender's process.
