@@ -95,7 +95,9 @@
 //! (`inproc`, `tcp`), `RUCCL_PEER_SILENCE` (seconds a peer's connection may stay silent before
 //! it counts as lost) override the defaults
 //! of [`Communicator::new`] (see [`CommConfig::from_env`]).
-//! `RUCCL_SHM_DISABLE=1` makes processes of one host talk TCP instead of shared memory.
+//! `RUCCL_SHM_DISABLE=1` makes processes of one host talk TCP instead of shared memory;
+//! `RUCCL_SHM_CMA=0` keeps their large messages in the shared ring (no single-copy reads of
+//! the peer process's memory).
 //!
 //! ## For tensor frameworks
 //! [`api`] offers the peer API frameworks want instead of one communicator per rank:

@@ -370,6 +370,40 @@ fn conflict(b: &Borrow, c: &Borrow) -> CollectiveError {
     ))
 }
 
+/// A read registration of a range that outlives any borrow: while it lives, writes to the
+/// range are refused, so another process may read its bytes by address (the shared-memory
+/// transport's single-copy messages).
+#[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
+#[derive(Debug)]
+pub(crate) struct Lease {
+    mem: HostMem,
+    borrow: Borrow,
+}
+
+#[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
+impl Lease {
+    /// Registers a read of `r`, if `r` is memory this process allocated (not a mapped
+    /// segment, whose bytes may be another pair's ring) and no write overlaps it.
+    pub(crate) fn new(r: &HostRegion) -> Option<Lease> {
+        if matches!(r.mem.block.words, Words::Mapped(..)) {
+            return None;
+        }
+        let borrow = r.mem.acquire(r.off, r.len, false).ok()?;
+        Some(Lease { mem: r.mem.clone(), borrow })
+    }
+
+    /// The address of the range's first byte in this process.
+    pub(crate) fn addr(&self) -> u64 {
+        self.mem.base() as u64 + self.borrow.off as u64
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.mem.unregister(self.borrow);
+    }
+}
+
 /// Shared access to a range of a [`HostMem`]; dereferences to `[u8]`.
 pub struct ReadGuard<'a> {
     mem: &'a HostMem,

@@ -79,6 +79,7 @@ fn child() {
         "waiter" => waiter_child(),
         "env" => env_child(),
         "large" => large_child(),
+        "threshold" => threshold_child(),
         #[cfg(feature = "orchestrator")]
         "node" => hier::node_child(),
         #[cfg(feature = "orchestrator")]
@@ -271,7 +272,7 @@ fn victim_child() -> Result<(), String> {
     Ok(())
 }
 
-/// Joins, passes a barrier, then all_reduces with a peer that gets killed: expects
+/// Joins, passes a barrier, then all_reduces and all_gathers with a peer that gets killed: expects
 /// `PeerLost` naming `MP_VICTIM` well before the timeout.
 fn survivor_child() -> Result<(), String> {
     let victim = num("MP_VICTIM");
@@ -281,9 +282,14 @@ fn survivor_child() -> Result<(), String> {
     let started = Instant::now();
     let mut t =
         Tensor::from_slice(&HostDevice::default(), &[1.0f32; 1 << 16], &[1 << 16]).map_err(|e| e.to_string())?;
+    // An all_gather too: its messages (256 KiB) are lent where single copy is on, and the
+    // ones lent to the victim are taken back when the op fails.
+    let mut out = Tensor::zeros(&HostDevice::default(), ruccl::DType::F32, &[comm.world_size() << 16])
+        .map_err(|e| e.to_string())?;
     let mut result = Ok(());
-    for _ in 0..1000 {
-        result = comm.all_reduce(&mut t, ReduceOp::Sum);
+    for i in 0..1000 {
+        result =
+            if i % 2 == 0 { comm.all_reduce(&mut t, ReduceOp::Sum) } else { comm.all_gather_into_tensor(&mut out, &t) };
         if result.is_err() {
             break;
         }
@@ -358,6 +364,34 @@ fn large_child() -> Result<(), String> {
     comm.barrier().map_err(e)
 }
 
+/// Messages just under and over the size that shared memory moves by single copy (256 KiB),
+/// in chunks that are not a multiple of it: all_gather, broadcast and all_reduce, every
+/// value checked, several ops on one communicator.
+fn threshold_child() -> Result<(), String> {
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let comm = join(num("MP_RANK")).map_err(e)?;
+    check_transport()?;
+    let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
+    let v = |r: usize, i: usize| ((r * 7 + i) % 13) as f32;
+    for n in [(64 << 10) - 3, (64 << 10) + 5, 200_001] {
+        let mine: Vec<f32> = (0..n).map(|i| v(rank, i)).collect();
+        let input = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+        let mut out = Tensor::zeros(&dev, ruccl::DType::F32, &[n * world]).map_err(e)?;
+        comm.all_gather_into_tensor(&mut out, &input).map_err(e)?;
+        let want: Vec<f32> = (0..world).flat_map(|r| (0..n).map(move |i| v(r, i))).collect();
+        check(&format!("all_gather of {n}"), rank, out.to_vec::<f32>().map_err(e)?, want)?;
+        let root = world - 1;
+        let mut b = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+        comm.broadcast(&mut b, root).map_err(e)?;
+        check(&format!("broadcast of {n}"), rank, b.to_vec::<f32>().map_err(e)?, (0..n).map(|i| v(root, i)).collect())?;
+        let mut a = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+        comm.all_reduce(&mut a, ReduceOp::Sum).map_err(e)?;
+        let want: Vec<f32> = (0..n).map(|i| (0..world).map(|r| v(r, i)).sum()).collect();
+        check(&format!("all_reduce of {n}"), rank, a.to_vec::<f32>().map_err(e)?, want)?;
+    }
+    comm.barrier().map_err(e)
+}
+
 /// torchrun's variables: `Communicator::from_env`, an all_reduce, a barrier.
 fn env_child() -> Result<(), String> {
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
@@ -373,6 +407,8 @@ fn env_child() -> Result<(), String> {
 enum Transport {
     /// Shared memory (the default between processes of one host).
     Shm,
+    /// Shared memory with ring copies only (`RUCCL_SHM_CMA=0`: no single-copy reads).
+    ShmCopy,
     /// TCP (`RUCCL_SHM_DISABLE=1`).
     Tcp,
 }
@@ -416,6 +452,7 @@ impl Kids {
             .stderr(out);
         match self.transport {
             Transport::Shm => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE"),
+            Transport::ShmCopy => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_CMA", "0"),
             Transport::Tcp => cmd.env("MP_SHM", "0").env("RUCCL_SHM_DISABLE", "1"),
         };
         for (k, v) in env {
@@ -509,6 +546,17 @@ fn large_messages_cross_processes(t: Transport) {
         // Messages of up to 6 MiB: larger than a shared-memory record.
         env.extend([("MP_RANK", r.to_string()), ("RUCCL_CHUNK_BYTES", (6 << 20).to_string())]);
         kids.spawn(&format!("rank{r}"), "large", &env);
+    }
+    kids.wait(&[]);
+}
+
+fn sizes_around_the_single_copy_threshold(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for r in 0..3 {
+        let mut env = ranks_env(&id, 3, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("RUCCL_CHUNK_BYTES", "300004".to_string())]);
+        kids.spawn(&format!("rank{r}"), "threshold", &env);
     }
     kids.wait(&[]);
 }
@@ -681,6 +729,23 @@ fn from_env_with_torchrun_variables(t: Transport) {
     kids.wait(&[]);
 }
 
+/// The cases with large messages again with ring copies only (`RUCCL_SHM_CMA=0`), where the
+/// default moves them by single copy, and a failure without lent messages.
+mod shm_copy {
+    #[test]
+    fn large_messages_cross_processes() {
+        super::large_messages_cross_processes(super::Transport::ShmCopy);
+    }
+    #[test]
+    fn sizes_around_the_single_copy_threshold() {
+        super::sizes_around_the_single_copy_threshold(super::Transport::ShmCopy);
+    }
+    #[test]
+    fn a_killed_peer_is_named_in_peer_lost() {
+        super::a_killed_peer_is_named_in_peer_lost(super::Transport::ShmCopy);
+    }
+}
+
 /// Stamps the cases that move data out once per transport.
 macro_rules! per_transport {
     ($($case:ident),* $(,)?) => {
@@ -701,6 +766,7 @@ macro_rules! per_transport {
 
 per_transport!(
     large_messages_cross_processes,
+    sizes_around_the_single_copy_threshold,
     two_processes_run_every_collective,
     three_processes_run_every_collective,
     four_processes_run_every_collective,

@@ -22,8 +22,18 @@ impl<D: Device> OpRun<D> {
             // The staging memory is still being read by the previous parked receive.
             return Ok(Progress::Blocked(Blocked::Device));
         }
-        let msg = self.open(peer, d.range.len)?;
+        // A plain copy into memory the host can write: the transport may land the bytes there
+        // itself, in one copy (a large message read out of a peer process's memory).
+        let direct = (acc.is_none() && !parking)
+            .then(|| self.dev.host_view(&d.range.buf))
+            .flatten()
+            .map(|mem| HostRegion { mem, off: d.range.off, len: d.range.len });
+        let (msg, landed) = self.open(peer, d.range.len, direct.as_ref())?;
         self.received[peer] += 1;
+        if landed {
+            self.ctx.link().release(self.ctx.rank, &msg);
+            return Ok(Progress::Advanced);
+        }
         let source = match self.source(&msg) {
             Ok(s) => s,
             Err(e) => {
@@ -75,10 +85,19 @@ impl<D: Device> OpRun<D> {
         Ok(None)
     }
     /// Opens the next message from `peer` (which has arrived) and checks its header and size.
-    /// On error the message is put back unread.
-    fn open(&mut self, peer: Rank, want: usize) -> Result<Opened> {
-        let (me, link) = (self.ctx.rank, self.ctx.link());
-        let Some(msg) = link.open(me, peer) else {
+    /// On error the message is put back unread. With `into`, the transport may land the bytes
+    /// there once the checks pass (then `true`: the copy is done).
+    fn open(&mut self, peer: Rank, want: usize, into: Option<&HostRegion>) -> Result<(Opened, bool)> {
+        let (me, link) = (self.ctx.rank, self.ctx.link().clone());
+        let opened = match into {
+            Some(dst) => {
+                let accept =
+                    |h: &crate::transport::Header, len: usize| len == want && self.check_header(peer, h).is_ok();
+                link.open_into(me, peer, dst, &accept)
+            }
+            None => link.open(me, peer).map(|m| (m, false)),
+        };
+        let Some((msg, landed)) = opened else {
             // Only a sender that failed takes messages back, and it poisons the link first.
             return Err(self
                 .poisoned()
@@ -96,7 +115,7 @@ impl<D: Device> OpRun<D> {
             }
         });
         match checked {
-            Ok(()) => Ok(msg),
+            Ok(()) => Ok((msg, landed)),
             Err(e) => {
                 link.close(me, &msg);
                 Err(e)
@@ -175,7 +194,7 @@ impl<D: Device> OpRun<D> {
         let mut sources: smallvec::SmallVec<[Source<D::Buffer>; 4]> = smallvec::SmallVec::with_capacity(peers.len());
         let opened = (|| -> Result<()> {
             for &peer in &peers {
-                let msg = self.open(peer, d.range.len)?;
+                let (msg, _) = self.open(peer, d.range.len, None)?;
                 msgs.push(msg);
                 sources.push(self.source(msgs.last().ok_or_else(|| CollectiveError::protocol("no message"))?)?);
             }

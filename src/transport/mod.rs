@@ -74,6 +74,10 @@ pub struct Header {
     pub fp: Fingerprint,
 }
 
+/// Where [`Link::open_into`] may land a message, and the check its header and length pass
+/// first.
+type Landing<'a> = (&'a HostRegion, &'a dyn Fn(&Header, usize) -> bool);
+
 /// What a message carries: host bytes anyone in the process can read, or a range of device
 /// memory that only a rank whose device reaches it can use.
 #[derive(Clone, Debug)]
@@ -140,7 +144,26 @@ impl Link {
     pub fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
         match self {
             Link::InProc(f) => f.open(me, from),
-            Link::Tcp(m) => m.open(me, from),
+            Link::Tcp(m) => m.open(me, from, None).map(|(m, _)| m),
+        }
+    }
+
+    /// Opens the oldest unopened message from `from` as [`open`](Self::open) does, except that
+    /// when the transport can land its bytes in `dst` with a single copy (a large message
+    /// read straight out of a peer process's memory) and `accept(header, len)` holds, it
+    /// does, and says so (`true`; the payload is then `dst`, and the receiver releases the
+    /// message as usual). `None` as from `open`, or when reading the peer's memory failed
+    /// (the link is then poisoned with an error naming the peer).
+    pub fn open_into(
+        &self,
+        me: Rank,
+        from: Rank,
+        dst: &HostRegion,
+        accept: &dyn Fn(&Header, usize) -> bool,
+    ) -> Option<(Opened, bool)> {
+        match self {
+            Link::InProc(f) => f.open(me, from).map(|m| (m, false)),
+            Link::Tcp(m) => m.open(me, from, Some((dst, accept))),
         }
     }
 

@@ -6,8 +6,11 @@
 //! heartbeats travel there as before (a peer process that dies closes it: `PeerLost`), while
 //! data frames go through the ring — the sender copies its payload in once and the receiver
 //! reads it in place, and freeing a record is the credit. The connection driving code is in
-//! the TCP transport's `shm_io`; `RUCCL_SHM_DISABLE=1` keeps every pair on TCP.
+//! the TCP transport's `shm_io`; `RUCCL_SHM_DISABLE=1` keeps every pair on TCP. Large
+//! messages of ops that do not reduce skip the ring where the pair can read each other's
+//! memory ([`cma`]; tested at the handshake, `RUCCL_SHM_CMA=0` turns it off).
 
+pub(crate) mod cma;
 pub(crate) mod ring;
 pub(crate) mod segment;
 
@@ -54,31 +57,52 @@ fn host_key() -> String {
     )
 }
 
-/// The handshake's version: 2 since the control page has the consumer's polling flag.
-const MAGIC: &[u8; 8] = b"RUCCLSH2";
+/// The handshake's version: 3 since the identity offers single-copy reads ([`cma`]).
+const MAGIC: &[u8; 8] = b"RUCCLSH3";
 const IDENT: usize = 256;
+/// Where the identity holds the address of the process's [`cma::PROBE`] (0: no single copy).
+const PROBE_AT: usize = IDENT - 8;
+/// The longest host key an identity carries.
+const KEY_MAX: usize = PROBE_AT - 18;
 
-/// This process's identity: `[magic][want][pad][pid: u32][key len: u16][key]`.
-fn encode_ident(want: bool, pid: u32, key: &str) -> [u8; IDENT] {
+/// What one process says about itself at the handshake.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Ident {
+    /// Wants shared memory.
+    want: bool,
+    pid: u32,
+    /// Host key (see `host_key`), cut to [`KEY_MAX`] bytes.
+    key: Vec<u8>,
+    /// Where the peer may test-read this process's [`cma::PROBE`]; 0 when it may not read.
+    probe: u64,
+}
+
+/// `[magic][want][pad][pid: u32][key len: u16][key][pad][probe address: u64]`.
+fn encode_ident(id: &Ident) -> [u8; IDENT] {
     let mut b = [0u8; IDENT];
     b[0..8].copy_from_slice(MAGIC);
-    b[8] = u8::from(want);
-    b[12..16].copy_from_slice(&pid.to_le_bytes());
-    let k = &key.as_bytes()[..key.len().min(IDENT - 18)];
+    b[8] = u8::from(id.want);
+    b[12..16].copy_from_slice(&id.pid.to_le_bytes());
+    let k = &id.key[..id.key.len().min(KEY_MAX)];
     b[16..18].copy_from_slice(&(k.len() as u16).to_le_bytes());
     b[18..18 + k.len()].copy_from_slice(k);
+    b[PROBE_AT..].copy_from_slice(&id.probe.to_le_bytes());
     b
 }
 
-/// (wants shared memory, pid, host key), or `None` for bytes that are not an identity.
-fn decode_ident(b: &[u8; IDENT]) -> Option<(bool, u32, Vec<u8>)> {
+/// The identity in `b`, or `None` for bytes that are not one.
+fn decode_ident(b: &[u8; IDENT]) -> Option<Ident> {
     if &b[0..8] != MAGIC {
         return None;
     }
     let pid = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
     let n = usize::from(u16::from_le_bytes([b[16], b[17]]));
+    if n > KEY_MAX {
+        return None;
+    }
     let key = b.get(18..18 + n)?.to_vec();
-    Some((b[8] == 1, pid, key))
+    let probe = u64::from_le_bytes(b[PROBE_AT..].try_into().ok()?);
+    Some(Ident { want: b[8] == 1, pid, key, probe })
 }
 
 /// A pair's segment, seen from one of its ranks.
@@ -87,6 +111,12 @@ pub(crate) struct Pair {
     pub map: Arc<Mapping>,
     /// The direction this rank writes.
     pub out_dir: usize,
+    /// The peer's process.
+    pub peer_pid: u32,
+    /// This rank may read the peer's memory (its large messages arrive by single copy).
+    pub read_peer: bool,
+    /// The peer may read this rank's memory (large messages are lent, not copied).
+    pub lend: bool,
 }
 
 type Rows = [Option<Vec<Option<TcpStream>>>];
@@ -108,8 +138,14 @@ fn io_err(me: Rank, peer: Rank, what: &str, e: std::io::Error) -> CollectiveErro
 /// answers with something that is not this handshake.
 pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Option<Pair>>>> {
     let want = !disabled();
-    let key = host_key();
-    let me_pid = std::process::id();
+    let cma_ok = cma::allowed();
+    let mine = Ident {
+        want,
+        pid: std::process::id(),
+        key: host_key().into_bytes(),
+        probe: if cma_ok { cma::probe_addr() } else { 0 },
+    };
+    let key_sent = &mine.key[..mine.key.len().min(KEY_MAX)];
     let mut out: Vec<Vec<Option<Pair>>> =
         rows.iter().map(|r| r.as_ref().map_or_else(Vec::new, |r| r.iter().map(|_| None).collect())).collect();
     let mut conns: Vec<(Rank, Rank, &mut TcpStream)> = Vec::new();
@@ -124,21 +160,22 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
     let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
     for (me, peer, s) in conns.iter_mut() {
         s.set_read_timeout(Some(left())).map_err(|e| io_err(*me, *peer, "configuring", e))?;
-        s.write_all(&encode_ident(want, me_pid, &key)).map_err(|e| io_err(*me, *peer, "identity", e))?;
+        s.write_all(&encode_ident(&mine)).map_err(|e| io_err(*me, *peer, "identity", e))?;
     }
     let mut pids = vec![None; conns.len()];
+    let mut reads = vec![false; conns.len()];
     for (i, (me, peer, s)) in conns.iter_mut().enumerate() {
         let mut b = [0u8; IDENT];
         s.set_read_timeout(Some(left())).map_err(|e| io_err(*me, *peer, "configuring", e))?;
         s.read_exact(&mut b).map_err(|e| io_err(*me, *peer, "reading the peer's identity", e))?;
-        let (peer_wants, pid, peer_key) = decode_ident(&b).ok_or_else(|| {
+        let them = decode_ident(&b).ok_or_else(|| {
             CollectiveError::protocol(format!("rank {peer} did not answer the shared-memory handshake"))
                 .with_rank(*me)
                 .with_peer(*peer)
         })?;
-        let key_sent = &key.as_bytes()[..key.len().min(IDENT - 18)];
-        if want && peer_wants && peer_key == key_sent {
-            pids[i] = Some(pid);
+        if want && them.want && them.key == key_sent {
+            pids[i] = Some(them.pid);
+            reads[i] = cma::can_read(cma_ok, them.probe != 0, them.pid, them.probe);
         }
     }
     // The lower rank of each pair offers a segment (fd -1: it could not make one).
@@ -151,6 +188,7 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
         let fd = m.as_ref().map_or(-1, |(_, fd)| fd.as_raw_fd());
         let mut b = [0u8; 16];
         b[0..4].copy_from_slice(&fd.to_le_bytes());
+        b[4] = u8::from(reads[i]);
         b[8..16].copy_from_slice(&(RING_BYTES as u64).to_le_bytes());
         s.write_all(&b).map_err(|e| io_err(*me, *peer, "offer", e))?;
         made[i] = m;
@@ -165,9 +203,11 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
         s.read_exact(&mut b).map_err(|e| io_err(*me, *peer, "reading the offer", e))?;
         let fd = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         let m = if fd >= 0 { Mapping::open(pid, fd).ok() } else { None };
-        s.write_all(&[u8::from(m.is_some()); 8]).map_err(|e| io_err(*me, *peer, "answer", e))?;
+        let mut a = [0u8; 8];
+        (a[0], a[1]) = (u8::from(m.is_some()), u8::from(reads[i]));
+        s.write_all(&a).map_err(|e| io_err(*me, *peer, "answer", e))?;
         if let Some(map) = m {
-            out[*me][*peer] = Some(Pair { map, out_dir: 1 });
+            out[*me][*peer] = Some(Pair { map, out_dir: 1, peer_pid: pid, read_peer: reads[i], lend: b[4] == 1 });
         }
     }
     for (i, (me, peer, s)) in conns.iter_mut().enumerate() {
@@ -175,7 +215,8 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
         let mut b = [0u8; 8];
         s.read_exact(&mut b).map_err(|e| io_err(*me, *peer, "reading the answer", e))?;
         if b[0] == 1 {
-            out[*me][*peer] = Some(Pair { map, out_dir: 0 });
+            let pid = pids[i].unwrap_or_default();
+            out[*me][*peer] = Some(Pair { map, out_dir: 0, peer_pid: pid, read_peer: reads[i], lend: b[1] == 1 });
         }
         // `_fd` closes here: from now on only the two mappings keep the segment.
     }
@@ -192,8 +233,9 @@ mod tests {
 
     #[test]
     fn identity_round_trips_and_rejects_strangers() {
-        let b = encode_ident(true, 42, "host|boot|pid:[1]");
-        assert_eq!(decode_ident(&b), Some((true, 42, b"host|boot|pid:[1]".to_vec())));
+        let id = Ident { want: true, pid: 42, key: b"host|boot|pid:[1]".to_vec(), probe: 0x1234 };
+        let b = encode_ident(&id);
+        assert_eq!(decode_ident(&b), Some(id));
         let mut bad = b;
         bad[0] = b'X';
         assert_eq!(decode_ident(&bad), None);

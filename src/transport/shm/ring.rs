@@ -34,6 +34,9 @@ pub(crate) enum Kind {
     Stream = 3,
     /// The next bytes of the streamed message.
     Piece = 4,
+    /// A message the receiver copies out of the sender's memory ([`super::cma`]): the
+    /// payload is its address and number among lent messages (two `u64`), `extra` its length.
+    Lent = 5,
 }
 
 impl Kind {
@@ -43,6 +46,7 @@ impl Kind {
             2 => Kind::Wrap,
             3 => Kind::Stream,
             4 => Kind::Piece,
+            5 => Kind::Lent,
             _ => return None,
         })
     }
@@ -127,7 +131,7 @@ impl Producer {
         // contending with the rank for the ring — is most of a small message's time). The
         // records of a streamed message always wake it: the rank may be waiting for another
         // peer while this producer waits for space.
-        let polled = kind == Kind::Data
+        let polled = matches!(kind, Kind::Data | Kind::Lent)
             && payload.len() <= POLLED_MAX
             && self.map.u32_at(self.ctrl.consumer_polls).load(Ordering::SeqCst) != 0;
         if !polled && self.map.u32_at(self.ctrl.consumer_sleeps).load(Ordering::SeqCst) != 0 {

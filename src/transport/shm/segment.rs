@@ -9,7 +9,8 @@
 //!
 //! Layout: one page of control words (per direction: the producer's `head`, the consumer's
 //! `tail`, the messages it `delivered`, and two futex words with their "sleeping" flags — and
-//! whether the consuming rank polls the ring itself —, each group on its own cache line),
+//! whether the consuming rank polls the ring itself —, and the counters of lent messages read
+//! by single copy, each group on its own cache line),
 //! then one data ring per direction.
 
 use std::fs::{File, OpenOptions};
@@ -46,6 +47,12 @@ pub(crate) struct Ctrl {
     pub producer_sleeps: usize,
     /// Consumer: data messages taken (released after reading).
     pub delivered: usize,
+    /// Consumer: the lent messages (numbered from 1) it is done reading, in order.
+    pub lent_done: usize,
+    /// Consumer: the lent message it is about to read (see `shm_io`'s `Lending`).
+    pub lent_reading: usize,
+    /// Producer: lent messages up to this one were taken back (a failed op); not to be read.
+    pub lent_revoked: usize,
 }
 
 impl Ctrl {
@@ -60,6 +67,9 @@ impl Ctrl {
             space_bell: b + 72,
             producer_sleeps: b + 76,
             delivered: b + 128,
+            lent_done: b + 192,
+            lent_reading: b + 200,
+            lent_revoked: b + 256,
         }
     }
 }

@@ -219,13 +219,31 @@ impl Mesh {
         }
     }
 
-    pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
-        let (_, p) = self.pair(me, from)?;
+    /// Opens the oldest unopened message; one still in the peer's process (lent, `shm_io`) is
+    /// read now: into `into`'s region when its check accepts the header and length (then
+    /// `true`: the payload is that region), else into a receive buffer. A failed read
+    /// poisons this rank (naming the peer) and opens nothing.
+    pub(super) fn open(&self, me: Rank, from: Rank, into: Option<super::Landing<'_>>) -> Option<(Opened, bool)> {
+        let (e, p) = self.pair(me, from)?;
         let mut inbox = lock(&p.inbox);
         let m = inbox.msgs.iter_mut().find(|m| !m.opened)?;
+        let mut landed = None;
+        if m.remote.is_some()
+            && let Some(s) = &p.shm
+        {
+            let dst = into.filter(|(d, accept)| d.len == m.region.len && accept(&m.header, d.len)).map(|(d, _)| d);
+            match s.fetch(e, p, m, dst) {
+                Ok(l) => landed = l,
+                Err(err) => {
+                    e.set_poison(err);
+                    return None;
+                }
+            }
+        }
         m.opened = true;
         p.unopened.fetch_sub(1, Ordering::SeqCst);
-        Some(Opened { from, ticket: m.id, header: m.header, payload: Payload::Host(m.region.clone()) })
+        let payload = Payload::Host(landed.clone().unwrap_or_else(|| m.region.clone()));
+        Some((Opened { from, ticket: m.id, header: m.header, payload }, landed.is_some()))
     }
 
     /// Done with (`release`: the buffer is freed and its bytes credited back to the sender)
@@ -257,6 +275,11 @@ impl Mesh {
 
     pub(super) fn is_released(&self, me: Rank, to: Rank, ticket: u64) -> bool {
         let Some((_, p)) = self.pair(me, to) else { return true };
+        if let Some(s) = &p.shm
+            && s.lent_pending(p, ticket)
+        {
+            return false;
+        }
         if p.released.load(Ordering::SeqCst) >= ticket {
             return true;
         }
@@ -285,7 +308,9 @@ impl Mesh {
         let mut out = lock(&p.out);
         out.data.clear();
         out.shm_data.clear();
-        out.writing.is_some()
+        let writing = out.writing.is_some();
+        drop(out);
+        p.shm.as_ref().is_some_and(|s| s.revoke_lent(p)) || writing
     }
 
     pub(super) fn reclaim(&self, me: Rank, to: Rank, deadline: Instant) -> bool {

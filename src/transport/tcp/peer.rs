@@ -35,13 +35,26 @@ pub(crate) fn arm_readers() {
     }
 }
 
-/// A received message, in a buffer the receiver owns.
+/// A received message, in a buffer the receiver owns — or, until it is opened, still in the
+/// sender's process (`remote`; `region` is then an empty placeholder of the message's length).
 #[derive(Debug)]
 pub(super) struct InMsg {
     pub(super) id: u64,
     pub(super) header: Header,
     pub(super) region: HostRegion,
     pub(super) opened: bool,
+    pub(super) remote: Option<Remote>,
+}
+
+/// Where a message lent by a peer process lies, until the receiver reads it (`shm_io`; never
+/// made where there is no shared memory).
+#[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Remote {
+    /// Its address in the sender's process.
+    pub(super) addr: u64,
+    /// Its number among the messages this sender lent (from 1).
+    pub(super) n: u64,
 }
 
 #[derive(Debug, Default)]
@@ -192,12 +205,17 @@ impl Peer {
 
     /// A received message joins the inbox; returns its id.
     pub(super) fn arrive(&self, header: Header, region: HostRegion) -> u64 {
+        self.arrive_from(header, region, None)
+    }
+
+    /// A message joins the inbox, possibly still in the sender's memory (`remote`).
+    pub(super) fn arrive_from(&self, header: Header, region: HostRegion, remote: Option<Remote>) -> u64 {
         let id = {
             let mut inbox = lock(&self.inbox);
             let id = inbox.next_id;
             inbox.next_id += 1;
             inbox.buffered += region.len as u64;
-            inbox.msgs.push_back(InMsg { id, header, region, opened: false });
+            inbox.msgs.push_back(InMsg { id, header, region, opened: false, remote });
             id
         };
         self.unopened.fetch_add(1, Ordering::SeqCst);

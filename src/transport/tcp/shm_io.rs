@@ -13,6 +13,10 @@
 //! - Both threads sleep on futex words in the segment with short timeouts, so they notice a
 //!   peer that is gone (its socket closed) or this rank leaving.
 //!
+//! - Messages of at least [`CMA_MIN`](crate::transport::shm::cma::CMA_MIN) bytes of ops
+//!   that do not reduce, where the pair can read each other's memory, are lent instead of
+//!   copied ([`lend`]; `RUCCL_SHM_CMA=0` turns it off).
+//!
 //! Ordering with the socket: a departing rank puts its last data in the ring before its
 //! goodbye goes on the socket, and the receiving reader drains the ring once more after the
 //! socket says the peer is gone before the rank may see it as departed
@@ -23,6 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+use super::peer::Remote;
 use super::{Endpoint, MAX_MESSAGE, OutMsg, Peer, lock};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::{HostMem, HostRegion};
@@ -43,9 +48,14 @@ struct Stream {
     filled: usize,
 }
 
+#[path = "shm_lend.rs"]
+mod lend;
+
 #[derive(Debug)]
 struct Incoming {
     cons: Consumer,
+    /// The number of the last lent message that arrived.
+    lent_next: u64,
     /// Inbox messages read in place: (inbox id, record end).
     held: Vec<(u64, u64)>,
     stream: Option<Stream>,
@@ -62,6 +72,7 @@ pub(crate) struct ShmPeer {
     writer: OnceLock<Thread>,
     /// The reader stopped and read everything the peer published.
     drained: AtomicBool,
+    lending: Mutex<lend::Lending>,
 }
 
 impl ShmPeer {
@@ -71,6 +82,7 @@ impl ShmPeer {
             prod: Mutex::new(Producer::new(pair.map.clone(), pair.out_dir)),
             incoming: Mutex::new(Incoming {
                 cons: Consumer::new(pair.map.clone(), in_dir),
+                lent_next: 0,
                 held: Vec::new(),
                 stream: None,
             }),
@@ -78,7 +90,14 @@ impl ShmPeer {
             pair,
             writer: OnceLock::new(),
             drained: AtomicBool::new(false),
+            lending: Mutex::new(lend::Lending::default()),
         }
+    }
+
+    /// What the peer has done that a rank of this process may wait for: messages taken and
+    /// lent messages read.
+    fn progress(&self) -> u64 {
+        self.delivered().wrapping_add(self.lent_done())
     }
 
     /// Messages the peer has taken.
@@ -148,9 +167,16 @@ impl ShmPeer {
     pub(super) fn send(&self, e: &Endpoint, p: &Peer, header: Header, payload: Payload) -> u64 {
         let mut out = lock(&p.out);
         let ticket = p.sent.fetch_add(1, Ordering::SeqCst) + 1;
-        if out.shm_data.is_empty()
-            && out.writing.is_none()
-            && !out.closing
+        let idle = out.shm_data.is_empty() && out.writing.is_none() && !out.closing;
+        if idle
+            && let Payload::Host(r) = &payload
+            && let Some(lease) = self.lendable(&header, r)
+            && self.push_lent(&mut lock(&self.prod), &data_frame(e, &header, r.len), r.len, ticket, lease).is_none()
+        {
+            // Released when the peer has read it (`lent_pending`).
+            return ticket;
+        }
+        if idle
             && let Payload::Host(r) = &payload
             && r.len <= INLINE_MAX
             && let Ok(bytes) = r.read()
@@ -261,6 +287,20 @@ fn write(e: &Endpoint, p: &Peer, s: &ShmPeer, m: OutMsg) -> std::result::Result<
             return Err(());
         }
     };
+    let frame = data_frame(e, &m.header, region.len);
+    if let Some(mut lease) = s.lendable(&m.header, &region) {
+        loop {
+            let mut pr = lock(&s.prod);
+            match s.push_lent(&mut pr, &frame, region.len, m.ticket, lease) {
+                None => return Ok(()),
+                Some(back) => lease = back,
+            }
+            if p.gone.load(Ordering::SeqCst) {
+                return Err(());
+            }
+            pr.wait_space(16, NAP);
+        }
+    }
     let bytes = match region.read() {
         Ok(b) => b,
         Err(err) => {
@@ -268,7 +308,6 @@ fn write(e: &Endpoint, p: &Peer, s: &ShmPeer, m: OutMsg) -> std::result::Result<
             return Err(());
         }
     };
-    let frame = data_frame(e, &m.header, region.len);
     let push = |kind: Kind, extra: u64, payload: &[u8]| -> std::result::Result<(), ()> {
         loop {
             let mut pr = lock(&s.prod);
@@ -292,7 +331,7 @@ fn write(e: &Endpoint, p: &Peer, s: &ShmPeer, m: OutMsg) -> std::result::Result<
 fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
     // The peer's count of messages taken, as this rank last heard of it: when it moves, a
     // rank asleep in `is_delivered` is rung (the peer nudges this thread).
-    let mut seen = s.delivered();
+    let mut seen = s.progress();
     loop {
         match poll(e, p, s) {
             Ok(0) => {}
@@ -315,8 +354,8 @@ fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
         // No spinning here: an awake receiver takes records itself (`poll_inline`), so this
         // thread matters when its rank sleeps, and spinning would take the cores the ranks need.
         let waiter = lock(&s.incoming).cons.waiter();
-        waiter.wait_data(NAP, &|| s.delivered() != seen);
-        let now = s.delivered();
+        waiter.wait_data(NAP, &|| s.progress() != seen);
+        let now = s.progress();
         if now != seen {
             seen = now;
             e.ring();
@@ -364,6 +403,29 @@ fn poll_locked(e: &Endpoint, p: &Peer, s: &ShmPeer, inc: &mut Incoming) -> std::
                 }
                 inc.cons.free(r.end);
                 st.filled += r.len;
+            }
+            Kind::Lent => {
+                if inc.stream.is_some() {
+                    return Err("a lent message inside a streamed one".into());
+                }
+                if !s.pair.read_peer || r.len != 16 {
+                    return Err(format!("a lent message ({} bytes of record) on a pair that cannot read it", r.len));
+                }
+                let header = check(e, p, &r.frame, r.extra)?;
+                let mut w = [0u8; 16];
+                inc.cons.copy(r.off, &mut w);
+                inc.cons.free(r.end);
+                let addr = u64::from_le_bytes(w[0..8].try_into().unwrap_or_default());
+                let num = u64::from_le_bytes(w[8..16].try_into().unwrap_or_default());
+                if num != inc.lent_next + 1 || r.extra > MAX_MESSAGE {
+                    return Err(format!("lent message number {num} of {} bytes after {}", r.extra, inc.lent_next));
+                }
+                inc.lent_next = num;
+                // A placeholder of the message's length: `Mesh::open` reads the bytes.
+                let empty = HostMem::zeroed(0).map_err(|err| err.to_string())?;
+                let region = HostRegion { mem: empty, off: 0, len: r.extra as usize };
+                p.arrive_from(header, region, Some(Remote { addr, n: num }));
+                n += 1;
             }
             Kind::Wrap => {}
         }

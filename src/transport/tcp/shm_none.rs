@@ -26,5 +26,22 @@ impl ShmPeer {
         match *self {}
     }
 }
+impl ShmPeer {
+    pub(super) fn lent_pending(&self, _: &super::Peer, _: u64) -> bool {
+        match *self {}
+    }
+    pub(super) fn revoke_lent(&self, _: &super::Peer) -> bool {
+        match *self {}
+    }
+    pub(super) fn fetch(
+        &self,
+        _: &super::Endpoint,
+        _: &super::Peer,
+        _: &mut super::peer::InMsg,
+        _: Option<&crate::mem::HostRegion>,
+    ) -> crate::Result<Option<crate::mem::HostRegion>> {
+        match *self {}
+    }
+}
 pub(super) fn flush(_: &super::Peer, _: std::time::Instant) {}
 pub(crate) fn before_park() {}

@@ -1,0 +1,101 @@
+//! Single-copy reads of a peer process's memory (Linux cross-memory attach,
+//! `process_vm_readv`): the one place the shared-memory transport reads another process's
+//! address space, and the handshake's test of whether it may.
+//!
+//! A large message is not copied into the ring: the sender puts a record naming its lent
+//! memory there, and the receiver copies the bytes straight out of the sender's process —
+//! into the destination when the step is a plain copy — and tells the sender it is done
+//! (only then is the lend released). `RUCCL_SHM_CMA=0` keeps every pair on ring copies; so
+//! does a pair whose test read fails (another user, a seccomp filter, Yama's `ptrace_scope`,
+//! a kernel without it). The kernel's copy runs at about 0.7 of `memcpy` where measured, so
+//! single copy wins when cores are scarce for the ring's two copies, and can lose to them
+//! where a core sits idle (PERFORMANCE.md, session 10).
+
+use std::io;
+
+/// Messages at least this large travel by single copy where the pair can (measured: see
+/// PERFORMANCE.md, session 10); smaller ones are copied into the ring, where a message read
+/// in place costs no system call.
+pub(crate) const CMA_MIN: usize = 256 << 10;
+
+/// A value every process holds at a known address: the peer test-reads it at the handshake.
+pub(crate) static PROBE: u64 = u64::from_le_bytes(*b"RUCCLCMA");
+
+/// The address of [`PROBE`] in this process.
+pub(crate) fn probe_addr() -> u64 {
+    std::ptr::addr_of!(PROBE) as u64
+}
+
+/// Whether `RUCCL_SHM_CMA` allows single-copy reads (anything but `0`, `false`, `no`).
+pub(crate) fn allowed() -> bool {
+    std::env::var("RUCCL_SHM_CMA").map_or(true, |v| !matches!(v.trim(), "0" | "false" | "no"))
+}
+
+/// Whether this process may read process `pid`'s memory: both sides allow it, and a test read
+/// of the peer's [`PROBE`] at `addr` gives the value it must hold.
+pub(crate) fn can_read(allowed: bool, peer_allows: bool, pid: u32, addr: u64) -> bool {
+    if !allowed || !peer_allows || addr == 0 {
+        return false;
+    }
+    let mut b = [0u8; 8];
+    read(pid, addr, &mut b).is_ok() && u64::from_le_bytes(b) == PROBE
+}
+
+/// Copies `dst.len()` bytes at `addr` in process `pid` into `dst`.
+///
+/// # Errors
+/// What the kernel says (`EPERM`, `ESRCH` for a process that is gone, `EFAULT` for memory it
+/// no longer has), or `UnexpectedEof` when it reads nothing.
+pub(crate) fn read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < dst.len() {
+        let local = libc::iovec { iov_base: dst[done..].as_mut_ptr().cast(), iov_len: dst.len() - done };
+        let remote = libc::iovec { iov_base: (addr as usize + done) as *mut libc::c_void, iov_len: dst.len() - done };
+        // SAFETY: `local` covers `dst[done..]`, memory this function holds exclusively (a
+        // `&mut`) for the call; the kernel writes at most `iov_len` bytes there. `remote`
+        // names memory of another process: the kernel checks it (a bad address is an error,
+        // never a write or a fault here).
+        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        match n {
+            n if n > 0 => done += n as usize,
+            0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer's memory ended")),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_capability_needs_both_sides_and_a_good_test_read() {
+        let me = std::process::id();
+        assert!(can_read(true, true, me, probe_addr()));
+        assert!(!can_read(false, true, me, probe_addr()), "RUCCL_SHM_CMA=0 here");
+        assert!(!can_read(true, false, me, probe_addr()), "RUCCL_SHM_CMA=0 there");
+        assert!(!can_read(true, true, me, 0), "no address advertised");
+        // An address that does not hold the probe's value, and one that is not mapped.
+        let other = 7u64;
+        assert!(!can_read(true, true, me, std::ptr::addr_of!(other) as u64));
+        assert!(!can_read(true, true, me, 8));
+        // A process that does not exist (pid_max is at most 2^22).
+        assert!(!can_read(true, true, u32::MAX >> 1, probe_addr()));
+    }
+
+    #[test]
+    fn reads_large_ranges_and_reports_bad_addresses() {
+        let src: Vec<u8> = (0..3 << 20).map(|i| (i % 251) as u8).collect();
+        let mut dst = vec![0u8; src.len()];
+        read(std::process::id(), src.as_ptr() as u64, &mut dst).unwrap();
+        assert_eq!(src, dst);
+        assert!(read(std::process::id(), 8, &mut dst[..16]).is_err());
+    }
+}

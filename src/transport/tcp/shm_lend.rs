@@ -1,0 +1,182 @@
+//! Large messages by single copy ([`crate::transport::shm::cma`]): the sender lends its
+//! memory by address through a `Lent` record instead of copying the bytes into the ring, and
+//! the receiver copies them out of the sender's process when it opens the message — straight
+//! into the destination when the step is a plain copy.
+//!
+//! A lent message is released (the sender may write its memory again) only once the receiver
+//! says it is done reading (`lent_done`, in order: messages are opened oldest first), or its
+//! process is gone. A sender whose op fails takes its lent messages back without waiting for
+//! a receiver that may never open them: it publishes `lent_revoked`, then looks at
+//! `lent_reading`; the receiver publishes `lent_reading` before it looks at `lent_revoked`.
+//! Both are sequentially consistent, so either the receiver sees the revocation and does not
+//! read, or the sender sees the read and waits for its end (Dekker's protocol).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{Ordering, fence};
+
+use super::{Endpoint, Peer, ShmPeer, lock};
+use crate::error::{CollectiveError, ErrorKind};
+use crate::mem::{HostRegion, Lease};
+use crate::transport::Header;
+use crate::transport::shm::cma::{self, CMA_MIN};
+use crate::transport::shm::ring::{self, Kind, Producer};
+use crate::transport::shm::segment::Ctrl;
+use crate::transport::tcp::peer::{InMsg, Remote};
+use crate::transport::wire::HEADER_LEN;
+
+/// The sending side: the lent messages the peer may still read.
+#[derive(Debug, Default)]
+pub(super) struct Lending {
+    /// Lent messages pushed so far (the last one's number).
+    pushed: u64,
+    /// (ticket, number, the read registration that keeps its bytes unwritten), oldest first.
+    out: VecDeque<(u64, u64, Lease)>,
+}
+
+impl ShmPeer {
+    /// A read registration of `r` if it goes by single copy: the peer can read this process,
+    /// `r` is large and memory of this process, and the op does not reduce (`header`).
+    ///
+    /// Why not for reductions: the receiver would read the bytes into a buffer of its own
+    /// before reducing them — one copy, as through the ring, but made by the receiver, in line
+    /// with its reduction, where the ring's copy is the sender's, in parallel with it; measured
+    /// (PERFORMANCE.md, session 10, at load 5-6) a 64 MiB all_reduce of 2 processes took 1.3-1.5 times as
+    /// long. A copy step lands the bytes straight in its destination: half the copies.
+    pub(super) fn lendable(&self, header: &Header, r: &HostRegion) -> Option<Lease> {
+        if self.pair.lend && r.len >= CMA_MIN && header.fp.desc.op.is_none() { Lease::new(r) } else { None }
+    }
+
+    /// Publishes a `Lent` record for message `ticket` of `len` bytes; gives `lease` back when
+    /// the ring has no room now.
+    pub(super) fn push_lent(
+        &self,
+        pr: &mut Producer,
+        frame: &[u8; HEADER_LEN],
+        len: usize,
+        ticket: u64,
+        lease: Lease,
+    ) -> Option<Lease> {
+        let mut l = lock(&self.lending);
+        let n = l.pushed + 1;
+        let mut payload = [0u8; 16];
+        payload[0..8].copy_from_slice(&lease.addr().to_le_bytes());
+        payload[8..16].copy_from_slice(&n.to_le_bytes());
+        if !pr.push(Kind::Lent, frame, len as u64, &payload) {
+            return Some(lease);
+        }
+        l.pushed = n;
+        l.out.push_back((ticket, n, lease));
+        None
+    }
+
+    /// Lent messages the peer is done with (its count).
+    pub(super) fn lent_done(&self) -> u64 {
+        self.pair.map.u64_at(Ctrl::of(self.pair.out_dir).lent_done).load(Ordering::SeqCst)
+    }
+
+    /// Drops the registrations of what the peer has read (all of them when it is `gone`).
+    fn settle(&self, l: &mut Lending, gone: bool) {
+        if gone {
+            l.out.clear();
+            return;
+        }
+        let done = self.lent_done();
+        while l.out.front().is_some_and(|o| o.1 <= done) {
+            l.out.pop_front();
+        }
+    }
+
+    /// Whether message `ticket` is lent and the peer may still read it.
+    pub(in crate::transport::tcp) fn lent_pending(&self, p: &Peer, ticket: u64) -> bool {
+        let mut l = lock(&self.lending);
+        if l.out.is_empty() {
+            return false;
+        }
+        self.settle(&mut l, p.gone.load(Ordering::SeqCst));
+        l.out.iter().any(|o| o.0 == ticket)
+    }
+
+    /// Takes back every lent message the peer has not started reading; true while it reads
+    /// one (see the module docs).
+    pub(in crate::transport::tcp) fn revoke_lent(&self, p: &Peer) -> bool {
+        let mut l = lock(&self.lending);
+        self.settle(&mut l, p.gone.load(Ordering::SeqCst));
+        if l.out.is_empty() {
+            return false;
+        }
+        let ctrl = Ctrl::of(self.pair.out_dir);
+        self.pair.map.u64_at(ctrl.lent_revoked).store(l.pushed, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let reading = self.pair.map.u64_at(ctrl.lent_reading).load(Ordering::SeqCst);
+        self.settle(&mut l, false);
+        if l.out.front().is_some_and(|o| o.1 <= reading) {
+            return true;
+        }
+        l.out.clear();
+        false
+    }
+
+    /// Reads the bytes of `m` if they are still in the peer's process: into `dst` (returned)
+    /// when given and writable, else into a receive buffer that becomes `m`'s region.
+    ///
+    /// # Errors
+    /// As [`read_lent`](Self::read_lent), or `Device` when no receive buffer can be had.
+    pub(in crate::transport::tcp) fn fetch(
+        &self,
+        e: &Endpoint,
+        p: &Peer,
+        m: &mut InMsg,
+        dst: Option<&HostRegion>,
+    ) -> crate::Result<Option<HostRegion>> {
+        let Some(remote) = m.remote.take() else { return Ok(None) };
+        if let Some(d) = dst
+            && let Ok(mut g) = d.mem.write(d.off, d.len)
+        {
+            self.read_lent(e, p, remote, &mut g)?;
+            return Ok(Some(d.clone()));
+        }
+        let len = m.region.len;
+        let mem = match p.recv_buffer(len) {
+            Ok(mem) => mem,
+            Err(err) => {
+                self.done_with(remote.n);
+                return Err(err.with_rank(e.rank).with_peer(p.rank));
+            }
+        };
+        self.read_lent(e, p, remote, &mut mem.write(0, len)?)?;
+        m.region = HostRegion { mem, off: 0, len };
+        Ok(None)
+    }
+
+    /// Tells the peer this rank is done with its lent message `n` (read or not).
+    fn done_with(&self, n: u64) {
+        let map = &self.pair.map;
+        map.u64_at(Ctrl::of(1 - self.pair.out_dir).lent_done).fetch_max(n, Ordering::SeqCst);
+        // A sender that sleeps waiting for this (`is_released`) is woken by its reader thread.
+        ring::nudge(map, Ctrl::of(self.pair.out_dir));
+    }
+
+    /// Copies lent message `remote` out of the peer's process into `dst` and tells the peer
+    /// it is done with it (whether the copy worked or not: it is never read again).
+    ///
+    /// # Errors
+    /// `PeerLost` when the peer's process is gone, `Aborted` when the peer took the message
+    /// back (its op failed), `Io` for any other failed read; each names this rank and the peer.
+    pub(super) fn read_lent(&self, e: &Endpoint, p: &Peer, remote: Remote, dst: &mut [u8]) -> crate::Result<()> {
+        let map = &self.pair.map;
+        let ctrl = Ctrl::of(1 - self.pair.out_dir);
+        map.u64_at(ctrl.lent_reading).store(remote.n, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let r = if map.u64_at(ctrl.lent_revoked).load(Ordering::SeqCst) >= remote.n {
+            Err(CollectiveError::new(ErrorKind::Aborted, "the peer took back a message it lent (its op failed)"))
+        } else {
+            cma::read(self.pair.peer_pid, remote.addr, dst).map_err(|err| {
+                let kind = if err.raw_os_error() == Some(libc::ESRCH) { ErrorKind::PeerLost } else { ErrorKind::Io };
+                CollectiveError::new(kind, format!("reading {} bytes out of the peer's process: {err}", dst.len()))
+                    .with_source(err)
+            })
+        };
+        self.done_with(remote.n);
+        r.map_err(|err| err.with_rank(e.rank).with_peer(p.rank))
+    }
+}
