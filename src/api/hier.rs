@@ -173,7 +173,7 @@ fn node_major_to_id_order(hier: &Hierarchy<impl Device>) -> Option<Vec<usize>> {
 }
 
 /// Moves `src`'s blocks of `block` bytes into a new tensor of the same shape: block `i` of
-/// `src` to block `to[i]` (`to` a permutation), waiting for the device copies.
+/// `src` to block `to[i]` (`to` a permutation): every copy enqueued, then waited for.
 fn permute_blocks<D: Device>(
     src: &Tensor<D>,
     to: &[usize],
@@ -183,12 +183,13 @@ fn permute_blocks<D: Device>(
     let dev = src.device();
     let out = Tensor::zeros(dev, src.dtype(), src.shape())?;
     let deadline = std::time::Instant::now() + timeout;
+    let mut copies = Vec::with_capacity(to.len());
     for (i, &k) in to.iter().enumerate() {
         let from = Range::new(src.buffer().clone(), i * block, block);
         let into = Range::new(out.buffer().clone(), k * block, block);
-        let done = dev.copy(&from, &into)?;
-        dev.wait(&done, Some(deadline))?;
+        copies.push(dev.copy(&from, &into)?);
     }
+    copies.iter().try_for_each(|done| dev.wait(done, Some(deadline)))?;
     Ok(out)
 }
 

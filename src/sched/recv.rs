@@ -24,7 +24,7 @@ impl<D: Device> OpRun<D> {
         }
         // A plain copy into memory the host can write: the transport may land the bytes there
         // itself, in one copy (a large message read out of a peer process's memory).
-        let direct = (acc.is_none() && !parking)
+        let direct = (acc.is_none() && !parking && self.ctx.link().can_land())
             .then(|| self.dev.host_view(&d.range.buf))
             .flatten()
             .map(|mem| HostRegion { mem, off: d.range.off, len: d.range.len });
@@ -88,15 +88,17 @@ impl<D: Device> OpRun<D> {
     /// On error the message is put back unread. With `into`, the transport may land the bytes
     /// there once the checks pass (then `true`: the copy is done).
     fn open(&mut self, peer: Rank, want: usize, into: Option<&HostRegion>) -> Result<(Opened, bool)> {
-        let (me, link) = (self.ctx.rank, self.ctx.link().clone());
+        let me = self.ctx.rank;
         let opened = match into {
             Some(dst) => {
+                let link = self.ctx.link().clone();
                 let accept =
                     |h: &crate::transport::Header, len: usize| len == want && self.check_header(peer, h).is_ok();
                 link.open_into(me, peer, dst, &accept)
             }
-            None => link.open(me, peer).map(|m| (m, false)),
+            None => self.ctx.link().open(me, peer).map(|m| (m, false)),
         };
+        let link = self.ctx.link();
         let Some((msg, landed)) = opened else {
             // Only a sender that failed takes messages back, and it poisons the link first.
             return Err(self

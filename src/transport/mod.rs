@@ -148,6 +148,13 @@ impl Link {
         }
     }
 
+    /// Whether [`open_into`](Self::open_into) may land a message's bytes itself (a peer in
+    /// another process); in-process links never do, so receivers need not offer them a
+    /// destination.
+    pub fn can_land(&self) -> bool {
+        matches!(self, Link::Tcp(_))
+    }
+
     /// Opens the oldest unopened message from `from` as [`open`](Self::open) does, except that
     /// when the transport can land its bytes in `dst` with a single copy (a large message
     /// read straight out of a peer process's memory) and `accept(header, len)` holds, it
