@@ -22,9 +22,15 @@ use crate::types::{Rank, ReduceOp, Scale};
 /// Whether `me`'s result reads `p`'s part, and so waits for it: every part, except that a
 /// root of broadcast and scatter reads only its own and non-roots of reduce and gather read
 /// none, so these ranks run ahead of their peers (up to the slots' depth) as an eager root
-/// does, and non-roots of broadcast and scatter wait for the root alone.
+/// does, and non-roots of broadcast and scatter wait for the root alone. Ops of the peer API
+/// (those that carry a shape digest) wait for every part: a peer whose own arguments fail
+/// enters no op but aborts the registration, and every other peer must get that error from
+/// the same call, which a rank that ran ahead would not.
 fn reads_part(desc: &OpDesc, me: Rank, p: Rank) -> bool {
     let root = desc.root.unwrap_or(0);
+    if desc.shape.is_some() {
+        return true;
+    }
     match desc.kind {
         OpKind::Reduce | OpKind::Gather => me == root,
         OpKind::Broadcast | OpKind::Scatter => p == root,
