@@ -1,8 +1,10 @@
 //! The exchange step ([`Step::Exchange`](crate::algo::Step::Exchange)): a small op between
 //! threads of one process run without messages. The rank publishes its part in its slot
-//! (`transport::slots`), waits until every peer has published the same op, checks their
-//! fingerprints, and computes its own result from the parts — in rank order, so every rank
-//! gets the same bits. Only devices whose buffers are host memory and whose kernels are the
+//! (`transport::slots`), waits until every peer whose part its result reads has published the
+//! same op, checks their fingerprints, and computes its own result from the parts — in rank
+//! order, so every rank gets the same bits. A rank whose result reads no peer's part (a root
+//! of broadcast or scatter, a non-root of reduce or gather) does not wait: it runs ahead, up
+//! to the slots' depth, and a mismatch it did not see is reported on its next call. Only devices whose buffers are host memory and whose kernels are the
 //! host's run it ([`Device::host_memory`]); the communicator decides, the same way on every
 //! rank.
 
@@ -16,6 +18,25 @@ use crate::mem::HostMem;
 use crate::op::{OpDesc, OpKind};
 use crate::transport::slots::Slots;
 use crate::types::{Rank, ReduceOp, Scale};
+
+/// Whether `me`'s result reads `p`'s part, and so waits for it: every part, except that a
+/// root of broadcast and scatter reads only its own and non-roots of reduce and gather read
+/// none, so these ranks run ahead of their peers (up to the slots' depth) as an eager root
+/// does, and non-roots of broadcast and scatter wait for the root alone. Ops of the peer API
+/// (those that carry a shape digest) wait for every part: a peer whose own arguments fail
+/// enters no op but aborts the registration, and every other peer must get that error from
+/// the same call, which a rank that ran ahead would not.
+fn reads_part(desc: &OpDesc, me: Rank, p: Rank) -> bool {
+    let root = desc.root.unwrap_or(0);
+    if desc.shape.is_some() {
+        return true;
+    }
+    match desc.kind {
+        OpKind::Reduce | OpKind::Gather => me == root,
+        OpKind::Broadcast | OpKind::Scatter => p == root,
+        _ => true,
+    }
+}
 
 impl<D: Device> OpRun<D> {
     /// Runs the exchange as far as it goes: publish (once this rank's slot is free), then,
@@ -44,11 +65,24 @@ impl<D: Device> OpRun<D> {
             }
             (0..n).filter(|&p| p != me).for_each(|p| link.wake(p));
             self.exchanged = true;
+            if (0..n).any(|p| !reads_part(&desc, me, p)) {
+                // This rank does not wait for every peer: it checks the peers that have
+                // published already, after a fence that pairs with theirs. Of two ranks
+                // that do not wait for each other, at least one sees the other's part here
+                // (each stores its part, fences, then loads the other's), and a part stays
+                // in its slot until every peer finished this op, so every disagreeing pair
+                // is caught by one of its two ranks; the other learns on its next call.
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                if let Some(p) = (0..n).find(|&p| p != me && slots.arrived(p, seq) && slots.fingerprint(p, seq) != fp) {
+                    return Err(self.part_mismatch(p));
+                }
+            }
         }
-        if let Some(p) = (0..n).find(|&p| p != me && !slots.arrived(p, seq)) {
+        let waits = |p: Rank| p != me && reads_part(&desc, me, p);
+        if let Some(p) = (0..n).find(|&p| waits(p) && !slots.arrived(p, seq)) {
             return Ok(Progress::Blocked(Blocked::Part(p)));
         }
-        if let Some(p) = (0..n).find(|&p| p != me && slots.fingerprint(p, seq) != fp) {
+        if let Some(p) = (0..n).find(|&p| waits(p) && slots.fingerprint(p, seq) != fp) {
             return Err(self.part_mismatch(p));
         }
         self.result(slots, &desc, size)?;

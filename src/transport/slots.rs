@@ -6,8 +6,9 @@
 //!
 //! Each rank has [`DEPTH`] slots, used in turn by its exchanged ops. A slot is written again
 //! only once every peer has finished reading what it held (each rank publishes the last
-//! exchange it finished, [`Slots::finish`]); between exchanges that run back to back that is
-//! always already so, since a peer publishes its next part only after finishing the last.
+//! exchange it finished, [`Slots::finish`]). A rank that waits for no peer's part (a root of
+//! broadcast) can so run up to `DEPTH` ops ahead of its slowest peer, as an eager root does;
+//! its part stays in its slot until every peer has finished that op.
 //!
 //! The words are atomics: a reader loads the sequence number (acquire) and then the part; the
 //! writer stores the part and then the sequence number (release). No `unsafe`, no lock.
@@ -19,8 +20,9 @@ use crate::types::Rank;
 /// The most bytes one rank publishes for one exchanged op.
 pub(crate) const SLOT_BYTES: usize = 4096;
 
-/// Slots per rank: exchanged ops of one rank cycle through them.
-const DEPTH: usize = 2;
+/// Slots per rank: exchanged ops of one rank cycle through them. A rank runs at most this
+/// many exchanged ops ahead of its slowest peer (~4 KiB each per rank).
+const DEPTH: usize = 8;
 
 /// Words of an op fingerprint (see [`Fingerprint::words`](crate::op::Fingerprint::words)).
 pub(crate) const FP_WORDS: usize = 5;
@@ -186,15 +188,16 @@ mod tests {
         assert!(s.read(0, 0, 0, &mut out), "a whole word and a tail");
         assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
         assert!(s.read(0, 0, 11, &mut []), "nothing, at the end");
-        // The other slot is free; this one is held until ranks 1 and 2 finish op 0.
-        assert!(s.busy(0, 1).is_none());
-        assert_eq!(s.busy(0, 2), Some((1, 1)));
+        // The other slots are free; this one is held until ranks 1 and 2 finish op 0.
+        let again = DEPTH as u64;
+        assert!((1..again).all(|seq| s.busy(0, seq).is_none()));
+        assert_eq!(s.busy(0, again), Some((1, 1)));
         s.finish(1, 0);
-        assert_eq!(s.busy(0, 2), Some((2, 1)));
+        assert_eq!(s.busy(0, again), Some((2, 1)));
         s.finish(2, 0);
-        assert!(s.busy(0, 2).is_none());
-        s.publish(0, 2, &fp, &[]);
-        assert!(s.arrived(0, 2) && !s.arrived(0, 0));
+        assert!(s.busy(0, again).is_none());
+        s.publish(0, again, &fp, &[]);
+        assert!(s.arrived(0, again) && !s.arrived(0, 0));
     }
 
     #[test]
