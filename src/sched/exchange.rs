@@ -4,9 +4,9 @@
 //! same op, checks their fingerprints, and computes its own result from the parts — in rank
 //! order, so every rank gets the same bits. A rank whose result reads no peer's part (a root
 //! of broadcast or scatter, a non-root of reduce or gather) does not wait: it runs ahead, up
-//! to the slots' depth, and a mismatch it did not see is reported on its next call. Only devices whose buffers are host memory and whose kernels are the
-//! host's run it ([`Device::host_memory`]); the communicator decides, the same way on every
-//! rank.
+//! to the slots' depth, and a mismatch it did not see is reported on its next call. Only
+//! devices whose buffers are host memory and whose kernels are the host's run it
+//! ([`Device::host_memory`]); the communicator decides, the same way on every rank.
 
 use smallvec::SmallVec;
 
