@@ -285,9 +285,12 @@ impl<D: Device> OpRun<D> {
         }
         // An exchange reads no messages, so a peer that sends to or receives from this rank
         // instead of taking part shows only in its flight recorder (a send this rank already
-        // received, which the peer is still finishing, is no mismatch).
+        // received, which the peer is still finishing, is no mismatch). Nor is a peer that
+        // published its part, finished this op and went on to a send or receive since this
+        // rank last looked: its part is read after its flight record, so it shows here.
         if let Blocked::Part(p) = b
             && let Some(theirs) = c.shared.board.p2p_unmatched_with(p, c.rank)
+            && !self.ready(b)
         {
             return Err(CollectiveError::new(
                 ErrorKind::Mismatch,
