@@ -99,11 +99,8 @@ impl Board {
         self.ranks.get(rank).and_then(Option::as_ref).map(|m| f(&mut m.0.lock().unwrap_or_else(|e| e.into_inner())))
     }
 
-    pub(crate) fn start(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm) {
-        self.start_at(rank, seq, op, algorithm, Instant::now());
-    }
-
-    /// [`start`](Self::start) at a time the caller read (one clock read for a whole group).
+    /// Starts `rank`'s entry for op `seq` at `now`, a time the caller read (one clock read
+    /// for a whole group, or for an op's deadline and its entry).
     pub(crate) fn start_at(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm, now: Instant) {
         self.with(rank, |s| {
             if s.history.len() == FLIGHT_DEPTH {

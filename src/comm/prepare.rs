@@ -32,8 +32,10 @@ impl<D: Device> Communicator<D> {
             self.engine.drain(&mut current);
         }
         let mut op = self.prepare(&mut self.lock(), call)?;
+        // Driven at once: the flight recorder's entry starts at the deadline's clock read.
+        op.run.start_at(op.issued);
         let result = sched::drive(&mut op.run);
-        complete(&self.shared, self.rank, &mut self.lock(), op, result)
+        complete(&self.shared, self.rank, &mut self.lock(), &mut op, result)
     }
 
     /// The non-blocking path: prepares the op now (so checks fail here, and its place in the
@@ -104,6 +106,8 @@ impl<D: Device> Communicator<D> {
                 crate::config::Algorithm::Auto | crate::config::Algorithm::Exchange
             ) && algo::exchange_part(&desc, world).is_some_and(|b| b <= SLOT_BYTES)
         });
+        // An exchange sends no messages: it needs none of the rank's staging memory.
+        let owns_staging = exchanged.is_none();
         let plan = match (exchanged, &local.last_plan) {
             (Some(plan), _) => plan.clone(),
             (None, Some((d, a, c, plan))) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
@@ -116,13 +120,14 @@ impl<D: Device> Communicator<D> {
             }
         };
         let algorithm = plan.algorithm;
+        let issued = std::time::Instant::now();
         let ctx = OpCtx {
             rank: self.rank,
             world,
             seq,
             p2p: !desc.kind.is_collective(),
             fp: desc.fingerprint(),
-            deadline: crate::config::deadline_after(cfg.timeout()),
+            deadline: crate::config::deadline_from(issued, cfg.timeout()),
             dtype: desc.dtype,
             combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
             shared: self.rank_shared.clone(),
@@ -161,32 +166,35 @@ impl<D: Device> Communicator<D> {
                 // A failure before the plan runs (scratch allocation, a device error) must stop
                 // the peers at once too, not leave them waiting out the timeout.
                 sched::fail(&ctx, &e);
-                self.shared.board.start(self.rank, seq, desc, algorithm);
+                self.shared.board.start_at(self.rank, seq, desc, algorithm, issued);
                 self.shared.board.finish(self.rank, false);
                 let e = e.with_rank(self.rank).with_op(desc.to_string()).with_seq(seq);
                 local.failed = Some(e.clone());
                 return Err(e);
             }
         };
-        let stage = std::mem::take(&mut local.staging);
+        let stage = if owns_staging { std::mem::take(&mut local.staging) } else { sched::Staging::default() };
         let run = OpRun::new(dev.clone(), plan, bufs, ctx, stage, self.reach.clone(), prologue);
-        Ok(Prepared { run, desc, seq })
+        Ok(Prepared { run, desc, seq, issued, owns_staging })
     }
 }
 
-/// Records how a prepared op ended and gives its staging memory back for the next op.
+/// Records how a prepared op ended and gives its staging memory back for the next op (taken
+/// in place: the op, a few hundred bytes, is not moved; the caller drops it next).
 #[inline]
 pub(crate) fn complete<D: Device>(
     shared: &Shared,
     rank: Rank,
     local: &mut Local<D>,
-    op: Prepared<D>,
+    op: &mut Prepared<D>,
     result: Result<()>,
 ) -> Result<()> {
-    let Prepared { run, desc, seq } = op;
-    let mut stage = run.into_staging();
-    stage.trim();
-    local.staging = stage;
+    let (desc, seq) = (op.desc, op.seq);
+    if op.owns_staging {
+        let mut stage = op.run.take_staging();
+        stage.trim();
+        local.staging = stage;
+    }
     shared.board.finish(rank, result.is_ok());
     let result = result.map_err(|e| e.with_rank(rank).with_op(desc.to_string()).with_seq(seq));
     if let Err(e) = &result {
@@ -201,6 +209,10 @@ pub(crate) struct Prepared<D: Device> {
     pub(crate) run: OpRun<D>,
     desc: OpDesc,
     seq: u64,
+    /// When it was prepared: the clock read its deadline counts from.
+    issued: std::time::Instant,
+    /// Whether it holds the rank's staging memory (to give back): ops that send messages.
+    owns_staging: bool,
 }
 
 /// The plan of every exchanged op: one [`Step::Exchange`](algo::Step::Exchange). Ranks that

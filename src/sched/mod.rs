@@ -275,6 +275,10 @@ impl<D: Device> OpRun<D> {
         let mut stage = stage;
         let mut lends = std::mem::take(&mut stage.spare.lends);
         lends.clear();
+        // Per-peer message counters, for plans that have messages (an exchange has none).
+        let messages =
+            plan.steps.iter().any(|s| matches!(s, Step::Send { .. } | Step::Recv { .. } | Step::RecvReduce { .. }));
+        let world = if messages { world } else { 0 };
         let sent = staging::counters(&mut stage.spare.sent, world);
         let received = staging::counters(&mut stage.spare.received, world);
         let mut inflight = std::mem::take(&mut stage.spare.inflight);
@@ -301,14 +305,31 @@ impl<D: Device> OpRun<D> {
         }
     }
 
-    /// Gives back the staging memory (to be reused by the communicator's next op).
+    /// Takes back the staging memory (to be reused by the communicator's next op), in place:
+    /// the op is over and is dropped next.
     #[inline]
-    pub(crate) fn into_staging(self) -> Staging<D::Buffer, D::Event> {
-        let mut stage = self.stage;
-        let mut inflight = self.inflight;
+    pub(crate) fn take_staging(&mut self) -> Staging<D::Buffer, D::Event> {
+        let mut stage = std::mem::take(&mut self.stage);
+        let mut inflight = std::mem::take(&mut self.inflight);
         inflight.clear();
-        stage.spare = staging::Spare { lends: self.lends, sent: self.sent, received: self.received, inflight };
+        stage.spare = staging::Spare {
+            lends: std::mem::take(&mut self.lends),
+            sent: std::mem::take(&mut self.sent),
+            received: std::mem::take(&mut self.received),
+            inflight,
+        };
         stage
+    }
+
+    /// Starts the op's flight-recorder entry at `now` (a time the caller read), unless it has
+    /// started: an op driven as soon as it is prepared shares the clock read of its deadline.
+    #[inline]
+    pub(crate) fn start_at(&mut self, now: Instant) {
+        if !std::mem::replace(&mut self.started, true) {
+            // The flight recorder's entry starts when the op does (a queued op is not running).
+            let c = &self.ctx;
+            c.shared.board.start_at(c.rank, c.seq, c.fp.desc, self.plan.algorithm, now);
+        }
     }
 
     /// Advances the op as far as it can without blocking: `Ok(None)` when it is complete,
@@ -324,10 +345,8 @@ impl<D: Device> OpRun<D> {
         if self.done {
             return Ok(None);
         }
-        if !std::mem::replace(&mut self.started, true) {
-            // The flight recorder's entry starts when the op does (a queued op is not running).
-            let c = &self.ctx;
-            c.shared.board.start(c.rank, c.seq, c.fp.desc, self.plan.algorithm);
+        if !self.started {
+            self.start_at(Instant::now());
         }
         let size = self.ctx.dtype.size();
         loop {

@@ -126,6 +126,9 @@ impl<B: Clone, E> Staging<B, E> {
     /// After an op, when every lend was released or reclaimed: keeps at most a few free
     /// slots and bytes (the smallest ones).
     pub(crate) fn trim(&mut self) {
+        if self.send.is_empty() {
+            return;
+        }
         for s in &mut self.send {
             s.held_by = None;
         }
