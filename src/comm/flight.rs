@@ -362,12 +362,12 @@ mod tests {
         let b = Board::new(3, Duration::from_secs(1));
         let (coll, p2p) = (OpDesc::new(OpKind::Barrier, DType::U8, 0), OpDesc::new(OpKind::Send, DType::U8, 1));
         assert_eq!(b.not_reached(0), vec![0, 1, 2]);
-        b.start(0, 0, coll, Algorithm::Auto);
+        b.start_at(0, 0, coll, Algorithm::Auto, Instant::now());
         b.finish(0, true);
-        b.start(0, 1, coll, Algorithm::Auto);
-        b.start(1, 0, coll, Algorithm::Auto);
+        b.start_at(0, 1, coll, Algorithm::Auto, Instant::now());
+        b.start_at(1, 0, coll, Algorithm::Auto, Instant::now());
         // Rank 2's send #5 is not collective op #5.
-        b.start(2, 5, p2p, Algorithm::Auto);
+        b.start_at(2, 5, p2p, Algorithm::Auto, Instant::now());
         assert_eq!(b.not_reached(0), vec![2]);
         assert_eq!(b.not_reached(1), vec![1, 2]);
         assert_eq!(b.warn_after(), Duration::from_secs(1));

@@ -106,7 +106,8 @@ impl<D: Device> Communicator<D> {
                 crate::config::Algorithm::Auto | crate::config::Algorithm::Exchange
             ) && algo::exchange_part(&desc, world).is_some_and(|b| b <= SLOT_BYTES)
         });
-        // An exchange sends no messages: it needs none of the rank's staging memory.
+        // An exchange sends no messages and uses no scratch: it needs none of the rank's
+        // staging or scratch memory.
         let owns_staging = exchanged.is_none();
         let plan = match (exchanged, &local.last_plan) {
             (Some(plan), _) => plan.clone(),
@@ -134,7 +135,9 @@ impl<D: Device> Communicator<D> {
         };
         let dev = &self.device;
         let setup = (|| {
-            ensure(dev, &mut local.scratch, plan.scratch_elems * size)?;
+            if owns_staging {
+                ensure(dev, &mut local.scratch, plan.scratch_elems * size)?;
+            }
             let mut io = io;
             let mut prologue = None;
             if let Some(ReduceOp::PreMulSum(s)) = desc.op {
@@ -153,9 +156,10 @@ impl<D: Device> Communicator<D> {
             let bufs = Bindings {
                 input: io.input,
                 output: io.output,
+                // An exchange names no scratch span.
                 scratch: match &local.scratch {
-                    Some(b) => Binding::Contig { buf: b.clone(), base: 0, id: dev.mem_id(b) },
-                    None => Binding::Unbound,
+                    Some(b) if owns_staging => Binding::Contig { buf: b.clone(), base: 0, id: dev.mem_id(b) },
+                    _ => Binding::Unbound,
                 },
             };
             Ok((bufs, prologue))
@@ -173,9 +177,9 @@ impl<D: Device> Communicator<D> {
                 return Err(e);
             }
         };
-        let stage = if owns_staging { std::mem::take(&mut local.staging) } else { sched::Staging::default() };
+        let stage = if owns_staging { local.staging.take() } else { None };
         let run = OpRun::new(dev.clone(), plan, bufs, ctx, stage, self.reach.clone(), prologue);
-        Ok(Prepared { run, desc, seq, issued, owns_staging })
+        Ok(Prepared { run, issued })
     }
 }
 
@@ -189,11 +193,10 @@ pub(crate) fn complete<D: Device>(
     op: &mut Prepared<D>,
     result: Result<()>,
 ) -> Result<()> {
-    let (desc, seq) = (op.desc, op.seq);
-    if op.owns_staging {
-        let mut stage = op.run.take_staging();
+    let (desc, seq) = (op.run.ctx.fp.desc, op.run.ctx.seq);
+    if let Some(mut stage) = op.run.take_staging() {
         stage.trim();
-        local.staging = stage;
+        local.staging = Some(stage);
     }
     shared.board.finish(rank, result.is_ok());
     let result = result.map_err(|e| e.with_rank(rank).with_op(desc.to_string()).with_seq(seq));
@@ -207,12 +210,8 @@ pub(crate) fn complete<D: Device>(
 /// records when it ends.
 pub(crate) struct Prepared<D: Device> {
     pub(crate) run: OpRun<D>,
-    desc: OpDesc,
-    seq: u64,
     /// When it was prepared: the clock read its deadline counts from.
     issued: std::time::Instant,
-    /// Whether it holds the rank's staging memory (to give back): ops that send messages.
-    owns_staging: bool,
 }
 
 /// The plan of every exchanged op: one [`Step::Exchange`](algo::Step::Exchange). Ranks that

@@ -87,7 +87,14 @@ impl<D: Device> OpRun<D> {
                 }
                 None => slots.publish(me, seq, &fp, &[]),
             }
-            link.wake_peers(me);
+            // Only peers whose results read this part wait for it (non-roots' parts of
+            // broadcast and scatter are read by nobody).
+            let read = desc.shape.is_some()
+                || !matches!(desc.kind, OpKind::Broadcast | OpKind::Scatter)
+                || desc.root.unwrap_or(0) == me;
+            if read {
+                link.wake_peers(me);
+            }
             self.exchanged = true;
             if Reads::of(&desc, me) != Reads::Every {
                 // This rank does not wait for every peer: it checks the peers that have

@@ -187,7 +187,9 @@ pub(crate) struct OpRun<D: Device> {
     plan: Arc<Plan>,
     bufs: Bindings<D::Buffer>,
     pub(crate) ctx: OpCtx,
-    stage: Staging<D::Buffer, D::Event>,
+    /// The rank's staging memory, boxed (an op is moved a few times as it is prepared):
+    /// `None` until a message needs it (an exchange never does).
+    stage: Option<Box<Staging<D::Buffer, D::Event>>>,
     reach: Arc<[Reach]>,
     pos: usize,
     lends: Vec<Lend>,
@@ -195,7 +197,8 @@ pub(crate) struct OpRun<D: Device> {
     received: Vec<u32>,
     inflight: Vec<InFlight<D::Event>>,
     staged_send: Option<StagedSend<D::Event>>,
-    parked: Option<Parked<D::Buffer>>,
+    /// Boxed: rare (a receive into a lent range), and the op is moved as it is prepared.
+    parked: Option<Box<Parked<D::Buffer>>>,
     /// Whether the flight recorder says this op waits (set by the slow path).
     noted_wait: std::cell::Cell<bool>,
     started: bool,
@@ -267,21 +270,24 @@ impl<D: Device> OpRun<D> {
         plan: Arc<Plan>,
         bufs: Bindings<D::Buffer>,
         ctx: OpCtx,
-        stage: Staging<D::Buffer, D::Event>,
+        stage: Option<Box<Staging<D::Buffer, D::Event>>>,
         reach: Arc<[Reach]>,
         prologue: Option<(D::Event, (usize, usize, usize))>,
     ) -> Self {
         let world = ctx.world;
         let mut stage = stage;
-        let mut lends = std::mem::take(&mut stage.spare.lends);
+        let mut spare = stage.as_mut().map(|s| std::mem::take(&mut s.spare)).unwrap_or_default();
+        let mut lends = std::mem::take(&mut spare.lends);
         lends.clear();
         // Per-peer message counters, for plans that have messages (an exchange has none).
         let messages =
             plan.steps.iter().any(|s| matches!(s, Step::Send { .. } | Step::Recv { .. } | Step::RecvReduce { .. }));
-        let world = if messages { world } else { 0 };
-        let sent = staging::counters(&mut stage.spare.sent, world);
-        let received = staging::counters(&mut stage.spare.received, world);
-        let mut inflight = std::mem::take(&mut stage.spare.inflight);
+        let (sent, received) = if messages {
+            (staging::counters(&mut spare.sent, world), staging::counters(&mut spare.received, world))
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let mut inflight = std::mem::take(&mut spare.inflight);
         inflight.clear();
         inflight.extend(prologue.map(|(event, w)| InFlight::writing(event, w, Msgs::new())));
         OpRun {
@@ -305,11 +311,11 @@ impl<D: Device> OpRun<D> {
         }
     }
 
-    /// Takes back the staging memory (to be reused by the communicator's next op), in place:
-    /// the op is over and is dropped next.
+    /// Takes back the staging memory (to be reused by the communicator's next op), if the
+    /// op had any: the op is over and is dropped next.
     #[inline]
-    pub(crate) fn take_staging(&mut self) -> Staging<D::Buffer, D::Event> {
-        let mut stage = std::mem::take(&mut self.stage);
+    pub(crate) fn take_staging(&mut self) -> Option<Box<Staging<D::Buffer, D::Event>>> {
+        let mut stage = self.stage.take()?;
         let mut inflight = std::mem::take(&mut self.inflight);
         inflight.clear();
         stage.spare = staging::Spare {
@@ -318,7 +324,7 @@ impl<D: Device> OpRun<D> {
             received: std::mem::take(&mut self.received),
             inflight,
         };
-        stage
+        Some(stage)
     }
 
     /// Starts the op's flight-recorder entry at `now` (a time the caller read), unless it has
@@ -453,9 +459,10 @@ impl<D: Device> OpRun<D> {
             None => {
                 let len = s.range.len;
                 let slot = self.send_slot(len)?;
-                let region = HostRegion { mem: self.stage.send[slot].mem.clone(), off: 0, len };
+                let stage = staging::get(&mut self.stage);
+                let region = HostRegion { mem: stage.send[slot].mem.clone(), off: 0, len };
                 let event = self.dev.download(&s.range, &region)?;
-                self.stage.send[slot].held_by = Some((peer, u64::MAX));
+                stage.send[slot].held_by = Some((peer, u64::MAX));
                 self.staged_send = Some(StagedSend { event, peer, slot, len });
                 return Ok(Progress::Advanced);
             }
@@ -474,10 +481,10 @@ impl<D: Device> OpRun<D> {
             return Ok(Some(Blocked::Device));
         }
         let Some(s) = self.staged_send.take() else { return Ok(None) };
-        let region = HostRegion { mem: self.stage.send[s.slot].mem.clone(), off: 0, len: s.len };
+        let region = HostRegion { mem: staging::get(&mut self.stage).send[s.slot].mem.clone(), off: 0, len: s.len };
         let header = self.header(s.peer);
         let ticket = self.ctx.link().send(self.ctx.rank, s.peer, header, Payload::Host(region));
-        self.stage.send[s.slot].held_by = Some((s.peer, ticket));
+        staging::get(&mut self.stage).send[s.slot].held_by = Some((s.peer, ticket));
         self.lends.push(Lend { peer: s.peer, ticket, range: None });
         Ok(None)
     }
@@ -488,8 +495,9 @@ impl<D: Device> OpRun<D> {
     /// needs this rank's later messages would deadlock.
     fn send_slot(&mut self, len: usize) -> Result<usize> {
         let (link, me, dev) = (self.ctx.link(), self.ctx.rank, &self.dev);
-        self.stage.reclaim_released(|p, t| link.is_released(me, p, t));
-        self.stage.send_slot(len, |n| dev.alloc_staging(n))
+        let stage = staging::get(&mut self.stage);
+        stage.reclaim_released(|p, t| link.is_released(me, p, t));
+        stage.send_slot(len, |n| dev.alloc_staging(n))
     }
 
     /// Retires completed device work: releases the messages it read.
@@ -568,4 +576,22 @@ enum Progress {
     Unfused,
     /// Nothing happened; this is what it waits for.
     Blocked(Blocked),
+}
+
+#[cfg(test)]
+mod size_probe {
+    #[test]
+    fn sizes_probe() {
+        use crate::device::{Device, HostDevice};
+        type D = HostDevice;
+        eprintln!("OpRun {}", std::mem::size_of::<super::OpRun<D>>());
+        eprintln!("OpCtx {}", std::mem::size_of::<super::OpCtx>());
+        eprintln!("Fingerprint {}", std::mem::size_of::<crate::op::Fingerprint>());
+        eprintln!("OpDesc {}", std::mem::size_of::<crate::op::OpDesc>());
+        eprintln!("Staging {}", std::mem::size_of::<super::Staging<<D as Device>::Buffer, <D as Device>::Event>>());
+        eprintln!("Bindings {}", std::mem::size_of::<super::Bindings<<D as Device>::Buffer>>());
+        eprintln!("Parked {}", std::mem::size_of::<Option<super::Parked<<D as Device>::Buffer>>>());
+        eprintln!("StagedSend {}", std::mem::size_of::<Option<super::StagedSend<<D as Device>::Event>>>());
+        eprintln!("Prepared {}", std::mem::size_of::<crate::comm::Prepared<D>>());
+    }
 }
