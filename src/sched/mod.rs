@@ -577,21 +577,3 @@ enum Progress {
     /// Nothing happened; this is what it waits for.
     Blocked(Blocked),
 }
-
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    fn sizes_probe() {
-        use crate::device::{Device, HostDevice};
-        type D = HostDevice;
-        eprintln!("OpRun {}", std::mem::size_of::<super::OpRun<D>>());
-        eprintln!("OpCtx {}", std::mem::size_of::<super::OpCtx>());
-        eprintln!("Fingerprint {}", std::mem::size_of::<crate::op::Fingerprint>());
-        eprintln!("OpDesc {}", std::mem::size_of::<crate::op::OpDesc>());
-        eprintln!("Staging {}", std::mem::size_of::<super::Staging<<D as Device>::Buffer, <D as Device>::Event>>());
-        eprintln!("Bindings {}", std::mem::size_of::<super::Bindings<<D as Device>::Buffer>>());
-        eprintln!("Parked {}", std::mem::size_of::<Option<super::Parked<<D as Device>::Buffer>>>());
-        eprintln!("StagedSend {}", std::mem::size_of::<Option<super::StagedSend<<D as Device>::Event>>>());
-        eprintln!("Prepared {}", std::mem::size_of::<crate::comm::Prepared<D>>());
-    }
-}
