@@ -99,11 +99,8 @@ impl Board {
         self.ranks.get(rank).and_then(Option::as_ref).map(|m| f(&mut m.0.lock().unwrap_or_else(|e| e.into_inner())))
     }
 
-    pub(crate) fn start(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm) {
-        self.start_at(rank, seq, op, algorithm, Instant::now());
-    }
-
-    /// [`start`](Self::start) at a time the caller read (one clock read for a whole group).
+    /// Starts `rank`'s entry for op `seq` at `now`, a time the caller read (one clock read
+    /// for a whole group, or for an op's deadline and its entry).
     pub(crate) fn start_at(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm, now: Instant) {
         self.with(rank, |s| {
             if s.history.len() == FLIGHT_DEPTH {
@@ -365,12 +362,12 @@ mod tests {
         let b = Board::new(3, Duration::from_secs(1));
         let (coll, p2p) = (OpDesc::new(OpKind::Barrier, DType::U8, 0), OpDesc::new(OpKind::Send, DType::U8, 1));
         assert_eq!(b.not_reached(0), vec![0, 1, 2]);
-        b.start(0, 0, coll, Algorithm::Auto);
+        b.start_at(0, 0, coll, Algorithm::Auto, Instant::now());
         b.finish(0, true);
-        b.start(0, 1, coll, Algorithm::Auto);
-        b.start(1, 0, coll, Algorithm::Auto);
+        b.start_at(0, 1, coll, Algorithm::Auto, Instant::now());
+        b.start_at(1, 0, coll, Algorithm::Auto, Instant::now());
         // Rank 2's send #5 is not collective op #5.
-        b.start(2, 5, p2p, Algorithm::Auto);
+        b.start_at(2, 5, p2p, Algorithm::Auto, Instant::now());
         assert_eq!(b.not_reached(0), vec![2]);
         assert_eq!(b.not_reached(1), vec![1, 2]);
         assert_eq!(b.warn_after(), Duration::from_secs(1));

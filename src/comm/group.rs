@@ -230,10 +230,10 @@ impl<'a, D: Device> Group<'a, D> {
         for (comm, prepared) in ops {
             each(match prepared {
                 Err(e) => Err(e),
-                Ok(p) => {
+                Ok(mut p) => {
                     let r = driven.next().unwrap_or(Ok(()));
                     match local(&mut guards, comm) {
-                        Some(i) => super::complete(&comm.shared, comm.rank, &mut guards[i].1, p, r),
+                        Some(i) => super::complete(&comm.shared, comm.rank, &mut guards[i].1, &mut p, r),
                         None => r,
                     }
                 }

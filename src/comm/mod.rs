@@ -119,7 +119,8 @@ pub(crate) struct Local<D: Device> {
     failed: Option<CollectiveError>,
     scratch: Option<D::Buffer>,
     premul: Option<D::Buffer>,
-    staging: Staging<D::Buffer, D::Event>,
+    /// The rank's staging memory between ops (`None` until an op sent a message).
+    staging: Option<Box<Staging<D::Buffer, D::Event>>>,
     /// The last op's plan: a loop that repeats one call (a training step) builds it once.
     last_plan: Option<(OpDesc, crate::config::Algorithm, usize, Arc<algo::Plan>)>,
 }
@@ -335,7 +336,7 @@ impl<D: Device> Communicator<D> {
             failed: None,
             scratch: None,
             premul: None,
-            staging: Staging::default(),
+            staging: None,
             last_plan: None,
         }));
         Communicator {

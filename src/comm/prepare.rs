@@ -32,8 +32,10 @@ impl<D: Device> Communicator<D> {
             self.engine.drain(&mut current);
         }
         let mut op = self.prepare(&mut self.lock(), call)?;
+        // Driven at once: the flight recorder's entry starts at the deadline's clock read.
+        op.run.start_at(op.issued);
         let result = sched::drive(&mut op.run);
-        complete(&self.shared, self.rank, &mut self.lock(), op, result)
+        complete(&self.shared, self.rank, &mut self.lock(), &mut op, result)
     }
 
     /// The non-blocking path: prepares the op now (so checks fail here, and its place in the
@@ -104,6 +106,9 @@ impl<D: Device> Communicator<D> {
                 crate::config::Algorithm::Auto | crate::config::Algorithm::Exchange
             ) && algo::exchange_part(&desc, world).is_some_and(|b| b <= SLOT_BYTES)
         });
+        // An exchange sends no messages and uses no scratch: it needs none of the rank's
+        // staging or scratch memory.
+        let owns_staging = exchanged.is_none();
         let plan = match (exchanged, &local.last_plan) {
             (Some(plan), _) => plan.clone(),
             (None, Some((d, a, c, plan))) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
@@ -116,20 +121,23 @@ impl<D: Device> Communicator<D> {
             }
         };
         let algorithm = plan.algorithm;
+        let issued = std::time::Instant::now();
         let ctx = OpCtx {
             rank: self.rank,
             world,
             seq,
             p2p: !desc.kind.is_collective(),
             fp: desc.fingerprint(),
-            deadline: crate::config::deadline_after(cfg.timeout()),
+            deadline: crate::config::deadline_from(issued, cfg.timeout()),
             dtype: desc.dtype,
             combine: desc.op.map_or(crate::types::Combine::Sum, ReduceOp::combine),
             shared: self.rank_shared.clone(),
         };
         let dev = &self.device;
         let setup = (|| {
-            ensure(dev, &mut local.scratch, plan.scratch_elems * size)?;
+            if owns_staging {
+                ensure(dev, &mut local.scratch, plan.scratch_elems * size)?;
+            }
             let mut io = io;
             let mut prologue = None;
             if let Some(ReduceOp::PreMulSum(s)) = desc.op {
@@ -148,9 +156,10 @@ impl<D: Device> Communicator<D> {
             let bufs = Bindings {
                 input: io.input,
                 output: io.output,
+                // An exchange names no scratch span.
                 scratch: match &local.scratch {
-                    Some(b) => Binding::Contig { buf: b.clone(), base: 0, id: dev.mem_id(b) },
-                    None => Binding::Unbound,
+                    Some(b) if owns_staging => Binding::Contig { buf: b.clone(), base: 0, id: dev.mem_id(b) },
+                    _ => Binding::Unbound,
                 },
             };
             Ok((bufs, prologue))
@@ -161,32 +170,34 @@ impl<D: Device> Communicator<D> {
                 // A failure before the plan runs (scratch allocation, a device error) must stop
                 // the peers at once too, not leave them waiting out the timeout.
                 sched::fail(&ctx, &e);
-                self.shared.board.start(self.rank, seq, desc, algorithm);
+                self.shared.board.start_at(self.rank, seq, desc, algorithm, issued);
                 self.shared.board.finish(self.rank, false);
                 let e = e.with_rank(self.rank).with_op(desc.to_string()).with_seq(seq);
                 local.failed = Some(e.clone());
                 return Err(e);
             }
         };
-        let stage = std::mem::take(&mut local.staging);
+        let stage = if owns_staging { local.staging.take() } else { None };
         let run = OpRun::new(dev.clone(), plan, bufs, ctx, stage, self.reach.clone(), prologue);
-        Ok(Prepared { run, desc, seq })
+        Ok(Prepared { run, issued })
     }
 }
 
-/// Records how a prepared op ended and gives its staging memory back for the next op.
+/// Records how a prepared op ended and gives its staging memory back for the next op (taken
+/// in place: the op, a few hundred bytes, is not moved; the caller drops it next).
 #[inline]
 pub(crate) fn complete<D: Device>(
     shared: &Shared,
     rank: Rank,
     local: &mut Local<D>,
-    op: Prepared<D>,
+    op: &mut Prepared<D>,
     result: Result<()>,
 ) -> Result<()> {
-    let Prepared { run, desc, seq } = op;
-    let mut stage = run.into_staging();
-    stage.trim();
-    local.staging = stage;
+    let (desc, seq) = (op.run.ctx.fp.desc, op.run.ctx.seq);
+    if let Some(mut stage) = op.run.take_staging() {
+        stage.trim();
+        local.staging = Some(stage);
+    }
     shared.board.finish(rank, result.is_ok());
     let result = result.map_err(|e| e.with_rank(rank).with_op(desc.to_string()).with_seq(seq));
     if let Err(e) = &result {
@@ -199,8 +210,8 @@ pub(crate) fn complete<D: Device>(
 /// records when it ends.
 pub(crate) struct Prepared<D: Device> {
     pub(crate) run: OpRun<D>,
-    desc: OpDesc,
-    seq: u64,
+    /// When it was prepared: the clock read its deadline counts from.
+    issued: std::time::Instant,
 }
 
 /// The plan of every exchanged op: one [`Step::Exchange`](algo::Step::Exchange). Ranks that

@@ -119,8 +119,8 @@ impl<D: Device> Engine<D> {
         }
     }
 
-    fn finish(&self, q: Queued<D>, r: Result<()>) {
-        let r = complete(&self.shared, self.rank, &mut lock(&self.local), q.op, r);
+    fn finish(&self, mut q: Queued<D>, r: Result<()>) {
+        let r = complete(&self.shared, self.rank, &mut lock(&self.local), &mut q.op, r);
         q.slot.finish(r);
     }
 

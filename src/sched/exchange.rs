@@ -19,22 +19,46 @@ use crate::op::{OpDesc, OpKind};
 use crate::transport::slots::Slots;
 use crate::types::{Rank, ReduceOp, Scale};
 
-/// Whether `me`'s result reads `p`'s part, and so waits for it: every part, except that a
-/// root of broadcast and scatter reads only its own and non-roots of reduce and gather read
-/// none, so these ranks run ahead of their peers (up to the slots' depth) as an eager root
-/// does, and non-roots of broadcast and scatter wait for the root alone. Ops of the peer API
-/// (those that carry a shape digest) wait for every part: a peer whose own arguments fail
-/// enters no op but aborts the registration, and every other peer must get that error from
-/// the same call, which a rank that ran ahead would not.
-fn reads_part(desc: &OpDesc, me: Rank, p: Rank) -> bool {
-    let root = desc.root.unwrap_or(0);
-    if desc.shape.is_some() {
-        return true;
+/// Whose parts a rank's result reads, and so waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reads {
+    /// Every peer's.
+    Every,
+    /// The root's alone (non-roots of broadcast and scatter).
+    Root(Rank),
+    /// None but its own (a root of broadcast and scatter, non-roots of reduce and gather).
+    Own,
+}
+
+impl Reads {
+    /// What `me`'s result reads: every part, except that a root of broadcast and scatter
+    /// reads only its own and non-roots of reduce and gather read none, so these ranks run
+    /// ahead of their peers (up to the slots' depth) as an eager root does, and non-roots of
+    /// broadcast and scatter wait for the root alone. Ops of the peer API (those that carry a
+    /// shape digest) wait for every part: a peer whose own arguments fail enters no op but
+    /// aborts the registration, and every other peer must get that error from the same
+    /// call, which a rank that ran ahead would not.
+    fn of(desc: &OpDesc, me: Rank) -> Self {
+        let root = desc.root.unwrap_or(0);
+        if desc.shape.is_some() {
+            return Reads::Every;
+        }
+        match desc.kind {
+            OpKind::Reduce | OpKind::Gather if me == root => Reads::Every,
+            OpKind::Reduce | OpKind::Gather => Reads::Own,
+            OpKind::Broadcast | OpKind::Scatter if me == root => Reads::Own,
+            OpKind::Broadcast | OpKind::Scatter => Reads::Root(root),
+            _ => Reads::Every,
+        }
     }
-    match desc.kind {
-        OpKind::Reduce | OpKind::Gather => me == root,
-        OpKind::Broadcast | OpKind::Scatter => p == root,
-        _ => true,
+
+    /// Whether the result reads peer `p`'s part.
+    fn part(self, p: Rank) -> bool {
+        match self {
+            Reads::Every => true,
+            Reads::Root(r) => p == r,
+            Reads::Own => false,
+        }
     }
 }
 
@@ -63,9 +87,16 @@ impl<D: Device> OpRun<D> {
                 }
                 None => slots.publish(me, seq, &fp, &[]),
             }
-            (0..n).filter(|&p| p != me).for_each(|p| link.wake(p));
+            // Only peers whose results read this part wait for it (non-roots' parts of
+            // broadcast and scatter are read by nobody).
+            let read = desc.shape.is_some()
+                || !matches!(desc.kind, OpKind::Broadcast | OpKind::Scatter)
+                || desc.root.unwrap_or(0) == me;
+            if read {
+                link.wake_peers(me);
+            }
             self.exchanged = true;
-            if (0..n).any(|p| !reads_part(&desc, me, p)) {
+            if Reads::of(&desc, me) != Reads::Every {
                 // This rank does not wait for every peer: it checks the peers that have
                 // published already, after a fence that pairs with theirs. Of two ranks
                 // that do not wait for each other, at least one sees the other's part here
@@ -78,16 +109,19 @@ impl<D: Device> OpRun<D> {
                 }
             }
         }
-        let waits = |p: Rank| p != me && reads_part(&desc, me, p);
-        if let Some(p) = (0..n).find(|&p| waits(p) && !slots.arrived(p, seq)) {
-            return Ok(Progress::Blocked(Blocked::Part(p)));
-        }
-        if let Some(p) = (0..n).find(|&p| waits(p) && slots.fingerprint(p, seq) != fp) {
-            return Err(self.part_mismatch(p));
+        let reads = Reads::of(&desc, me);
+        let waits = |p: Rank| p != me && reads.part(p);
+        if reads != Reads::Own {
+            if let Some(p) = (0..n).find(|&p| waits(p) && !slots.arrived(p, seq)) {
+                return Ok(Progress::Blocked(Blocked::Part(p)));
+            }
+            if let Some(p) = (0..n).find(|&p| waits(p) && slots.fingerprint(p, seq) != fp) {
+                return Err(self.part_mismatch(p));
+            }
         }
         self.result(slots, &desc, size)?;
         slots.finish(me, seq);
-        (0..n).filter(|&p| p != me).for_each(|p| link.wake(p));
+        link.wake_peers(me);
         Ok(Progress::Advanced)
     }
 

@@ -187,7 +187,9 @@ pub(crate) struct OpRun<D: Device> {
     plan: Arc<Plan>,
     bufs: Bindings<D::Buffer>,
     pub(crate) ctx: OpCtx,
-    stage: Staging<D::Buffer, D::Event>,
+    /// The rank's staging memory, boxed (an op is moved a few times as it is prepared):
+    /// `None` until a message needs it (an exchange never does).
+    stage: Option<Box<Staging<D::Buffer, D::Event>>>,
     reach: Arc<[Reach]>,
     pos: usize,
     lends: Vec<Lend>,
@@ -195,7 +197,8 @@ pub(crate) struct OpRun<D: Device> {
     received: Vec<u32>,
     inflight: Vec<InFlight<D::Event>>,
     staged_send: Option<StagedSend<D::Event>>,
-    parked: Option<Parked<D::Buffer>>,
+    /// Boxed: rare (a receive into a lent range), and the op is moved as it is prepared.
+    parked: Option<Box<Parked<D::Buffer>>>,
     /// Whether the flight recorder says this op waits (set by the slow path).
     noted_wait: std::cell::Cell<bool>,
     started: bool,
@@ -267,17 +270,24 @@ impl<D: Device> OpRun<D> {
         plan: Arc<Plan>,
         bufs: Bindings<D::Buffer>,
         ctx: OpCtx,
-        stage: Staging<D::Buffer, D::Event>,
+        stage: Option<Box<Staging<D::Buffer, D::Event>>>,
         reach: Arc<[Reach]>,
         prologue: Option<(D::Event, (usize, usize, usize))>,
     ) -> Self {
         let world = ctx.world;
         let mut stage = stage;
-        let mut lends = std::mem::take(&mut stage.spare.lends);
+        let mut spare = stage.as_mut().map(|s| std::mem::take(&mut s.spare)).unwrap_or_default();
+        let mut lends = std::mem::take(&mut spare.lends);
         lends.clear();
-        let sent = staging::counters(&mut stage.spare.sent, world);
-        let received = staging::counters(&mut stage.spare.received, world);
-        let mut inflight = std::mem::take(&mut stage.spare.inflight);
+        // Per-peer message counters, for plans that have messages (an exchange has none).
+        let messages =
+            plan.steps.iter().any(|s| matches!(s, Step::Send { .. } | Step::Recv { .. } | Step::RecvReduce { .. }));
+        let (sent, received) = if messages {
+            (staging::counters(&mut spare.sent, world), staging::counters(&mut spare.received, world))
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let mut inflight = std::mem::take(&mut spare.inflight);
         inflight.clear();
         inflight.extend(prologue.map(|(event, w)| InFlight::writing(event, w, Msgs::new())));
         OpRun {
@@ -301,14 +311,31 @@ impl<D: Device> OpRun<D> {
         }
     }
 
-    /// Gives back the staging memory (to be reused by the communicator's next op).
+    /// Takes back the staging memory (to be reused by the communicator's next op), if the
+    /// op had any: the op is over and is dropped next.
     #[inline]
-    pub(crate) fn into_staging(self) -> Staging<D::Buffer, D::Event> {
-        let mut stage = self.stage;
-        let mut inflight = self.inflight;
+    pub(crate) fn take_staging(&mut self) -> Option<Box<Staging<D::Buffer, D::Event>>> {
+        let mut stage = self.stage.take()?;
+        let mut inflight = std::mem::take(&mut self.inflight);
         inflight.clear();
-        stage.spare = staging::Spare { lends: self.lends, sent: self.sent, received: self.received, inflight };
-        stage
+        stage.spare = staging::Spare {
+            lends: std::mem::take(&mut self.lends),
+            sent: std::mem::take(&mut self.sent),
+            received: std::mem::take(&mut self.received),
+            inflight,
+        };
+        Some(stage)
+    }
+
+    /// Starts the op's flight-recorder entry at `now` (a time the caller read), unless it has
+    /// started: an op driven as soon as it is prepared shares the clock read of its deadline.
+    #[inline]
+    pub(crate) fn start_at(&mut self, now: Instant) {
+        if !std::mem::replace(&mut self.started, true) {
+            // The flight recorder's entry starts when the op does (a queued op is not running).
+            let c = &self.ctx;
+            c.shared.board.start_at(c.rank, c.seq, c.fp.desc, self.plan.algorithm, now);
+        }
     }
 
     /// Advances the op as far as it can without blocking: `Ok(None)` when it is complete,
@@ -324,10 +351,8 @@ impl<D: Device> OpRun<D> {
         if self.done {
             return Ok(None);
         }
-        if !std::mem::replace(&mut self.started, true) {
-            // The flight recorder's entry starts when the op does (a queued op is not running).
-            let c = &self.ctx;
-            c.shared.board.start(c.rank, c.seq, c.fp.desc, self.plan.algorithm);
+        if !self.started {
+            self.start_at(Instant::now());
         }
         let size = self.ctx.dtype.size();
         loop {
@@ -434,9 +459,10 @@ impl<D: Device> OpRun<D> {
             None => {
                 let len = s.range.len;
                 let slot = self.send_slot(len)?;
-                let region = HostRegion { mem: self.stage.send[slot].mem.clone(), off: 0, len };
+                let stage = staging::get(&mut self.stage);
+                let region = HostRegion { mem: stage.send[slot].mem.clone(), off: 0, len };
                 let event = self.dev.download(&s.range, &region)?;
-                self.stage.send[slot].held_by = Some((peer, u64::MAX));
+                stage.send[slot].held_by = Some((peer, u64::MAX));
                 self.staged_send = Some(StagedSend { event, peer, slot, len });
                 return Ok(Progress::Advanced);
             }
@@ -455,10 +481,10 @@ impl<D: Device> OpRun<D> {
             return Ok(Some(Blocked::Device));
         }
         let Some(s) = self.staged_send.take() else { return Ok(None) };
-        let region = HostRegion { mem: self.stage.send[s.slot].mem.clone(), off: 0, len: s.len };
+        let region = HostRegion { mem: staging::get(&mut self.stage).send[s.slot].mem.clone(), off: 0, len: s.len };
         let header = self.header(s.peer);
         let ticket = self.ctx.link().send(self.ctx.rank, s.peer, header, Payload::Host(region));
-        self.stage.send[s.slot].held_by = Some((s.peer, ticket));
+        staging::get(&mut self.stage).send[s.slot].held_by = Some((s.peer, ticket));
         self.lends.push(Lend { peer: s.peer, ticket, range: None });
         Ok(None)
     }
@@ -469,8 +495,9 @@ impl<D: Device> OpRun<D> {
     /// needs this rank's later messages would deadlock.
     fn send_slot(&mut self, len: usize) -> Result<usize> {
         let (link, me, dev) = (self.ctx.link(), self.ctx.rank, &self.dev);
-        self.stage.reclaim_released(|p, t| link.is_released(me, p, t));
-        self.stage.send_slot(len, |n| dev.alloc_staging(n))
+        let stage = staging::get(&mut self.stage);
+        stage.reclaim_released(|p, t| link.is_released(me, p, t));
+        stage.send_slot(len, |n| dev.alloc_staging(n))
     }
 
     /// Retires completed device work: releases the messages it read.

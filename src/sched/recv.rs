@@ -58,7 +58,7 @@ impl<D: Device> OpRun<D> {
                     self.inflight.push(InFlight { event, writes: None, msgs: smallvec::smallvec![msg], staging: false })
                 }
             }
-            self.parked = Some(Parked { source: staged, dst: d, acc });
+            self.parked = Some(Box::new(Parked { source: staged, dst: d, acc }));
             return Ok(Progress::Advanced);
         }
         let landed = self.land(&source, &d, acc, size);
@@ -147,13 +147,13 @@ impl<D: Device> OpRun<D> {
         match source {
             Source::Host(r) => {
                 let dev = &self.dev;
-                let mem = self.stage.recv_host(len, |n| dev.alloc_staging(n))?;
+                let mem = super::staging::get(&mut self.stage).recv_host(len, |n| dev.alloc_staging(n))?;
                 mem.write(0, len)?.copy_from_slice(&r.read()?);
                 Ok((Source::Host(HostRegion { mem, off: 0, len }), None))
             }
             Source::Device(r) => {
                 let dev = &self.dev;
-                let buf = self.stage.recv_device(len, |n| dev.alloc(n), |b| dev.len(b))?;
+                let buf = super::staging::get(&mut self.stage).recv_device(len, |n| dev.alloc(n), |b| dev.len(b))?;
                 let dst = Range::new(buf, 0, len);
                 let event = self.dev.copy(r, &dst)?;
                 Ok((Source::Device(dst), Some(event)))

@@ -51,6 +51,12 @@ impl<E> std::fmt::Debug for Spare<E> {
     }
 }
 
+/// The staging memory an op holds, allocated when it first needs some (a communicator's
+/// first op that sends or receives a message; an exchange never does).
+pub(super) fn get<B, E>(stage: &mut Option<Box<Staging<B, E>>>) -> &mut Staging<B, E> {
+    stage.get_or_insert_with(Box::default)
+}
+
 /// Takes a spare vector for per-peer counters of `world` ranks, zeroed.
 pub(super) fn counters(v: &mut Vec<u32>, world: usize) -> Vec<u32> {
     let mut v = std::mem::take(v);
@@ -126,6 +132,9 @@ impl<B: Clone, E> Staging<B, E> {
     /// After an op, when every lend was released or reclaimed: keeps at most a few free
     /// slots and bytes (the smallest ones).
     pub(crate) fn trim(&mut self) {
+        if self.send.is_empty() {
+            return;
+        }
         for s in &mut self.send {
             s.held_by = None;
         }

@@ -108,9 +108,14 @@ impl Fabric {
         self.slots.get_or_init(|| Slots::new(self.world))
     }
 
-    /// Wakes `rank` if it waits (something it may wait for changed).
-    pub(super) fn wake(&self, rank: Rank) {
-        self.ring(rank);
+    /// Wakes every rank but `me` that waits, ringing the process-wide doorbell once.
+    pub(super) fn wake_peers(&self, me: Rank) {
+        for (rank, e) in self.events.iter().enumerate() {
+            if rank != me {
+                e.ring();
+            }
+        }
+        super::wait::bell().ring();
     }
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {

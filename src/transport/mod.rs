@@ -299,11 +299,11 @@ impl Link {
         }
     }
 
-    /// Wakes `rank` if it waits on this link (after a change it may wait for that sends no
-    /// message: a published exchange part).
-    pub(crate) fn wake(&self, rank: Rank) {
+    /// Wakes every rank but `me` that waits on this link (one ring of the process-wide
+    /// doorbell for all of them).
+    pub(crate) fn wake_peers(&self, me: Rank) {
         match self {
-            Link::InProc(f) => f.wake(rank),
+            Link::InProc(f) => f.wake_peers(me),
             Link::Tcp(_) => {}
         }
     }
