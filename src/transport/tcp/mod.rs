@@ -222,7 +222,7 @@ impl Mesh {
     /// Opens the oldest unopened message; one still in the peer's process (lent, `shm_io`) is
     /// read now: into `into`'s region when its check accepts the header and length (then
     /// `true`: the payload is that region), else into a receive buffer. A failed read
-    /// poisons this rank (naming the peer) and opens nothing.
+    /// poisons this rank (naming the peer and the message's op) and opens nothing.
     pub(super) fn open(&self, me: Rank, from: Rank, into: Option<super::Landing<'_>>) -> Option<(Opened, bool)> {
         let (e, p) = self.pair(me, from)?;
         let mut inbox = lock(&p.inbox);
@@ -235,7 +235,10 @@ impl Mesh {
             match s.fetch(e, p, m, dst) {
                 Ok(l) => landed = l,
                 Err(err) => {
-                    e.set_poison(err);
+                    // The failure of the op this message belongs to (its sequence number), so
+                    // this rank and the peers it tells report it as that op's error, not as
+                    // one of an earlier op.
+                    e.set_poison(if m.header.p2p { err } else { err.with_seq(m.header.seq) });
                     return None;
                 }
             }
