@@ -238,7 +238,21 @@ impl Mesh {
                     // The failure of the op this message belongs to (its sequence number), so
                     // this rank and the peers it tells report it as that op's error, not as
                     // one of an earlier op.
-                    e.set_poison(if m.header.p2p { err } else { err.with_seq(m.header.seq) });
+                    let err = if m.header.p2p { err } else { err.with_seq(m.header.seq) };
+                    drop(inbox);
+                    if err.kind() == ErrorKind::Aborted {
+                        // The peer took the message back because its op failed, and sent
+                        // why (an abort frame) before: that is the error to report (the first
+                        // poison wins), once the socket brings it.
+                        let until = Instant::now() + LINGER;
+                        while !e.failed.load(Ordering::SeqCst) && !p.gone.load(Ordering::SeqCst) {
+                            if Instant::now() > until {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_micros(100));
+                        }
+                    }
+                    e.set_poison(err);
                     return None;
                 }
             }
