@@ -52,7 +52,8 @@
 //!   from that call when something they exchanged disagreed, otherwise from their next call
 //!   (which names the earlier op). A rank cut short inside an earlier, matched op by others'
 //!   failure gets [`ErrorKind::Aborted`] naming the op that failed and the rank that failed
-//!   first. A timeout names the rank furthest behind, or the ranks waiting on each other.
+//!   first; when that failure is a peer whose process is gone, every rank reports
+//!   [`ErrorKind::PeerLost`] naming it. A timeout names the rank furthest behind, or the ranks waiting on each other.
 //! - Memory is never raced on from safe code: an out-of-place call whose output *is* its
 //!   input runs in place (as NCCL treats `sendbuff == recvbuff`), a partial overlap is
 //!   `InvalidArgument`; host buffers refuse overlapping concurrent access with a `Device`

@@ -80,6 +80,7 @@ fn child() {
         "env" => env_child(),
         "large" => large_child(),
         "threshold" => threshold_child(),
+        "streamer" => streamer_child(),
         #[cfg(feature = "orchestrator")]
         "node" => hier::node_child(),
         #[cfg(feature = "orchestrator")]
@@ -364,7 +365,7 @@ fn large_child() -> Result<(), String> {
     comm.barrier().map_err(e)
 }
 
-/// Messages just under and over the size that shared memory moves by single copy (256 KiB),
+/// Messages just under and over the size that shared memory moves by single copy (128 KiB),
 /// in chunks that are not a multiple of it: all_gather, broadcast and all_reduce, every
 /// value checked, several ops on one communicator.
 fn threshold_child() -> Result<(), String> {
@@ -373,7 +374,7 @@ fn threshold_child() -> Result<(), String> {
     check_transport()?;
     let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
     let v = |r: usize, i: usize| ((r * 7 + i) % 13) as f32;
-    for n in [(64 << 10) - 3, (64 << 10) + 5, 200_001] {
+    for n in [(32 << 10) - 3, (32 << 10) + 5, 200_001] {
         let mine: Vec<f32> = (0..n).map(|i| v(rank, i)).collect();
         let input = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
         let mut out = Tensor::zeros(&dev, ruccl::DType::F32, &[n * world]).map_err(e)?;
@@ -390,6 +391,72 @@ fn threshold_child() -> Result<(), String> {
         check(&format!("all_reduce of {n}"), rank, a.to_vec::<f32>().map_err(e)?, want)?;
     }
     comm.barrier().map_err(e)
+}
+
+/// Moves large messages (lent, where single copy is on: 4 MiB chunks, far above its
+/// threshold) round after round with a peer that gets killed in the middle of them. `MP_OP`
+/// is `all_gather` (every rank lends to and reads from every other; alternating with a
+/// broadcast from each rank in turn) or `p2p` (rank `MP_FROM` sends, the other receives).
+/// The victim (`MP_VICTIM`) marks `MP_MARK` after a few rounds and goes on until killed;
+/// every other rank expects `PeerLost` naming it, well before the timeout, then writes every
+/// buffer it lent or read into (none may still be lent to the dead rank), and finds the
+/// communicator refusing the next op.
+fn streamer_child() -> Result<(), String> {
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let victim = num("MP_VICTIM");
+    let comm = join(num("MP_RANK")).map_err(e)?;
+    check_transport()?;
+    let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
+    let n = 2 << 20;
+    let mine: Vec<f32> = (0..n).map(|i| ((rank + i) % 11) as f32).collect();
+    let input = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+    let mut out = Tensor::zeros(&dev, ruccl::DType::F32, &[world * n]).map_err(e)?;
+    let mut b = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+    let from = num("MP_FROM");
+    comm.barrier().map_err(e)?;
+    let started = Instant::now();
+    let mut result = Ok(());
+    for round in 0..1000 {
+        if rank == victim && round == 3 {
+            File::create(var("MP_MARK")).map_err(|e| e.to_string())?;
+        }
+        result = match var("MP_OP").as_str() {
+            "all_gather" if round % 2 == 0 => comm.all_gather_into_tensor(&mut out, &input),
+            "all_gather" => comm.broadcast(&mut b, round / 2 % world),
+            "p2p" if rank == from => comm.send(&input, 1 - from),
+            "p2p" => comm.recv(&mut b, from),
+            op => return Err(format!("unknown MP_OP {op}")),
+        };
+        if result.is_err() {
+            break;
+        }
+    }
+    if rank == victim {
+        return Err(format!("the victim was not killed: {result:?}"));
+    }
+    let Err(err) = result else { return Err("1000 rounds succeeded with a killed peer".into()) };
+    println!("after {:?}: {:?} {err}", started.elapsed(), err.kind());
+    let named = err.context().peer == Some(victim) || err.to_string().contains(&format!("rank {victim}"));
+    if err.kind() != ErrorKind::PeerLost || !named {
+        return Err(format!("expected PeerLost naming rank {victim}, got {:?}: {err}", err.kind()));
+    }
+    if !err.to_string().contains("its process") {
+        return Err(format!("a killed process is not called a dropped communicator: {err}"));
+    }
+    if started.elapsed() > Duration::from_secs(15) {
+        return Err(format!("PeerLost came only after {:?}", started.elapsed()));
+    }
+    // Nothing is left lent to the dead rank, nor being written: every buffer takes a write.
+    let mut input = input;
+    for (what, t) in [("the input", &mut input), ("the output", &mut out), ("the broadcast buffer", &mut b)] {
+        let zeros = vec![0.0f32; t.numel()];
+        t.copy_from_slice(&zeros).map_err(|err| format!("{what} cannot be written after the failure: {err}"))?;
+    }
+    match comm.all_gather_into_tensor(&mut out, &input) {
+        Err(next) => println!("the next op: {:?} {next}", next.kind()),
+        Ok(()) => return Err("an all_gather succeeded on a failed communicator".into()),
+    }
+    Ok(())
 }
 
 /// torchrun's variables: `Communicator::from_env`, an all_reduce, a barrier.
@@ -592,6 +659,54 @@ fn a_killed_peer_is_named_in_peer_lost(t: Transport) {
     let _ = std::fs::remove_file(mark);
 }
 
+/// Starts `world` ranks that stream large messages (`op`, see `streamer_child`; `from` sends
+/// in `p2p`), waits until `victim` has done a few rounds, kills it at a varying moment of the
+/// next ones, and checks the survivors.
+fn kill_mid_stream(t: Transport, world: usize, op: &str, from: usize, victim: usize) {
+    let id = UniqueId::new().unwrap();
+    let mark = scratch("mark");
+    let mut kids = Kids::new(t);
+    for r in 0..world {
+        let mut env = ranks_env(&id, world, &[r]);
+        env.extend([
+            ("MP_RANK", r.to_string()),
+            ("MP_OP", op.to_string()),
+            ("MP_FROM", from.to_string()),
+            ("MP_VICTIM", victim.to_string()),
+            ("MP_MARK", mark.display().to_string()),
+            ("RUCCL_CHUNK_BYTES", (4 << 20).to_string()),
+        ]);
+        kids.spawn(&format!("rank{r}"), "streamer", &env);
+    }
+    let deadline = Instant::now() + GROUP_DEADLINE;
+    while !mark.exists() {
+        assert!(Instant::now() < deadline, "the victim never did its first rounds");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // A rank spends most of a round in reads of 4 MiB: a kill at any moment likely lands in one.
+    let jitter = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_micros() % 20_000;
+    std::thread::sleep(Duration::from_micros(u64::from(jitter)));
+    kids.kill(&format!("rank{victim}"));
+    kids.wait(&[&format!("rank{victim}")]);
+    let _ = std::fs::remove_file(mark);
+}
+
+/// A peer killed while all_gathers and broadcasts of 8 MiB per rank cross the 3 processes:
+/// the survivors were reading its lent memory, and it theirs.
+fn a_peer_killed_mid_all_gather_is_named_in_peer_lost(t: Transport) {
+    kill_mid_stream(t, 3, "all_gather", 0, 1);
+}
+
+/// A sender killed while the receiver reads what it lent.
+fn a_sender_killed_mid_send_is_named_in_peer_lost(t: Transport) {
+    kill_mid_stream(t, 2, "p2p", 1, 1);
+}
+
+/// A receiver killed while it reads the sender's lent memory: the sender's buffer is free again.
+fn a_receiver_killed_mid_recv_is_named_in_peer_lost(t: Transport) {
+    kill_mid_stream(t, 2, "p2p", 0, 1);
+}
+
 /// A peer process that stops answering without closing its connections (stopped with
 /// `SIGSTOP`, as a hung host would): no heartbeat comes for `RUCCL_PEER_SILENCE` (1 s here),
 /// and the survivor fails with `PeerLost` naming it, long before the op's timeout (20 s).
@@ -744,6 +859,10 @@ mod shm_copy {
     fn a_killed_peer_is_named_in_peer_lost() {
         super::a_killed_peer_is_named_in_peer_lost(super::Transport::ShmCopy);
     }
+    #[test]
+    fn a_peer_killed_mid_all_gather_is_named_in_peer_lost() {
+        super::a_peer_killed_mid_all_gather_is_named_in_peer_lost(super::Transport::ShmCopy);
+    }
 }
 
 /// Stamps the cases that move data out once per transport.
@@ -772,6 +891,9 @@ per_transport!(
     four_processes_run_every_collective,
     two_processes_of_two_ranks_run_every_collective,
     a_killed_peer_is_named_in_peer_lost,
+    a_peer_killed_mid_all_gather_is_named_in_peer_lost,
+    a_sender_killed_mid_send_is_named_in_peer_lost,
+    a_receiver_killed_mid_recv_is_named_in_peer_lost,
     a_stopped_peer_is_named_in_peer_lost,
     a_silent_peer_is_named_in_the_timeout,
     the_listener_survives_garbage_and_serves_real_peers,

@@ -7,6 +7,10 @@
 //! | in that same op (or arrives at it late), or the rank the first one named as its peer | the original error (`Mismatch` naming both sides, `Timeout` naming the rank that never came) |
 //! | past it: the op returned `Ok` here because nothing this rank exchanged disagreed | the original error's kind on its next call, naming the earlier op |
 //! | behind it, or in a point-to-point op | `Aborted`, naming the op that failed and the rank that failed first |
+//!
+//! Except for `PeerLost`: a process that is gone is gone for every op, so a rank past or
+//! behind the op reports `PeerLost` too, naming the lost rank (and, in words, the rank that
+//! saw it first).
 
 use crate::error::{CollectiveError, ErrorKind};
 use crate::types::Rank;
@@ -48,6 +52,17 @@ pub(crate) fn after_failure(first: &CollectiveError, rank: Rank, now: Now) -> Co
     let out = match (ctx.seq, now) {
         (Some(s), Now::Collective(c)) if s == c => return first.relayed(rank),
         (None, Now::P2p) => return first.relayed(rank),
+        // A process that is gone is gone for every op: a rank past or behind the one that
+        // failed names it too, as `PeerLost` (the communicator cannot go on without it).
+        _ if first.kind() == ErrorKind::PeerLost
+            && let Some(lost) = ctx.peer.filter(|&p| p != rank) =>
+        {
+            let out = CollectiveError::new(
+                ErrorKind::PeerLost,
+                format!("{who} saw it first, in {what}: {}", first.message()),
+            );
+            return out.with_rank(rank).with_peer(lost);
+        }
         (Some(s), Now::Collective(c)) if s < c => CollectiveError::new(
             first.kind(),
             format!(
@@ -108,5 +123,19 @@ mod tests {
         assert_eq!(after_failure(&p, 2, Now::Collective(3)).kind(), ErrorKind::Aborted);
         // A relayed error never names the reporting rank as its own peer.
         assert_eq!(after_failure(&p, 1, Now::P2p).context().peer, Some(0));
+    }
+
+    #[test]
+    fn a_lost_peer_is_named_by_every_rank_whatever_op_it_stands_in() {
+        let lost = CollectiveError::new(ErrorKind::PeerLost, "rank 1 is gone").with_rank(2).with_peer(1).with_seq(7);
+        for now in [Now::Collective(6), Now::Collective(7), Now::Collective(8), Now::P2p, Now::NewP2p] {
+            let got = after_failure(&lost, 0, now);
+            assert_eq!((got.kind(), got.context().peer), (ErrorKind::PeerLost, Some(1)), "{now:?}: {got}");
+            assert!(got.message().contains("rank 1 is gone"), "{got}");
+        }
+        assert!(after_failure(&lost, 0, Now::Collective(6)).message().contains("rank 2 saw it first, in op #7"));
+        // Without a lost rank to name, a rank behind is cut short as for any other failure.
+        let anon = CollectiveError::new(ErrorKind::PeerLost, "a peer is gone").with_rank(2).with_seq(7);
+        assert_eq!(after_failure(&anon, 0, Now::Collective(6)).kind(), ErrorKind::Aborted);
     }
 }

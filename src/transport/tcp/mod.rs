@@ -222,7 +222,7 @@ impl Mesh {
     /// Opens the oldest unopened message; one still in the peer's process (lent, `shm_io`) is
     /// read now: into `into`'s region when its check accepts the header and length (then
     /// `true`: the payload is that region), else into a receive buffer. A failed read
-    /// poisons this rank (naming the peer) and opens nothing.
+    /// poisons this rank (naming the peer and the message's op) and opens nothing.
     pub(super) fn open(&self, me: Rank, from: Rank, into: Option<super::Landing<'_>>) -> Option<(Opened, bool)> {
         let (e, p) = self.pair(me, from)?;
         let mut inbox = lock(&p.inbox);
@@ -235,6 +235,23 @@ impl Mesh {
             match s.fetch(e, p, m, dst) {
                 Ok(l) => landed = l,
                 Err(err) => {
+                    // The failure of the op this message belongs to (its sequence number), so
+                    // this rank and the peers it tells report it as that op's error, not as
+                    // one of an earlier op.
+                    let err = if m.header.p2p { err } else { err.with_seq(m.header.seq) };
+                    drop(inbox);
+                    if err.kind() == ErrorKind::Aborted {
+                        // The peer took the message back because its op failed, and sent
+                        // why (an abort frame) before: that is the error to report (the first
+                        // poison wins), once the socket brings it.
+                        let until = Instant::now() + LINGER;
+                        while !e.failed.load(Ordering::SeqCst) && !p.gone.load(Ordering::SeqCst) {
+                            if Instant::now() > until {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_micros(100));
+                        }
+                    }
                     e.set_poison(err);
                     return None;
                 }

@@ -171,9 +171,18 @@ impl ShmPeer {
             Err(CollectiveError::new(ErrorKind::Aborted, "the peer took back a message it lent (its op failed)"))
         } else {
             cma::read(self.pair.peer_pid, remote.addr, dst).map_err(|err| {
-                let kind = if err.raw_os_error() == Some(libc::ESRCH) { ErrorKind::PeerLost } else { ErrorKind::Io };
-                CollectiveError::new(kind, format!("reading {} bytes out of the peer's process: {err}", dst.len()))
-                    .with_source(err)
+                let (peer, len) = (p.rank, dst.len());
+                // ESRCH: no such process, or one that has exited (a zombie has no memory).
+                let (kind, what) = if err.raw_os_error() == Some(libc::ESRCH) {
+                    let what = format!(
+                        "rank {peer} is gone: its process ended (did it crash or get killed?) while this rank \
+                         read {len} bytes it had lent: {err}"
+                    );
+                    (ErrorKind::PeerLost, what)
+                } else {
+                    (ErrorKind::Io, format!("reading {len} bytes out of rank {peer}'s process: {err}"))
+                };
+                CollectiveError::new(kind, what).with_source(err)
             })
         };
         self.done_with(remote.n);
