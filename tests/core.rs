@@ -18,6 +18,8 @@
 //! `TestDevice` and one `core_suite!` line. Test names read `<device>::<test>` or
 //! `<device>::<test>::w<world size>`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// The suite's helpers that only the other binaries' devices use (the TCP test devices).
+#![allow(dead_code)]
 
 include!("core/suite.rs");
 
