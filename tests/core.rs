@@ -10,23 +10,17 @@
 //!   and a device whose every operation completes later on another thread;
 //! - `one_thread`: the host device with every rank driven by the one process-wide progress
 //!   thread (`CommConfig::with_shared_progress`).
+//! - `tcp`, `tcp_host`: the shared test device and the host device with every rank its own
+//!   TCP endpoint on loopback ([`ruccl::config::Transport::Tcp`]), so every collective and
+//!   error case also runs over sockets.
 //!
-//! The same suite over loopback TCP is its own binary, `tests/core_tcp.rs` (`tcp::*`,
-//! `tcp_host::*`), and so is the suite stamped on a GPU device, `tests/gpu_core.rs`
-//! (`--features test-wgpu` and the like): the binaries compile side by side, and each
-//! compiles the test bodies only for its own devices. Another device joins by implementing
-//! `TestDevice` and one `core_suite!` line. Test names read `<device>::<test>` or
-//! `<device>::<test>::w<world size>`.
+//! The same suite stamped on a GPU device is its own binary, `tests/gpu_core.rs`
+//! (`--features test-wgpu` and the like), so building it compiles the test bodies for that
+//! device only. Another device joins by implementing `TestDevice` and one `core_suite!` line.
+//! Test names read `<device>::<test>` or `<device>::<test>::w<world size>`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
-// The suite's helpers that only the other binaries' devices use (the TCP test devices).
-#![allow(dead_code)]
 
 include!("core/suite.rs");
-
-#[path = "core/device_checks.rs"]
-mod device_checks;
-#[path = "core/messages.rs"]
-mod messages;
 
 /// `Communicator` must be `Send + Sync` (checked at compile time, for every device).
 const _: fn() = || {
@@ -41,6 +35,8 @@ core_suite!(staged, crate::staged_device::StagedDevice);
 core_suite!(shared, crate::staged_device::SharedDevice);
 core_suite!(asynchronous, crate::staged_device::AsyncDevice);
 core_suite!(one_thread, crate::staged_device::OneThreadDevice);
+core_suite!(tcp, crate::staged_device::TcpDevice, sockets);
+core_suite!(tcp_host, crate::staged_device::TcpHostDevice, sockets);
 
 #[test]
 fn local_failure_stops_peers_at_once() {

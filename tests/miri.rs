@@ -17,9 +17,6 @@ mod reference;
 #[allow(dead_code)]
 #[path = "core/staged_device.rs"]
 mod staged_device;
-// The test devices' own checks (the staged device really stages through the host).
-#[path = "core/device_checks.rs"]
-mod device_checks;
 
 use ruccl::{Algorithm, CommConfig, DType, ErrorKind, ReduceOp, Tensor};
 

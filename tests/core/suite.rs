@@ -1,10 +1,7 @@
 // The core suite's modules and the macros that stamp it out per device, included (`include!`)
-// by the three test binaries that run it: `tests/core.rs` (the host device and the test devices
-// built on it, in process), `tests/core_tcp.rs` (the same over loopback TCP) and
-// `tests/gpu_core.rs` (the GPU device of a `test-*` feature). Each binary compiles every test
-// body only for the devices it stamps, and the binaries compile side by side. The modules
-// here hold no `#[test]` of their own (those are in `core.rs`'s own modules), so no test runs
-// twice. Paths are relative to this file.
+// by the two test binaries that run it: `tests/core.rs` (the host device and the test devices
+// built on it) and `tests/gpu_core.rs` (the GPU device of a `test-*` feature). Each binary
+// compiles every test body only for the devices it stamps. Paths are relative to this file.
 
 /// Calls `$f::<$d, T>(args)` with `T` the Rust element type of the runtime dtype `$dt`.
 macro_rules! per_dtype {
@@ -46,6 +43,8 @@ mod failures;
 mod joining;
 #[path = "large.rs"]
 mod large;
+#[path = "messages.rs"]
+mod messages;
 #[path = "mismatch.rs"]
 mod mismatch;
 #[path = "movement.rs"]
