@@ -17,6 +17,9 @@ mod reference;
 #[allow(dead_code)]
 #[path = "core/staged_device.rs"]
 mod staged_device;
+#[allow(dead_code)]
+#[path = "core/vals.rs"]
+mod vals;
 
 use ruccl::{Algorithm, CommConfig, DType, ErrorKind, ReduceOp, Tensor};
 

@@ -5,8 +5,9 @@
 
 use ruccl::{Algorithm, CommConfig, DType, ReduceOp};
 
-use crate::harness::{Ctx, Opts, TEST_TIMEOUT, TestDevice, assert_bits, run};
-use crate::reference::{Elem, counts, data, reduce_input, reduced, sentinel};
+use crate::harness::{Ctx, Opts, TEST_TIMEOUT, TestDevice, run};
+use crate::reference::counts;
+use crate::vals::{self, Vals, assert_vals};
 
 /// A few dtypes of every size and kind.
 const DTYPES: [DType; 6] = [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8, DType::U64];
@@ -17,59 +18,59 @@ fn forced<D: TestDevice>(world: usize, algorithm: Algorithm, chunk_bytes: usize,
     run::<D, _>(world, &Opts::with_config(config), |ctx| {
         assert_eq!(ctx.comm.config().algorithm(), algorithm);
         for dt in DTYPES {
-            per_dtype!(dt, forced_as::<D>(ctx, algorithm, sizes));
+            forced_as::<D>(ctx, dt, algorithm, sizes);
         }
     });
 }
 
-fn forced_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>, alg: Algorithm, sizes: &[usize]) {
+fn forced_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType, alg: Algorithm, sizes: &[usize]) {
     let (w, r) = (ctx.world, ctx.rank);
     let mut call = 0;
     for (salt, &n) in sizes.iter().enumerate() {
         for op in ReduceOp::ALL {
             let root = call % w;
             call += 1;
-            let tag = format!("{op}, {n} x {}, algorithm {alg}", T::DTYPE);
-            let mine = reduce_input::<T>(op, r, n, salt);
-            let want = reduced::<T>(op, w, n, salt);
+            let tag = format!("{op}, {n} x {}, algorithm {alg}", dt);
+            let mine = vals::reduce_input(dt, op, r, n, salt);
+            let want = vals::reduced(dt, op, w, n, salt);
 
-            let x = ctx.tensor(&mine);
-            let mut y = ctx.tensor(&sentinel::<T>(n));
+            let x = ctx.tensor_of(&mine);
+            let mut y = ctx.tensor_of(&vals::sentinel(dt, n));
             ctx.arrive();
             ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, op), format!("all_reduce({tag})"));
-            ctx.check(&y, &want, format!("all_reduce({tag})"));
-            let mut t = ctx.tensor(&mine);
+            ctx.check_vals(&y, &want, format!("all_reduce({tag})"));
+            let mut t = ctx.tensor_of(&mine);
             ctx.arrive();
             ctx.ok(ctx.comm.all_reduce(&mut t, op), format!("all_reduce({tag}) in place"));
-            ctx.check(&t, &want, format!("all_reduce({tag}) in place"));
+            ctx.check_vals(&t, &want, format!("all_reduce({tag}) in place"));
 
-            let mut t = ctx.tensor(&mine);
+            let mut t = ctx.tensor_of(&mine);
             ctx.arrive();
             ctx.ok(ctx.comm.reduce(&mut t, op, root), format!("reduce({tag}, root {root})"));
             let expect = if r == root { &want } else { &mine };
-            ctx.check(&t, expect, format!("reduce({tag}, root {root}) in place"));
+            ctx.check_vals(&t, expect, format!("reduce({tag}, root {root}) in place"));
         }
-        let tag = format!("{n} x {}, algorithm {alg}", T::DTYPE);
+        let tag = format!("{n} x {}, algorithm {alg}", dt);
         let root = (salt + 1) % w;
-        let mut t = ctx.tensor(&data::<T>(r, n, salt));
+        let mut t = ctx.tensor_of(&vals::data(dt, r, n, salt));
         ctx.arrive();
         ctx.ok(ctx.comm.broadcast(&mut t, root), format!("broadcast({tag})"));
-        ctx.check(&t, &data::<T>(root, n, salt), format!("broadcast({tag}, root {root})"));
+        ctx.check_vals(&t, &vals::data(dt, root, n, salt), format!("broadcast({tag}, root {root})"));
 
         let op = ReduceOp::Sum;
-        let x = ctx.tensor(&reduce_input::<T>(op, r, w * n, salt));
-        let mut y = ctx.tensor(&sentinel::<T>(n));
+        let x = ctx.tensor_of(&vals::reduce_input(dt, op, r, w * n, salt));
+        let mut y = ctx.tensor_of(&vals::sentinel(dt, n));
         ctx.arrive();
         ctx.ok(ctx.comm.reduce_scatter_tensor(&mut y, &x, op), format!("reduce_scatter({tag})"));
-        let all = reduced::<T>(op, w, w * n, salt);
-        ctx.check(&y, &all[r * n..(r + 1) * n], format!("reduce_scatter({tag})"));
+        let all = vals::reduced(dt, op, w, w * n, salt);
+        ctx.check_vals(&y, &all.slice(r * n..(r + 1) * n), format!("reduce_scatter({tag})"));
 
-        let x = ctx.tensor(&data::<T>(r, n, salt));
-        let mut y = ctx.tensor(&sentinel::<T>(w * n));
+        let x = ctx.tensor_of(&vals::data(dt, r, n, salt));
+        let mut y = ctx.tensor_of(&vals::sentinel(dt, w * n));
         ctx.arrive();
         ctx.ok(ctx.comm.all_gather_into_tensor(&mut y, &x), format!("all_gather({tag})"));
-        let want: Vec<T> = (0..w).flat_map(|k| data::<T>(k, n, salt)).collect();
-        ctx.check(&y, &want, format!("all_gather({tag})"));
+        let want = Vals::concat(dt, (0..w).map(|k| vals::data(dt, k, n, salt)));
+        ctx.check_vals(&y, &want, format!("all_gather({tag})"));
     }
 }
 
@@ -109,43 +110,41 @@ pub fn identical_bits<D: TestDevice>(world: usize) {
         let config = CommConfig::default().with_timeout(TEST_TIMEOUT).with_algorithm(alg).with_chunk_bytes(4096);
         run::<D, _>(world, &Opts::with_config(config), |ctx| {
             for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-                per_dtype!(dt, identical_bits_as::<D>(ctx, alg));
+                identical_bits_as::<D>(ctx, dt, alg);
             }
         });
     }
 }
 
-fn identical_bits_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>, alg: Algorithm) {
+fn identical_bits_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType, alg: Algorithm) {
     let (w, r) = (ctx.world, ctx.rank);
     // 40_000 elements is past the small-message threshold for every float type but f16/bf16
     // (80 KB), so `Auto` runs the ring on f32/f64.
     for n in [1000, 40_000] {
         for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::PreMulSum(0.3)] {
-            let what = format!("all_reduce({op}, {n} x {}, algorithm {alg}, random inputs)", T::DTYPE);
-            let mine: Vec<T> = (0..n)
-                .map(|_| {
-                    let u = (ctx.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-                    T::from_f64((u - 0.5) * 20.0)
-                })
-                .collect();
-            let mut first = ctx.tensor(&mine);
+            let what = format!("all_reduce({op}, {n} x {dt}, algorithm {alg}, random inputs)");
+            let mine = vals::floats(dt, n, || {
+                let u = (ctx.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                (u - 0.5) * 20.0
+            });
+            let mut first = ctx.tensor_of(&mine);
             ctx.arrive();
             ctx.ok(ctx.comm.all_reduce(&mut first, op), &what);
-            let first = first.to_vec::<T>().unwrap();
+            let first = ctx.read(&first, &what);
 
-            let mut again = ctx.tensor(&mine);
+            let mut again = ctx.tensor_of(&mine);
             ctx.arrive();
             ctx.ok(ctx.comm.all_reduce(&mut again, op), &what);
-            assert_bits(&again.to_vec::<T>().unwrap(), &first, format!("{what}: repeated"));
+            ctx.check_vals(&again, &first, format!("{what}: repeated"));
 
             // Compare with every other rank's result by gathering them all.
-            let x = ctx.tensor(&first);
-            let mut all = ctx.tensor(&sentinel::<T>(w * n));
+            let x = ctx.tensor_of(&first);
+            let mut all = ctx.tensor_of(&vals::sentinel(dt, w * n));
             ctx.ok(ctx.comm.all_gather_into_tensor(&mut all, &x), "all_gather of results");
-            let all = all.to_vec::<T>().unwrap();
+            let all = ctx.read(&all, "all_gather of results");
             for k in 0..w {
-                assert_bits(
-                    &all[k * n..(k + 1) * n],
+                assert_vals(
+                    &all.slice(k * n..(k + 1) * n),
                     &first,
                     format!("{what}: rank {k}'s result differs from rank {r}'s"),
                 );

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use ruccl::{CommConfig, Communicator, Device, Element, ErrorKind, HostDevice, Rank, Tensor, UniqueId};
 
 use crate::reference::Elem;
+use crate::vals::{Vals, assert_vals};
 
 /// The deadline of ordinary tests: long enough never to fire on a loaded machine, short
 /// enough that a library hang fails the test instead of stalling the run.
@@ -286,6 +287,25 @@ impl<D: TestDevice> Ctx<D> {
     /// A 1-D tensor on this rank's device.
     pub fn tensor<T: Element>(&self, data: &[T]) -> Tensor<D> {
         Tensor::from_slice(&self.dev, data, &[data.len()]).unwrap_or_else(|e| panic!("building a tensor: {e}"))
+    }
+
+    /// A 1-D tensor holding `v` on this rank's device.
+    pub fn tensor_of(&self, v: &Vals) -> Tensor<D> {
+        let t = Tensor::zeros(&self.dev, v.dtype(), &[v.len()]).unwrap_or_else(|e| panic!("building a tensor: {e}"));
+        self.dev.write(t.buffer(), 0, v.bytes()).unwrap_or_else(|e| panic!("filling a tensor: {e}"));
+        t
+    }
+
+    /// `t`'s elements.
+    pub fn read(&self, t: &Tensor<D>, what: impl Display) -> Vals {
+        let mut bytes = vec![0; t.byte_len()];
+        t.device().read(t.buffer(), 0, &mut bytes).unwrap_or_else(|e| panic!("{what}: reading back: {e}"));
+        Vals::from_bytes(t.dtype(), bytes)
+    }
+
+    /// Asserts `t` holds exactly the elements of `want` (and their dtype).
+    pub fn check_vals(&self, t: &Tensor<D>, want: &Vals, what: impl Display) {
+        assert_vals(&self.read(t, &what), want, what);
     }
 
     /// Unwraps a collective's result, naming the call on failure.

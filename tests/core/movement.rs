@@ -1,11 +1,14 @@
 //! Sweeps of the data-movement collectives (broadcast, all_gather in its three forms,
 //! all_to_all, gather, scatter): every dtype × the counts of [`counts`], every root in turn,
-//! out of place and in place, with shuffled arrival, compared bit for bit.
+//! out of place and in place, with shuffled arrival, compared bit for bit. The sweeps hold
+//! their elements as [`Vals`] (a dtype chosen at run time), so each is compiled once per
+//! device, not once per device and dtype.
 
 use ruccl::{DType, ReduceOp, Tensor};
 
 use crate::harness::{Ctx, Opts, TestDevice, run};
-use crate::reference::{Elem, counts, data, reduce_input, reduced, sentinel};
+use crate::reference::{counts, data, reduce_input, reduced, sentinel};
+use crate::vals::{self, Vals};
 
 fn sweep<D: TestDevice>(world: usize, each: fn(&Ctx<D>, DType)) {
     run::<D, _>(world, &Opts::default(), |ctx| {
@@ -16,137 +19,137 @@ fn sweep<D: TestDevice>(world: usize, each: fn(&Ctx<D>, DType)) {
 }
 
 pub fn broadcast<D: TestDevice>(world: usize) {
-    sweep::<D>(world, |ctx, dt| per_dtype!(dt, broadcast_as::<D>(ctx)));
+    sweep::<D>(world, broadcast_as::<D>);
 }
 
-fn broadcast_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+fn broadcast_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     let (w, r) = (ctx.world, ctx.rank);
     for (salt, n) in counts(w).into_iter().enumerate() {
         for root in 0..w {
-            let what = format!("broadcast({n} x {}, root {root})", T::DTYPE);
-            let mine = data::<T>(r, n, salt);
-            let want = data::<T>(root, n, salt);
+            let what = format!("broadcast({n} x {dt}, root {root})");
+            let mine = vals::data(dt, r, n, salt);
+            let want = vals::data(dt, root, n, salt);
 
-            let x = ctx.tensor(&mine);
-            let mut y = ctx.tensor(&sentinel::<T>(n));
+            let x = ctx.tensor_of(&mine);
+            let mut y = ctx.tensor_of(&vals::sentinel(dt, n));
             ctx.arrive();
             ctx.ok(ctx.comm.broadcast_into(&mut y, Some(&x), root), &what);
-            ctx.check(&y, &want, format!("{what} out of place"));
-            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+            ctx.check_vals(&y, &want, format!("{what} out of place"));
+            ctx.check_vals(&x, &mine, format!("{what}: input must be unchanged"));
 
-            let mut t = ctx.tensor(&mine);
+            let mut t = ctx.tensor_of(&mine);
             ctx.arrive();
             ctx.ok(ctx.comm.broadcast(&mut t, root), &what);
-            ctx.check(&t, &want, format!("{what} in place"));
+            ctx.check_vals(&t, &want, format!("{what} in place"));
         }
     }
 }
 
 pub fn all_gather<D: TestDevice>(world: usize) {
-    sweep::<D>(world, |ctx, dt| per_dtype!(dt, all_gather_as::<D>(ctx)));
+    sweep::<D>(world, all_gather_as::<D>);
 }
 
-fn all_gather_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+fn all_gather_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     let (w, r) = (ctx.world, ctx.rank);
     for (salt, n) in counts(w).into_iter().enumerate() {
-        let what = format!("all_gather({n} x {} per rank)", T::DTYPE);
-        let mine = data::<T>(r, n, salt);
-        let want: Vec<T> = (0..w).flat_map(|k| data::<T>(k, n, salt)).collect();
-        let x = ctx.tensor(&mine);
+        let what = format!("all_gather({n} x {dt} per rank)");
+        let mine = vals::data(dt, r, n, salt);
+        let want = Vals::concat(dt, (0..w).map(|k| vals::data(dt, k, n, salt)));
+        let x = ctx.tensor_of(&mine);
 
-        let mut list: Vec<Tensor<D>> = (0..w).map(|_| ctx.tensor(&sentinel::<T>(n))).collect();
+        let mut list: Vec<Tensor<D>> = (0..w).map(|_| ctx.tensor_of(&vals::sentinel(dt, n))).collect();
         ctx.arrive();
         ctx.ok(ctx.comm.all_gather(&mut list, &x), format!("{what} into a list"));
         for (k, t) in list.iter().enumerate() {
-            ctx.check(t, &want[k * n..(k + 1) * n], format!("{what}: list[{k}]"));
+            ctx.check_vals(t, &want.slice(k * n..(k + 1) * n), format!("{what}: list[{k}]"));
         }
 
-        let mut y = ctx.tensor(&sentinel::<T>(w * n));
+        let mut y = ctx.tensor_of(&vals::sentinel(dt, w * n));
         ctx.arrive();
         ctx.ok(ctx.comm.all_gather_into_tensor(&mut y, &x), &what);
-        ctx.check(&y, &want, format!("{what} into a tensor"));
-        ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+        ctx.check_vals(&y, &want, format!("{what} into a tensor"));
+        ctx.check_vals(&x, &mine, format!("{what}: input must be unchanged"));
 
-        let mut block = sentinel::<T>(w * n);
-        block[r * n..(r + 1) * n].copy_from_slice(&mine);
-        let mut t = ctx.tensor(&block);
+        let mut block = vals::sentinel(dt, w * n);
+        block.put(r * n, &mine);
+        let mut t = ctx.tensor_of(&block);
         ctx.arrive();
         ctx.ok(ctx.comm.all_gather_into_tensor_in_place(&mut t), &what);
-        ctx.check(&t, &want, format!("{what} in place"));
+        ctx.check_vals(&t, &want, format!("{what} in place"));
     }
 }
 
 pub fn all_to_all<D: TestDevice>(world: usize) {
-    sweep::<D>(world, |ctx, dt| per_dtype!(dt, all_to_all_as::<D>(ctx)));
+    sweep::<D>(world, all_to_all_as::<D>);
 }
 
-fn all_to_all_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+fn all_to_all_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     let (w, r) = (ctx.world, ctx.rank);
     for (salt, n) in counts(w).into_iter().enumerate() {
-        let what = format!("all_to_all({n} x {} per peer)", T::DTYPE);
-        let mine = data::<T>(r, w * n, salt);
+        let what = format!("all_to_all({n} x {dt} per peer)");
+        let mine = vals::data(dt, r, w * n, salt);
         // Block k of the result is block r of rank k's input.
-        let want: Vec<T> = (0..w).flat_map(|k| data::<T>(k, w * n, salt)[r * n..(r + 1) * n].to_vec()).collect();
+        let want = Vals::concat(dt, (0..w).map(|k| vals::data(dt, k, w * n, salt).slice(r * n..(r + 1) * n)));
 
-        let x = ctx.tensor(&mine);
-        let mut y = ctx.tensor(&sentinel::<T>(w * n));
+        let x = ctx.tensor_of(&mine);
+        let mut y = ctx.tensor_of(&vals::sentinel(dt, w * n));
         ctx.arrive();
         ctx.ok(ctx.comm.all_to_all_single(&mut y, &x), &what);
-        ctx.check(&y, &want, format!("{what} out of place"));
-        ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+        ctx.check_vals(&y, &want, format!("{what} out of place"));
+        ctx.check_vals(&x, &mine, format!("{what}: input must be unchanged"));
 
-        let mut t = ctx.tensor(&mine);
+        let mut t = ctx.tensor_of(&mine);
         ctx.arrive();
         ctx.ok(ctx.comm.all_to_all_single_in_place(&mut t), &what);
-        ctx.check(&t, &want, format!("{what} in place"));
+        ctx.check_vals(&t, &want, format!("{what} in place"));
     }
 }
 
 pub fn gather<D: TestDevice>(world: usize) {
-    sweep::<D>(world, |ctx, dt| per_dtype!(dt, gather_as::<D>(ctx)));
+    sweep::<D>(world, gather_as::<D>);
 }
 
-fn gather_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+fn gather_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     let (w, r) = (ctx.world, ctx.rank);
     for (salt, n) in counts(w).into_iter().enumerate() {
         for root in 0..w {
-            let what = format!("gather({n} x {}, root {root})", T::DTYPE);
-            let mine = data::<T>(r, n, salt);
-            let want: Vec<T> = (0..w).flat_map(|k| data::<T>(k, n, salt)).collect();
-            let x = ctx.tensor(&mine);
-            let mut y = ctx.tensor(&sentinel::<T>(w * n));
+            let what = format!("gather({n} x {dt}, root {root})");
+            let mine = vals::data(dt, r, n, salt);
+            let want = Vals::concat(dt, (0..w).map(|k| vals::data(dt, k, n, salt)));
+            let x = ctx.tensor_of(&mine);
+            let mut y = ctx.tensor_of(&vals::sentinel(dt, w * n));
             // Non-roots pass no output half the time and an ignored one otherwise.
             let pass_output = r == root || (salt + root) % 2 == 0;
             ctx.arrive();
             ctx.ok(ctx.comm.gather(pass_output.then_some(&mut y), &x, root), &what);
             if r == root {
-                ctx.check(&y, &want, format!("{what} on the root"));
+                ctx.check_vals(&y, &want, format!("{what} on the root"));
             } else {
-                ctx.check(&y, &sentinel::<T>(w * n), format!("{what}: a non-root output must not be written"));
+                ctx.check_vals(&y, &vals::sentinel(dt, w * n), format!("{what}: a non-root output must not be written"));
             }
-            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+            ctx.check_vals(&x, &mine, format!("{what}: input must be unchanged"));
         }
     }
 }
 
 pub fn scatter<D: TestDevice>(world: usize) {
-    sweep::<D>(world, |ctx, dt| per_dtype!(dt, scatter_as::<D>(ctx)));
+    sweep::<D>(world, scatter_as::<D>);
 }
 
-fn scatter_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+fn scatter_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     let (w, r) = (ctx.world, ctx.rank);
     for (salt, n) in counts(w).into_iter().enumerate() {
         for root in 0..w {
-            let what = format!("scatter({n} x {}, root {root})", T::DTYPE);
-            let mine = data::<T>(r, w * n, salt);
-            let want = &data::<T>(root, w * n, salt)[r * n..(r + 1) * n];
-            let x = ctx.tensor(&mine);
-            let mut y = ctx.tensor(&sentinel::<T>(n));
+            let what = format!("scatter({n} x {dt}, root {root})");
+            let mine = vals::data(dt, r, w * n, salt);
+            let want = vals::data(dt, root, w * n, salt).slice(r * n..(r + 1) * n);
+            let x = ctx.tensor_of(&mine);
+            let mut y = ctx.tensor_of(&vals::sentinel(dt, n));
             let pass_input = r == root || (salt + root) % 2 == 1;
             ctx.arrive();
             ctx.ok(ctx.comm.scatter(&mut y, pass_input.then_some(&x), root), &what);
-            ctx.check(&y, want, &what);
-            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+            ctx.check_vals(&y, &want, &what);
+            ctx.check_vals(&x, &mine, format!("{what}: input must be unchanged"));
         }
     }
 }

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ruccl::{DType, ErrorKind, ReduceOp};
 
 use crate::harness::{Ctx, Opts, TestDevice, run};
-use crate::reference::{Elem, counts, data, reduce_input, reduced, sentinel};
+use crate::reference::{counts, data, reduce_input, reduced, sentinel};
+use crate::vals;
 
 pub fn send_recv<D: TestDevice>(world: usize) {
     run::<D, _>(world, &Opts::default(), |ctx| {
@@ -21,21 +22,21 @@ pub fn send_recv<D: TestDevice>(world: usize) {
             return;
         }
         for dt in DType::ALL {
-            per_dtype!(dt, send_recv_as::<D>(ctx));
+            send_recv_as::<D>(ctx, dt);
         }
     });
 }
 
-fn send_recv_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+fn send_recv_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     let (w, r) = (ctx.world, ctx.rank);
     for (salt, n) in counts(w).into_iter().enumerate() {
         // Ring: r -> r+1.
         let next = (r + 1) % w;
         let prev = (r + w - 1) % w;
-        let what = format!("ring of send/recv ({n} x {})", T::DTYPE);
-        let mine = data::<T>(r, n, salt);
-        let x = ctx.tensor(&mine);
-        let mut y = ctx.tensor(&sentinel::<T>(n));
+        let what = format!("ring of send/recv ({n} x {})", dt);
+        let mine = vals::data(dt, r, n, salt);
+        let x = ctx.tensor_of(&mine);
+        let mut y = ctx.tensor_of(&vals::sentinel(dt, n));
         ctx.arrive();
         if r == 0 {
             ctx.ok(ctx.comm.send(&x, next), format!("{what}: send to {next}"));
@@ -45,17 +46,17 @@ fn send_recv_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
             ctx.arrive();
             ctx.ok(ctx.comm.send(&x, next), format!("{what}: send to {next}"));
         }
-        ctx.check(&y, &data::<T>(prev, n, salt), &what);
-        ctx.check(&x, &mine, format!("{what}: sent tensor must be unchanged"));
+        ctx.check_vals(&y, &vals::data(dt, prev, n, salt), &what);
+        ctx.check_vals(&x, &mine, format!("{what}: sent tensor must be unchanged"));
 
         // Pairs (2k, 2k+1) exchange three messages each way; an odd last rank sits out.
         let peer = r ^ 1;
         if peer < w {
-            let what = format!("pairwise send/recv ({n} x {})", T::DTYPE);
+            let what = format!("pairwise send/recv ({n} x {})", dt);
             for m in 0..3 {
-                let mine = data::<T>(r, n, salt + m);
-                let x = ctx.tensor(&mine);
-                let mut y = ctx.tensor(&sentinel::<T>(n));
+                let mine = vals::data(dt, r, n, salt + m);
+                let x = ctx.tensor_of(&mine);
+                let mut y = ctx.tensor_of(&vals::sentinel(dt, n));
                 ctx.arrive();
                 if r < peer {
                     ctx.ok(ctx.comm.send(&x, peer), format!("{what} #{m}: send"));
@@ -64,7 +65,7 @@ fn send_recv_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
                     ctx.ok(ctx.comm.recv(&mut y, peer), format!("{what} #{m}: recv"));
                     ctx.ok(ctx.comm.send(&x, peer), format!("{what} #{m}: send"));
                 }
-                ctx.check(&y, &data::<T>(peer, n, salt + m), format!("{what} #{m}"));
+                ctx.check_vals(&y, &vals::data(dt, peer, n, salt + m), format!("{what} #{m}"));
             }
         }
     }

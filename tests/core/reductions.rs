@@ -6,34 +6,35 @@
 use ruccl::{DType, ReduceOp};
 
 use crate::harness::{Ctx, Opts, TestDevice, run};
-use crate::reference::{Elem, counts, reduce_input, reduced, sentinel};
+use crate::reference::counts;
+use crate::vals;
 
 pub fn all_reduce<D: TestDevice>(world: usize) {
     run::<D, _>(world, &Opts::default(), |ctx| {
         for dt in DType::ALL {
-            per_dtype!(dt, all_reduce_as::<D>(ctx));
+            all_reduce_as::<D>(ctx, dt);
         }
     });
 }
 
-fn all_reduce_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+fn all_reduce_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     for (salt, n) in counts(ctx.world).into_iter().enumerate() {
         for op in ReduceOp::ALL {
-            let what = format!("all_reduce({op}, {n} x {})", T::DTYPE);
-            let mine = reduce_input::<T>(op, ctx.rank, n, salt);
-            let want = reduced::<T>(op, ctx.world, n, salt);
+            let what = format!("all_reduce({op}, {n} x {})", dt);
+            let mine = vals::reduce_input(dt, op, ctx.rank, n, salt);
+            let want = vals::reduced(dt, op, ctx.world, n, salt);
 
-            let x = ctx.tensor(&mine);
-            let mut y = ctx.tensor(&sentinel::<T>(n));
+            let x = ctx.tensor_of(&mine);
+            let mut y = ctx.tensor_of(&vals::sentinel(dt, n));
             ctx.arrive();
             ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, op), &what);
-            ctx.check(&y, &want, format!("{what} out of place"));
-            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+            ctx.check_vals(&y, &want, format!("{what} out of place"));
+            ctx.check_vals(&x, &mine, format!("{what}: input must be unchanged"));
 
-            let mut t = ctx.tensor(&mine);
+            let mut t = ctx.tensor_of(&mine);
             ctx.arrive();
             ctx.ok(ctx.comm.all_reduce(&mut t, op), &what);
-            ctx.check(&t, &want, format!("{what} in place"));
+            ctx.check_vals(&t, &want, format!("{what} in place"));
         }
     }
 }
@@ -41,40 +42,40 @@ fn all_reduce_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
 pub fn reduce<D: TestDevice>(world: usize) {
     run::<D, _>(world, &Opts::default(), |ctx| {
         for dt in DType::ALL {
-            per_dtype!(dt, reduce_as::<D>(ctx));
+            reduce_as::<D>(ctx, dt);
         }
     });
 }
 
-fn reduce_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+fn reduce_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     let mut call = 0;
     for (salt, n) in counts(ctx.world).into_iter().enumerate() {
         for op in ReduceOp::ALL {
             // Every root in turn (roots other than 0 included).
             let root = call % ctx.world;
             call += 1;
-            let what = format!("reduce({op}, {n} x {}, root {root})", T::DTYPE);
-            let mine = reduce_input::<T>(op, ctx.rank, n, salt);
-            let want = reduced::<T>(op, ctx.world, n, salt);
+            let what = format!("reduce({op}, {n} x {}, root {root})", dt);
+            let mine = vals::reduce_input(dt, op, ctx.rank, n, salt);
+            let want = vals::reduced(dt, op, ctx.world, n, salt);
 
-            let x = ctx.tensor(&mine);
-            let mut y = ctx.tensor(&sentinel::<T>(n));
+            let x = ctx.tensor_of(&mine);
+            let mut y = ctx.tensor_of(&vals::sentinel(dt, n));
             ctx.arrive();
             ctx.ok(ctx.comm.reduce_into(&mut y, &x, op, root), &what);
             if ctx.rank == root {
-                ctx.check(&y, &want, format!("{what} out of place, on the root"));
+                ctx.check_vals(&y, &want, format!("{what} out of place, on the root"));
             } else {
-                ctx.check(&y, &sentinel::<T>(n), format!("{what} out of place: a non-root output must not be written"));
+                ctx.check_vals(&y, &vals::sentinel(dt, n), format!("{what} out of place: a non-root output must not be written"));
             }
-            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+            ctx.check_vals(&x, &mine, format!("{what}: input must be unchanged"));
 
-            let mut t = ctx.tensor(&mine);
+            let mut t = ctx.tensor_of(&mine);
             ctx.arrive();
             ctx.ok(ctx.comm.reduce(&mut t, op, root), &what);
             if ctx.rank == root {
-                ctx.check(&t, &want, format!("{what} in place, on the root"));
+                ctx.check_vals(&t, &want, format!("{what} in place, on the root"));
             } else {
-                ctx.check(&t, &mine, format!("{what} in place: a non-root tensor must be unchanged"));
+                ctx.check_vals(&t, &mine, format!("{what} in place: a non-root tensor must be unchanged"));
             }
         }
     }
@@ -83,33 +84,33 @@ fn reduce_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
 pub fn reduce_scatter<D: TestDevice>(world: usize) {
     run::<D, _>(world, &Opts::default(), |ctx| {
         for dt in DType::ALL {
-            per_dtype!(dt, reduce_scatter_as::<D>(ctx));
+            reduce_scatter_as::<D>(ctx, dt);
         }
     });
 }
 
-fn reduce_scatter_as<D: TestDevice, T: Elem>(ctx: &Ctx<D>) {
+fn reduce_scatter_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     let (w, r) = (ctx.world, ctx.rank);
     for (salt, n) in counts(w).into_iter().enumerate() {
         for op in ReduceOp::ALL {
-            let what = format!("reduce_scatter({op}, {n} x {} per rank)", T::DTYPE);
-            let mine = reduce_input::<T>(op, r, w * n, salt);
-            let all = reduced::<T>(op, w, w * n, salt);
-            let want = &all[r * n..(r + 1) * n];
+            let what = format!("reduce_scatter({op}, {n} x {} per rank)", dt);
+            let mine = vals::reduce_input(dt, op, r, w * n, salt);
+            let all = vals::reduced(dt, op, w, w * n, salt);
+            let want = all.slice(r * n..(r + 1) * n);
 
-            let x = ctx.tensor(&mine);
-            let mut y = ctx.tensor(&sentinel::<T>(n));
+            let x = ctx.tensor_of(&mine);
+            let mut y = ctx.tensor_of(&vals::sentinel(dt, n));
             ctx.arrive();
             ctx.ok(ctx.comm.reduce_scatter_tensor(&mut y, &x, op), &what);
-            ctx.check(&y, want, format!("{what} out of place"));
-            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+            ctx.check_vals(&y, &want, format!("{what} out of place"));
+            ctx.check_vals(&x, &mine, format!("{what}: input must be unchanged"));
 
-            let mut t = ctx.tensor(&mine);
+            let mut t = ctx.tensor_of(&mine);
             ctx.arrive();
             ctx.ok(ctx.comm.reduce_scatter_tensor_in_place(&mut t, op), &what);
             // Only this rank's block is specified after an in-place reduce_scatter.
-            let got = t.to_vec::<T>().unwrap();
-            crate::harness::assert_bits(&got[r * n..(r + 1) * n], want, format!("{what} in place, block {r}"));
+            let got = ctx.read(&t, &what).slice(r * n..(r + 1) * n);
+            vals::assert_vals(&got, &want, format!("{what} in place, block {r}"));
         }
     }
 }

@@ -3,31 +3,14 @@
 // built on it) and `tests/gpu_core.rs` (the GPU device of a `test-*` feature). Each binary
 // compiles every test body only for the devices it stamps. Paths are relative to this file.
 
-/// Calls `$f::<$d, T>(args)` with `T` the Rust element type of the runtime dtype `$dt`.
-macro_rules! per_dtype {
-    ($dt:expr, $f:ident::<$d:ty>($($arg:expr),* $(,)?)) => {
-        match $dt {
-            ::ruccl::DType::F32 => $f::<$d, f32>($($arg),*),
-            ::ruccl::DType::F64 => $f::<$d, f64>($($arg),*),
-            ::ruccl::DType::F16 => $f::<$d, ::half::f16>($($arg),*),
-            ::ruccl::DType::BF16 => $f::<$d, ::half::bf16>($($arg),*),
-            ::ruccl::DType::I8 => $f::<$d, i8>($($arg),*),
-            ::ruccl::DType::U8 => $f::<$d, u8>($($arg),*),
-            ::ruccl::DType::I32 => $f::<$d, i32>($($arg),*),
-            ::ruccl::DType::U32 => $f::<$d, u32>($($arg),*),
-            ::ruccl::DType::I64 => $f::<$d, i64>($($arg),*),
-            ::ruccl::DType::U64 => $f::<$d, u64>($($arg),*),
-            other => panic!("the test suite has no element type for {other}"),
-        }
-    };
-}
-
 #[path = "harness.rs"]
 mod harness;
 #[path = "reference.rs"]
 mod reference;
 #[path = "staged_device.rs"]
 mod staged_device;
+#[path = "vals.rs"]
+mod vals;
 
 #[path = "algorithms.rs"]
 mod algorithms;

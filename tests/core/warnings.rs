@@ -85,8 +85,10 @@ pub fn join_warns_missing_rank<D: TestDevice>() {
                     });
                     assert_eq!(r.map(|_| ()).unwrap_err().kind(), ErrorKind::Timeout);
                     let warnings = log.messages();
-                    // At 40, 80, 160, 320, 640 ms: a few, not one per wake-up.
-                    assert!((2..=8).contains(&warnings.len()), "rank {rank}: {warnings:#?}");
+                    // At 40, 80, 160, 320, 640 ms: a few, not one per wake-up (on a heavily
+                    // loaded machine, where a rank thread may not run for a few hundred ms,
+                    // only one of them may fire before the deadline).
+                    assert!((1..=8).contains(&warnings.len()), "rank {rank}: {warnings:#?}");
                     let missing =
                         |w: &str| w.split("have not joined").next().unwrap().rsplit(';').next().unwrap().to_string();
                     for w in &warnings {
