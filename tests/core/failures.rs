@@ -154,14 +154,16 @@ pub fn abort_idle_communicator<D: TestDevice>() {
 pub fn quiet_gap_longer_than_silence<D: TestDevice>() {
     let config = ruccl::CommConfig::default()
         .with_timeout(Duration::from_secs(30))
-        .with_peer_silence(Duration::from_millis(100));
+        // Short enough that the gap below is three limits long, long enough that a heartbeat
+        // thread held off a loaded machine's cores for a while does not look silent.
+        .with_peer_silence(Duration::from_millis(250));
     run::<D, _>(2, &Opts { shuffle: false, ..Opts::with_config(config) }, |ctx| {
         // Enough ops that each rank reads its connection itself at the end (it then leaves it
         // unread while it sleeps).
         for i in 0..20 {
             good_all_reduce(ctx, i);
         }
-        std::thread::sleep(Duration::from_millis(350));
+        std::thread::sleep(Duration::from_millis(800));
         good_all_reduce(ctx, 20);
     });
 }
