@@ -58,6 +58,9 @@ impl RankSim {
     }
 }
 
+/// A rank's input, output and scratch at the end.
+type Bufs = [Vec<i64>; 3];
+
 /// Runs all plans; returns each rank's buffers and how many receives found their destination
 /// still lent, or a description of what went wrong.
 #[allow(clippy::too_many_arguments)] // a test helper: every argument is one axis of the sweep
@@ -70,7 +73,7 @@ fn run(
     out_len: usize,
     seed: u64,
     flow: Flow,
-) -> Result<(Vec<[Vec<i64>; 3]>, usize), String> {
+) -> Result<(Vec<Bufs>, usize), String> {
     let mut ranks: Vec<RankSim> = inputs
         .into_iter()
         .enumerate()
