@@ -44,6 +44,8 @@ struct RankSim {
     pc: usize,
     lends: Vec<(usize, usize, usize, bool)>, // buf, off, len, released
     held: Option<Vec<i64>>,
+    /// Receives that found their destination still lent (the scheduler stages those).
+    parked: usize,
 }
 
 impl RankSim {
@@ -56,7 +58,11 @@ impl RankSim {
     }
 }
 
-/// Runs all plans; returns each rank's buffers, or a description of what went wrong.
+/// A rank's input, output and scratch at the end.
+type Bufs = [Vec<i64>; 3];
+
+/// Runs all plans; returns each rank's buffers and how many receives found their destination
+/// still lent, or a description of what went wrong.
 #[allow(clippy::too_many_arguments)] // a test helper: every argument is one axis of the sweep
 fn run(
     desc: &OpDesc,
@@ -67,7 +73,7 @@ fn run(
     out_len: usize,
     seed: u64,
     flow: Flow,
-) -> Result<Vec<[Vec<i64>; 3]>, String> {
+) -> Result<(Vec<Bufs>, usize), String> {
     let mut ranks: Vec<RankSim> = inputs
         .into_iter()
         .enumerate()
@@ -94,7 +100,7 @@ fn run(
                     _ => bufs[OUT] = bufs[IN].clone(),
                 }
             }
-            RankSim { bufs, bind, plan, pc: 0, lends: Vec::new(), held: None }
+            RankSim { bufs, bind, plan, pc: 0, lends: Vec::new(), held: None, parked: 0 }
         })
         .collect();
     let mut queues: Vec<VecDeque<Msg>> = (0..world * world).map(|_| VecDeque::new()).collect();
@@ -139,7 +145,8 @@ fn run(
         let q = q % (world * world);
         return Err(format!("unconsumed message from {} to {}", q / world, q % world));
     }
-    Ok(ranks.into_iter().map(|r| r.bufs).collect())
+    let parked = ranks.iter().map(|r| r.parked).sum();
+    Ok((ranks.into_iter().map(|r| r.bufs).collect(), parked))
 }
 
 fn write(rs: &mut RankSim, dst: (usize, usize, usize), vals: &[i64]) {
@@ -231,6 +238,7 @@ fn step(
                 ranks[r].held = Some(data);
             }
             if ranks[r].lent(d) {
+                ranks[r].parked += usize::from(popped);
                 return Ok(popped); // staged: the message is consumed, the write waits
             }
             let vals = ranks[r].held.take().unwrap_or_default();
@@ -275,13 +283,14 @@ fn out_len(kind: OpKind, n: usize, c: usize) -> usize {
 }
 
 fn check(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64) -> Result<(), String> {
-    check_flow(desc, n, algo, chunk, seed, Flow::Lend)
+    check_flow(desc, n, algo, chunk, seed, Flow::Lend).map(|_| ())
 }
 
-fn check_flow(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64, flow: Flow) -> Result<(), String> {
+/// Runs and checks the plans; returns how many receives found their destination still lent.
+fn check_flow(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64, flow: Flow) -> Result<usize, String> {
     let c = desc.count;
     let ins: Vec<Vec<i64>> = (0..n).map(|r| input(desc.kind, r, n, c)).collect();
-    let res = run(desc, n, algo, chunk, ins.clone(), out_len(desc.kind, n, c), seed, flow)?;
+    let (res, parked) = run(desc, n, algo, chunk, ins.clone(), out_len(desc.kind, n, c), seed, flow)?;
     let avg = desc.op == Some(ReduceOp::Avg);
     let fin = |s: i64| if avg { s / n as i64 } else { s };
     let root = desc.root.unwrap_or(0);
@@ -308,7 +317,27 @@ fn check_flow(desc: &OpDesc, n: usize, algo: Algorithm, chunk: usize, seed: u64,
             return Err(format!("rank {r}: input modified"));
         }
     }
-    Ok(())
+    Ok(parked)
+}
+
+/// An in-place all_to_all lends in place only blocks that the peer reads before it sends
+/// what lands there, so no receive ever finds its destination still lent (which the
+/// scheduler would route through staging), under any interleaving tried and either flow.
+#[test]
+fn in_place_all_to_all_never_receives_into_a_lent_block() {
+    for n in 1..=9 {
+        for count in [0, 1, 5, 17] {
+            let mut d = OpDesc::new(OpKind::AllToAll, DType::I64, count);
+            d.in_place = true;
+            for seed in 0..40u64 {
+                for flow in [Flow::Lend, Flow::Credits(0), Flow::Credits(100)] {
+                    let parked = check_flow(&d, n, Algorithm::Auto, 64, seed * 7919 + n as u64, flow)
+                        .unwrap_or_else(|e| panic!("{n} ranks, count {count}, {flow:?}: {e}"));
+                    assert_eq!(parked, 0, "{n} ranks, count {count}, seed {seed}, {flow:?}");
+                }
+            }
+        }
+    }
 }
 
 /// Every collective the simulator runs plans of.

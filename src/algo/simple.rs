@@ -4,27 +4,43 @@ use super::{Slot, Span, Step, sub_mod};
 use crate::types::Rank;
 
 /// Pairwise exchange: at step `s` rank `r` sends block `r+s` to `r+s` and receives block
-/// `r-s` from `r-s`. In place, the input is first copied to scratch.
+/// `r-s` from `r-s`.
+///
+/// In place, block `p` is both what goes to peer `p` and where `p`'s block lands: it is lent
+/// at step `d = p - r` and written at step `n - d`. Where it is lent first ([`lent_in_place`])
+/// it is lent as it is: `p` reads it at its own step `d`, before it sends the message that
+/// overwrites it (its step `n - d`), so that receive never finds it still lent (which would
+/// send the message through staging). The other blocks (`2d >= n`: written first, or in the
+/// same step) are copied to scratch before anything is received, and lent from there.
 pub(super) fn all_to_all(r: Rank, n: usize, count: usize, in_place: bool) -> (Vec<Step>, usize) {
     let mut steps = Vec::new();
-    let (src, scratch) = if in_place {
-        steps.push(Step::Copy {
-            src: Span::new(Slot::Input, 0, n * count),
-            dst: Span::new(Slot::Scratch, 0, n * count),
-        });
-        (Slot::Scratch, n * count)
-    } else {
-        (Slot::Input, 0)
-    };
     let block = |slot, k: usize| Span::new(slot, k * count, count);
+    // The scratch block of the block sent at step `s` (one that is not lent in place).
+    let first_staged = n.div_ceil(2);
+    let scratch = |s: usize| Span::new(Slot::Scratch, (s - first_staged) * count, count);
+    if in_place {
+        for s in (1..n).filter(|&s| !lent_in_place(s, n)) {
+            steps.push(Step::Copy { src: block(Slot::Input, (r + s) % n), dst: scratch(s) });
+        }
+    }
     for s in 1..n {
         let to = (r + s) % n;
         let from = sub_mod(r, s, n);
-        steps.push(Step::Send { peer: to, src: block(src, to) });
+        let src = if in_place && !lent_in_place(s, n) { scratch(s) } else { block(Slot::Input, to) };
+        steps.push(Step::Send { peer: to, src });
         steps.push(Step::Recv { peer: from, dst: block(Slot::Output, from) });
     }
-    steps.push(Step::Copy { src: block(src, r), dst: block(Slot::Output, r) });
-    (steps, scratch)
+    if !in_place {
+        steps.push(Step::Copy { src: block(Slot::Input, r), dst: block(Slot::Output, r) });
+    }
+    (steps, if in_place { (n - first_staged) * count } else { 0 })
+}
+
+/// Whether an in-place all_to_all lends the block it sends at step `s` of `n` in place: the
+/// peer reads it (its step `s`) before it sends the block that lands there (its step
+/// `n - s`), which holds when `s < n - s`.
+fn lent_in_place(s: usize, n: usize) -> bool {
+    2 * s < n
 }
 
 /// Flat gather: every rank lends its input to the root, which receives block by block.
@@ -63,4 +79,46 @@ pub(super) fn barrier(r: Rank, n: usize) -> Vec<Step> {
         d <<= 1;
     }
     steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every block of an in-place all_to_all is sent before the message from the same peer
+    /// lands in it, and the peer reads it before it sends that message; the rest are staged.
+    #[test]
+    fn in_place_all_to_all_lends_only_blocks_read_before_they_are_written() {
+        for n in 1..12 {
+            for r in 0..n {
+                let (steps, scratch) = all_to_all(r, n, 3, true);
+                assert_eq!(scratch, n / 2 * 3, "scratch of rank {r} of {n}");
+                let pos = |want: &dyn Fn(&Step) -> bool| steps.iter().position(want);
+                for p in (0..n).filter(|&p| p != r) {
+                    let d = sub_mod(p, r, n);
+                    let out = Span::new(Slot::Output, p * 3, 3);
+                    let sent = pos(&|s| matches!(*s, Step::Send { peer, .. } if peer == p)).unwrap();
+                    let landed = pos(&|s| matches!(*s, Step::Recv { peer, dst } if peer == p && dst == out)).unwrap();
+                    let Step::Send { src, .. } = steps[sent] else { unreachable!() };
+                    if lent_in_place(d, n) {
+                        assert_eq!(src, Span::new(Slot::Input, p * 3, 3), "rank {r} of {n} lends block {p} in place");
+                        assert!(sent < landed, "rank {r} of {n}: block {p} is written before it is lent");
+                    } else {
+                        assert_eq!(src.slot, Slot::Scratch, "rank {r} of {n} stages block {p}");
+                        let copied = pos(&|s| matches!(*s, Step::Copy { dst, .. } if dst == src)).unwrap();
+                        assert!(copied < landed && copied < sent, "rank {r} of {n}: block {p} staged too late");
+                    }
+                }
+                // The own block stays where it is.
+                assert!(!steps.iter().any(|s| matches!(*s, Step::Copy { dst, .. } if dst.slot == Slot::Output)));
+            }
+        }
+    }
+
+    #[test]
+    fn which_steps_lend_in_place() {
+        assert!(!lent_in_place(1, 2));
+        assert!(lent_in_place(1, 3) && !lent_in_place(2, 3));
+        assert!(lent_in_place(1, 4) && !lent_in_place(2, 4) && !lent_in_place(3, 4));
+    }
 }

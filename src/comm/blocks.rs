@@ -188,7 +188,8 @@ impl<D: Device> Communicator<D> {
         self.submit(Call::all_to_all_single(output, input))
     }
 
-    /// In-place all_to_all (stages the input in scratch memory first).
+    /// In-place all_to_all (stages in scratch memory the blocks that would be overwritten
+    /// before their peer has read them: about half of them).
     ///
     /// # Errors
     /// As [`all_to_all_single`](Self::all_to_all_single).

@@ -257,24 +257,19 @@ fn a_node_that_never_comes_is_a_timeout() {
 #[test]
 fn a_killed_node_is_named_on_every_peer_of_the_others() {
     let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
-    let mark = super::scratch("hier-mark");
+    let mark = super::kids::Mark::new("hier-mark");
     let mut kids = Kids::new(Transport::Shm);
     let with_mark = |peers: &str| {
         let mut e = env(orch.local_addr(), peers, 20_000);
-        e.push(("MP_MARK", mark.display().to_string()));
+        e.push(mark.env());
         e
     };
     kids.spawn("node-a", "hier_survivor", &with_mark("0,1"));
     kids.spawn("node-b", "hier_victim", &with_mark("2,3"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !mark.exists() {
-        assert!(Instant::now() < deadline, "the victim node never passed its barrier");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    mark.wait(Duration::from_secs(60), "the victim node never passed its barrier");
     std::thread::sleep(Duration::from_millis(200));
     kids.kill("node-b");
     kids.wait(&["node-b"]);
-    let _ = std::fs::remove_file(mark);
 }
 
 /// Nodes whose peer ids interleave (0, 2 and 1, 3): all_gather's and reduce_scatter's blocks

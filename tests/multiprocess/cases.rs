@@ -1,0 +1,97 @@
+//! The cases that move data between processes, each a function of the transport (stamped out
+//! per transport by the root's `per_transport!`).
+
+use ruccl::UniqueId;
+
+use super::kids::{Kids, Transport, ranks_env};
+
+pub(super) fn one_rank_per_process(t: Transport, world: usize) {
+    let id = UniqueId::new().unwrap();
+    assert!(id.root_address().is_some(), "no rendezvous listener on this machine");
+    let mut kids = Kids::new(t);
+    for r in 0..world {
+        kids.spawn(&format!("rank{r}"), "collectives", &ranks_env(&id, world, &[r]));
+    }
+    kids.wait(&[]);
+}
+
+pub(super) fn two_processes_run_every_collective(t: Transport) {
+    one_rank_per_process(t, 2);
+}
+
+pub(super) fn three_processes_run_every_collective(t: Transport) {
+    one_rank_per_process(t, 3);
+}
+
+pub(super) fn four_processes_run_every_collective(t: Transport) {
+    one_rank_per_process(t, 4);
+}
+
+pub(super) fn large_messages_cross_processes(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for r in 0..3 {
+        let mut env = ranks_env(&id, 3, &[r]);
+        // Messages of up to 6 MiB: larger than a shared-memory record.
+        env.extend([("MP_RANK", r.to_string()), ("RUCCL_CHUNK_BYTES", (6 << 20).to_string())]);
+        kids.spawn(&format!("rank{r}"), "large", &env);
+    }
+    kids.wait(&[]);
+}
+
+pub(super) fn sizes_around_the_single_copy_threshold(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for r in 0..3 {
+        let mut env = ranks_env(&id, 3, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("RUCCL_CHUNK_BYTES", "300004".to_string())]);
+        kids.spawn(&format!("rank{r}"), "threshold", &env);
+    }
+    kids.wait(&[]);
+}
+
+pub(super) fn two_processes_of_two_ranks_run_every_collective(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    kids.spawn("ranks0,1", "collectives", &ranks_env(&id, 4, &[0, 1]));
+    kids.spawn("ranks2,3", "collectives", &ranks_env(&id, 4, &[2, 3]));
+    kids.wait(&[]);
+}
+
+pub(super) fn the_listener_survives_garbage_and_serves_real_peers(t: Transport) {
+    use std::io::Write;
+    let id = UniqueId::new().unwrap();
+    let root = id.root_address().unwrap();
+    let mut silent = std::net::TcpStream::connect(root).unwrap();
+    for bytes in [b"GET / HTTP/1.1\r\n\r\n".repeat(8), {
+        let mut h = b"RCCL".to_vec();
+        h.extend_from_slice(&[9, 0]);
+        h.resize(96, 0);
+        h
+    }] {
+        let mut s = std::net::TcpStream::connect(root).unwrap();
+        s.write_all(&bytes).unwrap();
+    }
+    silent.write_all(b"RC").unwrap();
+    let mut kids = Kids::new(t);
+    for r in 0..2 {
+        kids.spawn(&format!("rank{r}"), "collectives", &ranks_env(&id, 2, &[r]));
+    }
+    kids.wait(&[]);
+}
+
+pub(super) fn from_env_with_torchrun_variables(t: Transport) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut kids = Kids::new(t);
+    for r in 0..3 {
+        let env = [
+            ("RANK", r.to_string()),
+            ("WORLD_SIZE", "3".to_string()),
+            ("LOCAL_RANK", r.to_string()),
+            ("MASTER_ADDR", "127.0.0.1".to_string()),
+            ("MASTER_PORT", port.to_string()),
+        ];
+        kids.spawn(&format!("rank{r}"), "env", &env);
+    }
+    kids.wait(&[]);
+}

@@ -1,0 +1,99 @@
+//! The fault cases stamped out per transport: a peer killed (between ops or mid-stream),
+//! stopped, or silent, named by the survivors.
+
+use std::time::Duration;
+
+use ruccl::UniqueId;
+
+use super::GROUP_DEADLINE;
+use super::kids::{Kids, Mark, Transport, ranks_env};
+
+pub(super) fn a_killed_peer_is_named_in_peer_lost(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mark = Mark::new("mark");
+    let mut kids = Kids::new(t);
+    let env = |r: usize| {
+        let mut v = ranks_env(&id, 3, &[r]);
+        v.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), mark.env()]);
+        v
+    };
+    kids.spawn("rank0", "survivor", &env(0));
+    kids.spawn("rank1", "victim", &env(1));
+    kids.spawn("rank2", "survivor", &env(2));
+    mark.wait(GROUP_DEADLINE, "the victim never passed its barrier");
+    std::thread::sleep(Duration::from_millis(200));
+    kids.kill("rank1");
+    kids.wait(&["rank1"]);
+}
+
+/// Starts `world` ranks that stream large messages (`op`, see `streamer_child`; `from` sends
+/// in `p2p`), waits until `victim` has done a few rounds, kills it at a varying moment of the
+/// next ones, and checks the survivors.
+pub(super) fn kill_mid_stream(t: Transport, world: usize, op: &str, from: usize, victim: usize) {
+    let id = UniqueId::new().unwrap();
+    let mark = Mark::new("mark");
+    let mut kids = Kids::new(t);
+    for r in 0..world {
+        let mut env = ranks_env(&id, world, &[r]);
+        env.extend([
+            ("MP_RANK", r.to_string()),
+            ("MP_OP", op.to_string()),
+            ("MP_FROM", from.to_string()),
+            ("MP_VICTIM", victim.to_string()),
+            mark.env(),
+            ("RUCCL_CHUNK_BYTES", (4 << 20).to_string()),
+        ]);
+        kids.spawn(&format!("rank{r}"), "streamer", &env);
+    }
+    mark.wait(GROUP_DEADLINE, "the victim never did its first rounds");
+    // A rank spends most of a round in reads of 4 MiB: a kill at any moment likely lands in one.
+    let jitter = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_micros() % 20_000;
+    std::thread::sleep(Duration::from_micros(u64::from(jitter)));
+    kids.kill(&format!("rank{victim}"));
+    kids.wait(&[&format!("rank{victim}")]);
+}
+
+/// A peer killed while all_gathers and broadcasts of 8 MiB per rank cross the 3 processes:
+/// the survivors were reading its lent memory, and it theirs.
+pub(super) fn a_peer_killed_mid_all_gather_is_named_in_peer_lost(t: Transport) {
+    kill_mid_stream(t, 3, "all_gather", 0, 1);
+}
+
+/// A sender killed while the receiver reads what it lent.
+pub(super) fn a_sender_killed_mid_send_is_named_in_peer_lost(t: Transport) {
+    kill_mid_stream(t, 2, "p2p", 1, 1);
+}
+
+/// A receiver killed while it reads the sender's lent memory: the sender's buffer is free again.
+pub(super) fn a_receiver_killed_mid_recv_is_named_in_peer_lost(t: Transport) {
+    kill_mid_stream(t, 2, "p2p", 0, 1);
+}
+
+/// A peer process that stops answering without closing its connections (stopped with
+/// `SIGSTOP`, as a hung host would): no heartbeat comes for `RUCCL_PEER_SILENCE` (1 s here),
+/// and the survivor fails with `PeerLost` naming it, long before the op's timeout (20 s).
+pub(super) fn a_stopped_peer_is_named_in_peer_lost(t: Transport) {
+    let mark = Mark::new("mark");
+    let mut kids = against_a_victim(t, "survivor", &mark, ("RUCCL_PEER_SILENCE", "1"));
+    mark.wait(GROUP_DEADLINE, "the victim never passed its barrier");
+    kids.stop("rank1");
+    kids.wait_for(&["rank0"]);
+}
+
+pub(super) fn a_silent_peer_is_named_in_the_timeout(t: Transport) {
+    let mark = Mark::new("mark");
+    let mut kids = against_a_victim(t, "waiter", &mark, ("RUCCL_TIMEOUT", "2"));
+    kids.wait_for(&["rank0"]);
+}
+
+/// Starts rank 0 as `role` and rank 1 as a `victim` (2 ranks), with `extra` set for both.
+fn against_a_victim(t: Transport, role: &str, mark: &Mark, extra: (&'static str, &str)) -> Kids {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for (r, role) in [(0, role), (1, "victim")] {
+        let mut env = ranks_env(&id, 2, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), mark.env(), (extra.0, extra.1.into())]);
+        kids.spawn(&format!("rank{r}"), role, &env);
+    }
+    kids
+}

@@ -1,0 +1,188 @@
+//! The child side: how a child reads what its parent asked for (`MP_*` variables), joins,
+//! and checks its transport; and the roles that run collectives and check every value
+//! (`collectives`, `env`) or expect a rendezvous error (`join`).
+
+use std::fmt::Debug;
+use std::time::{Duration, Instant};
+
+use half::bf16;
+use ruccl::{Communicator, Element, HostDevice, ReduceOp, Tensor, UniqueId};
+
+use super::N;
+
+pub(super) fn var(k: &str) -> String {
+    std::env::var(k).unwrap_or_default()
+}
+
+pub(super) fn num(k: &str) -> usize {
+    var(k).parse().unwrap_or_else(|_| panic!("{k} is not a number: {:?}", var(k)))
+}
+
+pub(super) fn join(rank: usize) -> Result<Communicator<HostDevice>, ruccl::CollectiveError> {
+    let id: UniqueId = var("MP_ID").parse()?;
+    Communicator::new(HostDevice::default(), num("MP_WORLD"), id, rank)
+}
+
+/// Whether a shared-memory reader thread runs in this process (threads are named).
+pub(super) fn shm_threads() -> bool {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "ruccl-shm-r"))
+}
+
+/// Checks that the transport is the one the parent asked for (`MP_SHM`: 1 or 0), after
+/// joining a communicator whose peers are in other processes.
+pub(super) fn check_transport() -> Result<(), String> {
+    let want = var("MP_SHM") == "1";
+    if !cfg!(target_os = "linux") {
+        return Ok(());
+    }
+    // A thread names itself once it runs: give a fresh one a moment.
+    let until = Instant::now() + Duration::from_secs(2);
+    while shm_threads() != want {
+        if want && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        return Err(format!("shared memory in use: {}, asked for: {want}", !want));
+    }
+    Ok(())
+}
+
+/// Runs every collective on every local rank (`MP_RANKS`, comma-separated), one thread each.
+pub(super) fn collectives_child() -> Result<(), String> {
+    let ranks: Vec<usize> = var("MP_RANKS").split(',').map(|r| r.parse().unwrap()).collect();
+    let threads: Vec<_> = ranks
+        .into_iter()
+        .map(|rank| {
+            std::thread::spawn(move || -> Result<(), String> {
+                let comm = join(rank).map_err(|e| e.to_string())?;
+                check_transport()?;
+                every_collective::<f32>(&comm, |v| v as f32)?;
+                every_collective::<i64>(&comm, |v| v as i64)?;
+                every_collective::<bf16>(&comm, |v| bf16::from_f64(v as f64))?;
+                every_collective::<u8>(&comm, |v| v as u8)?;
+                // A split across processes: even and odd ranks, each a group of its own.
+                let mine: Vec<usize> = (0..comm.world_size()).filter(|r| r % 2 == rank % 2).collect();
+                let child = comm.split_from(&mine).map_err(|e| e.to_string())?.ok_or("left out of the split")?;
+                every_collective::<f32>(&child, |v| v as f32)?;
+                drop(child);
+                comm.barrier().map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    threads.into_iter().try_for_each(|t| t.join().map_err(|_| "a rank panicked".to_string())?)
+}
+
+pub(super) fn check<T: PartialEq + Debug>(what: &str, rank: usize, got: Vec<T>, want: Vec<T>) -> Result<(), String> {
+    if got == want { Ok(()) } else { Err(format!("{what} on rank {rank}: got {got:?}, want {want:?}")) }
+}
+
+/// Every collective with small integer values (exact in every dtype), checked.
+pub(super) fn every_collective<T: Element + PartialEq + Debug>(
+    comm: &Communicator<HostDevice>,
+    of: fn(u32) -> T,
+) -> Result<(), String> {
+    let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let v = |r: usize, i: usize| (r + 1 + i % 5) as u32;
+    let mine: Vec<T> = (0..N).map(|i| of(v(rank, i))).collect();
+    let sum = |i: usize| (0..world).map(|r| v(r, i)).sum::<u32>();
+
+    let mut t = Tensor::from_slice(&dev, &mine, &[N]).map_err(e)?;
+    comm.all_reduce(&mut t, ReduceOp::Sum).map_err(e)?;
+    check("all_reduce", rank, t.to_vec::<T>().map_err(e)?, (0..N).map(|i| of(sum(i))).collect())?;
+
+    let root = world - 1;
+    let mut t = Tensor::from_slice(&dev, &mine, &[N]).map_err(e)?;
+    comm.reduce(&mut t, ReduceOp::Sum, root).map_err(e)?;
+    if rank == root {
+        check("reduce", rank, t.to_vec::<T>().map_err(e)?, (0..N).map(|i| of(sum(i))).collect())?;
+    }
+
+    let root = 1 % world;
+    let mut t = Tensor::from_slice(&dev, &mine, &[N]).map_err(e)?;
+    comm.broadcast(&mut t, root).map_err(e)?;
+    check("broadcast", rank, t.to_vec::<T>().map_err(e)?, (0..N).map(|i| of(v(root, i))).collect())?;
+
+    let all: Vec<T> = (0..world * N).map(|j| of(v(j / N, j % N))).collect();
+    let input = Tensor::from_slice(&dev, &mine, &[N]).map_err(e)?;
+    let mut out = Tensor::zeros(&dev, T::DTYPE, &[world * N]).map_err(e)?;
+    comm.all_gather_into_tensor(&mut out, &input).map_err(e)?;
+    check("all_gather", rank, out.to_vec::<T>().map_err(e)?, all.clone())?;
+
+    let wide: Vec<T> = (0..world * N).map(|j| of(v(rank, j))).collect();
+    let input = Tensor::from_slice(&dev, &wide, &[world * N]).map_err(e)?;
+    let mut out = Tensor::zeros(&dev, T::DTYPE, &[N]).map_err(e)?;
+    comm.reduce_scatter_tensor(&mut out, &input, ReduceOp::Sum).map_err(e)?;
+    let want = (0..N).map(|i| of((0..world).map(|r| v(r, rank * N + i)).sum())).collect();
+    check("reduce_scatter", rank, out.to_vec::<T>().map_err(e)?, want)?;
+
+    let f = |from: usize, to: usize, i: usize| (from * 7 + to + i % 3) as u32;
+    let sends: Vec<T> = (0..world * N).map(|j| of(f(rank, j / N, j % N))).collect();
+    let input = Tensor::from_slice(&dev, &sends, &[world * N]).map_err(e)?;
+    let mut out = Tensor::zeros(&dev, T::DTYPE, &[world * N]).map_err(e)?;
+    comm.all_to_all_single(&mut out, &input).map_err(e)?;
+    let want = (0..world * N).map(|j| of(f(j / N, rank, j % N))).collect();
+    check("all_to_all", rank, out.to_vec::<T>().map_err(e)?, want)?;
+
+    let input = Tensor::from_slice(&dev, &mine, &[N]).map_err(e)?;
+    let mut out = Tensor::zeros(&dev, T::DTYPE, &[world * N]).map_err(e)?;
+    comm.gather((rank == 0).then_some(&mut out), &input, 0).map_err(e)?;
+    if rank == 0 {
+        check("gather", rank, out.to_vec::<T>().map_err(e)?, all)?;
+    }
+
+    let parts: Vec<T> = (0..world * N).map(|j| of((j / N + (j % N) % 4) as u32)).collect();
+    let input = Tensor::from_slice(&dev, &parts, &[world * N]).map_err(e)?;
+    let mut out = Tensor::zeros(&dev, T::DTYPE, &[N]).map_err(e)?;
+    comm.scatter(&mut out, (rank == 0).then_some(&input), 0).map_err(e)?;
+    check("scatter", rank, out.to_vec::<T>().map_err(e)?, (0..N).map(|i| of((rank + i % 4) as u32)).collect())?;
+
+    // Point to point: rank 0 sends to every rank, then every rank answers rank 0.
+    let msg = |from: usize, to: usize| -> Vec<T> { (0..N).map(|i| of((from * 3 + to + i % 2) as u32)).collect() };
+    let mut got = Tensor::zeros(&dev, T::DTYPE, &[N]).map_err(e)?;
+    if rank == 0 {
+        for p in 1..world {
+            comm.send(&Tensor::from_slice(&dev, &msg(0, p), &[N]).map_err(e)?, p).map_err(e)?;
+        }
+        for p in 1..world {
+            comm.recv(&mut got, p).map_err(e)?;
+            check("recv", rank, got.to_vec::<T>().map_err(e)?, msg(p, 0))?;
+        }
+    } else {
+        comm.recv(&mut got, 0).map_err(e)?;
+        check("recv", rank, got.to_vec::<T>().map_err(e)?, msg(0, rank))?;
+        comm.send(&Tensor::from_slice(&dev, &msg(rank, 0), &[N]).map_err(e)?, 0).map_err(e)?;
+    }
+    comm.barrier().map_err(e)
+}
+
+/// Joins as `MP_RANK`; `MP_EXPECT` is `Kind:words in the message`, or several such separated
+/// by `|` (whichever rank arrives first decides which error each gets).
+pub(super) fn join_child() -> Result<(), String> {
+    let expect = var("MP_EXPECT");
+    let fits = |e: &ruccl::CollectiveError| {
+        expect
+            .split('|')
+            .filter_map(|x| x.split_once(':'))
+            .any(|(kind, words)| format!("{:?}", e.kind()) == kind && e.to_string().contains(words))
+    };
+    match join(num("MP_RANK")) {
+        Err(e) if fits(&e) => {
+            println!("expected error: {e}");
+            Ok(())
+        }
+        Ok(_) => Err(format!("joined, expected {expect}")),
+        Err(e) => Err(format!("expected {expect}, got {:?}: {e}", e.kind())),
+    }
+}
+
+/// torchrun's variables: `Communicator::from_env`, an all_reduce, a barrier.
+pub(super) fn env_child() -> Result<(), String> {
+    let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
+    check_transport()?;
+    every_collective::<f32>(&comm, |v| v as f32)
+}

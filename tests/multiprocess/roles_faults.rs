@@ -1,0 +1,136 @@
+//! The child roles of the fault cases: a victim that waits to be killed or stopped, and the
+//! survivors that expect `PeerLost` or `Timeout` naming it.
+
+use std::fs::File;
+use std::time::{Duration, Instant};
+
+use ruccl::{ErrorKind, HostDevice, ReduceOp, Tensor};
+
+use super::CHILD_DEADLINE;
+use super::roles::{check_transport, join, num, var};
+
+/// Joins, passes a barrier, says so in `MP_MARK`, and waits to be killed.
+pub(super) fn victim_child() -> Result<(), String> {
+    let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    File::create(var("MP_MARK")).map_err(|e| e.to_string())?;
+    std::thread::sleep(CHILD_DEADLINE);
+    Ok(())
+}
+
+/// Joins, passes a barrier, then all_reduces and all_gathers with a peer that gets killed: expects
+/// `PeerLost` naming `MP_VICTIM` well before the timeout.
+pub(super) fn survivor_child() -> Result<(), String> {
+    let victim = num("MP_VICTIM");
+    let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
+    check_transport()?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut t =
+        Tensor::from_slice(&HostDevice::default(), &[1.0f32; 1 << 16], &[1 << 16]).map_err(|e| e.to_string())?;
+    // An all_gather too: its messages (256 KiB) are lent where single copy is on, and the
+    // ones lent to the victim are taken back when the op fails.
+    let mut out = Tensor::zeros(&HostDevice::default(), ruccl::DType::F32, &[comm.world_size() << 16])
+        .map_err(|e| e.to_string())?;
+    let mut result = Ok(());
+    for i in 0..1000 {
+        result =
+            if i % 2 == 0 { comm.all_reduce(&mut t, ReduceOp::Sum) } else { comm.all_gather_into_tensor(&mut out, &t) };
+        if result.is_err() {
+            break;
+        }
+    }
+    let Err(e) = result else { return Err("every all_reduce succeeded with a killed peer".into()) };
+    peer_lost(&e, victim, started)
+}
+
+/// Checks that `e` is the `PeerLost` a killed `victim` must cause: naming it (context peer
+/// or message), calling it a lost process, and well before the timeout (`started`: when the
+/// ops began).
+fn peer_lost(e: &ruccl::CollectiveError, victim: usize, started: Instant) -> Result<(), String> {
+    println!("after {:?}: {:?} {e}", started.elapsed(), e.kind());
+    let named = e.context().peer == Some(victim) || e.to_string().contains(&format!("rank {victim}"));
+    if e.kind() != ErrorKind::PeerLost || !named {
+        return Err(format!("expected PeerLost naming rank {victim}, got {:?}: {e}", e.kind()));
+    }
+    if !e.to_string().contains("its process") {
+        return Err(format!("a killed process is not called a dropped communicator: {e}"));
+    }
+    if started.elapsed() > Duration::from_secs(15) {
+        return Err(format!("PeerLost came only after {:?}", started.elapsed()));
+    }
+    Ok(())
+}
+
+/// Joins, passes a barrier, then all_reduces with a peer that is alive but never calls it:
+/// expects `Timeout` naming `MP_VICTIM`.
+pub(super) fn waiter_child() -> Result<(), String> {
+    let victim = num("MP_VICTIM");
+    let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    let mut t = Tensor::from_slice(&HostDevice::default(), &[1.0f32; 64], &[64]).map_err(|e| e.to_string())?;
+    match comm.all_reduce(&mut t, ReduceOp::Sum) {
+        Err(e) if e.kind() == ErrorKind::Timeout && e.to_string().contains(&format!("rank {victim}")) => {
+            println!("expected: {e}");
+            Ok(())
+        }
+        Err(e) => Err(format!("expected a Timeout naming rank {victim}, got {:?}: {e}", e.kind())),
+        Ok(()) => Err("an all_reduce without one rank succeeded".into()),
+    }
+}
+
+/// Moves large messages (lent, where single copy is on: 4 MiB chunks, far above its
+/// threshold) round after round with a peer that gets killed in the middle of them. `MP_OP`
+/// is `all_gather` (every rank lends to and reads from every other; alternating with a
+/// broadcast from each rank in turn) or `p2p` (rank `MP_FROM` sends, the other receives).
+/// The victim (`MP_VICTIM`) marks `MP_MARK` after a few rounds and goes on until killed;
+/// every other rank expects `PeerLost` naming it, well before the timeout, then writes every
+/// buffer it lent or read into (none may still be lent to the dead rank), and finds the
+/// communicator refusing the next op.
+pub(super) fn streamer_child() -> Result<(), String> {
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let victim = num("MP_VICTIM");
+    let comm = join(num("MP_RANK")).map_err(e)?;
+    check_transport()?;
+    let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
+    let n = 2 << 20;
+    let mine: Vec<f32> = (0..n).map(|i| ((rank + i) % 11) as f32).collect();
+    let input = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+    let mut out = Tensor::zeros(&dev, ruccl::DType::F32, &[world * n]).map_err(e)?;
+    let mut b = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
+    let from = num("MP_FROM");
+    comm.barrier().map_err(e)?;
+    let started = Instant::now();
+    let mut result = Ok(());
+    for round in 0..1000 {
+        if rank == victim && round == 3 {
+            File::create(var("MP_MARK")).map_err(|e| e.to_string())?;
+        }
+        result = match var("MP_OP").as_str() {
+            "all_gather" if round % 2 == 0 => comm.all_gather_into_tensor(&mut out, &input),
+            "all_gather" => comm.broadcast(&mut b, round / 2 % world),
+            "p2p" if rank == from => comm.send(&input, 1 - from),
+            "p2p" => comm.recv(&mut b, from),
+            op => return Err(format!("unknown MP_OP {op}")),
+        };
+        if result.is_err() {
+            break;
+        }
+    }
+    if rank == victim {
+        return Err(format!("the victim was not killed: {result:?}"));
+    }
+    let Err(err) = result else { return Err("1000 rounds succeeded with a killed peer".into()) };
+    peer_lost(&err, victim, started)?;
+    // Nothing is left lent to the dead rank, nor being written: every buffer takes a write.
+    let mut input = input;
+    for (what, t) in [("the input", &mut input), ("the output", &mut out), ("the broadcast buffer", &mut b)] {
+        let zeros = vec![0.0f32; t.numel()];
+        t.copy_from_slice(&zeros).map_err(|err| format!("{what} cannot be written after the failure: {err}"))?;
+    }
+    match comm.all_gather_into_tensor(&mut out, &input) {
+        Err(next) => println!("the next op: {:?} {next}", next.kind()),
+        Ok(()) => return Err("an all_gather succeeded on a failed communicator".into()),
+    }
+    Ok(())
+}
