@@ -220,6 +220,12 @@ impl HostMem {
         Arc::strong_count(&self.block) == 1
     }
 
+    /// Whether nothing but this handle can reach the bytes: no other handle on the block, and
+    /// memory this process allocated (not a segment another process maps).
+    pub(crate) fn is_private(&self) -> bool {
+        self.is_unique() && !matches!(self.block.words, Words::Mapped(..))
+    }
+
     /// Whether two handles name the same block.
     pub fn same(&self, other: &HostMem) -> bool {
         Arc::ptr_eq(&self.block, &other.block)

@@ -162,7 +162,8 @@ impl Options {
 
     /// Which halves of a row run: `[out of place, in place]`. The others print N/A.
     /// `Group` has in-place broadcast and reduce only (no `*_into` forms) and no in-place
-    /// all_gather, reduce_scatter or all_to_all; the peer API always returns a new tensor.
+    /// all_gather, reduce_scatter or all_to_all; the peer API's only in-place form is an
+    /// all_reduce handed the only handle on its tensor.
     pub fn halves(&self) -> [bool; 2] {
         let c = self.coll;
         match self.mode() {
@@ -171,7 +172,7 @@ impl Options {
                 !matches!(c, Coll::Broadcast | Coll::Reduce),
                 matches!(c, Coll::AllReduce | Coll::Broadcast | Coll::Reduce),
             ],
-            Mode::Peer => [true, false],
+            Mode::Peer => [true, c == Coll::AllReduce],
         }
     }
 
@@ -663,6 +664,8 @@ mod tests {
         let Ok(Parsed::Run(o)) = parse(&args("broadcast -g 2 --group")) else { unreachable!() };
         assert_eq!((o.mode(), o.halves()), (Mode::Group, [false, true]));
         let Ok(Parsed::Run(o)) = parse(&args("all_reduce --api=peer -d half")) else { unreachable!() };
+        assert_eq!((o.mode(), o.halves()), (Mode::Peer, [true, true]));
+        let Ok(Parsed::Run(o)) = parse(&args("reduce --api=peer")) else { unreachable!() };
         assert_eq!((o.mode(), o.halves()), (Mode::Peer, [true, false]));
         assert!(parse(&args("gather --group")).is_err());
         assert!(parse(&args("all_to_all --api peer")).is_err());

@@ -52,6 +52,8 @@ pub struct Case<T: Num, D: PerfDevice> {
     input: Option<Tensor<D>>,
     /// The output, or the single in-place tensor.
     output: Tensor<D>,
+    /// An empty tensor that stands in for `output` while the peer API holds it (in place).
+    hole: Option<Tensor<D>>,
     _elem: PhantomData<fn() -> T>,
 }
 
@@ -73,7 +75,8 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
         } else {
             (Some(zeros(in_len)?), zeros(out_len)?)
         };
-        Ok(Case { spec, input, output, _elem: PhantomData })
+        let hole = Some(zeros(0)?);
+        Ok(Case { spec, input, output, hole, _elem: PhantomData })
     }
 
     /// Writes this rank's inputs for `seed` and clears the output (so a stale result from
@@ -144,12 +147,23 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
         }
     }
 
-    /// The peer API's form: it never writes the tensor passed in and returns a new one,
-    /// which becomes the output (out of place only; the caller never asks for in place).
-    /// The input is handed over as an alias of the same memory, so nothing is copied.
+    /// The peer API's form. Out of place, the input is handed over as an alias of the same
+    /// memory (so nothing is copied): the API leaves it as it was and returns a new tensor,
+    /// which becomes the output. In place (all_reduce only), the output itself is handed over,
+    /// its only handle, and the API returns the result in the same memory.
     fn run_peer(&mut self, peer: PeerId) -> std::result::Result<(), Failure> {
         let s = self.spec;
         let op = s.op.unwrap_or(ReduceOp::Sum);
+        if s.in_place {
+            if s.coll != Coll::AllReduce {
+                return Err(Failure::Harness(format!("--api peer has no in-place {}", s.coll.name())));
+            }
+            let hole = self.hole.take().ok_or_else(|| Failure::Harness("the in-place tensor is gone".into()))?;
+            let mine = std::mem::replace(&mut self.output, hole);
+            let got = api::all_reduce::<D::Peer>(peer, mine, op)?;
+            self.hole = Some(std::mem::replace(&mut self.output, got));
+            return Ok(());
+        }
         let Some(inp) = self.input.as_ref() else {
             return Err(Failure::Harness(format!("--api peer has no in-place {}", s.coll.name())));
         };

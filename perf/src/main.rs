@@ -106,8 +106,10 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
       --api <comm|peer>     comm (default): Communicator methods, one thread per rank.
                             peer: the peer API (ruccl::api, host backend), one thread per
                             peer; supports all_reduce broadcast reduce all_gather
-                            reduce_scatter, float types only, --algo auto; its outputs are new
-                            tensors, so the in-place columns print N/A
+                            reduce_scatter, float types only, --algo auto. In place (all_reduce
+                            only): each call is handed the only handle on the tensor the last
+                            call returned, so the result reuses its memory; the other in-place
+                            columns print N/A (the API returns new tensors there)
   -h, --help                this text
 
 SIZES, as nccl-tests (so rows compare with NCCL's):

@@ -81,10 +81,12 @@
 //! small all_gather, which is also how every peer learns that zero or several peers sent.
 //! Then the data moves from the sender, on the broadcast strategy.
 //!
-//! # Outputs are new tensors
-//! `all_reduce`, `reduce`, `all_gather` and `reduce_scatter` write their result into a newly
-//! allocated tensor and never into the one passed in, so a framework's other handles on the
-//! input (a clone sharing storage) still read the input afterwards.
+//! # Inputs another handle shares are never written
+//! `all_gather` and `reduce_scatter` write their result into a newly allocated tensor.
+//! `all_reduce` and `reduce` do too when another handle still shares the input's memory (a
+//! clone sharing storage), which then still reads the input afterwards; when the caller handed
+//! over the input's only handle ([`Device::is_exclusive`](crate::Device::is_exclusive)), they
+//! write the result into that memory, so a large reduction allocates nothing.
 //!
 //! # Strategies
 //! [`Strategy::Centralized`], [`Strategy::Tree`] and [`Strategy::Ring`] each run their own

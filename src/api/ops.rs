@@ -94,10 +94,13 @@ pub fn reset_collective<B: Backend>() {
 }
 
 /// Reduces `tensor` across every registered peer with `op` and returns the result to each
-/// (on the peer's own device) in a new tensor: `tensor`'s memory is left as it was, so another
-/// handle on it still sees the input. Every peer must pass a tensor of the same shape and
-/// dtype and the same `op` ([`ReduceOperation::Mean`](super::ReduceOperation::Mean) or any
-/// [`ReduceOp`]). Runs the config's local all_reduce strategy.
+/// (on the peer's own device). When another handle still shares `tensor`'s memory, the result
+/// is a new tensor and that memory is left as it was, so the other handle still sees the
+/// input; when the caller handed over the only handle, the result is written into that memory
+/// (nobody can see the input change, and nothing is allocated). Every peer must pass a tensor
+/// of the same shape and dtype and the same `op`
+/// ([`ReduceOperation::Mean`](super::ReduceOperation::Mean) or any [`ReduceOp`]). Runs the
+/// config's local all_reduce strategy.
 ///
 /// # Errors
 /// Any error aborts the registration on every peer (see the [module docs](super#errors-and-where-they-are-reported)):
@@ -146,19 +149,29 @@ pub fn all_reduce<B: Backend>(
         if let Some(hier) = &h.hier {
             return Ok(B::from_ruccl(super::hier::all_reduce(h, hier, &t, op)?, &h.device)?);
         }
-        let mut out = Tensor::zeros(&h.comm_device, t.dtype(), t.shape())?;
         let strategy = h.session.config.local_all_reduce_strategy();
-        let what = || format!("{op} over a {:?} {} tensor, strategy {strategy}", t.shape(), t.dtype());
-        tagged(h, Some(strategy), t.shape())
-            .all_reduce_into(&mut out, &t, op)
-            .map_err(|e| core_error(h, "all_reduce", &what(), e))?;
+        let what = |t: &Tensor<_>| format!("{op} over a {:?} {} tensor, strategy {strategy}", t.shape(), t.dtype());
+        let comm = tagged(h, Some(strategy), t.shape());
+        let fail = |t: &Tensor<_>, e| core_error(h, "all_reduce", &what(t), e);
+        let out = if h.comm_device.is_exclusive(t.buffer()) {
+            // Nothing else can see the tensor's memory: the result goes there.
+            let mut t = t;
+            comm.all_reduce(&mut t, op).map_err(|e| fail(&t, e))?;
+            t
+        } else {
+            let mut out = Tensor::zeros(&h.comm_device, t.dtype(), t.shape())?;
+            comm.all_reduce_into(&mut out, &t, op).map_err(|e| fail(&t, e))?;
+            out
+        };
         Ok(B::from_ruccl(out, &h.device)?)
     })
 }
 
-/// Reduces `tensor` across every registered peer into `root`: the root gets `Some(result)` in
-/// a new tensor, the others `None`; no peer's `tensor` memory is written. Every peer passes the
-/// same `root`, `op`, shape and dtype. Runs the config's local reduce strategy.
+/// Reduces `tensor` across every registered peer into `root`: the root gets `Some(result)`,
+/// the others `None`. As in [`all_reduce`], memory another handle still shares is never
+/// written (the root's result is then a new tensor), while a tensor whose only handle was
+/// handed over is reduced in its own memory. Every peer passes the same `root`, `op`, shape
+/// and dtype. Runs the config's local reduce strategy.
 ///
 /// # Errors
 /// As [`all_reduce`]; also `InvalidArgument` when `root` is not a registered peer, and
@@ -192,11 +205,8 @@ pub fn reduce<B: Backend>(
         let root = h.rank_of(root).ok_or_else(|| {
             CollectiveError::invalid(format!("root peer {root} is not one of the registered peers ({})", peers_of(h)))
         })?;
-        // Only the root's output is written; the others bind an empty one.
-        let shape: &[usize] = if h.rank == root { t.shape() } else { &[0] };
-        let mut out = Tensor::zeros(&h.comm_device, t.dtype(), shape)?;
         let strategy = h.session.config.local_reduce_strategy();
-        let what = || {
+        let what = |t: &Tensor<_>| {
             format!(
                 "{op} over a {:?} {} tensor to peer {}, strategy {strategy}",
                 t.shape(),
@@ -204,9 +214,21 @@ pub fn reduce<B: Backend>(
                 h.session.peers[root]
             )
         };
-        tagged(h, Some(strategy), t.shape())
-            .reduce_into(&mut out, &t, op, root)
-            .map_err(|e| core_error(h, "reduce", &what(), e))?;
+        let comm = tagged(h, Some(strategy), t.shape());
+        let fail = |t: &Tensor<_>, e| core_error(h, "reduce", &what(t), e);
+        let out = if h.comm_device.is_exclusive(t.buffer()) {
+            // Nothing else can see the tensor's memory: the result goes there (a non-root's
+            // tensor is dropped).
+            let mut t = t;
+            comm.reduce(&mut t, op, root).map_err(|e| fail(&t, e))?;
+            t
+        } else {
+            // Only the root's output is written; the others bind an empty one.
+            let shape: &[usize] = if h.rank == root { t.shape() } else { &[0] };
+            let mut out = Tensor::zeros(&h.comm_device, t.dtype(), shape)?;
+            comm.reduce_into(&mut out, &t, op, root).map_err(|e| fail(&t, e))?;
+            out
+        };
         if h.rank == root { Ok(Some(B::from_ruccl(out, &h.device)?)) } else { Ok(None) }
     })
 }

@@ -49,6 +49,11 @@ impl<D: Device> Tagged<'_, D> {
         self.comm.issue(Call { tags: self.tags, ..Call::all_reduce(tensor, op) })
     }
 
+    /// [`Communicator::all_reduce`] (in place), tagged.
+    pub(crate) fn all_reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
+        self.submit(Call::all_reduce(tensor, op))
+    }
+
     /// [`Communicator::all_reduce_into`], tagged.
     pub(crate) fn all_reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
         self.submit(Call {
@@ -74,6 +79,11 @@ impl<D: Device> Tagged<'_, D> {
             root: Some(root),
             ..Call::new(OpKind::Reduce)
         })
+    }
+
+    /// [`Communicator::reduce`] (in place), tagged.
+    pub(crate) fn reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
+        self.submit(Call::reduce(tensor, op, root))
     }
 
     /// [`Communicator::broadcast`] (in place), tagged.

@@ -206,6 +206,10 @@ impl Device for HostDevice {
         Some(buf.clone())
     }
 
+    fn is_exclusive(&self, buf: &HostMem) -> bool {
+        buf.is_private()
+    }
+
     fn synchronize(&self, _deadline: Option<Instant>) -> Result<()> {
         Ok(())
     }

@@ -233,6 +233,26 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// `None`.
     fn host_view(&self, buf: &Self::Buffer) -> Option<HostMem>;
 
+    /// Whether nothing but `buf` can read or write its memory: no other handle on it, no
+    /// mapping shared with another process. Whoever holds such a buffer can reuse it for a
+    /// result without anyone seeing the input change (the peer API then reduces a tensor it
+    /// was handed into that tensor's own memory instead of a new one). `false` unless the
+    /// device can tell.
+    ///
+    /// ```
+    /// use ruccl::{Device, HostDevice};
+    /// let dev = HostDevice::default();
+    /// let buf = dev.alloc(8)?;
+    /// assert!(dev.is_exclusive(&buf));
+    /// let alias = buf.clone();
+    /// assert!(!dev.is_exclusive(&buf) && !dev.is_exclusive(&alias));
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    fn is_exclusive(&self, buf: &Self::Buffer) -> bool {
+        let _ = buf;
+        false
+    }
+
     /// Whether every buffer of this device is host memory ([`host_view`](Self::host_view)
     /// always answers) and its reductions are the host's own element-wise kernels, bit for
     /// bit. Ranks that are threads of one process, all on such devices, run small ops through

@@ -186,6 +186,32 @@ fn inputs_are_left_unchanged_and_results_are_fresh_tensors() {
     });
 }
 
+/// A tensor whose only handle the caller hands over takes all_reduce's and reduce's result in
+/// its own memory: nothing else can see the input change, and nothing is allocated.
+#[test]
+fn an_input_nothing_else_shares_takes_the_result() {
+    let n = 3;
+    session::<Tb<18>, _>(&ids_for(n, 18), &config(n), 17, |p| {
+        for it in 0..3u64 {
+            let t = tensor(&p.dev, &input(p.rank, 6, it), &[3, 2]);
+            // The input lives until the call returns, so a new output would have another id.
+            let id = t.buffer().id();
+            let got = all_reduce::<Tb<18>>(p.id, t, ReduceOp::Sum).unwrap();
+            assert_eq!((got.shape(), values(&got)), (&[3, 2][..], reduced(n, 6, it, false)));
+            assert_eq!(got.buffer().id(), id, "all_reduce allocated a new tensor for an input only it held");
+
+            let root = p.ids[it as usize % n];
+            let t = tensor(&p.dev, &input(p.rank, 5, it), &[5]);
+            let id = t.buffer().id();
+            let got = reduce::<Tb<18>>(p.id, t, ReduceOperation::Mean, root).unwrap();
+            assert_eq!(got.as_ref().map(values), (p.id == root).then(|| reduced(n, 5, it, true)));
+            if let Some(got) = got {
+                assert_eq!(got.buffer().id(), id, "reduce allocated a new tensor for an input only it held");
+            }
+        }
+    });
+}
+
 /// Receivers pass `None` and learn the sender's dtype and shape, whatever they are: every
 /// float dtype, scalars, empty tensors, and more dimensions than the metadata record holds.
 #[test]
