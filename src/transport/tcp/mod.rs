@@ -288,7 +288,10 @@ impl Mesh {
             let Some(m) = inbox.msgs.remove(i) else { return };
             let len = m.region.len as u64;
             inbox.buffered -= len.min(inbox.buffered);
-            p.recycle(m.region.mem);
+            // A message read in place in the shared ring has no buffer of its own to keep.
+            if !p.shm.as_ref().is_some_and(|s| s.in_ring(&m.region.mem)) {
+                p.recycle(m.region.mem);
+            }
             len
         };
         if let Some(s) = &p.shm {

@@ -131,6 +131,11 @@ impl ShmPeer {
         std::sync::atomic::fence(Ordering::SeqCst);
     }
 
+    /// Whether `mem` is the incoming ring (a message read in place), not a buffer of its own.
+    pub(super) fn in_ring(&self, mem: &HostMem) -> bool {
+        self.ring_in.same(mem)
+    }
+
     /// The receiver checked inbox message `id` and takes it: counts it delivered now, before
     /// its bytes are read, so that the sender's op may end while this rank copies them out
     /// (the sender's next message goes into the ring meanwhile). Its record stays held until
