@@ -52,13 +52,15 @@ impl Kind {
     }
 }
 
-/// How much of the ring a producer keeps to while its consumer keeps up. A record that would
-/// end past it goes back to the ring's start (after a `Wrap` record) when the consumer has
-/// freed that much there already, so the same lines carry message after message and stay in
-/// the caches of the two cores; a consumer that lags lets the producer run on into the rest
-/// of the ring as before. Without it every message wrote lines last touched a whole ring (24
-/// MiB) earlier: measured (PERFORMANCE.md, session 14) a 64 KiB broadcast of 2 processes took
-/// 29-41 us out of place against 19-25 us with it.
+/// How much of the ring a producer keeps to while its consumer keeps up. A small record (at
+/// most an eighth of it) that would end past it goes back to the ring's start (after a `Wrap`
+/// record) when the consumer has freed that much there already, so the same lines carry
+/// message after message and stay in the caches of the two cores; a consumer that lags lets
+/// the producer run on into the rest of the ring as before. Without it every message wrote
+/// lines last touched a whole ring (24 MiB) earlier: measured (PERFORMANCE.md, session 14) a
+/// 64 KiB broadcast of 2 processes took 12-14 us out of place against 10-11 us with it. Large
+/// records (the 1 MiB chunks of a large reduction) are left as they were: no measurement
+/// here could tell whether it helps them.
 const WARM: u64 = 1 << 20;
 
 fn round(n: u64) -> u64 {
@@ -113,7 +115,7 @@ impl Producer {
         if rec > to_end {
             return (to_end, rec);
         }
-        if at + rec > self.warm {
+        if rec <= self.warm / 8 && at + rec > self.warm {
             let tail = self.map.u64_at(self.ctrl.tail).load(Ordering::Acquire);
             if self.head + to_end + rec <= tail + cap {
                 return (to_end, rec);

@@ -96,15 +96,16 @@ fn a_second_mapping_through_proc_sees_the_same_bytes_and_no_name_is_left() {
 
 #[test]
 fn a_producer_goes_back_to_the_start_once_past_the_warm_part_if_it_is_free() {
-    let (m, _fd) = Mapping::create(CAP).unwrap();
-    let mut p = Producer::new(m.clone(), 0).with_warm(1024);
+    const WARM: usize = 8 * 384;
+    let (m, _fd) = Mapping::create(4 * WARM).unwrap();
+    let mut p = Producer::new(m.clone(), 0).with_warm(WARM as u64);
     let mut c = Consumer::new(m.clone(), 0);
-    // A consumer that keeps up: every record lies in the first 1024 bytes (plus one record).
+    // A consumer that keeps up: every record (384 bytes) lies in the warm part.
     for i in 0..200u32 {
         let data = [i as u8; 200];
         assert!(p.push(Kind::Data, &frame(i as u8), u64::from(i), &data));
         let r = c.next().unwrap().unwrap();
-        assert!(r.off < 1024 + REC, "record {i} at {}", r.off);
+        assert!(r.off + r.len <= WARM, "record {i} at {}", r.off);
         assert_eq!((r.extra, payload(&r, &c)), (u64::from(i), data.to_vec()));
         c.free(r.end);
     }
@@ -121,6 +122,6 @@ fn a_producer_goes_back_to_the_start_once_past_the_warm_part_if_it_is_free() {
             break;
         }
     }
-    assert!(offs.iter().any(|&o| o > 1024 + REC), "{offs:?}");
+    assert!(offs.iter().any(|&o| o > WARM), "{offs:?}");
     assert!(offs.iter().all(|&o| o != first.off), "{offs:?}");
 }
