@@ -117,7 +117,10 @@ impl<D: Device> OpRun<D> {
             }
         });
         match checked {
-            Ok(()) => Ok((msg, landed)),
+            Ok(()) => {
+                link.accept(me, &msg);
+                Ok((msg, landed))
+            }
             Err(e) => {
                 link.close(me, &msg);
                 Err(e)

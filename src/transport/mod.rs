@@ -174,6 +174,18 @@ impl Link {
         }
     }
 
+    /// Tells the sender of `msg` that `me` checked its header and size and takes it (the
+    /// bytes are read later and released with [`release`](Self::release)): between processes
+    /// over shared memory the sender's [`is_delivered`](Self::is_delivered) holds from now on,
+    /// so its op may end while this rank still copies the bytes out of the ring. Elsewhere a
+    /// message counts as taken once released, and this does nothing.
+    pub fn accept(&self, me: Rank, msg: &Opened) {
+        match self {
+            Link::InProc(_) => {}
+            Link::Tcp(m) => m.accept(me, msg.from, msg.ticket),
+        }
+    }
+
     /// Tells the sender of `msg` that `me` is done with it.
     pub fn release(&self, me: Rank, msg: &Opened) {
         match self {
@@ -198,9 +210,10 @@ impl Link {
         }
     }
 
-    /// Whether `to` has taken the message with `ticket` from `me` (released it after reading
-    /// it, and so checked its header). In-process the same as
-    /// [`is_released`](Self::is_released); over a socket, later (a credit coming back).
+    /// Whether `to` has taken the message with `ticket` from `me` (checked its header and
+    /// [accepted](Self::accept) it, or released it) and this rank is done with it too.
+    /// In-process the same as [`is_released`](Self::is_released); over a socket, later (a
+    /// credit coming back); over shared memory, once accepted.
     pub fn is_delivered(&self, me: Rank, to: Rank, ticket: u64) -> bool {
         match self {
             Link::InProc(f) => f.is_released(me, to, ticket),

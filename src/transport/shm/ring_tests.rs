@@ -93,3 +93,35 @@ fn a_second_mapping_through_proc_sees_the_same_bytes_and_no_name_is_left() {
     assert_eq!(std::fs::read_dir("/dev/shm").map(|d| d.count()).unwrap_or(0), before);
     assert!(Mapping::open(std::process::id(), i32::MAX).is_err());
 }
+
+#[test]
+fn a_producer_goes_back_to_the_start_once_past_the_warm_part_if_it_is_free() {
+    const WARM: usize = 8 * 384;
+    let (m, _fd) = Mapping::create(4 * WARM).unwrap();
+    let mut p = Producer::new(m.clone(), 0).with_warm(WARM as u64);
+    let mut c = Consumer::new(m.clone(), 0);
+    // A consumer that keeps up: every record (384 bytes) lies in the warm part.
+    for i in 0..200u32 {
+        let data = [i as u8; 200];
+        assert!(p.push(Kind::Data, &frame(i as u8), u64::from(i), &data));
+        let r = c.next().unwrap().unwrap();
+        assert!(r.off + r.len <= WARM, "record {i} at {}", r.off);
+        assert_eq!((r.extra, payload(&r, &c)), (u64::from(i), data.to_vec()));
+        c.free(r.end);
+    }
+    // A consumer that holds the start: the producer runs on past the warm part.
+    let first = {
+        assert!(p.push(Kind::Data, &frame(1), 0, &[1u8; 200]));
+        c.next().unwrap().unwrap()
+    };
+    let mut offs = Vec::new();
+    while p.push(Kind::Data, &frame(2), 0, &[2u8; 200]) {
+        let r = c.next().unwrap().unwrap();
+        offs.push(r.off);
+        if offs.len() > 64 {
+            break;
+        }
+    }
+    assert!(offs.iter().any(|&o| o > WARM), "{offs:?}");
+    assert!(offs.iter().all(|&o| o != first.off), "{offs:?}");
+}

@@ -263,6 +263,16 @@ impl Mesh {
         Some((Opened { from, ticket: m.id, header: m.header, payload }, landed.is_some()))
     }
 
+    /// `me` checked message `id` from `from` and takes it: over shared memory the sender may
+    /// count it delivered now (see [`Link::accept`](crate::transport::Link::accept)).
+    pub(super) fn accept(&self, me: Rank, from: Rank, id: u64) {
+        if let Some((_, p)) = self.pair(me, from)
+            && let Some(s) = &p.shm
+        {
+            s.accept(id);
+        }
+    }
+
     /// Done with (`release`: the buffer is freed and its bytes credited back to the sender)
     /// or back in the queue unread.
     pub(super) fn finish(&self, me: Rank, from: Rank, id: u64, release: bool) {
@@ -278,7 +288,10 @@ impl Mesh {
             let Some(m) = inbox.msgs.remove(i) else { return };
             let len = m.region.len as u64;
             inbox.buffered -= len.min(inbox.buffered);
-            p.recycle(m.region.mem);
+            // A message read in place in the shared ring has no buffer of its own to keep.
+            if !p.shm.as_ref().is_some_and(|s| s.in_ring(&m.region.mem)) {
+                p.recycle(m.region.mem);
+            }
             len
         };
         if let Some(s) = &p.shm {

@@ -7,9 +7,10 @@
 //!   frees, streaming messages larger than [`INLINE_MAX`] in pieces. The lend is released
 //!   once the bytes are in the ring.
 //! - A reader thread hands each record to the inbox as host memory *in the ring*: the
-//!   scheduler reduces or copies straight out of it, and releasing the message frees the
-//!   record (the credit) and counts it delivered. Streamed messages land in a buffer the
-//!   receiver owns.
+//!   scheduler reduces or copies straight out of it. Accepting the message (its header
+//!   checked) counts it delivered, so the sender's op may end while the receiver still copies
+//!   the bytes out; releasing it frees the record (the credit). Streamed messages land in a
+//!   buffer the receiver owns.
 //! - Both threads sleep on futex words in the segment with short timeouts, so they notice a
 //!   peer that is gone (its socket closed) or this rank leaving.
 //!
@@ -58,6 +59,8 @@ struct Incoming {
     lent_next: u64,
     /// Inbox messages read in place: (inbox id, record end).
     held: Vec<(u64, u64)>,
+    /// Inbox messages accepted (counted delivered) and not released yet.
+    accepted: Vec<u64>,
     stream: Option<Stream>,
 }
 
@@ -84,6 +87,7 @@ impl ShmPeer {
                 cons: Consumer::new(pair.map.clone(), in_dir),
                 lent_next: 0,
                 held: Vec::new(),
+                accepted: Vec::new(),
                 stream: None,
             }),
             ring_in: pair.map.ring_mem(in_dir),
@@ -127,13 +131,39 @@ impl ShmPeer {
         std::sync::atomic::fence(Ordering::SeqCst);
     }
 
+    /// Whether `mem` is the incoming ring (a message read in place), not a buffer of its own.
+    pub(super) fn in_ring(&self, mem: &HostMem) -> bool {
+        self.ring_in.same(mem)
+    }
+
+    /// The receiver checked inbox message `id` and takes it: counts it delivered now, before
+    /// its bytes are read, so that the sender's op may end while this rank copies them out
+    /// (the sender's next message goes into the ring meanwhile). Its record stays held until
+    /// [`release`](Self::release). Once per message: a message put back unread after this
+    /// (the op failed) stays counted.
+    pub(super) fn accept(&self, id: u64) {
+        let mut inc = lock(&self.incoming);
+        if inc.accepted.contains(&id) {
+            return;
+        }
+        inc.accepted.push(id);
+        inc.cons.deliver();
+        drop(inc);
+        // A sender that sleeps waiting for this (`is_delivered`) is woken by its reader thread.
+        ring::nudge(&self.pair.map, Ctrl::of(self.pair.out_dir));
+    }
+
     /// The receiver is done with inbox message `id`: frees its record, if it is in the ring,
-    /// and counts it delivered.
+    /// and counts it delivered unless [accepted](Self::accept) already.
     pub(super) fn release(&self, id: u64) {
         let mut inc = lock(&self.incoming);
         if let Some(i) = inc.held.iter().position(|h| h.0 == id) {
             let (_, end) = inc.held.swap_remove(i);
             inc.cons.free(end);
+        }
+        if let Some(i) = inc.accepted.iter().position(|&a| a == id) {
+            inc.accepted.swap_remove(i);
+            return;
         }
         inc.cons.deliver();
         drop(inc);
