@@ -37,7 +37,7 @@ impl<D: Device> Communicator<D> {
         };
         shared.board.start_at(rank, seq, desc, crate::config::Algorithm::Exchange, issued);
         let bufs = Bindings { input: io.input, output: io.output, scratch: Binding::Unbound };
-        let result = sched::run_exchange(&Exchange { dev: &self.device, bufs: &bufs, view });
+        let result = sched::run_exchange(&Exchange::new(&self.device, &bufs, view));
         shared.board.finish(rank, result.is_ok());
         debug_event!(rank, seq, ok = result.is_ok(), "exchange done");
         result.map_err(|e| {

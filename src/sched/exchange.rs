@@ -27,7 +27,7 @@ use crate::error::{CollectiveError, Result};
 use crate::mem::HostMem;
 use crate::op::{OpDesc, OpKind};
 use crate::transport::Link;
-use crate::transport::slots::Slots;
+use crate::transport::slots::{FP_WORDS, Slots};
 use crate::types::{Combine, Rank, ReduceOp, Scale};
 
 /// Whose parts a rank's result reads, and so waits for.
@@ -75,9 +75,17 @@ impl Reads {
 
 /// One rank's exchanged op, borrowed: what the exchange reads and writes.
 pub(crate) struct Exchange<'a, D: Device> {
-    pub dev: &'a D,
-    pub bufs: &'a Bindings<D::Buffer>,
-    pub view: View<'a>,
+    dev: &'a D,
+    bufs: &'a Bindings<D::Buffer>,
+    view: View<'a>,
+    /// The op's fingerprint as the slots hold it.
+    words: [u64; FP_WORDS],
+}
+
+impl<'a, D: Device> Exchange<'a, D> {
+    pub(crate) fn new(dev: &'a D, bufs: &'a Bindings<D::Buffer>, view: View<'a>) -> Self {
+        Exchange { dev, bufs, view, words: view.fp.words() }
+    }
 }
 
 impl<D: Device> OpRun<D> {
@@ -87,7 +95,7 @@ impl<D: Device> OpRun<D> {
         if !self.inflight.is_empty() {
             return Ok(Progress::Blocked(Blocked::Device));
         }
-        let ex = Exchange { dev: &self.dev, bufs: &self.bufs, view: self.ctx.view() };
+        let ex = Exchange::new(&self.dev, &self.bufs, self.ctx.view());
         if !self.exchanged {
             if let Some(b) = ex.publish(size)? {
                 return Ok(Progress::Blocked(b));
@@ -166,7 +174,7 @@ impl<'a, D: Device> Exchange<'a, D> {
         let v = &self.view;
         let (me, seq, n) = (v.rank, v.seq, v.shared.world);
         let desc = &v.fp.desc;
-        let fp = v.fp.words();
+        let fp = &self.words;
         let slots = self.slots()?;
         if let Some((p, held)) = slots.busy(me, seq) {
             return Ok(Some(Blocked::Reading(p, held)));
@@ -174,9 +182,9 @@ impl<'a, D: Device> Exchange<'a, D> {
         match self.own_part(desc)? {
             Some(span) => {
                 let (mem, off, len) = self.host(span, size)?;
-                slots.publish(me, seq, &fp, &mem.read(off, len)?);
+                slots.publish(me, seq, fp, &mem.read(off, len)?);
             }
-            None => slots.publish(me, seq, &fp, &[]),
+            None => slots.publish(me, seq, fp, &[]),
         }
         // Only peers whose results read this part wait for it (non-roots' parts of
         // broadcast and scatter are read by nobody).
@@ -194,7 +202,7 @@ impl<'a, D: Device> Exchange<'a, D> {
             // in its slot until every peer finished this op, so every disagreeing pair
             // is caught by one of its two ranks; the other learns on its next call.
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            if let Some(p) = (0..n).find(|&p| p != me && slots.arrived(p, seq) && slots.fingerprint(p, seq) != fp) {
+            if let Some(p) = (0..n).find(|&p| p != me && slots.disagrees(p, seq, fp)) {
                 return Err(self.part_mismatch(p));
             }
         }
@@ -214,8 +222,8 @@ impl<'a, D: Device> Exchange<'a, D> {
             if let Some(p) = (0..n).find(|&p| waits(p) && !slots.arrived(p, seq)) {
                 return Ok(Some(Blocked::Part(p)));
             }
-            let fp = v.fp.words();
-            if let Some(p) = (0..n).find(|&p| waits(p) && slots.fingerprint(p, seq) != fp) {
+            let fp = &self.words;
+            if let Some(p) = (0..n).find(|&p| waits(p) && !slots.agrees(p, seq, fp)) {
                 return Err(self.part_mismatch(p));
             }
         }
@@ -348,14 +356,14 @@ impl<'a, D: Device> Exchange<'a, D> {
 
     /// The host memory behind `span`: (block, byte offset, byte length).
     fn host(&self, span: Span, size: usize) -> Result<(HostMem, usize, usize)> {
-        let r = self.bufs.resolve(span, size)?;
-        let mem = self.dev.host_view(&r.range.buf).ok_or_else(|| {
+        let (buf, off, len, _) = self.bufs.locate(span, size)?;
+        let mem = self.dev.host_view(buf).ok_or_else(|| {
             CollectiveError::device(format!(
                 "{} says its memory is host memory, but a buffer has no host view",
                 self.dev.describe()
             ))
         })?;
-        Ok((mem, r.range.off, r.range.len))
+        Ok((mem, off, len))
     }
 
     fn short_part(&self, q: Rank) -> CollectiveError {

@@ -86,7 +86,14 @@ impl OpCtx {
     /// The borrowed view of this context that checks and error messages read.
     #[inline]
     pub(crate) fn view(&self) -> View<'_> {
-        View { rank: self.rank, seq: self.seq, p2p: self.p2p, fp: &self.fp, deadline: self.deadline, shared: &self.shared }
+        View {
+            rank: self.rank,
+            seq: self.seq,
+            p2p: self.p2p,
+            fp: &self.fp,
+            deadline: self.deadline,
+            shared: &self.shared,
+        }
     }
 
     /// See [`View::mismatch`].
@@ -241,6 +248,14 @@ pub(crate) struct OpRun<D: Device> {
 
 impl<B: Clone> Bindings<B> {
     fn resolve(&self, s: Span, size: usize) -> Result<Resolved<B>> {
+        let (buf, off, len, id) = self.locate(s, size)?;
+        Ok(Resolved { range: Range::new(buf.clone(), off, len), id })
+    }
+}
+
+impl<B> Bindings<B> {
+    /// Where `s` lies, borrowed: (buffer, byte offset, byte length, memory id).
+    fn locate(&self, s: Span, size: usize) -> Result<(&B, usize, usize, usize)> {
         let b = match s.slot {
             Slot::Input => &self.input,
             Slot::Output => &self.output,
@@ -248,15 +263,11 @@ impl<B: Clone> Bindings<B> {
         };
         let (off, len) = (s.off * size, s.len * size);
         match b {
-            Binding::Contig { buf, base, id } => {
-                Ok(Resolved { range: Range::new(buf.clone(), base + off, len), id: *id })
-            }
+            Binding::Contig { buf, base, id } => Ok((buf, base + off, len, *id)),
             Binding::Blocks { bufs, block } => {
                 let (k, inner) = if *block == 0 { (0, 0) } else { (off / block, off % block) };
                 match bufs.get(k) {
-                    Some((buf, id)) if inner + len <= *block || len == 0 => {
-                        Ok(Resolved { range: Range::new(buf.clone(), inner, len), id: *id })
-                    }
+                    Some((buf, id)) if inner + len <= *block || len == 0 => Ok((buf, inner, len, *id)),
                     _ => Err(CollectiveError::protocol(format!("plan span {s:?} does not fit the output list"))),
                 }
             }

@@ -137,13 +137,21 @@ impl Event {
         Event { parked: AtomicUsize::new(0), rings: AtomicUsize::new(0), lock: Mutex::new(()), cv: Condvar::new() }
     }
 
-    /// Wakes the owner if it sleeps. Cheap when it does not.
+    /// Wakes the owner if it sleeps. Cheap when it does not: the load is inlined into the
+    /// caller (every exchanged op rings each peer), the wake-up is not.
+    #[inline]
     pub(crate) fn ring(&self) {
         if self.parked.load(Ordering::SeqCst) > 0 {
-            self.rings.fetch_add(1, Ordering::SeqCst);
-            let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            self.cv.notify_all();
+            self.wake();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake(&self) {
+        self.rings.fetch_add(1, Ordering::SeqCst);
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.cv.notify_all();
     }
 
     /// The wait loop. `stop` reports abort / departure; it is checked alongside `ready`, and
