@@ -52,9 +52,35 @@ pub struct FlightEntry {
     pub duration: Option<Duration>,
 }
 
+/// A recorded op as the board keeps it: the entry, and when it ended. Its `duration` is
+/// worked out when the history is read, which keeps a clock subtraction off every op's path.
+#[derive(Debug)]
+struct Rec {
+    e: FlightEntry,
+    ended: Option<Instant>,
+}
+
+impl std::ops::Deref for Rec {
+    type Target = FlightEntry;
+    fn deref(&self) -> &FlightEntry {
+        &self.e
+    }
+}
+
+impl Rec {
+    /// The entry as callers see it.
+    fn entry(&self) -> FlightEntry {
+        let mut e = self.e.clone();
+        if let Some(t) = self.ended {
+            e.duration = Some(t.saturating_duration_since(e.started));
+        }
+        e
+    }
+}
+
 #[derive(Debug, Default)]
 struct RankStatus {
-    history: VecDeque<FlightEntry>,
+    history: VecDeque<Rec>,
     /// The sequence number of the latest collective issued (kept apart from `history`, which
     /// point-to-point ops may have filled).
     last_collective: Option<u64>,
@@ -109,13 +135,9 @@ impl Board {
             if op.kind.is_collective() {
                 s.last_collective = Some(seq);
             }
-            s.history.push_back(FlightEntry {
-                seq,
-                op,
-                algorithm,
-                state: OpState::Running,
-                started: now,
-                duration: None,
+            s.history.push_back(Rec {
+                e: FlightEntry { seq, op, algorithm, state: OpState::Running, started: now, duration: None },
+                ended: None,
             });
         });
     }
@@ -126,21 +148,21 @@ impl Board {
 
     /// [`finish`](Self::finish) at a time the caller read.
     pub(crate) fn finish_at(&self, rank: Rank, ok: bool, now: Instant) {
-        self.finish_with(rank, ok, |started| now.saturating_duration_since(started));
+        self.finish_with(rank, ok, |r| r.ended = Some(now));
     }
 
     /// [`finish`](Self::finish) of an entry that started when the caller read it and has
     /// taken `took` since (a group's ranks all start at one time: one duration for all).
     pub(crate) fn finish_after(&self, rank: Rank, ok: bool, took: Duration) {
-        self.finish_with(rank, ok, |_| took);
+        self.finish_with(rank, ok, |r| r.e.duration = Some(took));
     }
 
-    fn finish_with(&self, rank: Rank, ok: bool, took: impl FnOnce(Instant) -> Duration) {
+    fn finish_with(&self, rank: Rank, ok: bool, took: impl FnOnce(&mut Rec)) {
         self.with(rank, |s| {
             s.waiting = None;
-            if let Some(e) = s.history.back_mut() {
-                e.state = if ok { OpState::Done } else { OpState::Failed };
-                e.duration = Some(took(e.started));
+            if let Some(r) = s.history.back_mut() {
+                r.e.state = if ok { OpState::Done } else { OpState::Failed };
+                took(r);
             }
         });
     }
@@ -154,7 +176,7 @@ impl Board {
     }
 
     pub(crate) fn history(&self, rank: Rank) -> Vec<FlightEntry> {
-        self.with(rank, |s| s.history.iter().cloned().collect()).unwrap_or_default()
+        self.with(rank, |s| s.history.iter().map(Rec::entry).collect()).unwrap_or_default()
     }
 
     /// What `peer` called as collective op `seq`, if it got that far and still remembers.

@@ -5,6 +5,7 @@
 mod blocks;
 mod calls;
 mod collectives;
+mod exchanged;
 pub(crate) mod flight;
 mod group;
 mod launch;
@@ -47,7 +48,7 @@ use flight::Board;
 pub(crate) struct Shared {
     id: UniqueId,
     pub(crate) name: String,
-    world: usize,
+    pub(crate) world: usize,
     pub(crate) link: Link,
     pub(crate) board: Board,
     config: CommConfig,

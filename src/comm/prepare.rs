@@ -31,7 +31,12 @@ impl<D: Device> Communicator<D> {
         if self.engine.has_queued(&current) {
             self.engine.drain(&mut current);
         }
-        let mut op = self.prepare(&mut self.lock(), call)?;
+        let checked = self.check(&call)?;
+        if self.exchanges(&checked.0).is_some() && !matches!(checked.0.op, Some(ReduceOp::PreMulSum(_))) {
+            // Nothing is queued ahead: an exchange runs at once, without an `OpRun`.
+            return self.run_exchanged(checked);
+        }
+        let mut op = self.prepare_checked(&mut self.lock(), checked)?;
         // Driven at once: the flight recorder's entry starts at the deadline's clock read.
         op.run.start_at(op.issued);
         let result = sched::drive(&mut op.run);
@@ -71,41 +76,12 @@ impl<D: Device> Communicator<D> {
         (desc, io): (OpDesc, validate::Io<D::Buffer>),
     ) -> Result<Prepared<D>> {
         let world = self.shared.world;
-        if let Some(e) = &local.failed {
-            return Err(CollectiveError::new(
-                ErrorKind::Aborted,
-                format!("this communicator failed earlier: {}", e.quoted()),
-            )
-            .with_rank(self.rank)
-            .with_op(desc.to_string()));
-        }
-        if let Some(e) = self.shared.link.poisoned(self.rank) {
-            // Where this call stands relative to the op that failed decides what it reports:
-            // the original error if it is that op (arriving late) or past it, `Aborted` if not.
-            let now = if desc.kind.is_collective() { Now::Collective(local.seq) } else { Now::NewP2p };
-            let err = sched::after_failure(&e, self.rank, now).with_op(desc.to_string());
-            local.failed = Some(err.clone());
-            return Err(err);
-        }
-        if !self.device.supports(desc.dtype) {
-            return Err(CollectiveError::unsupported(format!(
-                "{} cannot run kernels on {}",
-                self.device.describe(),
-                desc.dtype
-            ))
-            .with_rank(self.rank)
-            .with_op(desc.to_string()));
-        }
+        self.admit(local, &desc)?;
         let seq = next_seq(local, &desc);
         let cfg = &self.shared.config;
         let size = desc.dtype.size();
         let chunk = if self.unchunked { desc.count.max(1) } else { (cfg.chunk_bytes() / size).max(1) };
-        let exchanged = self.exchange.as_ref().filter(|_| {
-            matches!(
-                desc.algorithm.unwrap_or(cfg.algorithm()),
-                crate::config::Algorithm::Auto | crate::config::Algorithm::Exchange
-            ) && algo::exchange_part(&desc, world).is_some_and(|b| b <= SLOT_BYTES)
-        });
+        let exchanged = self.exchanges(&desc);
         // An exchange sends no messages and uses no scratch: it needs none of the rank's
         // staging or scratch memory.
         let owns_staging = exchanged.is_none();
@@ -169,7 +145,7 @@ impl<D: Device> Communicator<D> {
             Err(e) => {
                 // A failure before the plan runs (scratch allocation, a device error) must stop
                 // the peers at once too, not leave them waiting out the timeout.
-                sched::fail(&ctx, &e);
+                sched::fail(ctx.view(), &e);
                 self.shared.board.start_at(self.rank, seq, desc, algorithm, issued);
                 self.shared.board.finish(self.rank, false);
                 let e = e.with_rank(self.rank).with_op(desc.to_string()).with_seq(seq);
@@ -180,6 +156,50 @@ impl<D: Device> Communicator<D> {
         let stage = if owns_staging { local.staging.take() } else { None };
         let run = OpRun::new(dev.clone(), plan, bufs, ctx, stage, self.reach.clone(), prologue);
         Ok(Prepared { run, issued })
+    }
+
+    /// Whether this rank may start `desc` at all (both paths ask, before the op takes a
+    /// sequence number): not after a failure of its own (sticky), not on a poisoned link,
+    /// and only in a dtype its device runs kernels on.
+    pub(super) fn admit(&self, local: &mut Local<D>, desc: &OpDesc) -> Result<()> {
+        if let Some(e) = &local.failed {
+            return Err(CollectiveError::new(
+                ErrorKind::Aborted,
+                format!("this communicator failed earlier: {}", e.quoted()),
+            )
+            .with_rank(self.rank)
+            .with_op(desc.to_string()));
+        }
+        if let Some(e) = self.shared.link.poisoned(self.rank) {
+            // Where this call stands relative to the op that failed decides what it reports:
+            // the original error if it is that op (arriving late) or past it, `Aborted` if not.
+            let now = if desc.kind.is_collective() { Now::Collective(local.seq) } else { Now::NewP2p };
+            let err = sched::after_failure(&e, self.rank, now).with_op(desc.to_string());
+            local.failed = Some(err.clone());
+            return Err(err);
+        }
+        if !self.device.supports(desc.dtype) {
+            return Err(CollectiveError::unsupported(format!(
+                "{} cannot run kernels on {}",
+                self.device.describe(),
+                desc.dtype
+            ))
+            .with_rank(self.rank)
+            .with_op(desc.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The exchange plan, when `desc` runs as an exchange: the ranks are threads of this
+    /// process on host-memory devices ([`exchange_plan`]), no other algorithm was chosen, and
+    /// each rank's part fits a slot ([`SLOT_BYTES`]). The same answer on every rank.
+    pub(super) fn exchanges(&self, desc: &OpDesc) -> Option<&Arc<algo::Plan>> {
+        self.exchange.as_ref().filter(|_| {
+            matches!(
+                desc.algorithm.unwrap_or(self.shared.config.algorithm()),
+                crate::config::Algorithm::Auto | crate::config::Algorithm::Exchange
+            ) && algo::exchange_part(desc, self.shared.world).is_some_and(|b| b <= SLOT_BYTES)
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::sched::OpCtx;
+use crate::sched::View;
 use crate::types::Rank;
 
 /// The shortest interval between warnings, whatever the config says (a zero interval would
@@ -53,9 +53,9 @@ impl WaitWatch {
     }
 }
 
-/// Logs that the op in `ctx` has waited `waited` for `what` from `peer`: for a collective, the
+/// Logs that the op `ctx` views has waited `waited` for `what` from `peer`: for a collective, the
 /// ranks whose flight recorder has not reached it yet; for send/recv, the peer.
-pub(crate) fn warn_op(ctx: &OpCtx, peer: Rank, what: &str, waited: Duration) {
+pub(crate) fn warn_op(ctx: View<'_>, peer: Rank, what: &str, waited: Duration) {
     #[cfg(feature = "tracing")]
     {
         let c = ctx;

@@ -3,15 +3,15 @@
 //! wait has the op's deadline; a header or flight-recorder entry that disagrees is a
 //! `Mismatch`; a timeout names the root cause (the rank furthest behind, or the ranks waiting
 //! on each other), not merely the peer this rank happened to wait on; a poisoned link is read
-//! through [`after_failure`]; waits that last warn about who is missing.
+//! through [`after_failure`](super::after_failure); waits that last warn about who is missing.
 
 use std::time::{Duration, Instant};
 
-use super::{Blocked, OpRun, after_failure};
-use crate::comm::watch::{WaitWatch, warn_op};
+use super::{Blocked, OpRun};
+use crate::comm::watch::WaitWatch;
 use crate::device::Device;
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::transport::{Header, WaitOutcome};
+use crate::transport::Header;
 use crate::types::Rank;
 
 /// How long a thread waiting on device work sleeps between looks when it must also watch
@@ -189,9 +189,7 @@ impl<D: Device> OpRun<D> {
 
     /// The error this rank reports for a poisoned link, if it is poisoned.
     pub(super) fn poisoned(&self) -> Option<CollectiveError> {
-        let c = &self.ctx;
-        let now = if c.p2p { super::Now::P2p } else { super::Now::Collective(c.seq) };
-        c.link().poisoned(c.rank).map(|e| after_failure(&e, c.rank, now))
+        self.ctx.view().poisoned()
     }
 
     /// Whether what `b` waits for has happened (cheap; no side effects).
@@ -202,8 +200,7 @@ impl<D: Device> OpRun<D> {
             Blocked::Release(p, t) => link.is_released(me, p, t),
             Blocked::Delivered(p, t) => link.is_delivered(me, p, t),
             Blocked::Device => self.device_event_done(),
-            Blocked::Part(p) => link.slots().is_some_and(|s| s.arrived(p, self.ctx.seq)),
-            Blocked::Reading(p, held) => link.slots().is_some_and(|s| s.finished(p) >= held),
+            Blocked::Part(_) | Blocked::Reading(..) => super::exchange::slot_ready(link, self.ctx.seq, b),
         }
     }
 
@@ -231,102 +228,23 @@ impl<D: Device> OpRun<D> {
             Blocked::Release(p, t) => (Some(p), format!("rank {p} to read message #{t} this rank sent it")),
             Blocked::Delivered(p, t) => (Some(p), format!("rank {p} to take message #{t} this rank sent it")),
             Blocked::Device => (None, format!("its device ({}) to finish queued work", self.dev.describe())),
-            Blocked::Part(p) => (Some(p), format!("rank {p} to publish its part of this op")),
-            Blocked::Reading(p, held) => {
-                (Some(p), format!("rank {p} to finish reading this rank's part of op #{}", held.saturating_sub(1)))
-            }
+            Blocked::Part(_) | Blocked::Reading(..) => super::exchange::describe(b),
         }
     }
 
-    /// The checks a long wait runs each time it goes to sleep: the flight recorder says what
-    /// this rank waits for, a warning names who is missing once the wait lasts, and a peer
-    /// that is in this op with a different call is a `Mismatch` now rather than at the
-    /// deadline.
+    /// The checks a long wait runs each time it goes to sleep ([`View::slow`](super::View::slow)).
     fn slow(&self, b: Blocked, watch: &mut WaitWatch) -> Result<()> {
-        let c = &self.ctx;
-        let (peer, what) = self.describe(b);
-        let now = Instant::now();
-        if let Some(peer) = peer
-            && watch.tick(now)
-        {
-            warn_op(c, peer, &what, watch.waited(now));
-        }
-        // A failure elsewhere outranks a departure: the failed rank poisons the link before
-        // it leaves, and its error is the one to report.
-        // Departure is read first: once it shows, a poison set before it shows too.
-        let gone = peer.filter(|&p| c.link().is_departed(c.rank, p));
-        if let Some(e) = self.poisoned() {
-            return Err(e);
-        }
-        if let Some(p) = gone
-            && !self.ready(b)
-        {
-            return Err(CollectiveError::new(
-                ErrorKind::PeerLost,
-                format!("rank {p} {} while this rank waited for {what}", c.link().departure(c.rank, p)),
-            )
-            .with_peer(p));
-        }
-        c.shared.board.set_waiting(c.rank, Some(what));
-        self.noted_wait.set(true);
-        if let Some(peer) = peer
-            && !c.p2p
-            && let Some(theirs) = c.shared.board.collective_at(peer, c.seq)
-            && !theirs.compatible(&c.fp)
-        {
-            return Err(CollectiveError::new(
-                ErrorKind::Mismatch,
-                format!(
-                    "rank {peer} called {} as op #{}, but rank {} called {}",
-                    theirs.desc, c.seq, c.rank, c.fp.desc
-                ),
-            )
-            .with_peer(peer));
-        }
-        // An exchange reads no messages, so a peer that sends to or receives from this rank
-        // instead of taking part shows only in its flight recorder (a send this rank already
-        // received, which the peer is still finishing, is no mismatch). Nor is a peer that
-        // published its part, finished this op and went on to a send or receive since this
-        // rank last looked: its part is read after its flight record, so it shows here.
-        if let Blocked::Part(p) = b
-            && let Some(theirs) = c.shared.board.p2p_unmatched_with(p, c.rank)
-            && !self.ready(b)
-        {
-            return Err(CollectiveError::new(
-                ErrorKind::Mismatch,
-                format!("rank {p} called {theirs}, but rank {} called {} as op #{}", c.rank, c.fp.desc, c.seq),
-            )
-            .with_peer(p));
-        }
-        Ok(())
+        self.ctx.view().slow(b, self.describe(b), &|| self.ready(b), watch, &self.noted_wait)
     }
 
     /// Clears "waiting for" in the flight recorder once the op no longer waits.
     pub(super) fn settle(&mut self) {
-        if self.noted_wait.take() {
-            self.ctx.shared.board.set_waiting(self.ctx.rank, None);
-        }
+        self.ctx.view().settle(&self.noted_wait);
     }
 
     /// The `Timeout` error for a wait on `b` that reached the deadline.
     fn timeout(&self, b: Blocked) -> CollectiveError {
-        let c = &self.ctx;
-        let (peer, what) = self.describe(b);
-        let e = match peer {
-            Some(peer) => {
-                let seq = (!c.p2p).then_some(c.seq);
-                let (culprit, why) = c.shared.board.blame(c.rank, peer, seq);
-                CollectiveError::new(
-                    ErrorKind::Timeout,
-                    format!("gave up at the op's deadline waiting for {what}: {why}"),
-                )
-                .with_peer(culprit)
-            }
-            None => {
-                CollectiveError::new(ErrorKind::Timeout, format!("gave up at the op's deadline waiting for {what}"))
-            }
-        };
-        e.with_report(c.shared.board.report(&c.shared.name))
+        self.ctx.view().timeout(self.describe(b))
     }
 
     /// Blocks this thread until what `b` waits for may have happened, the deadline passes, or
@@ -348,21 +266,6 @@ impl<D: Device> OpRun<D> {
             let this = &*self;
             this.ctx.link().wait(this.ctx.rank, peer, deadline, &mut || this.ready(b), &mut || this.slow(b, watch))?
         };
-        match outcome {
-            WaitOutcome::Ready => Ok(()),
-            WaitOutcome::TimedOut => Err(self.timeout(b)),
-            WaitOutcome::PeerGone if self.poisoned().is_none() => Err(CollectiveError::new(
-                ErrorKind::PeerLost,
-                format!(
-                    "rank {peer} {} while this rank waited for {}",
-                    self.ctx.link().departure(self.ctx.rank, peer),
-                    self.describe(b).1
-                ),
-            )
-            .with_peer(peer)),
-            WaitOutcome::PeerGone | WaitOutcome::Poisoned => Err(self
-                .poisoned()
-                .unwrap_or_else(|| CollectiveError::new(ErrorKind::Aborted, "the communicator was aborted"))),
-        }
+        self.ctx.view().outcome(outcome, peer, || self.describe(b))
     }
 }

@@ -7,17 +7,28 @@
 //! to the slots' depth, and a mismatch it did not see is reported on its next call. Only
 //! devices whose buffers are host memory and whose kernels are the host's run it
 //! ([`Device::host_memory`]); the communicator decides, the same way on every rank.
+//!
+//! The exchange itself works on a small borrowed [`Exchange`] (device, buffers, the op's
+//! [`View`]): an [`OpRun`] lends its own when it reaches the step (group calls, `Work`, the
+//! shared progress thread), and [`run`] drives one built on the caller's stack, with no
+//! `OpRun` at all (a blocking call with nothing queued ahead of it). One implementation, two
+//! drivers; the waits' checks are [`View`]'s.
+
+use std::cell::Cell;
+use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::{Binding, Blocked, OpRun, Progress};
+use super::{Binding, Bindings, Blocked, OpRun, Progress, View};
 use crate::algo::{Slot, Span};
+use crate::comm::watch::WaitWatch;
 use crate::device::{Device, kernels};
 use crate::error::{CollectiveError, Result};
 use crate::mem::HostMem;
 use crate::op::{OpDesc, OpKind};
-use crate::transport::slots::Slots;
-use crate::types::{Rank, ReduceOp, Scale};
+use crate::transport::Link;
+use crate::transport::slots::{FP_WORDS, Slots};
+use crate::types::{Combine, Rank, ReduceOp, Scale};
 
 /// Whose parts a rank's result reads, and so waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +73,21 @@ impl Reads {
     }
 }
 
+/// One rank's exchanged op, borrowed: what the exchange reads and writes.
+pub(crate) struct Exchange<'a, D: Device> {
+    dev: &'a D,
+    bufs: &'a Bindings<D::Buffer>,
+    view: View<'a>,
+    /// The op's fingerprint as the slots hold it.
+    words: [u64; FP_WORDS],
+}
+
+impl<'a, D: Device> Exchange<'a, D> {
+    pub(crate) fn new(dev: &'a D, bufs: &'a Bindings<D::Buffer>, view: View<'a>) -> Self {
+        Exchange { dev, bufs, view, words: view.fp.words() }
+    }
+}
+
 impl<D: Device> OpRun<D> {
     /// Runs the exchange as far as it goes: publish (once this rank's slot is free), then,
     /// once every part has arrived, the result.
@@ -69,66 +95,163 @@ impl<D: Device> OpRun<D> {
         if !self.inflight.is_empty() {
             return Ok(Progress::Blocked(Blocked::Device));
         }
-        let (me, seq, n) = (self.ctx.rank, self.ctx.seq, self.ctx.world);
-        let desc = self.ctx.fp.desc;
-        let fp = self.ctx.fp.words();
-        let link = self.ctx.link();
-        let slots = link.slots().ok_or_else(|| {
-            CollectiveError::protocol("an exchanged op ran between ranks that are not threads of one process")
-        })?;
+        let ex = Exchange::new(&self.dev, &self.bufs, self.ctx.view());
         if !self.exchanged {
-            if let Some((p, held)) = slots.busy(me, seq) {
-                return Ok(Progress::Blocked(Blocked::Reading(p, held)));
-            }
-            match self.own_part(&desc)? {
-                Some(span) => {
-                    let (mem, off, len) = self.host(span, size)?;
-                    slots.publish(me, seq, &fp, &mem.read(off, len)?);
-                }
-                None => slots.publish(me, seq, &fp, &[]),
-            }
-            // Only peers whose results read this part wait for it (non-roots' parts of
-            // broadcast and scatter are read by nobody).
-            let read = desc.shape.is_some()
-                || !matches!(desc.kind, OpKind::Broadcast | OpKind::Scatter)
-                || desc.root.unwrap_or(0) == me;
-            if read {
-                link.wake_peers(me);
+            if let Some(b) = ex.publish(size)? {
+                return Ok(Progress::Blocked(b));
             }
             self.exchanged = true;
-            if Reads::of(&desc, me) != Reads::Every {
-                // This rank does not wait for every peer: it checks the peers that have
-                // published already, after a fence that pairs with theirs. Of two ranks
-                // that do not wait for each other, at least one sees the other's part here
-                // (each stores its part, fences, then loads the other's), and a part stays
-                // in its slot until every peer finished this op, so every disagreeing pair
-                // is caught by one of its two ranks; the other learns on its next call.
-                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-                if let Some(p) = (0..n).find(|&p| p != me && slots.arrived(p, seq) && slots.fingerprint(p, seq) != fp) {
-                    return Err(self.part_mismatch(p));
-                }
+        }
+        Ok(match ex.collect(size)? {
+            Some(b) => Progress::Blocked(b),
+            None => Progress::Advanced,
+        })
+    }
+}
+
+/// Runs an exchanged op to completion on this thread, without an `OpRun`: publish, wait for
+/// the parts its result reads, the result. Waits have the op's deadline and run the same
+/// checks as an `OpRun`'s ([`View::slow`]); on failure the link is poisoned (peers stop at
+/// once) and the error returned is about this rank's op. An exchange lends nothing and
+/// enqueues no device work, so a failure has nothing to reclaim.
+pub(crate) fn run<D: Device>(ex: &Exchange<'_, D>) -> Result<()> {
+    let size = ex.view.fp.desc.dtype.size();
+    let noted = Cell::new(false);
+    let mut watch = None;
+    let mut published = false;
+    let result = (|| {
+        loop {
+            let blocked = if published { ex.collect(size)? } else { ex.publish(size)? };
+            match blocked {
+                None if published => return Ok(()),
+                None => published = true,
+                Some(b) => ex.block_on(b, &mut watch, &noted)?,
             }
         }
-        let reads = Reads::of(&desc, me);
-        let waits = |p: Rank| p != me && reads.part(p);
-        if reads != Reads::Own {
-            if let Some(p) = (0..n).find(|&p| waits(p) && !slots.arrived(p, seq)) {
-                return Ok(Progress::Blocked(Blocked::Part(p)));
+    })();
+    match result {
+        Ok(()) => {
+            ex.view.settle(&noted);
+            Ok(())
+        }
+        Err(e) => {
+            super::fail(ex.view, &e);
+            Err(e.at_seq(ex.view.seq))
+        }
+    }
+}
+
+/// Whether what `b` (a wait of an exchange) waits for has happened.
+pub(super) fn slot_ready(link: &Link, seq: u64, b: Blocked) -> bool {
+    match b {
+        Blocked::Part(p) => link.slots().is_some_and(|s| s.arrived(p, seq)),
+        Blocked::Reading(p, held) => link.slots().is_some_and(|s| s.finished(p) >= held),
+        _ => false,
+    }
+}
+
+/// What `b` (a wait of an exchange) waits for, for the flight recorder and error messages.
+pub(super) fn describe(b: Blocked) -> (Option<Rank>, String) {
+    match b {
+        Blocked::Part(p) => (Some(p), format!("rank {p} to publish its part of this op")),
+        Blocked::Reading(p, held) => {
+            (Some(p), format!("rank {p} to finish reading this rank's part of op #{}", held.saturating_sub(1)))
+        }
+        _ => (None, format!("{b:?}")),
+    }
+}
+
+impl<'a, D: Device> Exchange<'a, D> {
+    fn slots(&self) -> Result<&'a Slots> {
+        self.view.shared.link.slots().ok_or_else(|| {
+            CollectiveError::protocol("an exchanged op ran between ranks that are not threads of one process")
+        })
+    }
+
+    /// Publishes this rank's part, once its slot is free: `Some(what it waits for)` while a
+    /// peer still reads what the slot holds.
+    pub(super) fn publish(&self, size: usize) -> Result<Option<Blocked>> {
+        let v = &self.view;
+        let (me, seq, n) = (v.rank, v.seq, v.shared.world);
+        let desc = &v.fp.desc;
+        let fp = &self.words;
+        let slots = self.slots()?;
+        if let Some((p, held)) = slots.busy(me, seq) {
+            return Ok(Some(Blocked::Reading(p, held)));
+        }
+        match self.own_part(desc)? {
+            Some(span) => {
+                let (mem, off, len) = self.host(span, size)?;
+                slots.publish(me, seq, fp, &mem.read(off, len)?);
             }
-            if let Some(p) = (0..n).find(|&p| waits(p) && slots.fingerprint(p, seq) != fp) {
+            None => slots.publish(me, seq, fp, &[]),
+        }
+        // Only peers whose results read this part wait for it (non-roots' parts of
+        // broadcast and scatter are read by nobody).
+        let read = desc.shape.is_some()
+            || !matches!(desc.kind, OpKind::Broadcast | OpKind::Scatter)
+            || desc.root.unwrap_or(0) == me;
+        if read {
+            v.shared.link.wake_peers(me);
+        }
+        if Reads::of(desc, me) != Reads::Every {
+            // This rank does not wait for every peer: it checks the peers that have
+            // published already, after a fence that pairs with theirs. Of two ranks
+            // that do not wait for each other, at least one sees the other's part here
+            // (each stores its part, fences, then loads the other's), and a part stays
+            // in its slot until every peer finished this op, so every disagreeing pair
+            // is caught by one of its two ranks; the other learns on its next call.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            if let Some(p) = (0..n).find(|&p| p != me && slots.disagrees(p, seq, fp)) {
                 return Err(self.part_mismatch(p));
             }
         }
-        self.result(slots, &desc, size)?;
+        Ok(None)
+    }
+
+    /// Once every part this rank's result reads has arrived (`Some(the part it waits for)`
+    /// until then) and agrees: the result, and this rank's slot reads are finished.
+    pub(super) fn collect(&self, size: usize) -> Result<Option<Blocked>> {
+        let v = &self.view;
+        let (me, seq, n) = (v.rank, v.seq, v.shared.world);
+        let desc = &v.fp.desc;
+        let slots = self.slots()?;
+        let reads = Reads::of(desc, me);
+        let waits = |p: Rank| p != me && reads.part(p);
+        if reads != Reads::Own {
+            if let Some(p) = (0..n).find(|&p| waits(p) && !slots.arrived(p, seq)) {
+                return Ok(Some(Blocked::Part(p)));
+            }
+            let fp = &self.words;
+            if let Some(p) = (0..n).find(|&p| waits(p) && !slots.agrees(p, seq, fp)) {
+                return Err(self.part_mismatch(p));
+            }
+        }
+        self.result(slots, desc, size)?;
         slots.finish(me, seq);
-        link.wake_peers(me);
-        Ok(Progress::Advanced)
+        v.shared.link.wake_peers(me);
+        Ok(None)
+    }
+
+    /// Blocks this thread until what `b` waits for may have happened, the deadline passes, or
+    /// the link fails, running the slow-path checks whenever the wait sleeps.
+    fn block_on(&self, b: Blocked, watch: &mut Option<WaitWatch>, noted: &Cell<bool>) -> Result<()> {
+        let v = self.view;
+        let (Blocked::Part(peer) | Blocked::Reading(peer, _)) = b else {
+            return Err(CollectiveError::protocol(format!("an exchange cannot wait for {b:?}")));
+        };
+        let link = v.link();
+        let watch = watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), v.shared.board.warn_after()));
+        let ready = || slot_ready(link, v.seq, b);
+        let outcome =
+            link.wait(v.rank, peer, v.deadline, &mut || ready(), &mut || v.slow(b, describe(b), &ready, watch, noted))?;
+        v.outcome(outcome, peer, || describe(b))
     }
 
     /// What this rank publishes: its input (all of it for reduce_scatter, all_to_all and the
     /// root's scatter), nothing for non-roots of broadcast and scatter and for barrier.
     fn own_part(&self, desc: &OpDesc) -> Result<Option<Span>> {
-        let (me, n, count) = (self.ctx.rank, self.ctx.world, desc.count);
+        let (me, n, count) = (self.view.rank, self.view.shared.world, desc.count);
         let root = desc.root.unwrap_or(0);
         Ok(match desc.kind {
             OpKind::AllReduce | OpKind::Reduce | OpKind::AllGather | OpKind::Gather => {
@@ -146,7 +269,7 @@ impl<D: Device> OpRun<D> {
 
     /// This rank's result, from every rank's part.
     fn result(&self, slots: &Slots, desc: &OpDesc, size: usize) -> Result<()> {
-        let (me, count) = (self.ctx.rank, desc.count);
+        let (me, count) = (self.view.rank, desc.count);
         let (root, block) = (desc.root.unwrap_or(0), count * size);
         let out = Span::new(Slot::Output, 0, count);
         match desc.kind {
@@ -166,7 +289,7 @@ impl<D: Device> OpRun<D> {
     /// gather, all_to_all). An output that is one buffer is written under one guard; a list of
     /// tensors block by block.
     fn copy_parts(&self, slots: &Slots, off: usize, size: usize) -> Result<()> {
-        let (n, count) = (self.ctx.world, self.ctx.fp.desc.count);
+        let (n, count) = (self.view.shared.world, self.view.fp.desc.count);
         if !matches!(self.bufs.output, Binding::Contig { .. }) {
             return (0..n)
                 .try_for_each(|q| self.copy_part(slots, q, off, Span::new(Slot::Output, q * count, count), size));
@@ -177,7 +300,7 @@ impl<D: Device> OpRun<D> {
         }
         let mut w = mem.write(o, len)?;
         for (q, block) in w.chunks_mut(len / n).enumerate() {
-            if !slots.read(q, self.ctx.seq, off, block) {
+            if !slots.read(q, self.view.seq, off, block) {
                 return Err(self.short_part(q));
             }
         }
@@ -191,7 +314,7 @@ impl<D: Device> OpRun<D> {
             return Ok(());
         }
         let mut w = mem.write(o, len)?;
-        if slots.read(q, self.ctx.seq, off, &mut w) { Ok(()) } else { Err(self.short_part(q)) }
+        if slots.read(q, self.view.seq, off, &mut w) { Ok(()) } else { Err(self.short_part(q)) }
     }
 
     /// `dst` = the reduction, in rank order, of bytes `off..` of every rank's part.
@@ -200,7 +323,7 @@ impl<D: Device> OpRun<D> {
         if len == 0 {
             return Ok(());
         }
-        let n = self.ctx.world;
+        let n = self.view.shared.world;
         // The parts, copied out of the slots (their words are atomics), in words so that every
         // dtype's view of them is aligned: on the stack when they fit (built in place, never
         // moved), else on the heap.
@@ -215,40 +338,42 @@ impl<D: Device> OpRun<D> {
         };
         let parts = &mut bytemuck::cast_slice_mut::<u64, u8>(parts)[..n * len];
         for (q, p) in parts.chunks_mut(len).enumerate() {
-            if !slots.read(q, self.ctx.seq, off, p) {
+            if !slots.read(q, self.view.seq, off, p) {
                 return Err(self.short_part(q));
             }
         }
         let (first, rest) = parts.split_at(len);
         let srcs: SmallVec<[&[u8]; 8]> = rest.chunks(len).collect();
         let mut w = mem.write(o, len)?;
-        kernels::reduce_many(self.ctx.dtype, self.ctx.combine, &mut w, Some(first), &srcs)?;
-        if self.ctx.fp.desc.op == Some(ReduceOp::Avg) {
-            kernels::scale(self.ctx.dtype, Scale::DivBy(n as u64), &mut w, None)?;
+        let desc = &self.view.fp.desc;
+        let combine = desc.op.map_or(Combine::Sum, ReduceOp::combine);
+        kernels::reduce_many(desc.dtype, combine, &mut w, Some(first), &srcs)?;
+        if desc.op == Some(ReduceOp::Avg) {
+            kernels::scale(desc.dtype, Scale::DivBy(n as u64), &mut w, None)?;
         }
         Ok(())
     }
 
     /// The host memory behind `span`: (block, byte offset, byte length).
     fn host(&self, span: Span, size: usize) -> Result<(HostMem, usize, usize)> {
-        let r = self.bufs.resolve(span, size)?;
-        let mem = self.dev.host_view(&r.range.buf).ok_or_else(|| {
+        let (buf, off, len, _) = self.bufs.locate(span, size)?;
+        let mem = self.dev.host_view(buf).ok_or_else(|| {
             CollectiveError::device(format!(
                 "{} says its memory is host memory, but a buffer has no host view",
                 self.dev.describe()
             ))
         })?;
-        Ok((mem, r.range.off, r.range.len))
+        Ok((mem, off, len))
     }
 
     fn short_part(&self, q: Rank) -> CollectiveError {
-        CollectiveError::protocol(format!("rank {q}'s part of op #{} is shorter than its op needs", self.ctx.seq))
+        CollectiveError::protocol(format!("rank {q}'s part of op #{} is shorter than its op needs", self.view.seq))
             .with_peer(q)
     }
 
     /// `peer` published a different op under this op's number.
     fn part_mismatch(&self, peer: Rank) -> CollectiveError {
-        let c = &self.ctx;
+        let c = &self.view;
         let theirs =
             c.shared.board.collective_at(peer, c.seq).map_or_else(|| "another op".to_string(), |f| f.desc.to_string());
         c.mismatch(peer, &super::called(&theirs, false, c.seq))

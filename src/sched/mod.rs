@@ -18,6 +18,7 @@
 //!   on success — or, on failure, once the link is poisoned (peers learn at once), the device
 //!   work finished and every lend is reclaimed. A returned tensor is never read by anyone else.
 
+mod checks;
 mod drive;
 mod exchange;
 mod failure;
@@ -28,11 +29,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) use drive::{Advance, Turn, drive, drive_all};
+pub(crate) use exchange::{Exchange, run as run_exchange};
 pub(crate) use failure::{Now, after_failure};
 pub use staging::Staging;
 
 use crate::algo::{Plan, Slot, Span, Step};
-use crate::comm::RankShared;
+use crate::comm::{RankShared, Shared};
 use crate::device::{Device, Range, Reach, Source};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::HostRegion;
@@ -77,6 +79,43 @@ pub(crate) struct OpCtx {
 }
 
 impl OpCtx {
+    pub(crate) fn link(&self) -> &Link {
+        &self.shared.link
+    }
+
+    /// The borrowed view of this context that checks and error messages read.
+    #[inline]
+    pub(crate) fn view(&self) -> View<'_> {
+        View {
+            rank: self.rank,
+            seq: self.seq,
+            p2p: self.p2p,
+            fp: &self.fp,
+            deadline: self.deadline,
+            shared: &self.shared,
+        }
+    }
+
+    /// See [`View::mismatch`].
+    pub(crate) fn mismatch(&self, peer: Rank, theirs: &str) -> CollectiveError {
+        self.view().mismatch(peer, theirs)
+    }
+}
+
+/// What an op's waits, checks and error messages read about it, borrowed: an [`OpRun`] lends
+/// it from its [`OpCtx`]; an exchanged op driven at once (see [`exchange::run`]) builds it on
+/// the stack, with no `OpRun` at all. One set of checks serves both.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a> {
+    pub rank: Rank,
+    pub seq: u64,
+    pub p2p: bool,
+    pub fp: &'a Fingerprint,
+    pub deadline: Instant,
+    pub shared: &'a Shared,
+}
+
+impl View<'_> {
     pub(crate) fn link(&self) -> &Link {
         &self.shared.link
     }
@@ -209,6 +248,14 @@ pub(crate) struct OpRun<D: Device> {
 
 impl<B: Clone> Bindings<B> {
     fn resolve(&self, s: Span, size: usize) -> Result<Resolved<B>> {
+        let (buf, off, len, id) = self.locate(s, size)?;
+        Ok(Resolved { range: Range::new(buf.clone(), off, len), id })
+    }
+}
+
+impl<B> Bindings<B> {
+    /// Where `s` lies, borrowed: (buffer, byte offset, byte length, memory id).
+    fn locate(&self, s: Span, size: usize) -> Result<(&B, usize, usize, usize)> {
         let b = match s.slot {
             Slot::Input => &self.input,
             Slot::Output => &self.output,
@@ -216,15 +263,11 @@ impl<B: Clone> Bindings<B> {
         };
         let (off, len) = (s.off * size, s.len * size);
         match b {
-            Binding::Contig { buf, base, id } => {
-                Ok(Resolved { range: Range::new(buf.clone(), base + off, len), id: *id })
-            }
+            Binding::Contig { buf, base, id } => Ok((buf, base + off, len, *id)),
             Binding::Blocks { bufs, block } => {
                 let (k, inner) = if *block == 0 { (0, 0) } else { (off / block, off % block) };
                 match bufs.get(k) {
-                    Some((buf, id)) if inner + len <= *block || len == 0 => {
-                        Ok(Resolved { range: Range::new(buf.clone(), inner, len), id: *id })
-                    }
+                    Some((buf, id)) if inner + len <= *block || len == 0 => Ok((buf, inner, len, *id)),
                     _ => Err(CollectiveError::protocol(format!("plan span {s:?} does not fit the output list"))),
                 }
             }
@@ -252,7 +295,7 @@ fn fusable_run(steps: &[Step]) -> usize {
 /// Only a collective's sequence number goes with the poison (the op's own, unless `err`
 /// already names the earlier op where ranks diverged): it is how other ranks tell whether
 /// they are in the failed op, behind it or past it ([`after_failure`]).
-pub(crate) fn fail(ctx: &OpCtx, err: &CollectiveError) {
+pub(crate) fn fail(ctx: View<'_>, err: &CollectiveError) {
     let poison = err.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string());
     ctx.link().poison(ctx.rank, if ctx.p2p { poison } else { poison.with_seq(ctx.seq) });
 }
@@ -546,7 +589,7 @@ impl<D: Device> OpRun<D> {
     /// waiting (with a grace period, as the op's own deadline may be what failed) for peers
     /// reading one in place. Returns the error to report, about the call this rank made.
     pub(crate) fn fail(&mut self, err: CollectiveError) -> CollectiveError {
-        fail(&self.ctx, &err);
+        fail(self.ctx.view(), &err);
         let grace = self.ctx.deadline.max(crate::config::deadline_after(RECLAIM_GRACE));
         let (me, link) = (self.ctx.rank, self.ctx.link().clone());
         if let Some(s) = self.staged_send.take() {

@@ -110,12 +110,14 @@ impl Fabric {
 
     /// Wakes every rank but `me` that waits, ringing the process-wide doorbell once.
     pub(super) fn wake_peers(&self, me: Rank) {
+        // One fence for every doorbell (see `Event::ring_fenced`).
+        std::sync::atomic::fence(Ordering::SeqCst);
         for (rank, e) in self.events.iter().enumerate() {
             if rank != me {
-                e.ring();
+                e.ring_fenced();
             }
         }
-        super::wait::bell().ring();
+        super::wait::bell().ring_fenced();
     }
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {

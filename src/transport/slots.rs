@@ -68,23 +68,30 @@ impl Slots {
         }
     }
 
-    /// Word `i` of `rank`'s slot for op `seq`.
-    fn word(&self, rank: Rank, seq: u64, i: usize) -> &AtomicU64 {
+    /// The lines of `rank`'s slot for op `seq` (found once per call, then indexed by word).
+    #[inline]
+    fn slot(&self, rank: Rank, seq: u64) -> &[Line] {
         let slot = rank * DEPTH + (seq % DEPTH as u64) as usize;
-        &self.lines[slot * SLOT_LINES + i / 16].0[i % 16]
+        &self.lines[slot * SLOT_LINES..(slot + 1) * SLOT_LINES]
     }
 
     /// A peer still reading what `me`'s slot for op `seq` holds, and the value of its
     /// [`finished`](Self::finished) that frees the slot; `None` when `me` may write it.
     pub(crate) fn busy(&self, me: Rank, seq: u64) -> Option<(Rank, u64)> {
-        let held = self.word(me, seq, 0).load(Ordering::Relaxed);
+        let held = word(self.slot(me, seq), 0).load(Ordering::Relaxed);
         if held == 0 {
             return None;
         }
-        (0..self.world).filter(|&p| p != me).find(|&p| self.finished(p) < held).map(|p| (p, held))
+        for p in 0..self.world {
+            if p != me && self.finished(p) < held {
+                return Some((p, held));
+            }
+        }
+        None
     }
 
     /// The sequence number + 1 of the last exchange `rank` finished reading (0: none).
+    #[inline]
     pub(crate) fn finished(&self, rank: Rank) -> u64 {
         self.done.get(rank).map_or(u64::MAX, |l| l.0[0].load(Ordering::Acquire))
     }
@@ -92,10 +99,11 @@ impl Slots {
     /// Publishes `me`'s part of op `seq`. Call only once [`busy`](Self::busy) is `None`;
     /// `part` is at most [`SLOT_BYTES`] long.
     pub(crate) fn publish(&self, me: Rank, seq: u64, fp: &[u64; FP_WORDS], part: &[u8]) {
+        let slot = self.slot(me, seq);
         let part = &part[..part.len().min(SLOT_BYTES)];
-        self.word(me, seq, 1).store(part.len() as u64, Ordering::Relaxed);
+        word(slot, 1).store(part.len() as u64, Ordering::Relaxed);
         for (i, w) in fp.iter().enumerate() {
-            self.word(me, seq, 2 + i).store(*w, Ordering::Relaxed);
+            word(slot, 2 + i).store(*w, Ordering::Relaxed);
         }
         // Whole words first (fixed-size copies, no `memcpy` call), then the tail.
         let words = part.chunks_exact(8);
@@ -103,51 +111,72 @@ impl Slots {
         let full = part.len() / 8;
         for (i, chunk) in words.enumerate() {
             let w: [u8; 8] = std::array::from_fn(|k| chunk[k]);
-            self.word(me, seq, HEAD + i).store(u64::from_le_bytes(w), Ordering::Relaxed);
+            word(slot, HEAD + i).store(u64::from_le_bytes(w), Ordering::Relaxed);
         }
         if !tail.is_empty() {
             let w: [u8; 8] = std::array::from_fn(|k| tail.get(k).copied().unwrap_or(0));
-            self.word(me, seq, HEAD + full).store(u64::from_le_bytes(w), Ordering::Relaxed);
+            word(slot, HEAD + full).store(u64::from_le_bytes(w), Ordering::Relaxed);
         }
-        self.word(me, seq, 0).store(seq + 1, Ordering::Release);
+        word(slot, 0).store(seq + 1, Ordering::Release);
     }
 
     /// Whether `peer` has published its part of op `seq`.
+    #[inline]
     pub(crate) fn arrived(&self, peer: Rank, seq: u64) -> bool {
-        self.word(peer, seq, 0).load(Ordering::Acquire) == seq + 1
+        word(self.slot(peer, seq), 0).load(Ordering::Acquire) == seq + 1
     }
 
     /// The fingerprint `peer` published with op `seq` (once it [`arrived`](Self::arrived)).
-    pub(crate) fn fingerprint(&self, peer: Rank, seq: u64) -> [u64; FP_WORDS] {
-        std::array::from_fn(|i| self.word(peer, seq, 2 + i).load(Ordering::Relaxed))
+    #[cfg(test)]
+    fn fingerprint(&self, peer: Rank, seq: u64) -> [u64; FP_WORDS] {
+        let slot = self.slot(peer, seq);
+        std::array::from_fn(|i| word(slot, 2 + i).load(Ordering::Relaxed))
+    }
+
+    /// Whether `peer` published op `seq` with fingerprint `fp` (once it
+    /// [`arrived`](Self::arrived)), compared word by word.
+    #[inline]
+    pub(crate) fn agrees(&self, peer: Rank, seq: u64, fp: &[u64; FP_WORDS]) -> bool {
+        let slot = self.slot(peer, seq);
+        fp.iter().enumerate().all(|(i, w)| word(slot, 2 + i).load(Ordering::Relaxed) == *w)
+    }
+
+    /// Whether `peer` has published op `seq` with another fingerprint than `fp`
+    /// ([`arrived`](Self::arrived) and not [`agrees`](Self::agrees), in one look at the slot).
+    #[inline]
+    pub(crate) fn disagrees(&self, peer: Rank, seq: u64, fp: &[u64; FP_WORDS]) -> bool {
+        let slot = self.slot(peer, seq);
+        word(slot, 0).load(Ordering::Acquire) == seq + 1
+            && fp.iter().enumerate().any(|(i, w)| word(slot, 2 + i).load(Ordering::Relaxed) != *w)
     }
 
     /// Copies `out.len()` bytes of `peer`'s part of op `seq` from byte `off` into `out`;
     /// false, copying nothing, when its part is shorter.
     pub(crate) fn read(&self, peer: Rank, seq: u64, off: usize, out: &mut [u8]) -> bool {
-        let len = self.word(peer, seq, 1).load(Ordering::Relaxed) as usize;
+        let slot = self.slot(peer, seq);
+        let len = word(slot, 1).load(Ordering::Relaxed) as usize;
         if off.checked_add(out.len()).is_none_or(|end| end > len) {
             return false;
         }
-        let load = |word: usize| self.word(peer, seq, word).load(Ordering::Relaxed).to_le_bytes();
-        let (mut word, skip) = (HEAD + off / 8, off % 8);
+        let load = |w: usize| word(slot, w).load(Ordering::Relaxed).to_le_bytes();
+        let (mut w, skip) = (HEAD + off / 8, off % 8);
         let mut out = out;
         if skip != 0 {
-            let w = load(word);
+            let bytes = load(w);
             let take = (8 - skip).min(out.len());
             let (head, rest) = out.split_at_mut(take);
-            head.iter_mut().zip(&w[skip..]).for_each(|(o, b)| *o = *b);
-            (word, out) = (word + 1, rest);
+            head.iter_mut().zip(&bytes[skip..]).for_each(|(o, b)| *o = *b);
+            (w, out) = (w + 1, rest);
         }
         // Whole words (fixed-size copies, no `memcpy` call), then the tail.
         let mut words = out.chunks_exact_mut(8);
         for o in &mut words {
-            o.copy_from_slice(&load(word));
-            word += 1;
+            o.copy_from_slice(&load(w));
+            w += 1;
         }
         let tail = words.into_remainder();
         if !tail.is_empty() {
-            tail.iter_mut().zip(load(word)).for_each(|(o, b)| *o = b);
+            tail.iter_mut().zip(load(w)).for_each(|(o, b)| *o = b);
         }
         true
     }
@@ -159,6 +188,12 @@ impl Slots {
             l.0[0].store(seq + 1, Ordering::Release);
         }
     }
+}
+
+/// Word `i` of a slot's lines.
+#[inline]
+fn word(slot: &[Line], i: usize) -> &AtomicU64 {
+    &slot[i / 16].0[i % 16]
 }
 
 #[cfg(test)]
@@ -174,6 +209,8 @@ mod tests {
         s.publish(0, 0, &fp, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
         assert!(s.arrived(0, 0) && !s.arrived(0, 2));
         assert_eq!(s.fingerprint(0, 0), fp);
+        assert!(s.agrees(0, 0, &fp) && !s.agrees(0, 0, &[1, 2, 3, 4, 6]));
+        assert!(!s.disagrees(0, 0, &fp) && s.disagrees(0, 0, &[1, 2, 3, 4, 6]) && !s.disagrees(1, 0, &[0; 5]));
         let mut out = [0u8; 3];
         assert!(s.read(0, 0, 8, &mut out));
         assert_eq!(out, [9, 10, 11]);

@@ -137,13 +137,33 @@ impl Event {
         Event { parked: AtomicUsize::new(0), rings: AtomicUsize::new(0), lock: Mutex::new(()), cv: Condvar::new() }
     }
 
-    /// Wakes the owner if it sleeps. Cheap when it does not.
+    /// Wakes the owner if it sleeps. Cheap when it does not: the look is inlined into the
+    /// caller (every exchanged op rings each peer), the wake-up is not.
+    #[inline]
     pub(crate) fn ring(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.ring_fenced();
+    }
+
+    /// [`ring`](Self::ring) for a caller that has just taken a `SeqCst` fence (one fence for
+    /// several doorbells). The fence pairs with the one a parker takes after counting itself
+    /// parked: either this load sees the parker, or the parker's last look at `ready` sees what
+    /// the caller changed before ringing. Without the pair (a release store, then a load: the
+    /// load may be ordered first) a ring could miss a rank about to sleep, which then slept
+    /// out its whole [`PARK_SLICE`] unless something else rang.
+    #[inline]
+    pub(crate) fn ring_fenced(&self) {
         if self.parked.load(Ordering::SeqCst) > 0 {
-            self.rings.fetch_add(1, Ordering::SeqCst);
-            let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            self.cv.notify_all();
+            self.wake();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake(&self) {
+        self.rings.fetch_add(1, Ordering::SeqCst);
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.cv.notify_all();
     }
 
     /// The wait loop. `stop` reports abort / departure; it is checked alongside `ready`, and
@@ -202,6 +222,8 @@ impl Event {
             // either moved `rings` before the lock is taken here, or waits for the lock until
             // this thread sleeps.
             self.parked.fetch_add(1, Ordering::SeqCst);
+            // Pairs with the ringer's fence (see `ring_fenced`).
+            std::sync::atomic::fence(Ordering::SeqCst);
             let seen = self.rings.load(Ordering::SeqCst);
             if ready() || stop().is_some() {
                 self.parked.fetch_sub(1, Ordering::SeqCst);

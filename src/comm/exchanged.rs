@@ -1,0 +1,49 @@
+//! The lean path of a blocking exchanged op: a small op between threads of one process that
+//! [`submit`](super::Communicator::submit) runs at once, with nothing queued ahead of it, no
+//! shared progress engine and no `PreMulSum` prologue. It does what `prepare_checked`, the
+//! driver and `complete` do for such an op — the same admission checks, sequence number,
+//! deadline, flight-recorder entry, sticky failure — but builds no `OpRun`: the exchange
+//! runs on a borrowed [`Exchange`] on this stack ([`sched::run_exchange`]), the same code an
+//! `OpRun` runs for group calls and `Work`.
+
+use super::Communicator;
+use super::prepare::next_seq;
+use super::validate::Io;
+use crate::device::Device;
+use crate::error::Result;
+use crate::op::OpDesc;
+use crate::sched::{self, Binding, Bindings, Exchange, View};
+use crate::trace::debug_event;
+
+impl<D: Device> Communicator<D> {
+    /// Runs an exchanged op that [`check`](Self::check) accepted, on this thread. The caller
+    /// holds the rank's driver, and nothing is queued ahead (issue order).
+    pub(super) fn run_exchanged(&self, (desc, io): (OpDesc, Io<D::Buffer>)) -> Result<()> {
+        let (rank, shared) = (self.rank, &*self.shared);
+        // One clock read: the deadline and the flight recorder's start.
+        let (seq, issued) = {
+            let mut local = self.lock();
+            self.admit(&mut local, &desc)?;
+            (next_seq(&mut local, &desc), std::time::Instant::now())
+        };
+        let fp = desc.fingerprint();
+        let view = View {
+            rank,
+            seq,
+            p2p: !desc.kind.is_collective(),
+            fp: &fp,
+            deadline: crate::config::deadline_from(issued, shared.config.timeout()),
+            shared,
+        };
+        shared.board.start_at(rank, seq, desc, crate::config::Algorithm::Exchange, issued);
+        let bufs = Bindings { input: io.input, output: io.output, scratch: Binding::Unbound };
+        let result = sched::run_exchange(&Exchange::new(&self.device, &bufs, view));
+        shared.board.finish(rank, result.is_ok());
+        debug_event!(rank, seq, ok = result.is_ok(), "exchange done");
+        result.map_err(|e| {
+            let e = e.with_rank(rank).with_op(desc.to_string()).with_seq(seq);
+            self.lock().failed = Some(e.clone());
+            e
+        })
+    }
+}

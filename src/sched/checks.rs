@@ -1,0 +1,148 @@
+//! The checks a waiting op runs, over its borrowed [`View`]: the poisoned link read through
+//! [`after_failure`], the slow-path checks each time a wait goes to sleep (the flight
+//! recorder's "waiting for", a warning once the wait lasts, a departed peer, a peer whose
+//! flight recorder shows another call), the `Timeout` that names the root cause, and what a
+//! wait's outcome means. An [`OpRun`](super::OpRun) and an exchanged op driven without one
+//! (`exchange::run`) share them.
+
+use std::cell::Cell;
+use std::time::Instant;
+
+use super::{Blocked, Now, View, after_failure};
+use crate::comm::watch::{WaitWatch, warn_op};
+use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::transport::WaitOutcome;
+use crate::types::Rank;
+
+impl View<'_> {
+    /// The error this rank reports for a poisoned link, if it is poisoned.
+    pub(crate) fn poisoned(&self) -> Option<CollectiveError> {
+        let now = if self.p2p { Now::P2p } else { Now::Collective(self.seq) };
+        self.link().poisoned(self.rank).map(|e| after_failure(&e, self.rank, now))
+    }
+
+    /// The checks a long wait on `b` (for `peer`, described as `what`) runs each time it goes
+    /// to sleep: the flight recorder says what this rank waits for (`noted` remembers that it
+    /// does), a warning names who is missing once the wait lasts, and a peer that is in this
+    /// op with a different call is a `Mismatch` now rather than at the deadline. `ready` says
+    /// whether what `b` waits for has happened.
+    pub(crate) fn slow(
+        &self,
+        b: Blocked,
+        (peer, what): (Option<Rank>, String),
+        ready: &dyn Fn() -> bool,
+        watch: &mut WaitWatch,
+        noted: &Cell<bool>,
+    ) -> Result<()> {
+        let c = self;
+        let now = Instant::now();
+        if let Some(peer) = peer
+            && watch.tick(now)
+        {
+            warn_op(*c, peer, &what, watch.waited(now));
+        }
+        // A failure elsewhere outranks a departure: the failed rank poisons the link before
+        // it leaves, and its error is the one to report.
+        // Departure is read first: once it shows, a poison set before it shows too.
+        let gone = peer.filter(|&p| c.link().is_departed(c.rank, p));
+        if let Some(e) = self.poisoned() {
+            return Err(e);
+        }
+        if let Some(p) = gone
+            && !ready()
+        {
+            return Err(CollectiveError::new(
+                ErrorKind::PeerLost,
+                format!("rank {p} {} while this rank waited for {what}", c.link().departure(c.rank, p)),
+            )
+            .with_peer(p));
+        }
+        c.shared.board.set_waiting(c.rank, Some(what));
+        noted.set(true);
+        if let Some(peer) = peer
+            && !c.p2p
+            && let Some(theirs) = c.shared.board.collective_at(peer, c.seq)
+            && !theirs.compatible(c.fp)
+        {
+            return Err(CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!(
+                    "rank {peer} called {} as op #{}, but rank {} called {}",
+                    theirs.desc, c.seq, c.rank, c.fp.desc
+                ),
+            )
+            .with_peer(peer));
+        }
+        // An exchange reads no messages, so a peer that sends to or receives from this rank
+        // instead of taking part shows only in its flight recorder (a send this rank already
+        // received, which the peer is still finishing, is no mismatch). Nor is a peer that
+        // published its part, finished this op and went on to a send or receive since this
+        // rank last looked: its part is read after its flight record, so it shows here.
+        if let Blocked::Part(p) = b
+            && let Some(theirs) = c.shared.board.p2p_unmatched_with(p, c.rank)
+            && !ready()
+        {
+            return Err(CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!("rank {p} called {theirs}, but rank {} called {} as op #{}", c.rank, c.fp.desc, c.seq),
+            )
+            .with_peer(p));
+        }
+        Ok(())
+    }
+
+    /// The `Timeout` error for a wait on `peer` (described as `what`) that reached the
+    /// deadline.
+    pub(crate) fn timeout(&self, (peer, what): (Option<Rank>, String)) -> CollectiveError {
+        let c = self;
+        let e = match peer {
+            Some(peer) => {
+                let seq = (!c.p2p).then_some(c.seq);
+                let (culprit, why) = c.shared.board.blame(c.rank, peer, seq);
+                CollectiveError::new(
+                    ErrorKind::Timeout,
+                    format!("gave up at the op's deadline waiting for {what}: {why}"),
+                )
+                .with_peer(culprit)
+            }
+            None => {
+                CollectiveError::new(ErrorKind::Timeout, format!("gave up at the op's deadline waiting for {what}"))
+            }
+        };
+        e.with_report(c.shared.board.report(&c.shared.name))
+    }
+
+    /// What the outcome of a wait on `peer` means: `Ok` when what it waited for may have
+    /// happened; otherwise the error, `describe` saying what it waited for.
+    pub(crate) fn outcome(
+        &self,
+        outcome: WaitOutcome,
+        peer: Rank,
+        describe: impl Fn() -> (Option<Rank>, String),
+    ) -> Result<()> {
+        match outcome {
+            WaitOutcome::Ready => Ok(()),
+            WaitOutcome::TimedOut => Err(self.timeout(describe())),
+            WaitOutcome::PeerGone if self.poisoned().is_none() => Err(CollectiveError::new(
+                ErrorKind::PeerLost,
+                format!(
+                    "rank {peer} {} while this rank waited for {}",
+                    self.link().departure(self.rank, peer),
+                    describe().1
+                ),
+            )
+            .with_peer(peer)),
+            WaitOutcome::PeerGone | WaitOutcome::Poisoned => Err(self
+                .poisoned()
+                .unwrap_or_else(|| CollectiveError::new(ErrorKind::Aborted, "the communicator was aborted"))),
+        }
+    }
+
+    /// Clears "waiting for" in the flight recorder once the op no longer waits, if a slow
+    /// check set it (`noted`).
+    pub(crate) fn settle(&self, noted: &Cell<bool>) {
+        if noted.take() {
+            self.shared.board.set_waiting(self.rank, None);
+        }
+    }
+}
