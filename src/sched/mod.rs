@@ -18,6 +18,7 @@
 //!   on success — or, on failure, once the link is poisoned (peers learn at once), the device
 //!   work finished and every lend is reclaimed. A returned tensor is never read by anyone else.
 
+mod bindings;
 mod checks;
 mod drive;
 mod exchange;
@@ -28,40 +29,22 @@ mod staging;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bindings::Resolved;
+pub(crate) use bindings::{Binding, Bindings};
 pub(crate) use drive::{Advance, Turn, drive, drive_all};
 pub(crate) use exchange::{Exchange, run as run_exchange};
 pub(crate) use failure::{Now, after_failure};
 pub use staging::Staging;
 
-use crate::algo::{Plan, Slot, Span, Step};
+use crate::algo::{Plan, Span, Step};
 use crate::comm::{RankShared, Shared};
-use crate::device::{Device, Range, Reach, Source};
+use crate::device::{Device, Reach, Source};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::HostRegion;
 use crate::op::Fingerprint;
 use crate::trace::{debug_event, trace_event};
 use crate::transport::{Header, Link, Opened, Payload};
 use crate::types::{Combine, DType, Rank, Scale};
-
-/// Where a slot's spans live. Buffers are handles (clones name the same memory), so a running
-/// op owns what it touches.
-pub(crate) enum Binding<B> {
-    /// Not used by this op.
-    Unbound,
-    /// One buffer, spans offset by `base` bytes. `id` is the buffer's memory id
-    /// ([`Device::mem_id`]): two bindings of the same memory share it.
-    Contig { buf: B, base: usize, id: usize },
-    /// One buffer per block of `block` bytes (all_gather into a list of tensors), with their
-    /// memory ids.
-    Blocks { bufs: Vec<(B, usize)>, block: usize },
-}
-
-/// The three slots of a plan.
-pub(crate) struct Bindings<B> {
-    pub input: Binding<B>,
-    pub output: Binding<B>,
-    pub scratch: Binding<B>,
-}
 
 /// Everything about the op the scheduler needs besides the plan and buffers.
 pub(crate) struct OpCtx {
@@ -137,18 +120,6 @@ impl View<'_> {
 /// "send(4 x i32, to 1) (point-to-point #0)".
 pub(crate) fn called(desc: &str, p2p: bool, seq: u64) -> String {
     if p2p { format!("{desc} (point-to-point #{seq})") } else { format!("{desc} as op #{seq}") }
-}
-
-/// A resolved span: a device range and the memory id it lies in.
-struct Resolved<B> {
-    range: Range<B>,
-    id: usize,
-}
-
-impl<B> Resolved<B> {
-    fn key(&self) -> (usize, usize, usize) {
-        (self.id, self.range.off, self.range.len)
-    }
 }
 
 fn overlaps((i, o, n): (usize, usize, usize), (j, p, m): (usize, usize, usize)) -> bool {
@@ -244,36 +215,6 @@ pub(crate) struct OpRun<D: Device> {
     done: bool,
     /// Whether an exchange step has published this rank's part.
     exchanged: bool,
-}
-
-impl<B: Clone> Bindings<B> {
-    fn resolve(&self, s: Span, size: usize) -> Result<Resolved<B>> {
-        let (buf, off, len, id) = self.locate(s, size)?;
-        Ok(Resolved { range: Range::new(buf.clone(), off, len), id })
-    }
-}
-
-impl<B> Bindings<B> {
-    /// Where `s` lies, borrowed: (buffer, byte offset, byte length, memory id).
-    fn locate(&self, s: Span, size: usize) -> Result<(&B, usize, usize, usize)> {
-        let b = match s.slot {
-            Slot::Input => &self.input,
-            Slot::Output => &self.output,
-            Slot::Scratch => &self.scratch,
-        };
-        let (off, len) = (s.off * size, s.len * size);
-        match b {
-            Binding::Contig { buf, base, id } => Ok((buf, base + off, len, *id)),
-            Binding::Blocks { bufs, block } => {
-                let (k, inner) = if *block == 0 { (0, 0) } else { (off / block, off % block) };
-                match bufs.get(k) {
-                    Some((buf, id)) if inner + len <= *block || len == 0 => Ok((buf, inner, len, *id)),
-                    _ => Err(CollectiveError::protocol(format!("plan span {s:?} does not fit the output list"))),
-                }
-            }
-            Binding::Unbound => Err(CollectiveError::protocol(format!("plan uses unbound slot {:?}", s.slot))),
-        }
-    }
 }
 
 /// How many steps from the start of `steps` form a fusable run: receive-reduces from distinct
