@@ -4,11 +4,11 @@
 //! node by node for the leaders' step, and put back in peer-id order on the leader (device
 //! copies; nothing when nodes hold consecutive ids, the usual layout).
 //! A leader whose global step fails fails its node's communicator (and the leaders' one, see
-//! `ops::with_peer`), so every peer of every node gets the error rather than a hang.
+//! `call::with_peer`), so every peer of every node gets the error rather than a hang.
 
+use super::call::{Failure, core_error, tagged};
 use super::meta;
 use super::node::{Hierarchy, global_error};
-use super::ops::{Failure, core_error, tagged};
 use super::registry::PeerHandle;
 use super::{Backend, PeerId, Strategy};
 use crate::comm::Communicator;

@@ -6,7 +6,7 @@
 //! identically on every peer, and the registration stays usable.
 
 use super::PeerId;
-use super::ops::Failure;
+use super::call::Failure;
 use crate::comm::Communicator;
 use crate::device::Device;
 use crate::error::{CollectiveError, ErrorKind, Result};

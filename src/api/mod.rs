@@ -126,6 +126,7 @@
 //! a test mutex would have serialised the tests and still shared state between them.
 
 mod backend;
+mod call;
 mod config;
 mod hier;
 mod meta;
