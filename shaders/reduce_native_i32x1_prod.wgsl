@@ -1,5 +1,5 @@
 // reduce_native_i32x1_prod: generated from src/kernels/native.rs by the CubeCL 0.10 WGSL compiler.
-// Do not edit; regenerate with `RUCCL_BLESS=1 cargo test -p ruCCL --features test-wgpu --lib kernels::shaders`.
+// Do not edit; regenerate with `RUCCL_BLESS=1 cargo test -p ruCCL --features test-wgpu --test gpu_core -- shaders`.
 @group(0)
 @binding(0)
 var<storage, read_write> buffer_0_global: array<i32>;

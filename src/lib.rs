@@ -127,7 +127,9 @@ mod kernels;
 pub mod launch;
 pub mod mem;
 pub mod op;
-#[cfg(feature = "orchestrator")]
+// Also in the library's own test build, whatever the features: it pulls in nothing, and its
+// unit tests then run with every `cargo test`.
+#[cfg(any(feature = "orchestrator", test))]
 pub mod orchestrator;
 mod sched;
 pub mod tensor;
@@ -135,6 +137,18 @@ mod trace;
 pub(crate) mod transport;
 pub mod types;
 pub mod unique_id;
+
+/// Checks this repository's own tests run that need the library's private parts (feature
+/// `test-wgpu`; not part of the API, not covered by semver).
+#[cfg(feature = "test-wgpu")]
+#[doc(hidden)]
+pub mod test_support {
+    /// Checks the `shaders/` snapshot (`src/kernels/shaders.rs`): `Ok` says what it checked
+    /// or that there is no wgpu adapter, `Err` lists the failures.
+    pub fn check_shaders() -> Result<String, String> {
+        crate::kernels::shaders::check()
+    }
+}
 
 pub use comm::{Communicator, FLIGHT_DEPTH, FlightEntry, Group, OpState, Work};
 pub use config::{Algorithm, CommConfig};

@@ -427,15 +427,4 @@ mod tests {
         assert_eq!(differ(&a, &b), vec!["num_devices: 4 vs 3", "local all_reduce strategy: auto vs ring"]);
         assert!(differ(&a, &a).is_empty());
     }
-
-    #[cfg(feature = "serde")]
-    #[test]
-    fn serde_partial_json_uses_defaults() {
-        let c: CollectiveConfig =
-            serde_json::from_str(r#"{"num_devices": 3, "local": {"all_reduce": {"Tree": 4}}}"#).unwrap_or_default();
-        assert_eq!(c.num_devices(), 3);
-        assert_eq!(c.local_all_reduce_strategy(), Strategy::Tree(4));
-        assert_eq!(c.local_reduce_strategy(), Strategy::Auto);
-        assert_eq!(c.timeout(), DEFAULT_TIMEOUT);
-    }
 }

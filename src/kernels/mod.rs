@@ -18,8 +18,9 @@
 pub(crate) mod copy;
 pub(crate) mod native;
 pub(crate) mod packed;
-#[cfg(all(test, feature = "test-wgpu"))]
-mod shaders;
+// The `shaders/` snapshot check, run by the GPU test binary (`tests/gpu_core.rs`).
+#[cfg(feature = "test-wgpu")]
+pub(crate) mod shaders;
 
 /// Units per cube (workgroup).
 pub(crate) const CUBE_DIM: u32 = 256;

@@ -2,11 +2,14 @@
 //! to, checked in, and each one run through naga (validation, then SPIR-V and MSL output), so
 //! a kernel change that would not build for Vulkan or Metal fails here, on Linux.
 //!
-//! `RUCCL_BLESS=1 cargo test -p ruCCL --features test-wgpu --lib kernels::shaders` rewrites the
-//! snapshot (and removes files of variants that are gone); without it a difference fails.
+//! The check is [`check`], compiled with the `test-wgpu` feature and run by the GPU test binary
+//! (`gpu::shaders_match_the_kernels_and_build_for_vulkan_and_metal` in `tests/gpu_core.rs`),
+//! so the GPU step of CI builds no library unit-test binary of its own. With
+//! `RUCCL_BLESS=1` it rewrites the snapshot (and removes files of variants that are gone);
+//! without it a difference fails.
 //!
 //! CubeCL expands a kernel against a client's device properties, so this needs a wgpu
-//! adapter (Mesa's lavapipe in CI); without one the test says so and is skipped.
+//! adapter (Mesa's lavapipe in CI); without one the check says so and is skipped.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -209,7 +212,7 @@ fn variants(client: &ComputeClient<R>) -> BTreeMap<String, (&'static str, String
 fn snapshot_text(stem: &str, source: &str, wgsl: &str) -> String {
     format!(
         "// {stem}: generated from src/kernels/{source} by the CubeCL 0.10 WGSL compiler.\n\
-         // Do not edit; regenerate with `{BLESS}=1 cargo test -p ruCCL --features test-wgpu --lib kernels::shaders`.\n\
+         // Do not edit; regenerate with `{BLESS}=1 cargo test -p ruCCL --features test-wgpu --test gpu_core -- shaders`.\n\
          {wgsl}"
     )
 }
@@ -244,22 +247,21 @@ fn through_naga(stem: &str, wgsl: &str) -> Result<Option<String>, String> {
     }
 }
 
-#[test]
-fn shaders_match_the_kernels_and_build_for_vulkan_and_metal() {
+/// Checks the `shaders/` snapshot: every kernel variant's WGSL against its file (or, with
+/// `RUCCL_BLESS=1`, rewrites the files), and every one through naga to SPIR-V and MSL.
+/// `Ok` says what it checked (or that it was skipped: no wgpu adapter); `Err` lists what
+/// failed.
+pub(crate) fn check() -> Result<String, String> {
     let device = cubecl::wgpu::WgpuDevice::DefaultDevice;
-    let client = match std::panic::catch_unwind(|| R::client(&device)) {
-        Ok(c) => c,
-        Err(_) => {
-            eprintln!("SKIPPED: no wgpu adapter here; CubeCL needs one to expand the kernels");
-            return;
-        }
+    let Ok(client) = std::panic::catch_unwind(|| R::client(&device)) else {
+        return Ok("SKIPPED: no wgpu adapter here; CubeCL needs one to expand the kernels".into());
     };
     let bless = std::env::var_os(BLESS).is_some_and(|v| v != "0");
     let dir = shader_dir();
     let variants = variants(&client);
     let mut failures = Vec::new();
     if bless {
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     // Files of variants that no longer exist.
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
@@ -267,7 +269,9 @@ fn shaders_match_the_kernels_and_build_for_vulkan_and_metal() {
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
         if path.extension().is_some_and(|e| e == "wgsl") && !variants.contains_key(&stem) {
             if bless {
-                std::fs::remove_file(&path).unwrap();
+                if let Err(e) = std::fs::remove_file(&path) {
+                    failures.push(format!("{stem}.wgsl: cannot remove: {e}"));
+                }
             } else {
                 failures.push(format!("{stem}.wgsl: no kernel variant produces it any more"));
             }
@@ -280,7 +284,9 @@ fn shaders_match_the_kernels_and_build_for_vulkan_and_metal() {
         let have = std::fs::read_to_string(&path).ok();
         if have.as_deref() != Some(want.as_str()) {
             if bless {
-                std::fs::write(&path, &want).unwrap();
+                if let Err(e) = std::fs::write(&path, &want) {
+                    failures.push(format!("{stem}.wgsl: cannot write: {e}"));
+                }
             } else {
                 let why = if have.is_some() { "differs from" } else { "is missing from" };
                 failures.push(format!("{stem}.wgsl: the kernel's WGSL {why} the snapshot"));
@@ -292,16 +298,21 @@ fn shaders_match_the_kernels_and_build_for_vulkan_and_metal() {
             Err(e) => failures.push(format!("{stem}: naga: {e}")),
         }
     }
-    for s in &skipped {
-        eprintln!("{s}");
+    if variants.len() < 80 {
+        failures.push(format!("only {} kernel variants", variants.len()));
     }
-    assert!(variants.len() >= 80, "only {} kernel variants", variants.len());
-    assert!(
-        failures.is_empty(),
-        "{} of {} shaders fail (after a deliberate kernel change, rerun with {BLESS}=1 and commit shaders/):\n{}",
-        failures.len(),
+    if !failures.is_empty() {
+        return Err(format!(
+            "{} of {} shaders fail (after a deliberate kernel change, rerun with {BLESS}=1 and commit shaders/):\n{}",
+            failures.len(),
+            variants.len(),
+            failures.join("\n")
+        ));
+    }
+    Ok(format!(
+        "{} shaders match the snapshot and pass naga ({} MSL skips)\n{}",
         variants.len(),
-        failures.join("\n")
-    );
-    eprintln!("{} shaders match the snapshot and pass naga ({} MSL skips)", variants.len(), skipped.len());
+        skipped.len(),
+        skipped.join("\n")
+    ))
 }

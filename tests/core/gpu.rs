@@ -195,6 +195,19 @@ fn compare_reduce(gpu: &GpuDevice, dtype: DType, combine: Combine, sources: usiz
     assert_same(dtype, &got, &want, format_args!("{dtype} {combine:?} x{sources} offsets {offs:?} n {n}"));
 }
 
+/// The `shaders/` snapshot: every kernel variant's WGSL unchanged, and each through naga to
+/// SPIR-V and MSL (`src/kernels/shaders.rs`; `RUCCL_BLESS=1` rewrites it, see
+/// `shaders/README.md`). WGSL is what the `test-wgpu` build compiles; with another `test-*`
+/// feature there is nothing to compare.
+#[cfg(feature = "test-wgpu")]
+#[test]
+fn shaders_match_the_kernels_and_build_for_vulkan_and_metal() {
+    match ruccl::test_support::check_shaders() {
+        Ok(what) => eprintln!("{what}"),
+        Err(failures) => panic!("{failures}"),
+    }
+}
+
 /// The shader path the build's features select is the one the kernels went through: a
 /// `test-vulkan` run that silently compiled WGSL would test the wrong compiler.
 #[test]
