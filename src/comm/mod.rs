@@ -340,6 +340,7 @@ impl<D: Device> Communicator<D> {
             staging: None,
             last_plan: None,
         }));
+        shared.instance.hold();
         Communicator {
             device,
             rank,
@@ -433,6 +434,7 @@ impl Aborter {
 
 impl<D: Device> Drop for Communicator<D> {
     fn drop(&mut self) {
+        self.shared.instance.let_go();
         self.shared.board.depart(self.rank);
         self.shared.link.depart(self.rank);
     }

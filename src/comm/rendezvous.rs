@@ -38,7 +38,7 @@ mod remote;
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -53,8 +53,9 @@ use crate::unique_id::UniqueId;
 struct Registry {
     /// Rooms still waiting for ranks.
     pending: HashMap<UniqueId, Pending>,
-    /// Ids whose group exists, with the group's instance nonce.
-    live: HashMap<UniqueId, u128>,
+    /// Ids whose group exists: the group's instance nonce, and how many of its communicators
+    /// exist.
+    live: HashMap<UniqueId, Live>,
     /// Ids seen used by two groups at once, refused until the instant given.
     reused: HashMap<UniqueId, Instant>,
     /// The outcome of a completed or failed room, per joiner ticket, until the joiner takes it.
@@ -102,25 +103,52 @@ fn ranks_list(v: &[usize]) -> String {
     v.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
 }
 
+/// A live group's registry entry.
+struct Live {
+    nonce: u128,
+    /// The group's communicators that exist (this process's ranks). While any does, a join
+    /// with the id is refused at once; once none does, a join waits up to `RELEASE_WAIT` for
+    /// the group itself to go.
+    held: Arc<AtomicUsize>,
+}
+
 /// One group's claim on its id: the nonce that tells this group from any other that used
 /// the same id, and the registry entry that refuses the id while the group exists.
 #[derive(Debug)]
 pub(crate) struct Instance {
     id: UniqueId,
     nonce: u128,
+    held: Arc<AtomicUsize>,
 }
 
 impl Instance {
+    /// Claims `id` for a new group: its registry entry, until the `Instance` is dropped.
+    fn claim(reg: &mut Registry, id: &UniqueId, nonce: u128) -> Self {
+        let held = Arc::new(AtomicUsize::new(0));
+        reg.live.insert(id.clone(), Live { nonce, held: held.clone() });
+        Instance { id: id.clone(), nonce, held }
+    }
+
     /// This group's nonce (random, the same on every rank of the group).
     pub(crate) fn nonce(&self) -> u128 {
         self.nonce
+    }
+
+    /// A communicator of the group now exists (its handle, until [`Instance::let_go`]).
+    pub(crate) fn hold(&self) {
+        self.held.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A communicator of the group was dropped.
+    pub(crate) fn let_go(&self) {
+        self.held.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 impl Drop for Instance {
     fn drop(&mut self) {
         let mut reg = registry();
-        if reg.live.get(&self.id) == Some(&self.nonce) {
+        if reg.live.get(&self.id).is_some_and(|l| l.nonce == self.nonce) {
             reg.live.remove(&self.id);
         }
     }
@@ -180,12 +208,13 @@ pub(crate) fn join(
 /// in use.
 const RELEASE_WAIT: Duration = Duration::from_millis(250);
 
-/// The registry, once `id` is no longer claimed by a live group, or `RELEASE_WAIT` (at most
-/// until `deadline`) has passed.
+/// The registry, once `id` is no longer claimed by a live group, or at once when a
+/// communicator of that group still exists (the id is in use: no wait makes it free), or
+/// once `RELEASE_WAIT` (at most until `deadline`) has passed.
 fn released(id: &UniqueId, started: Instant, deadline: Instant) -> MutexGuard<'static, Registry> {
     let patience = deadline.min(started + RELEASE_WAIT);
     let mut reg = registry();
-    while reg.live.contains_key(id) && Instant::now() < patience {
+    while reg.live.get(id).is_some_and(|l| l.held.load(Ordering::Acquire) == 0) && Instant::now() < patience {
         drop(reg);
         std::thread::sleep(Duration::from_millis(1));
         reg = registry();
@@ -296,9 +325,7 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
         })
     } else if differ.is_empty() {
         Shared::link_for(id, room.world, &first).map(|link| {
-            let nonce = fresh_nonce();
-            reg.live.insert(id.clone(), nonce);
-            let instance = Instance { id: id.clone(), nonce };
+            let instance = Instance::claim(reg, id, fresh_nonce());
             Joined::Group(Arc::new(Shared::new(id.clone(), room.world, first, instance, devices, link)))
         })
     } else {

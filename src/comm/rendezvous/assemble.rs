@@ -110,8 +110,7 @@ fn build(
     for (r, d) in arrived {
         devices[r] = d;
     }
-    registry().live.insert(id.clone(), table.nonce);
-    let instance = Instance { id: id.clone(), nonce: table.nonce };
+    let instance = Instance::claim(&mut registry(), id, table.nonce);
     let mut shared = Shared::new(id.clone(), world, config.clone(), instance, devices, Link::Tcp(Arc::new(mesh)));
     shared.board = super::super::flight::Board::with_local(local, config.warn_after());
     Ok(Arc::new(shared))

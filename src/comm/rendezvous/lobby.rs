@@ -207,8 +207,8 @@ fn complete(reg: &mut Registry, lobby: &UniqueId) {
             return;
         }
     };
-    reg.live.insert(id.clone(), nonce);
-    let shared = Arc::new(Shared::new(id.clone(), room.world, config, Instance { id, nonce }, devices, link));
+    let instance = Instance::claim(reg, &id, nonce);
+    let shared = Arc::new(Shared::new(id.clone(), room.world, config, instance, devices, link));
     for (rank, (ticket, ..)) in room.joined.values().enumerate() {
         let seat = Seat { shared: shared.clone(), rank, members: members.clone() };
         reg.seated.insert(*ticket, Ok(seat));
