@@ -12,7 +12,8 @@
 //!   thread (`CommConfig::with_shared_progress`).
 //! - `tcp`, `tcp_host`: the shared test device and the host device with every rank its own
 //!   TCP endpoint on loopback ([`ruccl::config::Transport::Tcp`]), so every collective and
-//!   error case also runs over sockets.
+//!   error case also runs over sockets (`tcp` in the suite's short form, as on the GPU:
+//!   `tcp_host` and `shared` run the longer passes it would repeat).
 //!
 //! The same suite stamped on a GPU device is its own binary, `tests/gpu_core.rs`
 //! (`--features test-wgpu` and the like), so building it compiles the test bodies for that

@@ -39,6 +39,9 @@ pub trait Policy: Send + Sync + 'static {
     const SHARED_PROGRESS: bool = false;
     /// How the ranks of one process talk.
     const TRANSPORT: Transport = Transport::InProc;
+    /// Whether the suite runs in its short form here ([`TestDevice::short`]): fewer rounds of
+    /// repeated scenarios, no longer passes that repeat a shorter pass's paths.
+    const SHORT: bool = false;
 }
 
 #[derive(Debug)]
@@ -67,6 +70,10 @@ impl Policy for Async {
 
 /// The shared device with every rank its own TCP endpoint on loopback: the library must send
 /// host bytes (staging device ranges) to peers across a socket, whatever the devices reach.
+/// The suite runs here in its short form: the whole suite runs over TCP in `tcp_host` and on
+/// the shared device in `shared`, so the longer passes and the repetitions would only
+/// repeat paths those runs take (and, with thousands of one-chunk messages over sockets,
+/// they were the slowest tests of the binary).
 #[derive(Debug)]
 pub struct Tcp;
 impl Policy for Tcp {
@@ -74,6 +81,7 @@ impl Policy for Tcp {
     const REACH: Reach = Reach::Same;
     const ASYNC: bool = false;
     const TRANSPORT: Transport = Transport::Tcp;
+    const SHORT: bool = true;
 }
 
 /// The host device (peers' bytes read in place) over loopback TCP.
@@ -229,6 +237,9 @@ impl<P: Policy> TestDev<P> {
 }
 
 impl<P: Policy> TestDevice for TestDev<P> {
+    fn short() -> bool {
+        P::SHORT
+    }
     fn direct_groups() -> bool {
         P::REACH == Reach::Same && matches!(P::TRANSPORT, Transport::InProc)
     }
