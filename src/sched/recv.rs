@@ -64,7 +64,12 @@ impl<D: Device> OpRun<D> {
         let landed = self.land(&source, &d, acc, size);
         match landed {
             Ok(event) => {
-                self.track(event, d.key(), smallvec::smallvec![msg]);
+                // As `track`, without building a one-message list first when the work is done.
+                if matches!(self.dev.poll(&event), Ok(true)) {
+                    self.ctx.link().release(self.ctx.rank, &msg);
+                } else {
+                    self.inflight.push(InFlight::writing(event, d.key(), smallvec::smallvec![msg]));
+                }
                 Ok(Progress::Advanced)
             }
             Err(e) => {
