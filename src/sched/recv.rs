@@ -64,7 +64,12 @@ impl<D: Device> OpRun<D> {
         let landed = self.land(&source, &d, acc, size);
         match landed {
             Ok(event) => {
-                self.inflight.push(InFlight::writing(event, d.key(), smallvec::smallvec![msg]));
+                // As `track`, without building a one-message list first when the work is done.
+                if matches!(self.dev.poll(&event), Ok(true)) {
+                    self.ctx.link().release(self.ctx.rank, &msg);
+                } else {
+                    self.inflight.push(InFlight::writing(event, d.key(), smallvec::smallvec![msg]));
+                }
                 Ok(Progress::Advanced)
             }
             Err(e) => {
@@ -73,6 +78,20 @@ impl<D: Device> OpRun<D> {
             }
         }
     }
+    /// Device work that writes `key` and reads `msgs`: the messages are released once it
+    /// completes. Work that is complete already (the host device's copies and reductions)
+    /// releases them now and is not tracked at all: nothing is in flight, so nothing to retire.
+    fn track(&mut self, event: D::Event, key: (usize, usize, usize), msgs: Msgs) {
+        if matches!(self.dev.poll(&event), Ok(true)) {
+            for m in &msgs {
+                self.ctx.link().release(self.ctx.rank, m);
+            }
+            return;
+        }
+        // Not done, or the device failed: `retire` polls it again (and reports the error).
+        self.inflight.push(InFlight::writing(event, key, msgs));
+    }
+
     /// Lands a parked receive once its destination is no longer lent.
     pub(super) fn finish_parked(&mut self, size: usize) -> Result<Option<Blocked>> {
         let Some(p) = &self.parked else { return Ok(None) };
@@ -214,7 +233,7 @@ impl<D: Device> OpRun<D> {
                 for &peer in &peers {
                     self.received[peer] += 1;
                 }
-                self.inflight.push(InFlight::writing(event, d.key(), msgs));
+                self.track(event, d.key(), msgs);
                 Ok(Progress::Fused)
             }
             Err(e) => {

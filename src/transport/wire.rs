@@ -342,10 +342,49 @@ fn get_fingerprint(b: &[u8]) -> Result<Fingerprint, WireError> {
     Ok(d.fingerprint())
 }
 
+/// The last data frame's fingerprint a receiver decoded, with its 48 bytes. Consecutive data
+/// frames from one peer carry the same op's fingerprint, and decoding it (codes, reserved
+/// fields, the descriptor) is most of a header's cost: [`decode_header_memo`] decodes a
+/// fingerprint only when its bytes differ from the last one's. A pure memo: what it returns
+/// for some bytes is what decoding them returns (only fingerprints that decoded are kept).
+#[derive(Debug, Default)]
+pub(crate) struct FpMemo(Option<([u64; 6], Fingerprint)>);
+
+impl FpMemo {
+    /// The fingerprint in `b` (a header's 48 bytes of it), decoded only when they are not the
+    /// last ones.
+    fn get(&mut self, b: &[u8]) -> Result<Fingerprint, WireError> {
+        let key: [u64; 6] = std::array::from_fn(|i| u64_at(b, 8 * i));
+        if let Some((k, fp)) = &self.0
+            && *k == key
+        {
+            return Ok(*fp);
+        }
+        let fp = get_fingerprint(b)?;
+        self.0 = Some((key, fp));
+        Ok(fp)
+    }
+}
+
 /// Decodes a header, checking everything that can be checked without the body, and the
 /// body's length against `limits` (data) or [`MAX_CONTROL`] (abort, flight answer); frames
 /// that have no body must announce none.
 pub(crate) fn decode_header(b: &[u8; HEADER_LEN], limits: Limits) -> Result<FrameHeader, WireError> {
+    decode(b, limits, None)
+}
+
+/// [`decode_header`] for a receiver that keeps the last fingerprint it decoded ([`FpMemo`]):
+/// the same result, bit for bit, and the same errors.
+pub(crate) fn decode_header_memo(
+    b: &[u8; HEADER_LEN],
+    limits: Limits,
+    memo: &mut FpMemo,
+) -> Result<FrameHeader, WireError> {
+    decode(b, limits, Some(memo))
+}
+
+#[inline]
+fn decode(b: &[u8; HEADER_LEN], limits: Limits, memo: Option<&mut FpMemo>) -> Result<FrameHeader, WireError> {
     let magic = [b[0], b[1], b[2], b[3]];
     if magic != MAGIC {
         return Err(WireError::Magic(magic));
@@ -362,7 +401,10 @@ pub(crate) fn decode_header(b: &[u8; HEADER_LEN], limits: Limits) -> Result<Fram
     comm.copy_from_slice(&b[8..24]);
     let (from, index, seq, len) = (u32_at(b, 24), u32_at(b, 28), u64_at(b, 32), u64_at(b, 40));
     let fp = match kind {
-        FrameKind::Data => Some(get_fingerprint(&b[48..96])?),
+        FrameKind::Data => Some(match memo {
+            Some(m) => m.get(&b[48..96])?,
+            None => get_fingerprint(&b[48..96])?,
+        }),
         _ => {
             zero(&b[48..96], "fingerprint of a control frame")?;
             None

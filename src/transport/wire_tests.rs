@@ -293,3 +293,47 @@ fn a_million_random_and_mutated_frames() {
     }
     assert!(ok > 100_000 && refused > 100_000, "{ok} decoded, {refused} refused");
 }
+
+/// A receiver's fingerprint memo changes nothing: over runs of frames that repeat a
+/// fingerprint (what a peer sends), with mutations of any byte between them, the memo's decode
+/// gives the same header or the same error as a plain decode, frame after frame.
+#[test]
+fn a_fingerprint_memo_decodes_as_decode_header_does() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let limits = Limits { max_data: 1 << 20 };
+    let mut memo = FpMemo::default();
+    let (mut hits, mut refused) = (0u32, 0u32);
+    let mut base = encode_header(&random_header(&mut rng, limits.max_data));
+    for i in 0..200_000u32 {
+        if i % 8 == 0 {
+            let mut h = random_header(&mut rng, limits.max_data);
+            if rng.below(4) != 0 {
+                h.kind = FrameKind::Data;
+                h.fp = Some(random_desc(&mut rng).fingerprint());
+            }
+            base = encode_header(&h);
+        }
+        let mut b = base;
+        // The fields a peer changes from message to message, and now and then any bit.
+        b[28..32].copy_from_slice(&(rng.below(8) as u32).to_le_bytes());
+        b[32..40].copy_from_slice(&rng.below(1000).to_le_bytes());
+        if rng.below(4) == 0 {
+            let at = rng.below(HEADER_LEN as u64) as usize;
+            b[at] ^= 1 << rng.below(8);
+        }
+        let before = memo.0.as_ref().map(|(k, _)| *k);
+        match (decode_header_memo(&b, limits, &mut memo), decode_header(&b, limits)) {
+            (Ok(m), Ok(d)) => {
+                assert!(same(&m, &d) && encode_header(&m) == b, "{m:?} != {d:?}");
+                hits +=
+                    u32::from(d.kind == FrameKind::Data && before.is_some_and(|k| memo.0.is_some_and(|m| m.0 == k)));
+            }
+            (Err(m), Err(d)) => {
+                assert_eq!(m, d);
+                refused += 1;
+            }
+            (m, d) => panic!("memo {m:?}, plain {d:?}"),
+        }
+    }
+    assert!(hits > 50_000 && refused > 1_000, "{hits} memo hits, {refused} refused");
+}

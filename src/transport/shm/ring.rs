@@ -134,10 +134,15 @@ impl Producer {
     /// Writes and publishes one record; false (nothing written) when it does not fit yet.
     pub(crate) fn push(&mut self, kind: Kind, frame: &[u8; HEADER_LEN], extra: u64, payload: &[u8]) -> bool {
         debug_assert!(payload.len() <= self.max_payload());
-        if payload.len() > self.max_payload() || !self.fits(payload.len()) {
+        if payload.len() > self.max_payload() {
             return false;
         }
+        // As `fits`, with the room it works out kept for the write.
         let (skip, rec) = self.need(payload.len());
+        let tail = self.map.u64_at(self.ctrl.tail).load(Ordering::Acquire);
+        if self.head + skip + rec > tail + self.map.cap as u64 {
+            return false;
+        }
         let base = self.map.ring_at(self.dir);
         let cap = self.map.cap as u64;
         if skip > 0 {

@@ -285,12 +285,20 @@ impl Mesh {
                 p.unopened.fetch_add(1, Ordering::SeqCst);
                 return;
             }
-            let Some(m) = inbox.msgs.remove(i) else { return };
+            let m = &inbox.msgs[i];
             let len = m.region.len as u64;
+            // A message read in place in the shared ring has no buffer of its own to keep: it
+            // is dropped where it lies (the common case over shared memory; no move of it).
+            let own = !p.shm.as_ref().is_some_and(|s| s.in_ring(&m.region.mem));
             inbox.buffered -= len.min(inbox.buffered);
-            // A message read in place in the shared ring has no buffer of its own to keep.
-            if !p.shm.as_ref().is_some_and(|s| s.in_ring(&m.region.mem)) {
-                p.recycle(m.region.mem);
+            if own {
+                if let Some(m) = inbox.msgs.remove(i) {
+                    p.recycle(m.region.mem);
+                }
+            } else if i == 0 {
+                inbox.msgs.pop_front();
+            } else {
+                inbox.msgs.remove(i);
             }
             len
         };

@@ -109,6 +109,8 @@ pub(super) struct Rx {
     start: usize,
     end: usize,
     body: Option<Body>,
+    /// The last fingerprint decoded from this peer's data frames (most frames repeat it).
+    fps: wire::FpMemo,
     /// When bytes last arrived (through either reader): the silence limit counts from here.
     pub(super) heard: Instant,
     /// The connection ended (goodbye, close, error, a protocol breach): nothing more is read.
@@ -137,6 +139,7 @@ impl Rx {
             start: 0,
             end: 0,
             body: None,
+            fps: wire::FpMemo::default(),
             heard: Instant::now(),
             ended: false,
         }
@@ -215,7 +218,8 @@ impl Rx {
         let peer = p.rank;
         let buffered = lock(&p.inbox).buffered;
         let max_data = if buffered == 0 { MAX_MESSAGE } else { WINDOW.saturating_sub(buffered) };
-        let h = wire::decode_header(&hb, Limits { max_data }).map_err(|err| End::Protocol(err.to_string()))?;
+        let h = wire::decode_header_memo(&hb, Limits { max_data }, &mut self.fps)
+            .map_err(|err| End::Protocol(err.to_string()))?;
         if h.comm != e.comm || h.from as usize != peer {
             return Err(End::Protocol(format!(
                 "a frame for communicator/rank {:02x?}/{} on this connection",

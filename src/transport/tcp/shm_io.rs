@@ -23,7 +23,7 @@
 //! socket says the peer is gone before the rank may see it as departed
 //! ([`ShmPeer::is_drained`]), so a peer's last message is never overtaken by its departure.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -62,6 +62,8 @@ struct Incoming {
     /// Inbox messages accepted (counted delivered) and not released yet.
     accepted: Vec<u64>,
     stream: Option<Stream>,
+    /// The last fingerprint decoded from this peer's frames (most frames repeat it).
+    fps: wire::FpMemo,
 }
 
 /// One rank's shared-memory side of its link to a peer in another process.
@@ -76,6 +78,9 @@ pub(crate) struct ShmPeer {
     /// The reader stopped and read everything the peer published.
     drained: AtomicBool,
     lending: Mutex<lend::Lending>,
+    /// How many lent messages `lending` holds (its `out`), stored under its lock: the common
+    /// "nothing lent" answer without taking it.
+    lent_out: AtomicUsize,
 }
 
 impl ShmPeer {
@@ -89,12 +94,14 @@ impl ShmPeer {
                 held: Vec::new(),
                 accepted: Vec::new(),
                 stream: None,
+                fps: wire::FpMemo::default(),
             }),
             ring_in: pair.map.ring_mem(in_dir),
             pair,
             writer: OnceLock::new(),
             drained: AtomicBool::new(false),
             lending: Mutex::new(lend::Lending::default()),
+            lent_out: AtomicUsize::new(0),
         }
     }
 
@@ -408,7 +415,7 @@ fn poll_locked(e: &Endpoint, p: &Peer, s: &ShmPeer, inc: &mut Incoming) -> std::
                 if inc.stream.is_some() {
                     return Err("a message inside a streamed one".into());
                 }
-                let header = check(e, p, &r.frame, r.len as u64)?;
+                let header = check(e, p, &mut inc.fps, &r.frame, r.len as u64)?;
                 let id = p.arrive(header, HostRegion { mem: s.ring_in.clone(), off: r.off, len: r.len });
                 inc.held.push((id, r.end));
                 n += 1;
@@ -417,7 +424,7 @@ fn poll_locked(e: &Endpoint, p: &Peer, s: &ShmPeer, inc: &mut Incoming) -> std::
                 if inc.stream.is_some() {
                     return Err("a streamed message inside another".into());
                 }
-                let header = check(e, p, &r.frame, r.extra)?;
+                let header = check(e, p, &mut inc.fps, &r.frame, r.extra)?;
                 let mem = HostMem::zeroed(r.extra as usize).map_err(|err| err.to_string())?;
                 inc.cons.free(r.end);
                 inc.stream = Some(Stream { header, mem, filled: 0 });
@@ -441,7 +448,7 @@ fn poll_locked(e: &Endpoint, p: &Peer, s: &ShmPeer, inc: &mut Incoming) -> std::
                 if !s.pair.read_peer || r.len != 16 {
                     return Err(format!("a lent message ({} bytes of record) on a pair that cannot read it", r.len));
                 }
-                let header = check(e, p, &r.frame, r.extra)?;
+                let header = check(e, p, &mut inc.fps, &r.frame, r.extra)?;
                 let mut w = [0u8; 16];
                 inc.cons.copy(r.off, &mut w);
                 inc.cons.free(r.end);
@@ -472,8 +479,14 @@ fn poll_locked(e: &Endpoint, p: &Peer, s: &ShmPeer, inc: &mut Incoming) -> std::
 
 /// Checks a data frame's header as the socket reader does: a data frame of `len` bytes, of
 /// this communicator, from this peer.
-fn check(e: &Endpoint, p: &Peer, frame: &[u8; HEADER_LEN], len: u64) -> std::result::Result<Header, String> {
-    let h = wire::decode_header(frame, Limits { max_data: MAX_MESSAGE }).map_err(|err| err.to_string())?;
+fn check(
+    e: &Endpoint,
+    p: &Peer,
+    fps: &mut wire::FpMemo,
+    frame: &[u8; HEADER_LEN],
+    len: u64,
+) -> std::result::Result<Header, String> {
+    let h = wire::decode_header_memo(frame, Limits { max_data: MAX_MESSAGE }, fps).map_err(|err| err.to_string())?;
     if h.kind != FrameKind::Data || h.len != len {
         return Err(format!("a {:?} frame of {} bytes in a record of {len}", h.kind, h.len));
     }

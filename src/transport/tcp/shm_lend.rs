@@ -66,6 +66,7 @@ impl ShmPeer {
         }
         l.pushed = n;
         l.out.push_back((ticket, n, lease));
+        self.lent_out.store(l.out.len(), Ordering::SeqCst);
         None
     }
 
@@ -78,16 +79,21 @@ impl ShmPeer {
     fn settle(&self, l: &mut Lending, gone: bool) {
         if gone {
             l.out.clear();
-            return;
         }
         let done = self.lent_done();
         while l.out.front().is_some_and(|o| o.1 <= done) {
             l.out.pop_front();
         }
+        self.lent_out.store(l.out.len(), Ordering::SeqCst);
     }
 
     /// Whether message `ticket` is lent and the peer may still read it.
     pub(in crate::transport::tcp) fn lent_pending(&self, p: &Peer, ticket: u64) -> bool {
+        // Nothing lent (every small message): no lock. `push_lent` counts a lent message
+        // before its sender counts it released, so a ticket that is released and lent is seen.
+        if self.lent_out.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
         let mut l = lock(&self.lending);
         if l.out.is_empty() {
             return false;
@@ -113,6 +119,7 @@ impl ShmPeer {
             return true;
         }
         l.out.clear();
+        self.lent_out.store(0, Ordering::SeqCst);
         false
     }
 
