@@ -53,12 +53,29 @@ impl<'a, D: Device> Call<'a, D> {
     }
 }
 
-/// The buffers a validated call binds to the plan's input and output slots.
+/// The buffers a validated call binds to the plan's input and output slots. [`validate`]
+/// lends the call's own buffers (`B = &Buffer`): an op run at once on the caller's stack
+/// borrows them for its whole run, and only an op that outlives the call (a queued `Work`,
+/// an `OpRun`) takes handles of its own ([`Io::cloned`]).
 pub(crate) struct Io<B> {
     pub input: Binding<B>,
     pub output: Binding<B>,
     /// Elements of the input (for `PreMulSum`'s pre-scaled copy).
     pub input_elems: usize,
+}
+
+impl<B: Clone> Io<&B> {
+    /// Handles of its own on the buffers.
+    pub(crate) fn cloned(self) -> Io<B> {
+        let own = |b: Binding<&B>| match b {
+            Binding::Unbound => Binding::Unbound,
+            Binding::Contig { buf, base, id } => Binding::Contig { buf: buf.clone(), base, id },
+            Binding::Blocks { bufs, block } => {
+                Binding::Blocks { bufs: bufs.into_iter().map(|(b, id)| (b.clone(), id)).collect(), block }
+            }
+        };
+        Io { input: own(self.input), output: own(self.output), input_elems: self.input_elems }
+    }
 }
 
 /// The op label of this call's errors: the [`OpDesc`] it describes, as every later message
@@ -99,16 +116,20 @@ pub(crate) fn validate<'a, D: Device>(
     rank: Rank,
     world: usize,
     device: &D,
-) -> Result<(OpDesc, Io<D::Buffer>)> {
+) -> Result<(OpDesc, Io<&'a D::Buffer>)> {
     let fail = |msg: String| CollectiveError::invalid(msg).with_rank(rank).with_op(label(call, world));
     let n = world;
-    // Ranks.
-    for (what, r) in [("root", call.root), ("peer", call.peer)] {
-        if let Some(r) = r
-            && r >= n
-        {
-            return Err(fail(format!("{what} {r} is out of range for a communicator of {n} ranks (valid: 0..{n})")));
-        }
+    // Ranks: the root's, then the peer's.
+    let range = |what: &str, r: Rank| format!("{what} {r} is out of range for a communicator of {n} ranks (valid: 0..{n})");
+    if let Some(r) = call.root
+        && r >= n
+    {
+        return Err(fail(range("root", r)));
+    }
+    if let Some(r) = call.peer
+        && r >= n
+    {
+        return Err(fail(range("peer", r)));
     }
     if let Some(p) = call.peer
         && p == rank
@@ -123,15 +144,9 @@ pub(crate) fn validate<'a, D: Device>(
     {
         return Err(fail(format!("PreMulSum scalar {s} is not finite")));
     }
-    // Devices and dtypes.
-    let outs: smallvec::SmallVec<[&Tensor<D>; 4]> = match &call.output {
-        Output::None => smallvec::SmallVec::new(),
-        Output::One(t) => smallvec::smallvec![*t],
-        Output::List(l) => l.iter().collect(),
-    };
-    let tensors = call.input.into_iter().chain(outs.iter().copied());
+    // Devices and dtypes: the input's, then each output's in order.
     let mut dtype: Option<DType> = None;
-    for t in tensors {
+    let mut same = |t: &Tensor<D>| -> Result<()> {
         if !t.device().same_device(device) {
             return Err(fail(format!(
                 "a tensor is on {} but this communicator's device is {}",
@@ -146,6 +161,15 @@ pub(crate) fn validate<'a, D: Device>(
             }
             _ => {}
         }
+        Ok(())
+    };
+    if let Some(t) = call.input {
+        same(t)?;
+    }
+    match &call.output {
+        Output::None => {}
+        Output::One(t) => same(t)?,
+        Output::List(l) => l.iter().try_for_each(&mut same)?,
     }
     let dtype = dtype.unwrap_or(DType::U8);
     let is_root = call.root == Some(rank);
@@ -255,7 +279,7 @@ pub(crate) fn validate<'a, D: Device>(
     };
     let size = dtype.size();
     let id = |t: &Tensor<D>| device.mem_id(t.buffer());
-    let contig = |t: &Tensor<D>, base: usize| Binding::Contig { buf: t.buffer().clone(), base: base * size, id: id(t) };
+    let contig = |t: &'a Tensor<D>, base: usize| Binding::Contig { buf: t.buffer(), base: base * size, id: id(t) };
     let input = match call.input {
         None => Binding::Unbound,
         Some(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count),
@@ -266,7 +290,7 @@ pub(crate) fn validate<'a, D: Device>(
         Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => contig(t, rank * count),
         Output::One(t) => contig(t, 0),
         Output::List(l) => {
-            Binding::Blocks { bufs: l.iter().map(|t| (t.buffer().clone(), id(t))).collect(), block: count * size }
+            Binding::Blocks { bufs: l.iter().map(|t| (t.buffer(), id(t))).collect(), block: count * size }
         }
     };
     Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0) }))

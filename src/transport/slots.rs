@@ -31,6 +31,10 @@ pub(crate) const FP_WORDS: usize = 5;
 /// bytes, fingerprint, padding.
 const HEAD: usize = 8;
 
+/// The word of a rank's `done` line where [`Slots::busy`] remembers how far every peer has
+/// finished: in the line's second half, away from word 0, which the peers read.
+const CLEAR: usize = 8;
+
 /// One cache-line pair: slots of different ranks never share a line.
 #[repr(align(128))]
 struct Line([AtomicU64; 16]);
@@ -49,7 +53,8 @@ pub(crate) struct Slots {
     world: usize,
     /// `world * DEPTH` slots of `SLOT_LINES` lines.
     lines: Box<[Line]>,
-    /// Per rank, word 0: the sequence number + 1 of the last exchange it finished reading.
+    /// Per rank, word 0: the sequence number + 1 of the last exchange it finished reading;
+    /// word [`CLEAR`]: what [`Slots::busy`] remembers.
     done: Box<[Line]>,
 }
 
@@ -77,15 +82,30 @@ impl Slots {
 
     /// A peer still reading what `me`'s slot for op `seq` holds, and the value of its
     /// [`finished`](Self::finished) that frees the slot; `None` when `me` may write it.
+    ///
+    /// Every peer's [`finished`](Self::finished) only grows, so a scan that finds them all
+    /// past some value remembers the least of them ([`CLEAR`], in `me`'s own line, written
+    /// by `me` alone): a slot whose last op is below it is free without another look at the
+    /// peers' lines (with ranks in step, most calls). The acquire loads of that scan order
+    /// the peers' reads before this rank's next writes, as a fresh scan's would.
     pub(crate) fn busy(&self, me: Rank, seq: u64) -> Option<(Rank, u64)> {
         let held = word(self.slot(me, seq), 0).load(Ordering::Relaxed);
-        if held == 0 {
+        let clear = self.done.get(me).map(|l| &l.0[CLEAR]);
+        if held == 0 || clear.is_some_and(|c| held <= c.load(Ordering::Relaxed)) {
             return None;
         }
+        let mut least = u64::MAX;
         for p in 0..self.world {
-            if p != me && self.finished(p) < held {
-                return Some((p, held));
+            if p != me {
+                let f = self.finished(p);
+                if f < held {
+                    return Some((p, held));
+                }
+                least = least.min(f);
             }
+        }
+        if let Some(c) = clear {
+            c.store(least, Ordering::Relaxed);
         }
         None
     }
