@@ -82,11 +82,13 @@ pub(crate) struct Exchange<'a, D: Device, B: Borrow<D::Buffer> = <D as Device>::
     view: View<'a>,
     /// The op's fingerprint as the slots hold it.
     words: [u64; FP_WORDS],
+    /// The link's exchange slots (looked up once per op).
+    slots: Option<&'a Slots>,
 }
 
 impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
     pub(crate) fn new(dev: &'a D, bufs: &'a Bindings<B>, view: View<'a>) -> Self {
-        Exchange { dev, bufs, view, words: view.fp.words() }
+        Exchange { dev, bufs, view, words: view.fp.words(), slots: view.shared.link.slots() }
     }
 }
 
@@ -165,7 +167,7 @@ pub(super) fn describe(b: Blocked) -> (Option<Rank>, String) {
 
 impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
     fn slots(&self) -> Result<&'a Slots> {
-        self.view.shared.link.slots().ok_or_else(|| {
+        self.slots.ok_or_else(|| {
             CollectiveError::protocol("an exchanged op ran between ranks that are not threads of one process")
         })
     }
