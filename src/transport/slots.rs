@@ -21,8 +21,14 @@ use crate::types::Rank;
 pub(crate) const SLOT_BYTES: usize = 4096;
 
 /// Slots per rank: exchanged ops of one rank cycle through them. A rank runs at most this
-/// many exchanged ops ahead of its slowest peer (~4 KiB each per rank).
-const DEPTH: usize = 8;
+/// many exchanged ops ahead of its slowest peer (~4 KiB each per rank: 135 KiB per rank).
+/// With more ranks than cores, a rank that runs ahead (a root of broadcast or scatter, a
+/// non-root of reduce or gather) hands its core over once per `DEPTH` ops: 32 instead of 8
+/// cut 4 ranks' context switches on 2 cores 4x and their 16-byte rooted ops' time by about
+/// a third (PERFORMANCE.md, session 15). At most [`FLIGHT_DEPTH`](crate::FLIGHT_DEPTH): a
+/// peer's flight recorder must still remember any op a waiting rank is in.
+const DEPTH: usize = 32;
+const _: () = assert!(DEPTH <= crate::FLIGHT_DEPTH);
 
 /// Words of an op fingerprint (see [`Fingerprint::words`](crate::op::Fingerprint::words)).
 pub(crate) const FP_WORDS: usize = 5;
