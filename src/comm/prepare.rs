@@ -37,7 +37,8 @@ impl<D: Device> Communicator<D> {
             // call's own buffers.
             return self.run_exchanged(desc, io);
         }
-        let mut op = self.prepare_checked(&mut self.lock(), (desc, io.cloned()))?;
+        let io = validate::Io { input: io.input.cloned(), output: io.output.cloned(), input_elems: io.input_elems };
+        let mut op = self.prepare_checked(&mut self.lock(), (desc, io))?;
         // Driven at once: the flight recorder's entry starts at the deadline's clock read.
         op.run.start_at(op.issued);
         let result = sched::drive(&mut op.run);
@@ -67,13 +68,14 @@ impl<D: Device> Communicator<D> {
     /// [`validate`]s a call on this rank (`InvalidArgument`, nothing sent), with handles of
     /// its own on the call's buffers.
     pub(crate) fn check(&self, call: &Call<'_, D>) -> Result<(OpDesc, validate::Io<D::Buffer>)> {
-        self.check_lent(call).map(|(desc, io)| (desc, io.cloned()))
+        validate::validate(call, self.rank, self.shared.world, &self.device, D::Buffer::clone)
+            .map_err(CollectiveError::on_usable_communicator)
     }
 
     /// [`check`](Self::check), lending the call's own buffers.
     #[inline]
     fn check_lent<'a>(&self, call: &Call<'a, D>) -> Result<(OpDesc, validate::Io<&'a D::Buffer>)> {
-        validate::validate(call, self.rank, self.shared.world, &self.device)
+        validate::validate(call, self.rank, self.shared.world, &self.device, |b| b)
             .map_err(CollectiveError::on_usable_communicator)
     }
 

@@ -53,29 +53,15 @@ impl<'a, D: Device> Call<'a, D> {
     }
 }
 
-/// The buffers a validated call binds to the plan's input and output slots. [`validate`]
-/// lends the call's own buffers (`B = &Buffer`): an op run at once on the caller's stack
-/// borrows them for its whole run, and only an op that outlives the call (a queued `Work`,
-/// an `OpRun`) takes handles of its own ([`Io::cloned`]).
+/// The buffers a validated call binds to the plan's input and output slots: the call's own,
+/// lent (`B = &Buffer`: an op run at once on the caller's stack borrows them for its whole
+/// run), or handles of the op's own (an op that outlives the call: a queued `Work`, an
+/// `OpRun`, a group's).
 pub(crate) struct Io<B> {
     pub input: Binding<B>,
     pub output: Binding<B>,
     /// Elements of the input (for `PreMulSum`'s pre-scaled copy).
     pub input_elems: usize,
-}
-
-impl<B: Clone> Io<&B> {
-    /// Handles of its own on the buffers.
-    pub(crate) fn cloned(self) -> Io<B> {
-        let own = |b: Binding<&B>| match b {
-            Binding::Unbound => Binding::Unbound,
-            Binding::Contig { buf, base, id } => Binding::Contig { buf: buf.clone(), base, id },
-            Binding::Blocks { bufs, block } => {
-                Binding::Blocks { bufs: bufs.into_iter().map(|(b, id)| (b.clone(), id)).collect(), block }
-            }
-        };
-        Io { input: own(self.input), output: own(self.output), input_elems: self.input_elems }
-    }
 }
 
 /// The op label of this call's errors: the [`OpDesc`] it describes, as every later message
@@ -110,17 +96,20 @@ fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
     desc.to_string()
 }
 
-/// Checks `call` for `rank` of `world` on `device`.
-pub(crate) fn validate<'a, D: Device>(
+/// Checks `call` for `rank` of `world` on `device`; `bind` makes what the bindings hold of a
+/// tensor's buffer (the buffer lent, or a handle of the op's own).
+pub(crate) fn validate<'a, D: Device, B>(
     call: &Call<'a, D>,
     rank: Rank,
     world: usize,
     device: &D,
-) -> Result<(OpDesc, Io<&'a D::Buffer>)> {
+    bind: impl Fn(&'a D::Buffer) -> B,
+) -> Result<(OpDesc, Io<B>)> {
     let fail = |msg: String| CollectiveError::invalid(msg).with_rank(rank).with_op(label(call, world));
     let n = world;
     // Ranks: the root's, then the peer's.
-    let range = |what: &str, r: Rank| format!("{what} {r} is out of range for a communicator of {n} ranks (valid: 0..{n})");
+    let range =
+        |what: &str, r: Rank| format!("{what} {r} is out of range for a communicator of {n} ranks (valid: 0..{n})");
     if let Some(r) = call.root
         && r >= n
     {
@@ -144,9 +133,15 @@ pub(crate) fn validate<'a, D: Device>(
     {
         return Err(fail(format!("PreMulSum scalar {s} is not finite")));
     }
-    // Devices and dtypes: the input's, then each output's in order.
+    // Devices and dtypes.
+    let outs: smallvec::SmallVec<[&Tensor<D>; 4]> = match &call.output {
+        Output::None => smallvec::SmallVec::new(),
+        Output::One(t) => smallvec::smallvec![*t],
+        Output::List(l) => l.iter().collect(),
+    };
+    let tensors = call.input.into_iter().chain(outs.iter().copied());
     let mut dtype: Option<DType> = None;
-    let mut same = |t: &Tensor<D>| -> Result<()> {
+    for t in tensors {
         if !t.device().same_device(device) {
             return Err(fail(format!(
                 "a tensor is on {} but this communicator's device is {}",
@@ -161,15 +156,6 @@ pub(crate) fn validate<'a, D: Device>(
             }
             _ => {}
         }
-        Ok(())
-    };
-    if let Some(t) = call.input {
-        same(t)?;
-    }
-    match &call.output {
-        Output::None => {}
-        Output::One(t) => same(t)?,
-        Output::List(l) => l.iter().try_for_each(&mut same)?,
     }
     let dtype = dtype.unwrap_or(DType::U8);
     let is_root = call.root == Some(rank);
@@ -279,7 +265,8 @@ pub(crate) fn validate<'a, D: Device>(
     };
     let size = dtype.size();
     let id = |t: &Tensor<D>| device.mem_id(t.buffer());
-    let contig = |t: &'a Tensor<D>, base: usize| Binding::Contig { buf: t.buffer(), base: base * size, id: id(t) };
+    let contig =
+        |t: &'a Tensor<D>, base: usize| Binding::Contig { buf: bind(t.buffer()), base: base * size, id: id(t) };
     let input = match call.input {
         None => Binding::Unbound,
         Some(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count),
@@ -290,7 +277,7 @@ pub(crate) fn validate<'a, D: Device>(
         Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => contig(t, rank * count),
         Output::One(t) => contig(t, 0),
         Output::List(l) => {
-            Binding::Blocks { bufs: l.iter().map(|t| (t.buffer(), id(t))).collect(), block: count * size }
+            Binding::Blocks { bufs: l.iter().map(|t| (bind(t.buffer()), id(t))).collect(), block: count * size }
         }
     };
     Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0) }))

@@ -247,8 +247,9 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         let link = v.link();
         let watch = watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), v.shared.board.warn_after()));
         let ready = || slot_ready(link, v.seq, b);
-        let outcome =
-            link.wait(v.rank, peer, v.deadline.at(), &mut || ready(), &mut || v.slow(b, describe(b), &ready, watch, noted))?;
+        let outcome = link.wait(v.rank, peer, v.deadline.at(), &mut || ready(), &mut || {
+            v.slow(b, describe(b), &ready, watch, noted)
+        })?;
         v.outcome(outcome, peer, || describe(b))
     }
 
