@@ -186,7 +186,7 @@ impl Slots {
         }
         let load = |w: usize| word(slot, w).load(Ordering::Relaxed).to_le_bytes();
         let (mut w, skip) = (HEAD + off / 8, off % 8);
-        if skip == 0 && out.len() % 8 == 0 {
+        if skip == 0 && out.len().is_multiple_of(8) {
             // Whole words (the usual small part): one copy each, nothing around them.
             for (i, o) in out.chunks_exact_mut(8).enumerate() {
                 o.copy_from_slice(&load(w + i));
