@@ -119,6 +119,7 @@ pub mod burn;
 mod comm;
 pub mod config;
 pub mod device;
+pub mod diag;
 pub mod error;
 pub mod grad;
 mod hash;

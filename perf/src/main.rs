@@ -148,6 +148,24 @@ EXIT STATUS: 0 all good; 1 wrong values, a failed collective or a device that ca
 ";
 
 fn main() -> ExitCode {
+    let code = run_main();
+    // A diagnostic for the bimodal mode of ranks on too few cores: how the parks ended.
+    if std::env::var_os("RUCCL_PARK_STATS").is_some() {
+        let p = ruccl::diag::parks();
+        let ms = |nanos: u64, n: u64| nanos as f64 / 1e6 / n.max(1) as f64;
+        eprintln!(
+            "# parks: {} woken by a ring ({:.3} ms each), {} timed out ({:.3} ms each), {} spurious",
+            p.rung,
+            ms(p.rung_nanos, p.rung),
+            p.timed_out,
+            ms(p.timed_out_nanos, p.timed_out),
+            p.spurious
+        );
+    }
+    code
+}
+
+fn run_main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let env = std::env::vars().collect();
     let mut opts = match args::parse_with_env(&argv, &env) {

@@ -18,9 +18,9 @@ use crate::trace::debug_event;
 impl<D: Device> Communicator<D> {
     /// Runs an exchanged op that [`check`](Self::check) accepted, on this thread. The caller
     /// holds the rank's driver, and nothing is queued ahead (issue order).
-    pub(super) fn run_exchanged(&self, (desc, io): (OpDesc, Io<D::Buffer>)) -> Result<()> {
+    pub(super) fn run_exchanged(&self, desc: OpDesc, io: Io<&D::Buffer>) -> Result<()> {
         let (rank, shared) = (self.rank, &*self.shared);
-        // One clock read: the deadline and the flight recorder's start.
+        // One clock read: the deadline's start and the flight recorder's.
         let (seq, issued) = {
             let mut local = self.lock();
             self.admit(&mut local, &desc)?;
@@ -32,7 +32,8 @@ impl<D: Device> Communicator<D> {
             seq,
             p2p: !desc.kind.is_collective(),
             fp: &fp,
-            deadline: crate::config::deadline_from(issued, shared.config.timeout()),
+            // Worked out only if the op waits.
+            deadline: sched::Deadline::After(issued, shared.config.timeout()),
             shared,
         };
         shared.board.start_at(rank, seq, desc, crate::config::Algorithm::Exchange, issued);

@@ -2,7 +2,8 @@
 //! every rank of the communicator can read it, so that a hang is reported as "rank 3 never
 //! reached op #17" instead of silence.
 
-use std::collections::VecDeque;
+mod ring;
+
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -80,7 +81,7 @@ impl Rec {
 
 #[derive(Debug, Default)]
 struct RankStatus {
-    history: VecDeque<Rec>,
+    history: ring::Ring<Rec>,
     /// The sequence number of the latest collective issued (kept apart from `history`, which
     /// point-to-point ops may have filled).
     last_collective: Option<u64>,
@@ -129,16 +130,25 @@ impl Board {
     /// for a whole group, or for an op's deadline and its entry).
     pub(crate) fn start_at(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm, now: Instant) {
         self.with(rank, |s| {
-            if s.history.len() == FLIGHT_DEPTH {
-                s.history.pop_front();
-            }
             if op.kind.is_collective() {
                 s.last_collective = Some(seq);
             }
-            s.history.push_back(Rec {
-                e: FlightEntry { seq, op, algorithm, state: OpState::Running, started: now, duration: None },
-                ended: None,
-            });
+            // Once the ring is full, the oldest record is overwritten field by field.
+            s.history.push(
+                || Rec {
+                    e: FlightEntry { seq, op, algorithm, state: OpState::Running, started: now, duration: None },
+                    ended: None,
+                },
+                |r| {
+                    r.e.seq = seq;
+                    r.e.op = op;
+                    r.e.algorithm = algorithm;
+                    r.e.state = OpState::Running;
+                    r.e.started = now;
+                    r.e.duration = None;
+                    r.ended = None;
+                },
+            );
         });
     }
 

@@ -31,12 +31,14 @@ impl<D: Device> Communicator<D> {
         if self.engine.has_queued(&current) {
             self.engine.drain(&mut current);
         }
-        let checked = self.check(&call)?;
-        if self.exchanges(&checked.0).is_some() && !matches!(checked.0.op, Some(ReduceOp::PreMulSum(_))) {
-            // Nothing is queued ahead: an exchange runs at once, without an `OpRun`.
-            return self.run_exchanged(checked);
+        let (desc, io) = self.check_lent(&call)?;
+        if self.exchanges(&desc).is_some() && !matches!(desc.op, Some(ReduceOp::PreMulSum(_))) {
+            // Nothing is queued ahead: an exchange runs at once, without an `OpRun`, on the
+            // call's own buffers.
+            return self.run_exchanged(desc, io);
         }
-        let mut op = self.prepare_checked(&mut self.lock(), checked)?;
+        let io = validate::Io { input: io.input.cloned(), output: io.output.cloned(), input_elems: io.input_elems };
+        let mut op = self.prepare_checked(&mut self.lock(), (desc, io))?;
         // Driven at once: the flight recorder's entry starts at the deadline's clock read.
         op.run.start_at(op.issued);
         let result = sched::drive(&mut op.run);
@@ -63,9 +65,17 @@ impl<D: Device> Communicator<D> {
         self.prepare_checked(local, checked)
     }
 
-    /// [`validate`]s a call on this rank (`InvalidArgument`, nothing sent).
+    /// [`validate`]s a call on this rank (`InvalidArgument`, nothing sent), with handles of
+    /// its own on the call's buffers.
     pub(crate) fn check(&self, call: &Call<'_, D>) -> Result<(OpDesc, validate::Io<D::Buffer>)> {
-        validate::validate(call, self.rank, self.shared.world, &self.device)
+        validate::validate(call, self.rank, self.shared.world, &self.device, D::Buffer::clone)
+            .map_err(CollectiveError::on_usable_communicator)
+    }
+
+    /// [`check`](Self::check), lending the call's own buffers.
+    #[inline]
+    fn check_lent<'a>(&self, call: &Call<'a, D>) -> Result<(OpDesc, validate::Io<&'a D::Buffer>)> {
+        validate::validate(call, self.rank, self.shared.world, &self.device, |b| b)
             .map_err(CollectiveError::on_usable_communicator)
     }
 

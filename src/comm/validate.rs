@@ -53,7 +53,10 @@ impl<'a, D: Device> Call<'a, D> {
     }
 }
 
-/// The buffers a validated call binds to the plan's input and output slots.
+/// The buffers a validated call binds to the plan's input and output slots: the call's own,
+/// lent (`B = &Buffer`: an op run at once on the caller's stack borrows them for its whole
+/// run), or handles of the op's own (an op that outlives the call: a queued `Work`, an
+/// `OpRun`, a group's).
 pub(crate) struct Io<B> {
     pub input: Binding<B>,
     pub output: Binding<B>,
@@ -93,22 +96,29 @@ fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
     desc.to_string()
 }
 
-/// Checks `call` for `rank` of `world` on `device`.
-pub(crate) fn validate<'a, D: Device>(
+/// Checks `call` for `rank` of `world` on `device`; `bind` makes what the bindings hold of a
+/// tensor's buffer (the buffer lent, or a handle of the op's own).
+pub(crate) fn validate<'a, D: Device, B>(
     call: &Call<'a, D>,
     rank: Rank,
     world: usize,
     device: &D,
-) -> Result<(OpDesc, Io<D::Buffer>)> {
+    bind: impl Fn(&'a D::Buffer) -> B,
+) -> Result<(OpDesc, Io<B>)> {
     let fail = |msg: String| CollectiveError::invalid(msg).with_rank(rank).with_op(label(call, world));
     let n = world;
-    // Ranks.
-    for (what, r) in [("root", call.root), ("peer", call.peer)] {
-        if let Some(r) = r
-            && r >= n
-        {
-            return Err(fail(format!("{what} {r} is out of range for a communicator of {n} ranks (valid: 0..{n})")));
-        }
+    // Ranks: the root's, then the peer's.
+    let range =
+        |what: &str, r: Rank| format!("{what} {r} is out of range for a communicator of {n} ranks (valid: 0..{n})");
+    if let Some(r) = call.root
+        && r >= n
+    {
+        return Err(fail(range("root", r)));
+    }
+    if let Some(r) = call.peer
+        && r >= n
+    {
+        return Err(fail(range("peer", r)));
     }
     if let Some(p) = call.peer
         && p == rank
@@ -255,7 +265,8 @@ pub(crate) fn validate<'a, D: Device>(
     };
     let size = dtype.size();
     let id = |t: &Tensor<D>| device.mem_id(t.buffer());
-    let contig = |t: &Tensor<D>, base: usize| Binding::Contig { buf: t.buffer().clone(), base: base * size, id: id(t) };
+    let contig =
+        |t: &'a Tensor<D>, base: usize| Binding::Contig { buf: bind(t.buffer()), base: base * size, id: id(t) };
     let input = match call.input {
         None => Binding::Unbound,
         Some(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count),
@@ -266,7 +277,7 @@ pub(crate) fn validate<'a, D: Device>(
         Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => contig(t, rank * count),
         Output::One(t) => contig(t, 0),
         Output::List(l) => {
-            Binding::Blocks { bufs: l.iter().map(|t| (t.buffer().clone(), id(t))).collect(), block: count * size }
+            Binding::Blocks { bufs: l.iter().map(|t| (bind(t.buffer()), id(t))).collect(), block: count * size }
         }
     };
     Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0) }))

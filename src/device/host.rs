@@ -206,6 +206,10 @@ impl Device for HostDevice {
         Some(buf.clone())
     }
 
+    fn host_mem<'b>(&self, buf: &'b HostMem) -> Option<&'b HostMem> {
+        Some(buf)
+    }
+
     fn is_exclusive(&self, buf: &HostMem) -> bool {
         buf.is_private()
     }

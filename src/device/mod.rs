@@ -233,6 +233,14 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// `None`.
     fn host_view(&self, buf: &Self::Buffer) -> Option<HostMem>;
 
+    /// [`host_view`](Self::host_view), borrowed: the buffer's own host-memory handle when the
+    /// buffer is one (the host device's are), so that a caller reading or writing through it
+    /// for a moment touches no reference count. `None` (the default) sends callers to
+    /// `host_view`.
+    fn host_mem<'b>(&self, _buf: &'b Self::Buffer) -> Option<&'b HostMem> {
+        None
+    }
+
     /// Whether nothing but `buf` can read or write its memory: no other handle on it, no
     /// mapping shared with another process. Whoever holds such a buffer can reuse it for a
     /// result without anyone seeing the input change (the peer API then reduces a tensor it

@@ -20,6 +20,19 @@ pub(crate) enum Binding<B> {
     Blocks { bufs: Vec<(B, usize)>, block: usize },
 }
 
+impl<B: Clone> Binding<&B> {
+    /// The same binding, with handles of its own on the buffers.
+    pub(crate) fn cloned(self) -> Binding<B> {
+        match self {
+            Binding::Unbound => Binding::Unbound,
+            Binding::Contig { buf, base, id } => Binding::Contig { buf: buf.clone(), base, id },
+            Binding::Blocks { bufs, block } => {
+                Binding::Blocks { bufs: bufs.into_iter().map(|(b, id)| (b.clone(), id)).collect(), block }
+            }
+        }
+    }
+}
+
 /// The three slots of a plan.
 pub(crate) struct Bindings<B> {
     pub input: Binding<B>,

@@ -14,6 +14,7 @@
 //! `OpRun` at all (a blocking call with nothing queued ahead of it). One implementation, two
 //! drivers; the waits' checks are [`View`]'s.
 
+use std::borrow::{Borrow, Cow};
 use std::cell::Cell;
 use std::time::Instant;
 
@@ -73,18 +74,21 @@ impl Reads {
     }
 }
 
-/// One rank's exchanged op, borrowed: what the exchange reads and writes.
-pub(crate) struct Exchange<'a, D: Device> {
+/// One rank's exchanged op, borrowed: what the exchange reads and writes. Its buffers are
+/// handles an `OpRun` owns (`B = D::Buffer`) or the caller's own, lent (`B = &D::Buffer`).
+pub(crate) struct Exchange<'a, D: Device, B: Borrow<D::Buffer> = <D as Device>::Buffer> {
     dev: &'a D,
-    bufs: &'a Bindings<D::Buffer>,
+    bufs: &'a Bindings<B>,
     view: View<'a>,
     /// The op's fingerprint as the slots hold it.
     words: [u64; FP_WORDS],
+    /// The link's exchange slots (looked up once per op).
+    slots: Option<&'a Slots>,
 }
 
-impl<'a, D: Device> Exchange<'a, D> {
-    pub(crate) fn new(dev: &'a D, bufs: &'a Bindings<D::Buffer>, view: View<'a>) -> Self {
-        Exchange { dev, bufs, view, words: view.fp.words() }
+impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
+    pub(crate) fn new(dev: &'a D, bufs: &'a Bindings<B>, view: View<'a>) -> Self {
+        Exchange { dev, bufs, view, words: view.fp.words(), slots: view.shared.link.slots() }
     }
 }
 
@@ -114,7 +118,7 @@ impl<D: Device> OpRun<D> {
 /// checks as an `OpRun`'s ([`View::slow`]); on failure the link is poisoned (peers stop at
 /// once) and the error returned is about this rank's op. An exchange lends nothing and
 /// enqueues no device work, so a failure has nothing to reclaim.
-pub(crate) fn run<D: Device>(ex: &Exchange<'_, D>) -> Result<()> {
+pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> Result<()> {
     let size = ex.view.fp.desc.dtype.size();
     let noted = Cell::new(false);
     let mut watch = None;
@@ -161,9 +165,9 @@ pub(super) fn describe(b: Blocked) -> (Option<Rank>, String) {
     }
 }
 
-impl<'a, D: Device> Exchange<'a, D> {
+impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
     fn slots(&self) -> Result<&'a Slots> {
-        self.view.shared.link.slots().ok_or_else(|| {
+        self.slots.ok_or_else(|| {
             CollectiveError::protocol("an exchanged op ran between ranks that are not threads of one process")
         })
     }
@@ -243,8 +247,9 @@ impl<'a, D: Device> Exchange<'a, D> {
         let link = v.link();
         let watch = watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), v.shared.board.warn_after()));
         let ready = || slot_ready(link, v.seq, b);
-        let outcome =
-            link.wait(v.rank, peer, v.deadline, &mut || ready(), &mut || v.slow(b, describe(b), &ready, watch, noted))?;
+        let outcome = link.wait(v.rank, peer, v.deadline.at(), &mut || ready(), &mut || {
+            v.slow(b, describe(b), &ready, watch, noted)
+        })?;
         v.outcome(outcome, peer, || describe(b))
     }
 
@@ -354,15 +359,21 @@ impl<'a, D: Device> Exchange<'a, D> {
         Ok(())
     }
 
-    /// The host memory behind `span`: (block, byte offset, byte length).
-    fn host(&self, span: Span, size: usize) -> Result<(HostMem, usize, usize)> {
-        let (buf, off, len, _) = self.bufs.locate(span, size)?;
-        let mem = self.dev.host_view(buf).ok_or_else(|| {
-            CollectiveError::device(format!(
-                "{} says its memory is host memory, but a buffer has no host view",
-                self.dev.describe()
-            ))
-        })?;
+    /// The host memory behind `span`: (block, byte offset, byte length). Borrowed where the
+    /// device lends its buffer's own handle (no reference-count traffic per op).
+    fn host(&self, span: Span, size: usize) -> Result<(Cow<'a, HostMem>, usize, usize)> {
+        let bufs: &'a Bindings<B> = self.bufs;
+        let (buf, off, len, _) = bufs.locate(span, size)?;
+        let buf: &'a D::Buffer = buf.borrow();
+        let mem = match self.dev.host_mem(buf) {
+            Some(m) => Cow::Borrowed(m),
+            None => Cow::Owned(self.dev.host_view(buf).ok_or_else(|| {
+                CollectiveError::device(format!(
+                    "{} says its memory is host memory, but a buffer has no host view",
+                    self.dev.describe()
+                ))
+            })?),
+        };
         Ok((mem, off, len))
     }
 

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use bindings::Resolved;
 pub(crate) use bindings::{Binding, Bindings};
+pub(crate) use checks::Deadline;
 pub(crate) use drive::{Advance, Turn, drive, drive_all};
 pub(crate) use exchange::{Exchange, run as run_exchange};
 pub(crate) use failure::{Now, after_failure};
@@ -74,7 +75,7 @@ impl OpCtx {
             seq: self.seq,
             p2p: self.p2p,
             fp: &self.fp,
-            deadline: self.deadline,
+            deadline: Deadline::At(self.deadline),
             shared: &self.shared,
         }
     }
@@ -94,7 +95,7 @@ pub(crate) struct View<'a> {
     pub seq: u64,
     pub p2p: bool,
     pub fp: &'a Fingerprint,
-    pub deadline: Instant,
+    pub deadline: Deadline,
     pub shared: &'a Shared,
 }
 

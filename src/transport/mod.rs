@@ -27,7 +27,7 @@ pub mod inproc;
 pub(crate) mod shm;
 pub(crate) mod slots;
 pub(crate) mod tcp;
-mod wait;
+pub(crate) mod wait;
 pub(crate) mod wire;
 
 use std::any::Any;

@@ -21,8 +21,14 @@ use crate::types::Rank;
 pub(crate) const SLOT_BYTES: usize = 4096;
 
 /// Slots per rank: exchanged ops of one rank cycle through them. A rank runs at most this
-/// many exchanged ops ahead of its slowest peer (~4 KiB each per rank).
-const DEPTH: usize = 8;
+/// many exchanged ops ahead of its slowest peer (~4 KiB each per rank: 135 KiB per rank).
+/// With more ranks than cores, a rank that runs ahead (a root of broadcast or scatter, a
+/// non-root of reduce or gather) hands its core over once per `DEPTH` ops: 32 instead of 8
+/// cut 4 ranks' context switches on 2 cores 4x and their 16-byte rooted ops' time by about
+/// a third (PERFORMANCE.md, session 15). At most [`FLIGHT_DEPTH`](crate::FLIGHT_DEPTH): a
+/// peer's flight recorder must still remember any op a waiting rank is in.
+const DEPTH: usize = 32;
+const _: () = assert!(DEPTH <= crate::FLIGHT_DEPTH);
 
 /// Words of an op fingerprint (see [`Fingerprint::words`](crate::op::Fingerprint::words)).
 pub(crate) const FP_WORDS: usize = 5;
@@ -30,6 +36,10 @@ pub(crate) const FP_WORDS: usize = 5;
 /// Header words before the part: sequence number + 1 (0: never written), part length in
 /// bytes, fingerprint, padding.
 const HEAD: usize = 8;
+
+/// The word of a rank's `done` line where [`Slots::busy`] remembers how far every peer has
+/// finished: in the line's second half, away from word 0, which the peers read.
+const CLEAR: usize = 8;
 
 /// One cache-line pair: slots of different ranks never share a line.
 #[repr(align(128))]
@@ -49,7 +59,8 @@ pub(crate) struct Slots {
     world: usize,
     /// `world * DEPTH` slots of `SLOT_LINES` lines.
     lines: Box<[Line]>,
-    /// Per rank, word 0: the sequence number + 1 of the last exchange it finished reading.
+    /// Per rank, word 0: the sequence number + 1 of the last exchange it finished reading;
+    /// word [`CLEAR`]: what [`Slots::busy`] remembers.
     done: Box<[Line]>,
 }
 
@@ -77,15 +88,30 @@ impl Slots {
 
     /// A peer still reading what `me`'s slot for op `seq` holds, and the value of its
     /// [`finished`](Self::finished) that frees the slot; `None` when `me` may write it.
+    ///
+    /// Every peer's [`finished`](Self::finished) only grows, so a scan that finds them all
+    /// past some value remembers the least of them ([`CLEAR`], in `me`'s own line, written
+    /// by `me` alone): a slot whose last op is below it is free without another look at the
+    /// peers' lines (with ranks in step, most calls). The acquire loads of that scan order
+    /// the peers' reads before this rank's next writes, as a fresh scan's would.
     pub(crate) fn busy(&self, me: Rank, seq: u64) -> Option<(Rank, u64)> {
         let held = word(self.slot(me, seq), 0).load(Ordering::Relaxed);
-        if held == 0 {
+        let clear = self.done.get(me).map(|l| &l.0[CLEAR]);
+        if held == 0 || clear.is_some_and(|c| held <= c.load(Ordering::Relaxed)) {
             return None;
         }
+        let mut least = u64::MAX;
         for p in 0..self.world {
-            if p != me && self.finished(p) < held {
-                return Some((p, held));
+            if p != me {
+                let f = self.finished(p);
+                if f < held {
+                    return Some((p, held));
+                }
+                least = least.min(f);
             }
+        }
+        if let Some(c) = clear {
+            c.store(least, Ordering::Relaxed);
         }
         None
     }
@@ -160,6 +186,13 @@ impl Slots {
         }
         let load = |w: usize| word(slot, w).load(Ordering::Relaxed).to_le_bytes();
         let (mut w, skip) = (HEAD + off / 8, off % 8);
+        if skip == 0 && out.len().is_multiple_of(8) {
+            // Whole words (the usual small part): one copy each, nothing around them.
+            for (i, o) in out.chunks_exact_mut(8).enumerate() {
+                o.copy_from_slice(&load(w + i));
+            }
+            return true;
+        }
         let mut out = out;
         if skip != 0 {
             let bytes = load(w);

@@ -239,9 +239,37 @@ impl Event {
                 continue;
             }
             let slice = PARK_SLICE.min(deadline.saturating_duration_since(now));
-            let (g, _) = self.cv.wait_timeout(g, slice).unwrap_or_else(|e| e.into_inner());
+            let (g, res) = self.cv.wait_timeout(g, slice).unwrap_or_else(|e| e.into_inner());
             self.parked.fetch_sub(1, Ordering::SeqCst);
+            let rung = self.rings.load(Ordering::Relaxed) != seen;
             drop(g);
+            parks::record(rung, res.timed_out(), now);
+        }
+    }
+}
+
+/// How parks ended, counted process-wide: the bimodal mode of ranks on too few cores (runs
+/// that park at all are 10-50x slower) is a lost wake-up if its parks end by timeout, a
+/// late one if they end by a ring. Counted only after a thread slept (a futex wait already
+/// paid), so the hot path pays nothing; read with [`crate::diag::parks`].
+pub(crate) mod parks {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+
+    /// Parks woken by a ring; by the slice's timeout with no ring; neither (spurious); and the
+    /// nanoseconds slept by the first two kinds.
+    pub(crate) static COUNTS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+
+    pub(super) fn record(rung: bool, timed_out: bool, since: Instant) {
+        let slept = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let (kind, nanos) = match (rung, timed_out) {
+            (true, _) => (0, Some(3)),
+            (false, true) => (1, Some(4)),
+            (false, false) => (2, None),
+        };
+        COUNTS[kind].fetch_add(1, Ordering::Relaxed);
+        if let Some(n) = nanos {
+            COUNTS[n].fetch_add(slept, Ordering::Relaxed);
         }
     }
 }

@@ -1,0 +1,96 @@
+//! The fixed ring a rank's flight-recorder history lives in: [`FLIGHT_DEPTH`] records,
+//! allocated once, the oldest overwritten in place by the newest. Recording an op is a few
+//! stores into a record that is already there (no allocation, no move of a whole entry, no
+//! drop); reading the history walks it oldest first.
+
+use super::FLIGHT_DEPTH;
+
+/// Up to [`FLIGHT_DEPTH`] records, oldest first from `head` once full.
+#[derive(Debug)]
+pub(super) struct Ring<T> {
+    recs: Vec<T>,
+    /// Where the oldest record is once the ring is full (0 until then): the next one written.
+    head: usize,
+}
+
+impl<T> Default for Ring<T> {
+    fn default() -> Self {
+        Ring { recs: Vec::new(), head: 0 }
+    }
+}
+
+impl<T> Ring<T> {
+    /// Records one more: `fresh` builds it while the ring fills (the first [`FLIGHT_DEPTH`]
+    /// records), `reuse` overwrites the oldest in place after that.
+    #[inline]
+    pub(super) fn push(&mut self, fresh: impl FnOnce() -> T, reuse: impl FnOnce(&mut T)) {
+        if self.recs.len() < FLIGHT_DEPTH {
+            if self.recs.capacity() == 0 {
+                self.recs.reserve_exact(FLIGHT_DEPTH);
+            }
+            self.recs.push(fresh());
+            return;
+        }
+        let i = self.head;
+        self.head = if i + 1 == FLIGHT_DEPTH { 0 } else { i + 1 };
+        if let Some(r) = self.recs.get_mut(i) {
+            reuse(r);
+        }
+    }
+
+    /// How many records it holds.
+    pub(super) fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    /// The newest record.
+    #[inline]
+    pub(super) fn back(&self) -> Option<&T> {
+        self.recs.get(self.newest()?)
+    }
+
+    /// The newest record, to update.
+    #[inline]
+    pub(super) fn back_mut(&mut self) -> Option<&mut T> {
+        let i = self.newest()?;
+        self.recs.get_mut(i)
+    }
+
+    fn newest(&self) -> Option<usize> {
+        match self.head {
+            _ if self.recs.is_empty() => None,
+            0 => Some(self.recs.len() - 1),
+            h => Some(h - 1),
+        }
+    }
+
+    /// The records, oldest first.
+    pub(super) fn iter(&self) -> impl DoubleEndedIterator<Item = &T> {
+        let (new, old) = self.recs.split_at(self.head);
+        old.iter().chain(new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_newest_in_order() {
+        let mut r = Ring::default();
+        assert!(r.back().is_none() && r.len() == 0);
+        for i in 0..FLIGHT_DEPTH + 5 {
+            r.push(|| i, |x| *x = i);
+            assert_eq!(r.back(), Some(&i));
+            let all: Vec<usize> = r.iter().copied().collect();
+            let first = (i + 1).saturating_sub(FLIGHT_DEPTH);
+            assert_eq!(all, (first..=i).collect::<Vec<_>>());
+            assert_eq!(r.iter().next_back(), Some(&i));
+        }
+        if let Some(x) = r.back_mut() {
+            *x = 99;
+        }
+        assert_eq!(r.iter().last(), Some(&99));
+        assert_eq!(r.len(), FLIGHT_DEPTH);
+    }
+}
