@@ -133,22 +133,10 @@ impl Board {
             if op.kind.is_collective() {
                 s.last_collective = Some(seq);
             }
-            // Once the ring is full, the oldest record is overwritten field by field.
-            s.history.push(
-                || Rec {
-                    e: FlightEntry { seq, op, algorithm, state: OpState::Running, started: now, duration: None },
-                    ended: None,
-                },
-                |r| {
-                    r.e.seq = seq;
-                    r.e.op = op;
-                    r.e.algorithm = algorithm;
-                    r.e.state = OpState::Running;
-                    r.e.started = now;
-                    r.e.duration = None;
-                    r.ended = None;
-                },
-            );
+            s.history.push(Rec {
+                e: FlightEntry { seq, op, algorithm, state: OpState::Running, started: now, duration: None },
+                ended: None,
+            });
         });
     }
 

@@ -1,7 +1,6 @@
 //! The fixed ring a rank's flight-recorder history lives in: [`FLIGHT_DEPTH`] records,
-//! allocated once, the oldest overwritten in place by the newest. Recording an op is a few
-//! stores into a record that is already there (no allocation, no move of a whole entry, no
-//! drop); reading the history walks it oldest first.
+//! allocated once, the oldest overwritten in place by the newest (no allocation, no shifting
+//! of entries); reading the history walks it oldest first.
 
 use super::FLIGHT_DEPTH;
 
@@ -20,21 +19,21 @@ impl<T> Default for Ring<T> {
 }
 
 impl<T> Ring<T> {
-    /// Records one more: `fresh` builds it while the ring fills (the first [`FLIGHT_DEPTH`]
-    /// records), `reuse` overwrites the oldest in place after that.
+    /// Records one more: appended while the ring fills (the first [`FLIGHT_DEPTH`] records),
+    /// written over the oldest after that.
     #[inline]
-    pub(super) fn push(&mut self, fresh: impl FnOnce() -> T, reuse: impl FnOnce(&mut T)) {
+    pub(super) fn push(&mut self, rec: T) {
         if self.recs.len() < FLIGHT_DEPTH {
             if self.recs.capacity() == 0 {
                 self.recs.reserve_exact(FLIGHT_DEPTH);
             }
-            self.recs.push(fresh());
+            self.recs.push(rec);
             return;
         }
         let i = self.head;
         self.head = if i + 1 == FLIGHT_DEPTH { 0 } else { i + 1 };
         if let Some(r) = self.recs.get_mut(i) {
-            reuse(r);
+            *r = rec;
         }
     }
 
@@ -80,7 +79,7 @@ mod tests {
         let mut r = Ring::default();
         assert!(r.back().is_none() && r.len() == 0);
         for i in 0..FLIGHT_DEPTH + 5 {
-            r.push(|| i, |x| *x = i);
+            r.push(i);
             assert_eq!(r.back(), Some(&i));
             let all: Vec<usize> = r.iter().copied().collect();
             let first = (i + 1).saturating_sub(FLIGHT_DEPTH);
