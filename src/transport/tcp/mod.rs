@@ -287,18 +287,13 @@ impl Mesh {
             }
             let m = &inbox.msgs[i];
             let len = m.region.len as u64;
-            // A message read in place in the shared ring has no buffer of its own to keep: it
-            // is dropped where it lies (the common case over shared memory; no move of it).
+            // A message read in place in the shared ring has no buffer of its own to keep (the
+            // common case over shared memory).
             let own = !p.shm.as_ref().is_some_and(|s| s.in_ring(&m.region.mem));
             inbox.buffered -= len.min(inbox.buffered);
-            if own {
-                if let Some(m) = inbox.msgs.remove(i) {
-                    p.recycle(m.region.mem);
-                }
-            } else if i == 0 {
-                inbox.msgs.pop_front();
-            } else {
-                inbox.msgs.remove(i);
+            let removed = inbox.msgs.remove(i);
+            if own && let Some(m) = removed {
+                p.recycle(m.region.mem);
             }
             len
         };
