@@ -2,8 +2,8 @@
 //! on CI machines, where the figures are a CPU emulation's and judge nothing absolute), or on
 //! CUDA GPU 0 with `--features cuda` (without either feature it prints one line and exits).
 //!
-//! Run: `XDG_RUNTIME_DIR=/tmp cargo bench -p ruCCL --features wgpu --bench gpu`, or
-//! `cargo bench -p ruCCL --features cuda --bench gpu` (add a filter, e.g. `-- gpu_device`).
+//! Run: `XDG_RUNTIME_DIR=/tmp cargo bench -p ruccl-bench --features wgpu --bench gpu`, or
+//! `cargo bench -p ruccl-bench --features cuda --bench gpu` (add a filter, e.g. `-- gpu_device`).
 //! On wgpu `RUCCL_GPU_BENCH_BIG=1` adds the 256 MiB all_reduce (above the 128 MiB one binding
 //! holds on lavapipe: its buffers are held in parts there); on CUDA it is always run.
 //!

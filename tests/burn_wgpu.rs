@@ -58,6 +58,49 @@ stamp!(plain, WgpuBackend, 9000);
 #[cfg(feature = "burn-fusion")]
 stamp!(fused, ruccl::burn::FusedWgpuBackend, 9500);
 
+/// The collective_training example on burn's wgpu backend (`tests/collective_training.rs` runs
+/// it on the CPU backend): compiled here, where the backend is instantiated already.
+#[allow(dead_code)]
+#[path = "../examples/collective_training.rs"]
+mod example;
+
+#[allow(dead_code)]
+#[path = "collective_training/cases.rs"]
+mod cases;
+
+mod collective_training {
+    use super::*;
+
+    /// `run` then `resume` on wgpu, the gradients reduced on the device: bit for bit.
+    #[test]
+    fn resume_reproduces_run_bit_for_bit_on_wgpu() {
+        let _serial = serial();
+        if device::<WgpuBackend>().is_some() {
+            cases::run_then_resume::<(WgpuBackend, WgpuCubeDevice)>("wgpu");
+        }
+    }
+
+    /// The same on burn's default wgpu backend, `Fusion<CubeBackend<WgpuRuntime>>`: fused
+    /// gradients resolved and reduced on the device, registered back for the optimizer.
+    #[cfg(feature = "burn-fusion")]
+    #[test]
+    fn resume_reproduces_run_bit_for_bit_on_fused_wgpu() {
+        use ruccl::burn::FusedWgpuBackend;
+        let _serial = serial();
+        if device::<FusedWgpuBackend>().is_some() {
+            cases::run_then_resume::<(FusedWgpuBackend, WgpuCubeDevice)>("fused-wgpu");
+        }
+    }
+
+    /// The example's command line (`run DIR`, `resume DIR`, as `cargo run --example` calls
+    /// it), which these features point at wgpu; and its refusals.
+    #[test]
+    fn the_command_line_runs_then_resumes() {
+        let _serial = serial();
+        cases::command_line_runs_then_resumes();
+    }
+}
+
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
