@@ -63,6 +63,22 @@ impl OpKind {
     fn code(self) -> u8 {
         self as u8
     }
+
+    /// Every kind, in code order.
+    const ALL: [OpKind; 12] = [
+        OpKind::AllReduce,
+        OpKind::Broadcast,
+        OpKind::Reduce,
+        OpKind::AllGather,
+        OpKind::ReduceScatter,
+        OpKind::AllToAll,
+        OpKind::Gather,
+        OpKind::Scatter,
+        OpKind::Send,
+        OpKind::Recv,
+        OpKind::Barrier,
+        OpKind::Split,
+    ];
 }
 
 /// One rank's description of one operation, after validation.
@@ -215,6 +231,33 @@ impl Fingerprint {
         let head = u64::from(self.kind) | u64::from(self.dtype) << 8 | u64::from(self.op) << 16 | algo << 24;
         [head | shape << 31 | arity << 32, self.scalar, self.root, self.count, self.shape.unwrap_or(0)]
     }
+
+    /// The collective whose [`words`](Self::words) these are: what a mismatch names when the
+    /// peer's call is known only from the words it published (a peer in another process,
+    /// whose flight recorder this process cannot read). `None` for words no collective
+    /// produces (a peer's garbage): what is returned encodes to exactly `w`. In-place-ness
+    /// is not in the words (it is local), so the result is out of place.
+    #[cfg_attr(not(test), allow(dead_code))] // until processes exchange through a segment
+    pub(crate) fn desc_of_words(w: &[u64; crate::transport::slots::FP_WORDS]) -> Option<OpDesc> {
+        let byte = |at: u32| (w[0] >> at) as u8;
+        let kind = OpKind::ALL.into_iter().find(|k| k.code() == byte(0))?;
+        let dtype = DType::ALL.into_iter().find(|d| d.code() == byte(8))?;
+        let op = match byte(16) {
+            0xff => None,
+            c => Some(match ReduceOp::ALL.into_iter().find(|o| o.code().0 == c)? {
+                ReduceOp::PreMulSum(_) => ReduceOp::PreMulSum(f64::from_bits(w[1])),
+                o => o,
+            }),
+        };
+        let arity = (w[0] >> 32) as u32;
+        let algorithm = crate::transport::wire::algorithm_from(byte(24) & 0x7f, arity)?;
+        let mut d = OpDesc::new(kind, dtype, usize::try_from(w[3]).ok()?);
+        d.op = op;
+        d.root = if w[2] == u64::MAX { None } else { Some(usize::try_from(w[2]).ok()?) };
+        d.algorithm = algorithm;
+        d.shape = (w[0] >> 31 & 1 == 1).then_some(w[4]);
+        (d.kind.is_collective() && d.fingerprint().words() == *w).then_some(d)
+    }
 }
 
 #[cfg(test)]
@@ -295,6 +338,49 @@ mod tests {
         for a in &descs {
             for b in descs.iter().step_by(7) {
                 assert_eq!(a.words() == b.words(), a.compatible(b), "{} vs {}", a.desc, b.desc);
+            }
+        }
+        // The words name the call: they decode to a descriptor compatible with it.
+        for a in &descs {
+            let d = Fingerprint::desc_of_words(&a.words());
+            assert!(d.is_some_and(|d| d.fingerprint().compatible(a)), "{} -> {d:?}", a.desc);
+        }
+    }
+
+    #[test]
+    fn words_name_every_collective_and_garbage_names_none() {
+        for kind in OpKind::ALL.into_iter().filter(|k| k.is_collective()) {
+            for dtype in DType::ALL {
+                for op in [None, Some(ReduceOp::Max), Some(ReduceOp::PreMulSum(-1.5))] {
+                    let mut d = OpDesc::new(kind, dtype, 1 << 40);
+                    (d.op, d.root, d.algorithm) = (op, Some(3), Some(Algorithm::KaryTree(5)));
+                    assert_eq!(Fingerprint::desc_of_words(&d.fingerprint().words()), Some(d));
+                }
+            }
+        }
+        assert!(OpKind::ALL.iter().enumerate().all(|(i, k)| usize::from(k.code()) == i));
+        let mut s = OpDesc::new(OpKind::Send, DType::F32, 4);
+        s.peer = Some(1);
+        assert_eq!(Fingerprint::desc_of_words(&s.fingerprint().words()), None, "not a collective");
+        // Garbage, and single bits flipped in real words: never a panic; what decodes
+        // encodes back to the same words.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let real = OpDesc { op: Some(ReduceOp::Sum), ..OpDesc::new(OpKind::AllReduce, DType::F32, 8) };
+        for i in 0..20_000 {
+            let mut w: [u64; 5] = std::array::from_fn(|_| next());
+            if i % 2 == 0 {
+                w = real.fingerprint().words();
+                let bit = next() % 320;
+                w[(bit / 64) as usize] ^= 1 << (bit % 64);
+            }
+            if let Some(d) = Fingerprint::desc_of_words(&w) {
+                assert_eq!(d.fingerprint().words(), w);
             }
         }
     }

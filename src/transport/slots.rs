@@ -12,7 +12,15 @@
 //!
 //! The words are atomics: a reader loads the sequence number (acquire) and then the part; the
 //! writer stores the part and then the sequence number (release). No `unsafe`, no lock.
+//!
+//! The layout holds no pointers, only words indexed by rank and sequence number, so it can
+//! live in memory other processes map ([`Slots::over`] any store of [`Line`]s, e.g. a shared
+//! segment): then the words a peer wrote are not trusted. A length past [`SLOT_BYTES`] is
+//! clamped before it indexes anything (garbage never panics), and since the sequence word is
+//! stored last, a slot a peer left half-written (it crashed mid-publish) never reads as
+//! arrived.
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::types::Rank;
@@ -41,9 +49,10 @@ const HEAD: usize = 8;
 /// finished: in the line's second half, away from word 0, which the peers read.
 const CLEAR: usize = 8;
 
-/// One cache-line pair: slots of different ranks never share a line.
-#[repr(align(128))]
-struct Line([AtomicU64; 16]);
+/// One cache-line pair of words: slots of different ranks never share a line. 128 bytes,
+/// 128-aligned, all zero when fresh (a new mapping of zeroed memory is a valid `[Line]`).
+#[repr(C, align(128))]
+pub(crate) struct Line([AtomicU64; 16]);
 
 impl Line {
     fn new() -> Self {
@@ -51,20 +60,25 @@ impl Line {
     }
 }
 
+const _: () = assert!(std::mem::size_of::<Line>() == 128 && std::mem::align_of::<Line>() == 128);
+
 /// Lines per slot: the header and the part.
 const SLOT_LINES: usize = (HEAD + SLOT_BYTES / 8).div_ceil(16);
 
-/// The exchange slots of one communicator's ranks.
-pub(crate) struct Slots {
+/// The exchange slots of one communicator's ranks, in a store of lines: the process's own
+/// memory (the default), or a mapping that other processes share ([`Slots::over`]).
+///
+/// Layout (in lines): `world * DEPTH` slots of `SLOT_LINES` lines (rank-major), then one
+/// `done` line per rank — word 0: the sequence number + 1 of the last exchange it finished
+/// reading; word [`CLEAR`]: what [`Slots::busy`] remembers.
+pub(crate) struct Slots<S = Box<[Line]>> {
     world: usize,
-    /// `world * DEPTH` slots of `SLOT_LINES` lines.
-    lines: Box<[Line]>,
-    /// Per rank, word 0: the sequence number + 1 of the last exchange it finished reading;
-    /// word [`CLEAR`]: what [`Slots::busy`] remembers.
-    done: Box<[Line]>,
+    /// Where the `done` lines start.
+    base: usize,
+    lines: S,
 }
 
-impl std::fmt::Debug for Slots {
+impl<S> std::fmt::Debug for Slots<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Slots({} ranks)", self.world)
     }
@@ -72,11 +86,25 @@ impl std::fmt::Debug for Slots {
 
 impl Slots {
     pub(crate) fn new(world: usize) -> Self {
-        Slots {
-            world,
-            lines: (0..world * DEPTH * SLOT_LINES).map(|_| Line::new()).collect(),
-            done: (0..world).map(|_| Line::new()).collect(),
-        }
+        Slots { world, base: world * DEPTH * SLOT_LINES, lines: (0..lines_for(world)).map(|_| Line::new()).collect() }
+    }
+}
+
+/// The lines each rank's slots and `done` line take (see [`Slots`]'s layout).
+pub(crate) const LINES_PER_RANK: usize = DEPTH * SLOT_LINES + 1;
+
+/// The lines the slots of `world` ranks take (see [`Slots`]'s layout).
+pub(crate) const fn lines_for(world: usize) -> usize {
+    world * LINES_PER_RANK
+}
+
+impl<S: Deref<Target = [Line]>> Slots<S> {
+    /// The slots of `world` ranks in `lines` (fresh: all zero), at least
+    /// [`lines_for`]`(world)` of them; `None` when fewer. Every view of one store (each
+    /// process's mapping of one segment) sees the same slots.
+    #[cfg_attr(not(test), allow(dead_code))] // until processes exchange through a segment
+    pub(crate) fn over(world: usize, lines: S) -> Option<Self> {
+        (lines.len() >= lines_for(world)).then_some(Slots { world, base: world * DEPTH * SLOT_LINES, lines })
     }
 
     /// The lines of `rank`'s slot for op `seq` (found once per call, then indexed by word).
@@ -84,6 +112,12 @@ impl Slots {
     fn slot(&self, rank: Rank, seq: u64) -> &[Line] {
         let slot = rank * DEPTH + (seq % DEPTH as u64) as usize;
         &self.lines[slot * SLOT_LINES..(slot + 1) * SLOT_LINES]
+    }
+
+    /// `rank`'s `done` line (`None` past the world).
+    #[inline]
+    fn done(&self, rank: Rank) -> Option<&Line> {
+        if rank < self.world { self.lines.get(self.base + rank) } else { None }
     }
 
     /// A peer still reading what `me`'s slot for op `seq` holds, and the value of its
@@ -96,7 +130,7 @@ impl Slots {
     /// the peers' reads before this rank's next writes, as a fresh scan's would.
     pub(crate) fn busy(&self, me: Rank, seq: u64) -> Option<(Rank, u64)> {
         let held = word(self.slot(me, seq), 0).load(Ordering::Relaxed);
-        let clear = self.done.get(me).map(|l| &l.0[CLEAR]);
+        let clear = self.done(me).map(|l| &l.0[CLEAR]);
         if held == 0 || clear.is_some_and(|c| held <= c.load(Ordering::Relaxed)) {
             return None;
         }
@@ -119,7 +153,7 @@ impl Slots {
     /// The sequence number + 1 of the last exchange `rank` finished reading (0: none).
     #[inline]
     pub(crate) fn finished(&self, rank: Rank) -> u64 {
-        self.done.get(rank).map_or(u64::MAX, |l| l.0[0].load(Ordering::Acquire))
+        self.done(rank).map_or(u64::MAX, |l| l.0[0].load(Ordering::Acquire))
     }
 
     /// Publishes `me`'s part of op `seq`. Call only once [`busy`](Self::busy) is `None`;
@@ -152,9 +186,10 @@ impl Slots {
         word(self.slot(peer, seq), 0).load(Ordering::Acquire) == seq + 1
     }
 
-    /// The fingerprint `peer` published with op `seq` (once it [`arrived`](Self::arrived)).
-    #[cfg(test)]
-    fn fingerprint(&self, peer: Rank, seq: u64) -> [u64; FP_WORDS] {
+    /// The fingerprint `peer` published with op `seq` (once it [`arrived`](Self::arrived)):
+    /// what a mismatch names when the peer's call is not in this process's flight recorder.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn fingerprint(&self, peer: Rank, seq: u64) -> [u64; FP_WORDS] {
         let slot = self.slot(peer, seq);
         std::array::from_fn(|i| word(slot, 2 + i).load(Ordering::Relaxed))
     }
@@ -177,10 +212,12 @@ impl Slots {
     }
 
     /// Copies `out.len()` bytes of `peer`'s part of op `seq` from byte `off` into `out`;
-    /// false, copying nothing, when its part is shorter.
+    /// false, copying nothing, when its part is shorter. The part's length word is the
+    /// peer's: one past [`SLOT_BYTES`] (garbage in a shared mapping) is clamped to it, so
+    /// no index leaves the slot.
     pub(crate) fn read(&self, peer: Rank, seq: u64, off: usize, out: &mut [u8]) -> bool {
         let slot = self.slot(peer, seq);
-        let len = word(slot, 1).load(Ordering::Relaxed) as usize;
+        let len = (word(slot, 1).load(Ordering::Relaxed)).min(SLOT_BYTES as u64) as usize;
         if off.checked_add(out.len()).is_none_or(|end| end > len) {
             return false;
         }
@@ -217,7 +254,7 @@ impl Slots {
     /// Says that `me` has read every part of op `seq` it needs: its peers may reuse their
     /// slots.
     pub(crate) fn finish(&self, me: Rank, seq: u64) {
-        if let Some(l) = self.done.get(me) {
+        if let Some(l) = self.done(me) {
             l.0[0].store(seq + 1, Ordering::Release);
         }
     }
@@ -230,74 +267,5 @@ fn word(slot: &[Line], i: usize) -> &AtomicU64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn publish_read_and_reuse() {
-        let s = Slots::new(3);
-        let fp = [1, 2, 3, 4, 5];
-        assert!(s.busy(0, 0).is_none());
-        assert!(!s.arrived(0, 0));
-        s.publish(0, 0, &fp, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
-        assert!(s.arrived(0, 0) && !s.arrived(0, 2));
-        assert_eq!(s.fingerprint(0, 0), fp);
-        assert!(s.agrees(0, 0, &fp) && !s.agrees(0, 0, &[1, 2, 3, 4, 6]));
-        assert!(!s.disagrees(0, 0, &fp) && s.disagrees(0, 0, &[1, 2, 3, 4, 6]) && !s.disagrees(1, 0, &[0; 5]));
-        let mut out = [0u8; 3];
-        assert!(s.read(0, 0, 8, &mut out));
-        assert_eq!(out, [9, 10, 11]);
-        assert!(!s.read(0, 0, 8, &mut [0u8; 4]), "past the part");
-        let mut out = [0u8; 6];
-        assert!(s.read(0, 0, 3, &mut out), "unaligned");
-        assert_eq!(out, [4, 5, 6, 7, 8, 9]);
-        let mut out = [0u8; 7];
-        assert!(s.read(0, 0, 1, &mut out), "unaligned, across a word");
-        assert_eq!(out, [2, 3, 4, 5, 6, 7, 8]);
-        let mut out = [0u8; 11];
-        assert!(s.read(0, 0, 0, &mut out), "a whole word and a tail");
-        assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
-        assert!(s.read(0, 0, 11, &mut []), "nothing, at the end");
-        // The other slots are free; this one is held until ranks 1 and 2 finish op 0.
-        let again = DEPTH as u64;
-        assert!((1..again).all(|seq| s.busy(0, seq).is_none()));
-        assert_eq!(s.busy(0, again), Some((1, 1)));
-        s.finish(1, 0);
-        assert_eq!(s.busy(0, again), Some((2, 1)));
-        s.finish(2, 0);
-        assert!(s.busy(0, again).is_none());
-        s.publish(0, again, &fp, &[]);
-        assert!(s.arrived(0, again) && !s.arrived(0, 0));
-    }
-
-    #[test]
-    fn threads_see_whole_parts() {
-        let s = std::sync::Arc::new(Slots::new(2));
-        let fp = [0; FP_WORDS];
-        let rounds = if cfg!(miri) { 20 } else { 2000 };
-        let t: Vec<_> = (0..2)
-            .map(|me| {
-                let s = s.clone();
-                std::thread::spawn(move || {
-                    for seq in 0..rounds {
-                        while s.busy(me, seq).is_some() {
-                            std::hint::spin_loop();
-                        }
-                        s.publish(me, seq, &fp, &[(seq as u8).wrapping_add(me as u8); 24]);
-                        let peer = 1 - me;
-                        while !s.arrived(peer, seq) {
-                            std::hint::spin_loop();
-                        }
-                        let mut out = [0u8; 24];
-                        assert!(s.read(peer, seq, 0, &mut out));
-                        assert_eq!(out, [(seq as u8).wrapping_add(peer as u8); 24]);
-                        s.finish(me, seq);
-                    }
-                })
-            })
-            .collect();
-        for t in t {
-            t.join().unwrap();
-        }
-    }
-}
+#[path = "slots_tests.rs"]
+mod tests;

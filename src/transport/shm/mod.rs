@@ -13,6 +13,7 @@
 pub(crate) mod cma;
 pub(crate) mod ring;
 pub(crate) mod segment;
+pub(crate) mod slot_segment;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

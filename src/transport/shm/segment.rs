@@ -97,7 +97,7 @@ impl Drop for Mapping {
 /// Maps `len` bytes of `fd`, every page present at once (`MAP_POPULATE`): otherwise each
 /// process takes a page fault per 4 KiB of ring the first time round — a few microseconds
 /// each, as much as a small message's whole trip.
-fn map(fd: &impl AsRawFd, len: usize, cap: usize) -> io::Result<Mapping> {
+pub(super) fn map(fd: &impl AsRawFd, len: usize, cap: usize) -> io::Result<Mapping> {
     let flags = libc::MAP_SHARED | libc::MAP_POPULATE;
     // SAFETY: a fresh shared mapping of `len` bytes of `fd` (its size checked by the caller);
     // the kernel picks the address, so nothing else is overwritten.
@@ -109,19 +109,30 @@ fn map(fd: &impl AsRawFd, len: usize, cap: usize) -> io::Result<Mapping> {
     Ok(Mapping { addr: p as usize, len, cap })
 }
 
+/// A fresh, zero-filled, nameless memory file of `len` bytes (closed on exec).
+pub(super) fn memfd(len: usize) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated name; the returned descriptor (checked) is ours alone.
+    let fd = unsafe { libc::memfd_create(c"ruccl-shm".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    File::from(fd.try_clone()?).set_len(len as u64)?;
+    Ok(fd)
+}
+
+/// Opens the memory file that process `pid` holds as descriptor `fd`.
+pub(super) fn open_fd(pid: u32, fd: i32) -> io::Result<File> {
+    OpenOptions::new().read(true).write(true).open(format!("/proc/{pid}/fd/{fd}"))
+}
+
 impl Mapping {
     /// Creates a segment with two rings of `cap` bytes (a multiple of 64); returns its mapping
     /// and the descriptor the peer opens.
     pub(crate) fn create(cap: usize) -> io::Result<(Arc<Mapping>, OwnedFd)> {
         let len = CTRL + 2 * cap;
-        // SAFETY: a NUL-terminated name; the returned descriptor (checked) is ours alone.
-        let fd = unsafe { libc::memfd_create(c"ruccl-shm".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        File::from(fd.try_clone()?).set_len(len as u64)?;
+        let fd = memfd(len)?;
         let m = map(&fd, len, cap)?;
         m.u64_at(MAGIC_AT).store(MAGIC, Ordering::SeqCst);
         m.u64_at(CAP_AT).store(cap as u64, Ordering::SeqCst);
@@ -130,7 +141,7 @@ impl Mapping {
 
     /// Maps the segment that process `pid` created as descriptor `fd`.
     pub(crate) fn open(pid: u32, fd: i32) -> io::Result<Arc<Mapping>> {
-        let f = OpenOptions::new().read(true).write(true).open(format!("/proc/{pid}/fd/{fd}"))?;
+        let f = open_fd(pid, fd)?;
         let len = f.metadata()?.len() as usize;
         let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
         if len < CTRL || !(len - CTRL).is_multiple_of(128) {
@@ -157,6 +168,17 @@ impl Mapping {
         assert!(off.is_multiple_of(4) && off + 4 <= CTRL, "control word out of place");
         // SAFETY: as `u64_at`.
         unsafe { AtomicU32::from_ptr((self.addr + off) as *mut u32) }
+    }
+
+    /// The address of byte `off` of the mapping (in bounds: checked).
+    pub(super) fn addr_of(&self, off: usize) -> usize {
+        assert!(off <= self.len, "outside the segment");
+        self.addr + off
+    }
+
+    /// The mapping's length in bytes.
+    pub(super) fn len(&self) -> usize {
+        self.len
     }
 
     /// The offset of direction `dir`'s ring in the segment.
