@@ -248,9 +248,8 @@ fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &Plan<'_, D::Buffer>, chunk: us
             })
         }),
         OpKind::AllToAll => each_chunk(block, chunk, |o, len| {
-            (0..n).try_for_each(|r| {
-                (0..n).try_for_each(|q| x.copy(&ins[q], r * block + o, &outs[r], q * block + o, len))
-            })
+            (0..n)
+                .try_for_each(|r| (0..n).try_for_each(|q| x.copy(&ins[q], r * block + o, &outs[r], q * block + o, len)))
         }),
         _ => Ok(()),
     }

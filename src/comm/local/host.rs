@@ -41,7 +41,7 @@ pub(super) fn run<D: Device>(dev: &D, desc: &OpDesc, p: &Plan<'_, D::Buffer>, ch
         _ => true,
     };
     // Each rank's memory: (input, output, whether the input is the output).
-    let mut mems: PerRank<(Option<(&HostMem, usize)>, Option<(&HostMem, usize)>, bool)> = PerRank::new();
+    let mut mems: PerRank<RankMem<'_>> = PerRank::new();
     for r in 0..n {
         let input = if reads(r) { Some(p.inputs.get(r)?.as_ref()?) } else { None };
         let output = if writes(r) { Some(p.outputs.get(r)?.as_ref()?) } else { None };
@@ -79,7 +79,11 @@ struct Guarded<'m> {
     alias: PerRank<bool>,
 }
 
-type Mems<'m> = [(Option<(&'m HostMem, usize)>, Option<(&'m HostMem, usize)>, bool)];
+/// A rank's host memory for the op: its input and output (block, base offset), and whether
+/// its input is its output.
+type RankMem<'m> = (Option<(&'m HostMem, usize)>, Option<(&'m HostMem, usize)>, bool);
+
+type Mems<'m> = [RankMem<'m>];
 
 impl<'m> Guarded<'m> {
     /// Guards every buffer: inputs read (`in_len` bytes), outputs written (`out_len`).
