@@ -183,42 +183,27 @@ impl<'a, D: Device> Group<'a, D> {
     /// result handed) when a call fails its checks.
     fn run_into(self, each: &mut impl FnMut(Result<()>)) -> Result<()> {
         // Check every call first, so that an invalid one fails the group before anything is
-        // sent (and before any sequence number is taken).
-        type Few<T> = smallvec::SmallVec<[T; 8]>;
-        // A Vec, not inline: each checked call is a few hundred bytes, and moving eight of
-        // them inline through `collect` cost more than the allocation.
-        let mut checked = self.calls.iter().map(|(comm, call)| comm.check(call)).collect::<Result<Vec<_>>>()?;
+        // sent (and before any sequence number is taken). The checked calls lend the calls'
+        // own buffers (they live as long as the group): the direct path borrows them, the
+        // general path clones its handles below. Pushed one by one into inline storage: no
+        // allocation, no reference count touched.
+        let mut checked: Few<(OpDesc, Io<&'a D::Buffer>)> = Few::new();
+        for (comm, call) in &self.calls {
+            checked.push(comm.check_lent(call)?);
+        }
         // Each communicator's state stays locked while the group runs, as for a blocking
         // call; locks are taken in address order so that groups sharing communicators cannot
-        // deadlock each other.
-        let mut comms: Few<&'a Communicator<D>> = self.calls.iter().map(|(c, _)| *c).collect();
-        comms.sort_by_key(|c| *c as *const Communicator<D> as usize);
-        comms.dedup_by_key(|c| *c as *const Communicator<D> as usize);
-        // Each communicator's driver is held while the group runs (so no progress thread
+        // deadlock each other. Each communicator's driver is held too (so no progress thread
         // interleaves), after the non-blocking ops issued before the group have run.
-        let _drivers: Few<MutexGuard<'a, Current<D>>> = comms
-            .iter()
-            .map(|c| {
-                let mut d = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
-                if c.engine.has_queued(&d) {
-                    c.engine.drain(&mut d);
-                }
-                d
-            })
-            .collect();
-        let mut guards: Few<(usize, MutexGuard<'a, Local<D>>)> =
-            comms.iter().map(|c| (*c as *const Communicator<D> as usize, c.lock())).collect();
-        let local = |guards: &mut Few<(usize, MutexGuard<'a, Local<D>>)>, c: &Communicator<D>| {
-            let key = c as *const Communicator<D> as usize;
-            guards.iter_mut().position(|(k, _)| *k == key)
-        };
-        if run_direct(&self.calls, &mut checked, &mut guards, each).is_some() {
+        let mut held = lock_all(&self.calls);
+        if super::local::try_run(&self.calls, &checked, &mut held, each).is_some() {
             return Ok(());
         }
         let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(self.calls.len());
-        for ((comm, _), checked) in self.calls.into_iter().zip(checked) {
-            let prepared = match local(&mut guards, comm) {
-                Some(i) => comm.prepare_checked(&mut guards[i].1, checked),
+        for ((comm, _), (desc, io)) in self.calls.into_iter().zip(checked) {
+            let io = Io { input: io.input.cloned(), output: io.output.cloned(), input_elems: io.input_elems };
+            let prepared = match held.local(comm) {
+                Some(local) => comm.prepare_checked(local, (desc, io)),
                 None => Err(crate::error::CollectiveError::protocol("a group's communicator was not locked")),
             };
             ops.push((comm, prepared));
@@ -232,8 +217,8 @@ impl<'a, D: Device> Group<'a, D> {
                 Err(e) => Err(e),
                 Ok(mut p) => {
                     let r = driven.next().unwrap_or(Ok(()));
-                    match local(&mut guards, comm) {
-                        Some(i) => super::complete(&comm.shared, comm.rank, &mut guards[i].1, &mut p, r),
+                    match held.local(comm) {
+                        Some(local) => super::complete(&comm.shared, comm.rank, local, &mut p, r),
                         None => r,
                     }
                 }
@@ -243,29 +228,60 @@ impl<'a, D: Device> Group<'a, D> {
     }
 }
 
-/// The group run without messages when it qualifies ([`local`](super::local)): one call per
-/// communicator, each with its locked state, each result handed to `each`. `None` (and
-/// `checked` left as it was, nothing handed) when it does not.
-fn run_direct<'a, D: Device>(
-    calls: &[(&'a Communicator<D>, Call<'a, D>)],
-    checked: &mut [(OpDesc, Io<D::Buffer>)],
-    guards: &mut [(usize, MutexGuard<'a, Local<D>>)],
-    each: &mut impl FnMut(Result<()>),
-) -> Option<()> {
-    if guards.len() != calls.len() {
-        return None;
+/// A few of something, inline (one per call or rank of a group: no allocation for the usual
+/// sizes).
+type Few<T> = smallvec::SmallVec<[T; 4]>;
+
+/// One communicator's locks while a group runs: its driver (no progress thread interleaves)
+/// and its state, with the communicator's address (the lock order).
+pub(super) struct Held<'a, D: Device> {
+    key: usize,
+    // Declared first: dropped (unlocked) before the driver.
+    local: MutexGuard<'a, Local<D>>,
+    _driver: MutexGuard<'a, Current<D>>,
+}
+
+/// The locks of every communicator a group's calls run on, one entry per communicator, in
+/// address order.
+pub(super) struct Locks<'a, D: Device>(Few<Held<'a, D>>);
+
+impl<'a, D: Device> Locks<'a, D> {
+    /// `comm`'s locked state, if the group holds it.
+    pub(super) fn local(&mut self, comm: &Communicator<D>) -> Option<&mut Local<D>> {
+        let key = addr(comm);
+        self.0.iter_mut().find(|h| h.key == key).map(|h| &mut *h.local)
     }
-    type Few<T> = smallvec::SmallVec<[T; 8]>;
-    // Pushed one by one: an `Option` collect's adapter cost more than these few words.
-    let keys: Few<usize> = guards.iter().map(|(k, _)| *k).collect();
-    let mut slots: Few<Option<&mut Local<D>>> = guards.iter_mut().map(|(_, g)| Some(&mut **g)).collect();
-    let mut locals: Few<&mut Local<D>> = Few::new();
-    let mut comms: Few<&Communicator<D>> = Few::new();
+
+    /// How many communicators are held.
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+fn addr<D: Device>(c: &Communicator<D>) -> usize {
+    c as *const Communicator<D> as usize
+}
+
+/// Locks every communicator of `calls` once, in address order (so that groups sharing
+/// communicators cannot deadlock each other): its driver first, after running the
+/// non-blocking ops issued before the group, then its state.
+fn lock_all<'a, D: Device>(calls: &[(&'a Communicator<D>, Call<'a, D>)]) -> Locks<'a, D> {
+    let mut comms: Few<&'a Communicator<D>> = Few::new();
     for (c, _) in calls {
-        let key = *c as *const Communicator<D> as usize;
-        let i = keys.iter().position(|k| *k == key)?;
-        locals.push(slots[i].take()?);
         comms.push(*c);
     }
-    super::local::try_run(&comms, checked, &mut locals, each)
+    // Usually sorted already (`init_all`'s communicators, called in rank order).
+    if !comms.windows(2).all(|w| addr(w[0]) < addr(w[1])) {
+        comms.sort_unstable_by_key(|c| addr(c));
+        comms.dedup_by_key(|c| addr(c));
+    }
+    let mut held = Few::new();
+    for c in comms {
+        let mut driver = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
+        if c.engine.has_queued(&driver) {
+            c.engine.drain(&mut driver);
+        }
+        held.push(Held { key: addr(c), local: c.lock(), _driver: driver });
+    }
+    Locks(held)
 }

@@ -12,13 +12,16 @@
 //! calls that disagree (the general path reports the `Mismatch`), a failed communicator,
 //! buffers shared between ranks, an in-place all_to_all, or lists of output tensors.
 
-use std::sync::Arc;
+mod host;
 
-use smallvec::SmallVec;
+use std::sync::Arc;
 use std::time::Instant;
 
-use super::validate::Io;
-use super::{Communicator, Local, next_seq};
+use smallvec::SmallVec;
+
+use super::group::Locks;
+use super::validate::{Call, Io};
+use super::{Communicator, next_seq};
 use crate::config::Algorithm;
 use crate::device::{Device, Range, Reach, Source};
 use crate::error::{CollectiveError, Result};
@@ -27,10 +30,9 @@ use crate::sched::Binding;
 use crate::transport::Link;
 use crate::types::{Rank, ReduceOp, Scale};
 
-/// One rank's bound buffer, moved out of its checked call: the device operation that uses it
-/// last takes the handle (`buf`), the others clone it.
-struct Buf<B> {
-    buf: Option<B>,
+/// One rank's bound buffer, lent by its call.
+struct Buf<'b, B> {
+    buf: &'b B,
     /// Base offset in bytes.
     base: usize,
     /// Memory id.
@@ -38,71 +40,85 @@ struct Buf<B> {
 }
 
 /// A rank's buffer, `None` when the call binds none.
-type Slot<B> = Option<Buf<B>>;
+type Slot<'b, B> = Option<Buf<'b, B>>;
 
 /// One entry per rank, inline for the usual world sizes (no allocation per op).
 type PerRank<T> = SmallVec<[T; 8]>;
 
 /// Runs a group of collectives directly when it qualifies (see the module docs); `None`
-/// leaves it to the general path with `checked` untouched (and nothing handed to `each`).
-/// `checked[i]` runs on `comms[i]` with `locals[i]`, its locked state; when it runs here, its
-/// buffers are moved out and its result is handed to `each`, in order.
-pub(super) fn try_run<D: Device>(
-    comms: &[&Communicator<D>],
-    checked: &mut [(OpDesc, Io<D::Buffer>)],
-    locals: &mut [&mut Local<D>],
+/// leaves it to the general path (nothing run, nothing handed to `each`). `checked[i]` is
+/// `calls[i]` checked, lending the call's buffers; `held` holds every communicator's locked
+/// state. When the group runs here, each call's result is handed to `each`, in call order.
+pub(super) fn try_run<'a, D: Device>(
+    calls: &[(&'a Communicator<D>, Call<'a, D>)],
+    checked: &[(OpDesc, Io<&'a D::Buffer>)],
+    held: &mut Locks<'a, D>,
     each: &mut impl FnMut(Result<()>),
 ) -> Option<()> {
-    let by_rank = qualify(comms, checked, locals)?;
-    let first = comms[0];
+    // One call per communicator.
+    if held.len() != calls.len() {
+        return None;
+    }
+    let (by_rank, seq) = qualify(calls, checked, held)?;
+    let first = calls[0].0;
     let desc = checked[0].0;
     let mut plan = Plan { inputs: PerRank::new(), outputs: PerRank::new() };
     for &i in &by_rank {
-        let io = &mut checked[i].1;
-        plan.inputs.push(slot(std::mem::replace(&mut io.input, Binding::Unbound)));
-        plan.outputs.push(slot(std::mem::replace(&mut io.output, Binding::Unbound)));
+        let io = &checked[i].1;
+        plan.inputs.push(slot(&io.input));
+        plan.outputs.push(slot(&io.output));
     }
-    let seqs: PerRank<u64> = locals.iter_mut().map(|l| next_seq(l, &desc)).collect();
     let started = Instant::now();
-    for (i, c) in comms.iter().enumerate() {
-        first.shared.board.start_at(c.rank, seqs[i], checked[i].0, Algorithm::Direct, started);
+    let board = &first.shared.board;
+    for ((c, _), (d, _)) in calls.iter().zip(checked) {
+        // Every local was found by `qualify`; each takes the op's number, `seq`.
+        if let Some(l) = held.local(c) {
+            next_seq(l, &desc);
+        }
+        board.start_at(c.rank, seq, *d, Algorithm::Direct, started);
     }
     // One clock read for the start, the deadline and every rank's entry.
     let deadline = crate::config::deadline_from(started, first.shared.config.timeout());
     // Ranks on one GPU run the op as one piece (a device splits what it cannot bind at once);
     // host memory keeps its cache-sized chunks.
     let chunk = if first.unchunked { usize::MAX } else { first.shared.config.chunk_bytes() };
-    let outcome = execute(&first.device, &desc, &mut plan, chunk, deadline);
+    let outcome = match host::run(&first.device, &desc, &plan, chunk) {
+        Some(r) => r,
+        None => execute(&first.device, &desc, &plan, chunk, deadline),
+    };
     // Every rank's entry started at `started`: one duration for all of them.
     let took = started.elapsed();
-    for (i, c) in comms.iter().enumerate() {
-        first.shared.board.finish_after(c.rank, outcome.is_ok(), took);
+    for ((c, _), (d, _)) in calls.iter().zip(checked) {
+        board.finish_after(c.rank, outcome.is_ok(), took);
         each(outcome.clone().map_err(|e| {
-            let e = e.with_rank(c.rank).with_op(checked[i].0.to_string()).with_seq(seqs[i]);
-            locals[i].failed = Some(e.clone());
+            let e = e.with_rank(c.rank).with_op(d.to_string()).with_seq(seq);
+            if let Some(l) = held.local(c) {
+                l.failed = Some(e.clone());
+            }
             e
         }));
     }
     if let Err(e) = &outcome {
         // Every rank is here and has failed; the poison stops any later call at once.
-        first.shared.link.poison(comms[0].rank, e.clone().with_rank(comms[0].rank).with_seq(seqs[0]));
+        first.shared.link.poison(first.rank, e.clone().with_rank(first.rank).with_seq(seq));
     }
     Some(())
 }
 
 /// Each rank's input and output, indexed by rank.
-struct Plan<B> {
-    inputs: PerRank<Slot<B>>,
-    outputs: PerRank<Slot<B>>,
+struct Plan<'b, B> {
+    inputs: PerRank<Slot<'b, B>>,
+    outputs: PerRank<Slot<'b, B>>,
 }
 
-/// Whether the group qualifies; if so, the index in `checked` of each rank's call, by rank.
-fn qualify<D: Device>(
-    comms: &[&Communicator<D>],
-    checked: &[(OpDesc, Io<D::Buffer>)],
-    locals: &[&mut Local<D>],
-) -> Option<PerRank<usize>> {
-    let first = *comms.first()?;
+/// Whether the group qualifies; if so, the index in `calls` of each rank's call, by rank,
+/// and the op's sequence number (the same on every rank).
+fn qualify<'a, D: Device>(
+    calls: &[(&'a Communicator<D>, Call<'a, D>)],
+    checked: &[(OpDesc, Io<&'a D::Buffer>)],
+    held: &mut Locks<'a, D>,
+) -> Option<(PerRank<usize>, u64)> {
+    let first = calls.first()?.0;
     let world = first.shared.world;
     let desc = checked.first()?.0;
     let kinds_ok = matches!(
@@ -115,7 +131,7 @@ fn qualify<D: Device>(
             | OpKind::AllToAll
             | OpKind::Barrier
     );
-    if comms.len() != world
+    if calls.len() != world
         || !kinds_ok
         || !matches!(first.shared.link, Link::InProc(_))
         || first.shared.config.algorithm() != Algorithm::Auto
@@ -132,22 +148,24 @@ fn qualify<D: Device>(
     // (rank, memory id) of every buffer seen so far: no memory may be shared between ranks
     // (a rank's own input and output may be, in the in-place layouts `validate` accepted).
     let mut mems: SmallVec<[(Rank, usize); 16]> = SmallVec::new();
-    let seq = locals.first()?.seq;
+    let seq = held.local(first)?.seq;
     let root = desc.root.unwrap_or(0);
-    for (i, ((c, (d, io)), l)) in comms.iter().zip(checked).zip(locals).enumerate() {
+    for (i, ((c, _), (d, io))) in calls.iter().zip(checked).enumerate() {
         let r = c.rank;
         // An identical call has the same fingerprint: compare them only when they differ.
         let same_call = *d == desc || d.fingerprint().compatible(&desc.fingerprint());
         if !Arc::ptr_eq(&c.shared, &first.shared)
-            || std::mem::replace(&mut by_rank[r], i) != usize::MAX
+            || std::mem::replace(by_rank.get_mut(r)?, i) != usize::MAX
             || d.algorithm.is_some()
             || !same_call
             || d.in_place != desc.in_place
-            || l.failed.is_some()
-            || l.seq != seq
             || !c.device.supports(d.dtype)
             || c.reach.iter().any(|&x| x != Reach::Same)
         {
+            return None;
+        }
+        let l = held.local(c)?;
+        if l.failed.is_some() || l.seq != seq {
             return None;
         }
         let (input, output) = (contig(&io.input)?, contig(&io.output)?);
@@ -168,7 +186,7 @@ fn qualify<D: Device>(
             mems.push((r, id));
         }
     }
-    (root < world).then_some(by_rank)
+    (root < world).then_some((by_rank, seq))
 }
 
 /// The memory id of a binding the direct path can use: one buffer or none (never a list of
@@ -181,17 +199,19 @@ fn contig<B>(b: &Binding<B>) -> Option<Option<usize>> {
     }
 }
 
-/// A binding [`contig`] accepted, moved into the plan.
+/// A binding [`contig`] accepted, as the plan holds it.
 #[inline]
-fn slot<B>(b: Binding<B>) -> Slot<B> {
-    match b {
-        Binding::Contig { buf, base, id } => Some(Buf { buf: Some(buf), base, id }),
+fn slot<'b, B>(b: &Binding<&'b B>) -> Slot<'b, B> {
+    match *b {
+        Binding::Contig { buf, base, id } => Some(Buf { buf, base, id }),
         Binding::Unbound | Binding::Blocks { .. } => None,
     }
 }
 
-/// The device work of the op, chunk by chunk (a GPU binds at most so many bytes at once).
-fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &mut Plan<D::Buffer>, chunk: usize, deadline: Instant) -> Result<()> {
+/// The device work of the op, chunk by chunk (a GPU binds at most so many bytes at once),
+/// through the device's own operations (devices whose memory is not the host's, or buffers
+/// [`host::run`] does not take).
+fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &Plan<'_, D::Buffer>, chunk: usize, deadline: Instant) -> Result<()> {
     let size = desc.dtype.size();
     let n = p.inputs.len();
     let block = desc.count * size;
@@ -199,42 +219,37 @@ fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &mut Plan<D::Buffer>, chunk: us
     let x = Exec { dev, desc, deadline };
     let root = desc.root.unwrap_or(0);
     let range = Exec::<D>::range;
+    let (ins, outs) = (&p.inputs[..], &p.outputs[..]);
     match desc.kind {
-        OpKind::AllReduce => each_chunk(block, chunk, |o, len, last| {
-            // Every buffer is used once per chunk: the last chunk's operations take the
-            // handles instead of cloning them. Rank 0's result is the source of every copy.
-            let d = range(&mut p.outputs[0], o, len, last)?;
-            let acc = range(&mut p.inputs[0], o, len, last)?;
-            let srcs = sources(p.inputs[1..].iter_mut().map(|b| range(b, o, len, last)))?;
-            x.reduce(&d, &acc, &srcs)?;
-            let (out0, rest) = p.outputs.split_at_mut(1);
-            rest.iter_mut().try_for_each(|b| x.copy_range(&d, &out0[0], o, b, o, last))
+        OpKind::AllReduce => each_chunk(block, chunk, |o, len| {
+            // Rank 0's result is the source of every copy.
+            let d = range(&outs[0], o, len)?;
+            let srcs = sources(ins[1..].iter().map(|b| range(b, o, len)))?;
+            x.reduce(&d, &range(&ins[0], o, len)?, &srcs)?;
+            outs[1..].iter().try_for_each(|b| x.copy_range(&d, &outs[0], o, b, o))
         }),
-        OpKind::Reduce => each_chunk(block, chunk, |o, len, _| {
-            let acc = range(&mut p.inputs[root], o, len, false)?;
-            let srcs = sources((0..n).filter(|&r| r != root).map(|r| range(&mut p.inputs[r], o, len, false)))?;
-            x.reduce(&range(&mut p.outputs[root], o, len, false)?, &acc, &srcs)
+        OpKind::Reduce => each_chunk(block, chunk, |o, len| {
+            let acc = range(&ins[root], o, len)?;
+            let srcs = sources((0..n).filter(|&r| r != root).map(|r| range(&ins[r], o, len)))?;
+            x.reduce(&range(&outs[root], o, len)?, &acc, &srcs)
         }),
-        OpKind::Broadcast => each_chunk(block, chunk, |o, len, _| {
-            (0..n).try_for_each(|r| x.copy(&mut p.inputs, root, o, &mut p.outputs[r], o, len))
+        OpKind::Broadcast => {
+            each_chunk(block, chunk, |o, len| (0..n).try_for_each(|r| x.copy(&ins[root], o, &outs[r], o, len)))
+        }
+        OpKind::AllGather => each_chunk(block, chunk, |o, len| {
+            (0..n).try_for_each(|r| (0..n).try_for_each(|q| x.copy(&ins[q], o, &outs[r], q * block + o, len)))
         }),
-        OpKind::AllGather => each_chunk(block, chunk, |o, len, _| {
-            (0..n).try_for_each(|r| {
-                (0..n).try_for_each(|q| x.copy(&mut p.inputs, q, o, &mut p.outputs[r], q * block + o, len))
-            })
-        }),
-        OpKind::ReduceScatter => each_chunk(block, chunk, |o, len, _| {
+        OpKind::ReduceScatter => each_chunk(block, chunk, |o, len| {
             (0..n).try_for_each(|r| {
                 let at = r * block + o;
-                let acc = range(&mut p.inputs[r], at, len, false)?;
-                let srcs = sources((0..n).filter(|&q| q != r).map(|q| range(&mut p.inputs[q], at, len, false)))?;
-                x.reduce(&range(&mut p.outputs[r], o, len, false)?, &acc, &srcs)
+                let acc = range(&ins[r], at, len)?;
+                let srcs = sources((0..n).filter(|&q| q != r).map(|q| range(&ins[q], at, len)))?;
+                x.reduce(&range(&outs[r], o, len)?, &acc, &srcs)
             })
         }),
-        OpKind::AllToAll => each_chunk(block, chunk, |o, len, _| {
-            (0..n).try_for_each(|r| {
-                (0..n).try_for_each(|q| x.copy(&mut p.inputs, q, r * block + o, &mut p.outputs[r], q * block + o, len))
-            })
+        OpKind::AllToAll => each_chunk(block, chunk, |o, len| {
+            (0..n)
+                .try_for_each(|r| (0..n).try_for_each(|q| x.copy(&ins[q], r * block + o, &outs[r], q * block + o, len)))
         }),
         _ => Ok(()),
     }
@@ -250,19 +265,22 @@ fn sources<B>(ranges: impl Iterator<Item = Result<Range<B>>>) -> Result<PerRank<
     Ok(srcs)
 }
 
-/// Calls `f(offset, len, last)` over `0..total` in pieces of at most `chunk` bytes (once for
-/// 0); `last` on the final piece.
-fn each_chunk(total: usize, chunk: usize, mut f: impl FnMut(usize, usize, bool) -> Result<()>) -> Result<()> {
+/// Calls `f(offset, len)` over `0..total` in pieces of at most `chunk` bytes (once for 0).
+fn each_chunk(total: usize, chunk: usize, mut f: impl FnMut(usize, usize) -> Result<()>) -> Result<()> {
     let mut o = 0;
     loop {
         let len = chunk.min(total - o);
-        let last = o + len >= total;
-        f(o, len, last)?;
+        f(o, len)?;
         o += len;
-        if last {
+        if o >= total {
             return Ok(());
         }
     }
+}
+
+/// The error of a plan without a buffer its op needs (`qualify` let none through).
+fn missing() -> CollectiveError {
+    CollectiveError::protocol("a direct group op is missing a buffer")
 }
 
 /// The device operations, each waited for before the next reads what it wrote.
@@ -273,13 +291,10 @@ struct Exec<'a, D: Device> {
 }
 
 impl<D: Device> Exec<'_, D> {
-    /// `len` bytes from `off` of a rank's buffer: its handle when `take` (its last use),
-    /// a clone otherwise.
-    fn range(b: &mut Slot<D::Buffer>, off: usize, len: usize, take: bool) -> Result<Range<D::Buffer>> {
-        let missing = || CollectiveError::protocol("a direct group op is missing a buffer");
-        let b = b.as_mut().ok_or_else(missing)?;
-        let buf = if take { b.buf.take() } else { b.buf.clone() };
-        Ok(Range::new(buf.ok_or_else(missing)?, b.base + off, len))
+    /// `len` bytes from `off` of a rank's buffer, with a handle of its own.
+    fn range(b: &Slot<'_, D::Buffer>, off: usize, len: usize) -> Result<Range<D::Buffer>> {
+        let b = b.as_ref().ok_or_else(missing)?;
+        Ok(Range::new(b.buf.clone(), b.base + off, len))
     }
 
     /// `d = acc (op) srcs...` (the first as the accumulator); then the average's division.
@@ -294,40 +309,37 @@ impl<D: Device> Exec<'_, D> {
         Ok(())
     }
 
-    /// `dst[dst_off..] = inputs[q][src_off..]`, unless they are the same bytes (in place).
+    /// `dst[dst_off..] = src[src_off..]`, unless they are the same bytes (in place).
     fn copy(
         &self,
-        inputs: &mut [Slot<D::Buffer>],
-        q: Rank,
+        src: &Slot<'_, D::Buffer>,
         src_off: usize,
-        dst: &mut Slot<D::Buffer>,
+        dst: &Slot<'_, D::Buffer>,
         dst_off: usize,
         len: usize,
     ) -> Result<()> {
-        let s = Self::range(&mut inputs[q], src_off, len, false)?;
-        self.copy_range(&s, &inputs[q], src_off, dst, dst_off, false)
+        let s = Self::range(src, src_off, len)?;
+        self.copy_range(&s, src, src_off, dst, dst_off)
     }
 
-    /// [`copy`](Self::copy) from `s`, the range `src[src_off..]` the caller already holds;
-    /// takes `dst`'s handle when `take`.
+    /// [`copy`](Self::copy) from `s`, the range `src[src_off..]` the caller already holds.
     fn copy_range(
         &self,
         s: &Range<D::Buffer>,
-        src: &Slot<D::Buffer>,
+        src: &Slot<'_, D::Buffer>,
         src_off: usize,
-        dst: &mut Slot<D::Buffer>,
+        dst: &Slot<'_, D::Buffer>,
         dst_off: usize,
-        take: bool,
     ) -> Result<()> {
-        let same = match (src, &*dst) {
+        let same = match (src, dst) {
             (Some(a), Some(b)) => a.id == b.id && a.base + src_off == b.base + dst_off,
-            (_, None) => return Err(CollectiveError::protocol("a direct group op is missing a buffer")),
+            (_, None) => return Err(missing()),
             _ => false,
         };
         if same || s.len == 0 {
             return Ok(());
         }
-        let ev = self.dev.copy(s, &Self::range(dst, dst_off, s.len, take)?)?;
+        let ev = self.dev.copy(s, &Self::range(dst, dst_off, s.len)?)?;
         self.dev.wait(&ev, Some(self.deadline))
     }
 }

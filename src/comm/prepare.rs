@@ -74,7 +74,7 @@ impl<D: Device> Communicator<D> {
 
     /// [`check`](Self::check), lending the call's own buffers.
     #[inline]
-    fn check_lent<'a>(&self, call: &Call<'a, D>) -> Result<(OpDesc, validate::Io<&'a D::Buffer>)> {
+    pub(crate) fn check_lent<'a>(&self, call: &Call<'a, D>) -> Result<(OpDesc, validate::Io<&'a D::Buffer>)> {
         validate::validate(call, self.rank, self.shared.world, &self.device, |b| b)
             .map_err(CollectiveError::on_usable_communicator)
     }

@@ -25,7 +25,7 @@
 pub mod cubecl;
 mod host;
 pub(crate) mod kernels;
-mod stream;
+pub(crate) mod stream;
 
 use std::fmt;
 use std::time::Instant;
