@@ -237,7 +237,6 @@ impl Fingerprint {
     /// whose flight recorder this process cannot read). `None` for words no collective
     /// produces (a peer's garbage): what is returned encodes to exactly `w`. In-place-ness
     /// is not in the words (it is local), so the result is out of place.
-    #[cfg_attr(not(test), allow(dead_code))] // until processes exchange through a segment
     pub(crate) fn desc_of_words(w: &[u64; crate::transport::slots::FP_WORDS]) -> Option<OpDesc> {
         let byte = |at: u32| (w[0] >> at) as u8;
         let kind = OpKind::ALL.into_iter().find(|k| k.code() == byte(0))?;

@@ -318,9 +318,19 @@ impl<D: Device> Communicator<D> {
                 _ => Reach::Host,
             })
             .collect();
-        let exchange = (matches!(shared.link, Link::InProc(_))
-            && world > 1
-            && shared.devices.iter().all(|d| d.downcast_ref::<D>().is_some_and(D::host_memory)))
+        // Threads: every rank's device is here to ask. Processes of one host that agreed on
+        // slots at setup: this process's devices (the others' are not here; every process
+        // that asks for slots must run host-memory devices, see `shm::slot_agree`).
+        let host = |d: &Arc<dyn Any + Send + Sync>| d.downcast_ref::<D>().is_some_and(D::host_memory);
+        let exchange = (world > 1
+            && match &shared.link {
+                Link::InProc(_) => shared.devices.iter().all(host),
+                Link::Tcp(_) => {
+                    shared.link.has_slots()
+                        && device.host_memory()
+                        && shared.devices.iter().all(|d| d.downcast_ref::<D>().is_none_or(D::host_memory))
+                }
+            })
         .then(exchange_plan);
         let first = shared.devices.first().and_then(|d| d.downcast_ref::<D>());
         let unchunked = matches!(shared.link, Link::InProc(_))

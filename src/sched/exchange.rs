@@ -382,11 +382,17 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             .with_peer(q)
     }
 
-    /// `peer` published a different op under this op's number.
+    /// `peer` published a different op under this op's number: named from the flight
+    /// recorder when the peer is a thread of this process, else from the words it published.
     fn part_mismatch(&self, peer: Rank) -> CollectiveError {
         let c = &self.view;
-        let theirs =
-            c.shared.board.collective_at(peer, c.seq).map_or_else(|| "another op".to_string(), |f| f.desc.to_string());
+        let theirs = match c.shared.board.collective_at(peer, c.seq) {
+            Some(f) => f.desc.to_string(),
+            None => self
+                .slots
+                .and_then(|s| crate::op::Fingerprint::desc_of_words(&s.fingerprint(peer, c.seq)))
+                .map_or_else(|| "another op".to_string(), |d| d.to_string()),
+        };
         c.mismatch(peer, &super::called(&theirs, false, c.seq))
     }
 }

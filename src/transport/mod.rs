@@ -304,20 +304,29 @@ impl Link {
         }
     }
 
-    /// The exchange slots of ranks that are threads of one process (`None` over sockets).
+    /// The exchange slots: of ranks that are threads of one process, or of processes of one
+    /// host that agreed on them at setup (`None` otherwise: messages).
     pub(crate) fn slots(&self) -> Option<&slots::Slots> {
         match self {
             Link::InProc(f) => Some(f.slots()),
-            Link::Tcp(_) => None,
+            Link::Tcp(m) => m.slots(),
+        }
+    }
+
+    /// Whether [`slots`](Self::slots) has slots to give (without making them).
+    pub(crate) fn has_slots(&self) -> bool {
+        match self {
+            Link::InProc(_) => true,
+            Link::Tcp(m) => m.slots().is_some(),
         }
     }
 
     /// Wakes every rank but `me` that waits on this link (one ring of the process-wide
-    /// doorbell for all of them).
+    /// doorbell for all of them; peers in other processes through their pair's reader).
     pub(crate) fn wake_peers(&self, me: Rank) {
         match self {
             Link::InProc(f) => f.wake_peers(me),
-            Link::Tcp(_) => {}
+            Link::Tcp(m) => m.wake_peers(me),
         }
     }
 

@@ -21,6 +21,7 @@
 //! arrived.
 
 use std::ops::Deref;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::types::Rank;
@@ -71,7 +72,7 @@ const SLOT_LINES: usize = (HEAD + SLOT_BYTES / 8).div_ceil(16);
 /// Layout (in lines): `world * DEPTH` slots of `SLOT_LINES` lines (rank-major), then one
 /// `done` line per rank — word 0: the sequence number + 1 of the last exchange it finished
 /// reading; word [`CLEAR`]: what [`Slots::busy`] remembers.
-pub(crate) struct Slots<S = Box<[Line]>> {
+pub(crate) struct Slots<S = Lines> {
     world: usize,
     /// Where the `done` lines start.
     base: usize,
@@ -85,8 +86,63 @@ impl<S> std::fmt::Debug for Slots<S> {
 }
 
 impl Slots {
+    /// The slots of `world` threads of this process, on the heap.
     pub(crate) fn new(world: usize) -> Self {
-        Slots { world, base: world * DEPTH * SLOT_LINES, lines: (0..lines_for(world)).map(|_| Line::new()).collect() }
+        Slots { world, base: world * DEPTH * SLOT_LINES, lines: Lines::heap(lines_for(world)) }
+    }
+}
+
+/// The one store the communicator's slots live in, whoever shares them: lines on this
+/// process's heap (ranks that are threads) or in a mapping other processes share
+/// (`shm::slot_segment`). One type for both, so the exchange is compiled once and pays no
+/// branch per access: the lines are a slice found once, and what keeps them alive is held
+/// beside it, never looked at.
+pub(crate) struct Lines {
+    /// Valid while `_keep` lives (see [`Lines::heap`] and [`Lines::mapped`]); never handed
+    /// out for longer than a borrow of `self`.
+    lines: &'static [Line],
+    _keep: Keep,
+}
+
+/// What keeps a [`Lines`]' memory alive.
+enum Keep {
+    Heap(#[allow(dead_code)] Arc<[Line]>),
+    #[cfg_attr(any(miri, not(target_os = "linux")), allow(dead_code))]
+    Mapped(#[allow(dead_code)] Arc<dyn Send + Sync>),
+}
+
+impl Lines {
+    /// `n` fresh lines on the heap.
+    pub(crate) fn heap(n: usize) -> Self {
+        let keep: Arc<[Line]> = (0..n).map(|_| Line::new()).collect();
+        // SAFETY: the slice is the `Arc`'s allocation, which `_keep` holds for as long as
+        // `self` lives and which is never mutated but through its atomics (shared
+        // references); `lines` is only lent out for borrows of `self` (`Deref`).
+        let lines: &'static [Line] = unsafe { &*Arc::as_ptr(&keep) };
+        Lines { lines, _keep: Keep::Heap(keep) }
+    }
+
+    /// `n` lines from `at`, in memory `keep` keeps mapped.
+    ///
+    /// # Safety
+    /// `at` is 128-aligned and the `n` lines from it lie in memory that stays mapped,
+    /// readable and writable while `keep` lives, and that every process accesses only
+    /// atomically (any bits are a valid `Line`).
+    #[cfg_attr(any(miri, not(target_os = "linux")), allow(dead_code))]
+    pub(crate) unsafe fn mapped(at: *const Line, n: usize, keep: Arc<dyn Send + Sync>) -> Self {
+        // SAFETY: the caller's contract; the slice is only lent out for borrows of `self`,
+        // which holds `keep`.
+        let lines: &'static [Line] = unsafe { std::slice::from_raw_parts(at, n) };
+        Lines { lines, _keep: Keep::Mapped(keep) }
+    }
+}
+
+impl Deref for Lines {
+    type Target = [Line];
+
+    #[inline]
+    fn deref(&self) -> &[Line] {
+        self.lines
     }
 }
 
@@ -102,7 +158,6 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
     /// The slots of `world` ranks in `lines` (fresh: all zero), at least
     /// [`lines_for`]`(world)` of them; `None` when fewer. Every view of one store (each
     /// process's mapping of one segment) sees the same slots.
-    #[cfg_attr(not(test), allow(dead_code))] // until processes exchange through a segment
     pub(crate) fn over(world: usize, lines: S) -> Option<Self> {
         (lines.len() >= lines_for(world)).then_some(Slots { world, base: world * DEPTH * SLOT_LINES, lines })
     }
@@ -188,7 +243,6 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
 
     /// The fingerprint `peer` published with op `seq` (once it [`arrived`](Self::arrived)):
     /// what a mismatch names when the peer's call is not in this process's flight recorder.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn fingerprint(&self, peer: Rank, seq: u64) -> [u64; FP_WORDS] {
         let slot = self.slot(peer, seq);
         std::array::from_fn(|i| word(slot, 2 + i).load(Ordering::Relaxed))

@@ -13,6 +13,7 @@
 pub(crate) mod cma;
 pub(crate) mod ring;
 pub(crate) mod segment;
+pub(crate) mod slot_agree;
 pub(crate) mod slot_segment;
 
 use std::io::{Read, Write};
@@ -58,8 +59,9 @@ fn host_key() -> String {
     )
 }
 
-/// The handshake's version: 3 since the identity offers single-copy reads ([`cma`]).
-const MAGIC: &[u8; 8] = b"RUCCLSH3";
+/// The handshake's version: 3 since the identity offers single-copy reads ([`cma`]), 4 since
+/// the slot agreement ([`slot_agree`]) follows it.
+const MAGIC: &[u8; 8] = b"RUCCLSH4";
 const IDENT: usize = 256;
 /// Where the identity holds the address of the process's [`cma::PROBE`] (0: no single copy).
 const PROBE_AT: usize = IDENT - 8;

@@ -53,6 +53,9 @@ pub(crate) struct Ctrl {
     pub lent_reading: usize,
     /// Producer: lent messages up to this one were taken back (a failed op); not to be read.
     pub lent_revoked: usize,
+    /// Producer: exchanged ops its rank published or finished (`shm_io`'s `poke`): the
+    /// consumer's reader thread wakes its rank, which may wait for them.
+    pub slot_pokes: usize,
 }
 
 impl Ctrl {
@@ -70,6 +73,7 @@ impl Ctrl {
             lent_done: b + 192,
             lent_reading: b + 200,
             lent_revoked: b + 256,
+            slot_pokes: b + 320,
         }
     }
 }

@@ -6,48 +6,20 @@
 //! `/proc/<pid>/fd/<fd>`. Layout: one control page (a magic word and the world size, which
 //! an opener checks along with the size), then [`lines_for`]`(world)` lines of slots. No
 //! pointers, only atomics; what peers write there is not trusted ([`Slots`] clamps it).
-//!
-//! Not wired into the communicator yet: see PERFORMANCE.md, session 16 (h-proc16), for what
-//! is left (the agreement that every pair shares memory, cross-process doorbells, a
-//! crashed peer's wait).
-#![cfg_attr(not(test), allow(dead_code))] // until processes exchange through a segment
+//! Whether a communicator uses it is agreed at setup ([`slot_agree`](super::slot_agree)).
 
 use std::io;
-use std::ops::Deref;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::segment::{CTRL, Mapping, map, memfd, open_fd};
-use crate::transport::slots::{LINES_PER_RANK, Line, Slots, lines_for};
+use crate::transport::slots::{LINES_PER_RANK, Line, Lines, Slots, lines_for};
 
 /// Identifies a slot segment (a pair's segment has another).
 const MAGIC: u64 = u64::from_le_bytes(*b"RUCCLSLT");
 const MAGIC_AT: usize = 2048;
 const WORLD_AT: usize = 2056;
-
-/// The lines of a slot segment, after its control page; the mapping stays while they do.
-#[derive(Debug)]
-pub(crate) struct SlotLines {
-    /// Keeps the segment mapped while its lines are used.
-    _map: Arc<Mapping>,
-    /// The first line's address in `map`.
-    at: usize,
-    n: usize,
-}
-
-impl Deref for SlotLines {
-    type Target = [Line];
-
-    #[inline]
-    fn deref(&self) -> &[Line] {
-        // SAFETY: `n` lines from `at` lie inside `_map` (checked by `lines`), 128-aligned (the
-        // mapping is page-aligned and `at` a page into it), alive as long as `_map`, which the
-        // borrow of `self` keeps. A `Line` is atomics only: any bits are a valid value
-        // (fresh, all zero), and every process reads and writes them atomically only.
-        unsafe { std::slice::from_raw_parts(self.at as *const Line, self.n) }
-    }
-}
 
 /// Bytes of a slot segment for `world` ranks (`None` when that overflows).
 fn len_for(world: usize) -> Option<usize> {
@@ -55,19 +27,24 @@ fn len_for(world: usize) -> Option<usize> {
 }
 
 /// The slots over `map`'s lines, for `world` ranks.
-fn lines(map: Arc<Mapping>, world: usize) -> io::Result<Slots<SlotLines>> {
+fn lines(map: Arc<Mapping>, world: usize) -> io::Result<Slots> {
     let n = lines_for(world);
     let bad = || io::Error::new(io::ErrorKind::InvalidData, "not a ruCCL slot segment (size)");
     if len_for(world) != Some(map.len()) {
         return Err(bad());
     }
-    let at = map.addr_of(CTRL);
-    Slots::over(world, SlotLines { _map: map, at, n }).ok_or_else(bad)
+    let at = map.addr_of(CTRL) as *const Line;
+    // SAFETY: the `n` lines from `at` lie inside `map` (its length was checked above),
+    // 128-aligned (the mapping is page-aligned and `at` a page into it), mapped while the
+    // `Arc` that `Lines` keeps lives. A `Line` is atomics only: any bits are a valid value
+    // (fresh, all zero), and every process reads and writes them atomically only.
+    let lines = unsafe { Lines::mapped(at, n, map) };
+    Slots::over(world, lines).ok_or_else(bad)
 }
 
 /// Creates the slot segment of `world` ranks: its slots, and the descriptor the other
 /// local ranks [`open`] (kept only until they have).
-pub(crate) fn create(world: usize) -> io::Result<(Slots<SlotLines>, OwnedFd)> {
+pub(crate) fn create(world: usize) -> io::Result<(Slots, OwnedFd)> {
     let len = len_for(world).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "world too large"))?;
     let fd = memfd(len)?;
     let m = Arc::new(map(&fd, len, 0)?);
@@ -78,7 +55,7 @@ pub(crate) fn create(world: usize) -> io::Result<(Slots<SlotLines>, OwnedFd)> {
 
 /// Maps the slot segment of `world` ranks that process `pid` created as descriptor `fd`;
 /// an `InvalidData` error when it is not one (another size, magic or world).
-pub(crate) fn open(pid: u32, fd: i32, world: usize) -> io::Result<Slots<SlotLines>> {
+pub(crate) fn open(pid: u32, fd: i32, world: usize) -> io::Result<Slots> {
     let f = open_fd(pid, fd)?;
     let len = usize::try_from(f.metadata()?.len()).unwrap_or(usize::MAX);
     if len_for(world) != Some(len) {

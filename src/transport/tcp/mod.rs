@@ -169,6 +169,9 @@ impl Endpoint {
 #[derive(Debug)]
 pub struct Mesh {
     endpoints: Vec<Option<Arc<Endpoint>>>,
+    /// The exchange slots every rank maps, when all ranks are processes of one host that
+    /// agreed on them at setup (`shm::slot_agree`).
+    slots: Option<super::slots::Slots>,
 }
 
 impl Drop for Mesh {
@@ -422,6 +425,25 @@ impl Mesh {
     /// Whether both ranks live in this process and share memory (never, over TCP).
     pub(super) fn is_local(&self) -> bool {
         false
+    }
+
+    /// The host's exchange slots, when every rank agreed on them at setup.
+    pub(super) fn slots(&self) -> Option<&super::slots::Slots> {
+        self.slots.as_ref()
+    }
+
+    /// `me` published or finished an exchanged op: wakes every peer that sleeps (each
+    /// pair's reader thread in the peer's process, which rings it; see `shm_io::poke`).
+    pub(super) fn wake_peers(&self, me: Rank) {
+        let Some(e) = self.ep(me) else { return };
+        // Orders the slot's stores before the looks at whether the peers sleep (paired with
+        // the fence a rank takes after saying it no longer polls, `before_park`).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        for p in e.peers.iter().flatten() {
+            if let Some(s) = &p.shm {
+                s.poke();
+            }
+        }
     }
 }
 

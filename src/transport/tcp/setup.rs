@@ -90,7 +90,9 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, silence: Duration, deadline
 /// listens, `local[r]` whether rank `r` lives in this one. This process's ranks call every
 /// lower rank (at its process's listener, this one's included) and take the calls of every
 /// higher rank from the [`inbox`]. Pairs on one host (Linux) then agree over their
-/// connection to move data through shared memory (unless `RUCCL_SHM_DISABLE=1`). A peer
+/// connection to move data through shared memory (unless `RUCCL_SHM_DISABLE=1`), and, when
+/// every rank is a process of one host that asks for it (`RUCCL_SHM_SLOTS=1`), to exchange
+/// small ops through one segment of slots (`shm::slot_agree`). A peer
 /// whose connection stays silent for `silence` counts as lost.
 ///
 /// # Errors
@@ -121,10 +123,16 @@ pub(crate) fn process_mesh(
         }
     }
     #[cfg(all(target_os = "linux", not(miri)))]
-    let shm = crate::transport::shm::negotiate(&mut rows, deadline)?;
+    let (shm, slots) = {
+        let shm = crate::transport::shm::negotiate(&mut rows, deadline)?;
+        let slots = crate::transport::shm::slot_agree::agree(&mut rows, &shm, deadline)?;
+        (shm, slots)
+    };
     #[cfg(not(all(target_os = "linux", not(miri))))]
-    let shm = Vec::new();
-    endpoints(comm, silence, rows, shm)
+    let (shm, slots) = (Vec::new(), None);
+    let mut mesh = endpoints(comm, silence, rows, shm)?;
+    mesh.slots = slots;
+    Ok(mesh)
 }
 
 /// Connects to `addr`, retrying (a listener not up yet) with backoff until `deadline`.
@@ -203,7 +211,7 @@ fn endpoints(
         }
         endpoints.push(Some(e));
     }
-    Ok(Mesh { endpoints })
+    Ok(Mesh { endpoints, slots: None })
 }
 
 #[cfg(test)]

@@ -108,7 +108,18 @@ impl ShmPeer {
     /// What the peer has done that a rank of this process may wait for: messages taken and
     /// lent messages read.
     fn progress(&self) -> u64 {
-        self.delivered().wrapping_add(self.lent_done())
+        let pokes = self.pair.map.u64_at(Ctrl::of(1 - self.pair.out_dir).slot_pokes).load(Ordering::SeqCst);
+        self.delivered().wrapping_add(self.lent_done()).wrapping_add(pokes)
+    }
+
+    /// This rank published or finished an exchanged op (`Mesh::wake_peers`): the peer's
+    /// reader thread, when it sleeps and its rank does not poll, wakes and rings the rank
+    /// (its `progress` moved). Counted before the look at whether it sleeps, which it
+    /// counts itself asleep before it looks at the count: one of the two sees the other.
+    pub(super) fn poke(&self) {
+        let ctrl = Ctrl::of(self.pair.out_dir);
+        self.pair.map.u64_at(ctrl.slot_pokes).fetch_add(1, Ordering::SeqCst);
+        ring::nudge(&self.pair.map, ctrl);
     }
 
     /// Messages the peer has taken.
