@@ -13,9 +13,11 @@
 //! `Communicator::from_env` with torchrun's variables.
 //!
 //! The cases that move data are stamped out per transport between processes (`shm::*`:
-//! shared memory, the default on one host; `tcp::*`: `RUCCL_SHM_DISABLE=1`), and each child
-//! checks that its process uses the transport asked for (a shared-memory reader thread runs,
-//! or none does).
+//! shared memory, the default on one host; `tcp::*`: `RUCCL_SHM_DISABLE=1`; `slots::*`:
+//! shared memory and small ops exchanged through the host's slots, `RUCCL_SHM_SLOTS=1`), and
+//! each child checks that its process uses the transport asked for (a shared-memory reader
+//! thread runs, or none does; the slot segment is mapped, or not). `slots_agreement::*`: one
+//! process that says no to slots keeps every rank on messages.
 //!
 //! Layout: this file holds the entry point of every child ([`child`]), the cases that are not
 //! stamped per transport, and the stamping; `multiprocess/roles*.rs` the child roles,
@@ -31,6 +33,8 @@ use std::time::Duration;
 mod cases;
 #[path = "multiprocess/cases_faults.rs"]
 mod cases_faults;
+#[path = "multiprocess/cases_slots.rs"]
+mod cases_slots;
 /// The peer API over several nodes (needs the `orchestrator` feature).
 #[cfg(feature = "orchestrator")]
 #[path = "multiprocess/hier.rs"]
@@ -55,9 +59,10 @@ use cases_faults::{
     a_receiver_killed_mid_recv_is_named_in_peer_lost, a_sender_killed_mid_send_is_named_in_peer_lost,
     a_silent_peer_is_named_in_the_timeout, a_stopped_peer_is_named_in_peer_lost,
 };
+use cases_slots::{a_peer_killed_mid_small_ops_is_named_in_peer_lost, a_small_mismatch_names_both_calls};
 use kids::{Kids, Transport, ranks_env};
 use roles::{collectives_child, env_child, join_child, var};
-use roles_faults::{streamer_child, survivor_child, victim_child, waiter_child};
+use roles_faults::{odd_call_child, streamer_child, survivor_child, victim_child, waiter_child};
 use roles_large::{large_child, threshold_child};
 
 #[cfg(not(feature = "orchestrator"))]
@@ -97,6 +102,7 @@ fn child() {
         "large" => large_child(),
         "threshold" => threshold_child(),
         "streamer" => streamer_child(),
+        "odd_call" => odd_call_child(),
         #[cfg(feature = "orchestrator")]
         "node" => hier::node_child(),
         #[cfg(feature = "orchestrator")]
@@ -208,7 +214,26 @@ macro_rules! per_transport {
                 super::$case(super::Transport::Tcp);
             })*
         }
+        /// Shared memory and the host's exchange slots (`RUCCL_SHM_SLOTS=1`).
+        mod slots {
+            $(#[test]
+            fn $case() {
+                super::$case(super::Transport::Slots);
+            })*
+        }
     };
+}
+
+/// The agreement on slots: one process that says no keeps every rank on messages.
+mod slots_agreement {
+    #[test]
+    fn shm_disabled_on_one_process_keeps_every_rank_on_messages() {
+        super::cases_slots::shm_disabled_on_one_process_keeps_every_rank_on_messages();
+    }
+    #[test]
+    fn slots_off_on_one_process_keeps_every_rank_on_messages() {
+        super::cases_slots::slots_off_on_one_process_keeps_every_rank_on_messages();
+    }
 }
 
 per_transport!(
@@ -226,4 +251,6 @@ per_transport!(
     a_silent_peer_is_named_in_the_timeout,
     the_listener_survives_garbage_and_serves_real_peers,
     from_env_with_torchrun_variables,
+    a_small_mismatch_names_both_calls,
+    a_peer_killed_mid_small_ops_is_named_in_peer_lost,
 );

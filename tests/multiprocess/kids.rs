@@ -19,6 +19,9 @@ pub(super) enum Transport {
     ShmCopy,
     /// TCP (`RUCCL_SHM_DISABLE=1`).
     Tcp,
+    /// Shared memory, and small ops exchanged through the host's slots
+    /// (`RUCCL_SHM_SLOTS=1`).
+    Slots,
 }
 
 /// Children, killed (and reaped) when dropped.
@@ -58,10 +61,14 @@ impl Kids {
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out);
+        cmd.env("MP_SLOTS", "0").env_remove("RUCCL_SHM_SLOTS");
         match self.transport {
             Transport::Shm => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE"),
             Transport::ShmCopy => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_CMA", "0"),
             Transport::Tcp => cmd.env("MP_SHM", "0").env("RUCCL_SHM_DISABLE", "1"),
+            Transport::Slots => {
+                cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_SLOTS", "1").env("MP_SLOTS", "1")
+            }
         };
         for (k, v) in env {
             cmd.env(k, v);

@@ -48,7 +48,16 @@ pub(super) fn check_transport() -> Result<(), String> {
         }
         return Err(format!("shared memory in use: {}, asked for: {want}", !want));
     }
+    let want = var("MP_SLOTS") == "1";
+    if slots_mapped() != want {
+        return Err(format!("exchange slots in use: {}, asked for: {want}", !want));
+    }
     Ok(())
+}
+
+/// Whether this process maps a host's exchange slots (`memfd:ruccl-slots`).
+pub(super) fn slots_mapped() -> bool {
+    std::fs::read_to_string("/proc/self/maps").is_ok_and(|m| m.contains("memfd:ruccl-slots"))
 }
 
 /// Runs every collective on every local rank (`MP_RANKS`, comma-separated), one thread each.

@@ -18,7 +18,8 @@ pub(super) fn victim_child() -> Result<(), String> {
     Ok(())
 }
 
-/// Joins, passes a barrier, then all_reduces and all_gathers with a peer that gets killed: expects
+/// Joins, passes a barrier, then all_reduces and all_gathers (of 256 KiB, or 32 bytes with
+/// `MP_SMALL=1`) with a peer that gets killed: expects
 /// `PeerLost` naming `MP_VICTIM` well before the timeout.
 pub(super) fn survivor_child() -> Result<(), String> {
     let victim = num("MP_VICTIM");
@@ -26,11 +27,12 @@ pub(super) fn survivor_child() -> Result<(), String> {
     check_transport()?;
     comm.barrier().map_err(|e| e.to_string())?;
     let started = Instant::now();
-    let mut t =
-        Tensor::from_slice(&HostDevice::default(), &[1.0f32; 1 << 16], &[1 << 16]).map_err(|e| e.to_string())?;
+    // 256 KiB, or with `MP_SMALL=1` 32 bytes (small ops: exchanged where slots are on).
+    let n = if var("MP_SMALL") == "1" { 8 } else { 1 << 16 };
+    let mut t = Tensor::from_slice(&HostDevice::default(), &vec![1.0f32; n], &[n]).map_err(|e| e.to_string())?;
     // An all_gather too: its messages (256 KiB) are lent where single copy is on, and the
     // ones lent to the victim are taken back when the op fails.
-    let mut out = Tensor::zeros(&HostDevice::default(), ruccl::DType::F32, &[comm.world_size() << 16])
+    let mut out = Tensor::zeros(&HostDevice::default(), ruccl::DType::F32, &[comm.world_size() * n])
         .map_err(|e| e.to_string())?;
     let mut result = Ok(());
     for i in 0..1000 {
@@ -131,6 +133,29 @@ pub(super) fn streamer_child() -> Result<(), String> {
     match comm.all_gather_into_tensor(&mut out, &input) {
         Err(next) => println!("the next op: {:?} {next}", next.kind()),
         Ok(()) => return Err("an all_gather succeeded on a failed communicator".into()),
+    }
+    Ok(())
+}
+
+/// Rank 0 calls all_reduce, rank 1 all_gather, of 8 elements (small ops): each expects a
+/// `Mismatch` that names both calls (the peer's from its slot words, where slots are on).
+pub(super) fn odd_call_child() -> Result<(), String> {
+    let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
+    check_transport()?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    let dev = HostDevice::default();
+    let mut t = Tensor::from_slice(&dev, &[1.0f32; 8], &[8]).map_err(|e| e.to_string())?;
+    let mut out = Tensor::zeros(&dev, ruccl::DType::F32, &[16]).map_err(|e| e.to_string())?;
+    let result = if comm.rank() == 0 {
+        comm.all_reduce(&mut t, ReduceOp::Sum)
+    } else {
+        comm.all_gather_into_tensor(&mut out, &t)
+    };
+    let Err(e) = result else { return Err("mismatched calls succeeded".into()) };
+    println!("expected: {:?} {e}", e.kind());
+    let text = e.to_string();
+    if e.kind() != ErrorKind::Mismatch || !text.contains("all_reduce") || !text.contains("all_gather") {
+        return Err(format!("expected a Mismatch naming all_reduce and all_gather, got {:?}: {e}", e.kind()));
     }
     Ok(())
 }

@@ -113,10 +113,11 @@ pub(super) fn map(fd: &impl AsRawFd, len: usize, cap: usize) -> io::Result<Mappi
     Ok(Mapping { addr: p as usize, len, cap })
 }
 
-/// A fresh, zero-filled, nameless memory file of `len` bytes (closed on exec).
-pub(super) fn memfd(len: usize) -> io::Result<OwnedFd> {
+/// A fresh, zero-filled memory file of `len` bytes (closed on exec), in no file system:
+/// `name` shows only in `/proc/<pid>/maps` (`memfd:<name>`).
+pub(super) fn memfd(len: usize, name: &std::ffi::CStr) -> io::Result<OwnedFd> {
     // SAFETY: a NUL-terminated name; the returned descriptor (checked) is ours alone.
-    let fd = unsafe { libc::memfd_create(c"ruccl-shm".as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -136,7 +137,7 @@ impl Mapping {
     /// and the descriptor the peer opens.
     pub(crate) fn create(cap: usize) -> io::Result<(Arc<Mapping>, OwnedFd)> {
         let len = CTRL + 2 * cap;
-        let fd = memfd(len)?;
+        let fd = memfd(len, c"ruccl-shm")?;
         let m = map(&fd, len, cap)?;
         m.u64_at(MAGIC_AT).store(MAGIC, Ordering::SeqCst);
         m.u64_at(CAP_AT).store(cap as u64, Ordering::SeqCst);

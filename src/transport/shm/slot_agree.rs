@@ -49,7 +49,9 @@ pub(crate) fn agree(rows: &mut Rows, pairs: &[Vec<Option<Pair>>], deadline: Inst
     }
     let want = wanted();
     // Whether rank `r` (of this process) shares memory with every peer and wants slots.
-    let ok = |r: Rank| want && (0..world).all(|p| p == r || pairs.get(r).and_then(|row| row.get(p)).is_some_and(Option::is_some));
+    let ok = |r: Rank| {
+        want && (0..world).all(|p| p == r || pairs.get(r).and_then(|row| row.get(p)).is_some_and(Option::is_some))
+    };
     let here: Vec<bool> = rows.iter().map(Option::is_some).collect();
     let here = |r: Rank| here[r];
     let others: Vec<Rank> = (1..world).filter(|&r| here(r)).collect();

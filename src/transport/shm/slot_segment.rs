@@ -16,6 +16,9 @@ use std::sync::atomic::Ordering;
 use super::segment::{CTRL, Mapping, map, memfd, open_fd};
 use crate::transport::slots::{LINES_PER_RANK, Line, Lines, Slots, lines_for};
 
+/// The name a slot segment's mappings show in `/proc/<pid>/maps` (`memfd:ruccl-slots`).
+pub(crate) const SEGMENT_NAME: &std::ffi::CStr = c"ruccl-slots";
+
 /// Identifies a slot segment (a pair's segment has another).
 const MAGIC: u64 = u64::from_le_bytes(*b"RUCCLSLT");
 const MAGIC_AT: usize = 2048;
@@ -46,7 +49,7 @@ fn lines(map: Arc<Mapping>, world: usize) -> io::Result<Slots> {
 /// local ranks [`open`] (kept only until they have).
 pub(crate) fn create(world: usize) -> io::Result<(Slots, OwnedFd)> {
     let len = len_for(world).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "world too large"))?;
-    let fd = memfd(len)?;
+    let fd = memfd(len, SEGMENT_NAME)?;
     let m = Arc::new(map(&fd, len, 0)?);
     m.u64_at(MAGIC_AT).store(MAGIC, Ordering::SeqCst);
     m.u64_at(WORLD_AT).store(world as u64, Ordering::SeqCst);

@@ -1,0 +1,69 @@
+//! The cases of small ops between processes that the host's exchange slots change (stamped
+//! per transport, where they hold on messages too): a mismatch named on both sides, a peer
+//! killed mid small op; and, with slots asked for, the agreement that every rank says yes
+//! (one process that says no keeps every rank on messages, with the right results).
+
+use ruccl::UniqueId;
+
+use super::GROUP_DEADLINE;
+use super::kids::{Kids, Mark, Transport, ranks_env};
+
+/// Rank 0 calls all_reduce where rank 1 calls all_gather (small ops): both fail with a
+/// `Mismatch` that names both calls.
+pub(super) fn a_small_mismatch_names_both_calls(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for r in 0..2 {
+        let mut env = ranks_env(&id, 2, &[r]);
+        env.push(("MP_RANK", r.to_string()));
+        kids.spawn(&format!("rank{r}"), "odd_call", &env);
+    }
+    kids.wait(&[]);
+}
+
+/// A peer killed while the survivors run small all_reduces and all_gathers with it (3
+/// processes): `PeerLost` naming it, well before the timeout.
+pub(super) fn a_peer_killed_mid_small_ops_is_named_in_peer_lost(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mark = Mark::new("mark");
+    let mut kids = Kids::new(t);
+    let env = |r: usize| {
+        let mut v = ranks_env(&id, 3, &[r]);
+        v.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), ("MP_SMALL", "1".into()), mark.env()]);
+        v
+    };
+    kids.spawn("rank0", "survivor", &env(0));
+    kids.spawn("rank1", "victim", &env(1));
+    kids.spawn("rank2", "survivor", &env(2));
+    mark.wait(GROUP_DEADLINE, "the victim never passed its barrier");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    kids.kill("rank1");
+    kids.wait(&["rank1"]);
+}
+
+/// Slots asked for by every process but one, which says no (`extra`, set on rank 1 of 3):
+/// every rank keeps messages (`MP_SLOTS=0`), and every collective's results are right.
+/// `shm_on_1`: whether rank 1 still shares memory with its peers.
+fn one_process_says_no(extra: (&'static str, &'static str), shm_on_1: bool) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(Transport::Slots);
+    for r in 0..3 {
+        let mut env = ranks_env(&id, 3, &[r]);
+        env.push(("MP_SLOTS", "0".into()));
+        if r == 1 {
+            env.extend([(extra.0, extra.1.to_string()), ("MP_SHM", u8::from(shm_on_1).to_string())]);
+        }
+        kids.spawn(&format!("rank{r}"), "collectives", &env);
+    }
+    kids.wait(&[]);
+}
+
+/// `RUCCL_SHM_DISABLE=1` on one process: its pairs are on TCP, so no rank uses slots.
+pub(super) fn shm_disabled_on_one_process_keeps_every_rank_on_messages() {
+    one_process_says_no(("RUCCL_SHM_DISABLE", "1"), false);
+}
+
+/// `RUCCL_SHM_SLOTS=0` on one process: it does not want slots, so no rank uses them.
+pub(super) fn slots_off_on_one_process_keeps_every_rank_on_messages() {
+    one_process_says_no(("RUCCL_SHM_SLOTS", "0"), true);
+}
