@@ -43,15 +43,21 @@ pub(crate) fn wanted() -> bool {
 /// # Errors
 /// `Io` when a connection breaks or stays silent past `deadline`, naming the rank and peer.
 pub(crate) fn agree(rows: &mut Rows, pairs: &[Vec<Option<Pair>>], deadline: Instant) -> Result<Option<Slots>> {
-    let world = rows.len();
-    if world < 2 {
-        return Ok(None);
-    }
     let want = wanted();
+    let world = rows.len();
     // Whether rank `r` (of this process) shares memory with every peer and wants slots.
     let ok = |r: Rank| {
         want && (0..world).all(|p| p == r || pairs.get(r).and_then(|row| row.get(p)).is_some_and(Option::is_some))
     };
+    agree_with(rows, &ok, deadline)
+}
+
+/// [`agree`], with `ok(r)`: whether this process's rank `r` says yes (before mapping).
+fn agree_with(rows: &mut Rows, ok: &dyn Fn(Rank) -> bool, deadline: Instant) -> Result<Option<Slots>> {
+    let world = rows.len();
+    if world < 2 {
+        return Ok(None);
+    }
     let here: Vec<bool> = rows.iter().map(Option::is_some).collect();
     let here = |r: Rank| here[r];
     let others: Vec<Rank> = (1..world).filter(|&r| here(r)).collect();
@@ -126,3 +132,7 @@ fn conn(rows: &mut Rows, me: Rank, peer: Rank, deadline: Instant) -> Result<&mut
     s.set_read_timeout(Some(left)).map_err(|e| io_err(me, peer, "configuring", e))?;
     Ok(s)
 }
+
+#[cfg(test)]
+#[path = "slot_agree_tests.rs"]
+mod tests;
