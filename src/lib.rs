@@ -98,7 +98,11 @@
 //! of [`Communicator::new`] (see [`CommConfig::from_env`]).
 //! `RUCCL_SHM_DISABLE=1` makes processes of one host talk TCP instead of shared memory;
 //! `RUCCL_SHM_CMA=0` keeps their large messages in the shared ring (no single-copy reads of
-//! the peer process's memory).
+//! the peer process's memory). `RUCCL_SHM_SLOTS=1` (off by default, experimental) lets a
+//! communicator whose ranks are all processes of one host exchange small ops (at most 4 KiB
+//! per rank) through one shared segment of slots instead of messages, when every process
+//! asks for it and shares memory with every peer (agreed at setup; any no keeps messages).
+//! Every process that asks must run host-memory devices ([`HostDevice`]).
 //!
 //! ## For tensor frameworks
 //! [`api`] offers the peer API frameworks want instead of one communicator per rank:

@@ -73,6 +73,7 @@ pub(super) fn collectives_child() -> Result<(), String> {
                 every_collective::<i64>(&comm, |v| v as i64)?;
                 every_collective::<bf16>(&comm, |v| bf16::from_f64(v as f64))?;
                 every_collective::<u8>(&comm, |v| v as u8)?;
+                queued_ops(&comm)?;
                 // A split across processes: even and odd ranks, each a group of its own.
                 let mine: Vec<usize> = (0..comm.world_size()).filter(|r| r % 2 == rank % 2).collect();
                 let child = comm.split_from(&mine).map_err(|e| e.to_string())?.ok_or("left out of the split")?;
@@ -83,6 +84,38 @@ pub(super) fn collectives_child() -> Result<(), String> {
         })
         .collect();
     threads.into_iter().try_for_each(|t| t.join().map_err(|_| "a rank panicked".to_string())?)
+}
+
+/// Non-blocking small ops queued back to back (run by the rank's progress thread, each
+/// behind the last: exchanged through an `OpRun` where slots are on), then a blocking one
+/// behind them; every result checked.
+fn queued_ops(comm: &Communicator<HostDevice>) -> Result<(), String> {
+    let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let ts: Vec<Tensor<HostDevice>> = (0..12)
+        .map(|k| Tensor::from_slice(&dev, &[(rank + k) as f32; 5], &[5]))
+        .collect::<Result<_, _>>()
+        .map_err(e)?;
+    let works: Vec<_> = ts
+        .iter()
+        .enumerate()
+        .map(
+            |(k, t)| {
+                if k % 3 == 2 { comm.broadcast_async(t, k % world) } else { comm.all_reduce_async(t, ReduceOp::Sum) }
+            },
+        )
+        .collect::<Result<_, _>>()
+        .map_err(e)?;
+    let mut last = Tensor::from_slice(&dev, &[1.0f32; 3], &[3]).map_err(e)?;
+    comm.all_reduce(&mut last, ReduceOp::Sum).map_err(e)?;
+    for w in works {
+        w.wait().map_err(e)?;
+    }
+    for (k, t) in ts.iter().enumerate() {
+        let want = if k % 3 == 2 { (k % world + k) as f32 } else { (0..world).map(|r| (r + k) as f32).sum() };
+        check("a queued op", rank, t.to_vec::<f32>().map_err(e)?, vec![want; 5])?;
+    }
+    check("an op behind queued ones", rank, last.to_vec::<f32>().map_err(e)?, vec![world as f32; 3])
 }
 
 pub(super) fn check<T: PartialEq + Debug>(what: &str, rank: usize, got: Vec<T>, want: Vec<T>) -> Result<(), String> {
