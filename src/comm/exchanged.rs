@@ -1,4 +1,4 @@
-//! The lean path of a blocking exchanged op: a small op between threads of one process that
+//! The lean path of a blocking exchanged op: a small op between ranks sharing slots that
 //! [`submit`](super::Communicator::submit) runs at once, with nothing queued ahead of it, no
 //! shared progress engine and no `PreMulSum` prologue. It does what `prepare_checked`, the
 //! driver and `complete` do for such an op — the same admission checks, sequence number,

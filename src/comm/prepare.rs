@@ -201,7 +201,8 @@ impl<D: Device> Communicator<D> {
     }
 
     /// The exchange plan, when `desc` runs as an exchange: the ranks are threads of this
-    /// process on host-memory devices ([`exchange_plan`]), no other algorithm was chosen, and
+    /// process, or processes of one host sharing slots, on host-memory devices
+    /// ([`exchange_plan`]), no other algorithm was chosen, and
     /// each rank's part fits a slot ([`SLOT_BYTES`]). The same answer on every rank.
     pub(super) fn exchanges(&self, desc: &OpDesc) -> Option<&Arc<algo::Plan>> {
         self.exchange.as_ref().filter(|_| {
@@ -245,7 +246,8 @@ pub(crate) struct Prepared<D: Device> {
 }
 
 /// The plan of every exchanged op: one [`Step::Exchange`](algo::Step::Exchange). Ranks that
-/// are threads of one process on host-memory devices run ops whose parts fit a slot
+/// are threads of one process (or processes of one host sharing slots, `RUCCL_SHM_SLOTS=1`)
+/// on host-memory devices run ops whose parts fit a slot
 /// ([`SLOT_BYTES`]) this way, unless an algorithm was chosen: no messages, one published part
 /// per rank, each rank computing its own result.
 pub(super) fn exchange_plan() -> Arc<algo::Plan> {

@@ -1,5 +1,6 @@
 //! The exchange step ([`Step::Exchange`](crate::algo::Step::Exchange)): a small op between
-//! threads of one process run without messages. The rank publishes its part in its slot
+//! threads of one process (or processes of one host that share slots, `RUCCL_SHM_SLOTS=1`)
+//! run without messages. The rank publishes its part in its slot
 //! (`transport::slots`), waits until every peer whose part its result reads has published the
 //! same op, checks their fingerprints, and computes its own result from the parts — in rank
 //! order, so every rank gets the same bits. A rank whose result reads no peer's part (a root
@@ -167,9 +168,8 @@ pub(super) fn describe(b: Blocked) -> (Option<Rank>, String) {
 
 impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
     fn slots(&self) -> Result<&'a Slots> {
-        self.slots.ok_or_else(|| {
-            CollectiveError::protocol("an exchanged op ran between ranks that are not threads of one process")
-        })
+        self.slots
+            .ok_or_else(|| CollectiveError::protocol("an exchanged op ran between ranks that share no exchange slots"))
     }
 
     /// Publishes this rank's part, once its slot is free: `Some(what it waits for)` while a

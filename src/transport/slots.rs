@@ -1,5 +1,5 @@
-//! Exchange slots: how ranks that are threads of one process run a small collective without
-//! messages. Each rank publishes its part of the op (at most [`SLOT_BYTES`]) with the op's
+//! Exchange slots: how ranks that are threads of one process, or processes of one host that
+//! agreed on them at setup (`shm::slot_agree`), run a small collective without messages. Each rank publishes its part of the op (at most [`SLOT_BYTES`]) with the op's
 //! sequence number and fingerprint in a slot of its own, then reads every peer's slot and
 //! computes its result locally: one write and `n - 1` reads of a cache line or a few per
 //! rank, instead of a message, a wake-up and a release per step of a plan.
@@ -104,11 +104,11 @@ pub(crate) struct Lines {
     _keep: Keep,
 }
 
-/// What keeps a [`Lines`]' memory alive.
+/// What keeps a [`Lines`]' memory alive: held for its `Drop`, never read.
+#[allow(dead_code)] // held, not read (and `Mapped` is not built where processes share no memory)
 enum Keep {
-    Heap(#[allow(dead_code)] Arc<[Line]>),
-    #[cfg_attr(any(miri, not(target_os = "linux")), allow(dead_code))]
-    Mapped(#[allow(dead_code)] Arc<dyn Send + Sync>),
+    Heap(Arc<[Line]>),
+    Mapped(Arc<dyn Send + Sync>),
 }
 
 impl Lines {
