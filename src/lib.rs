@@ -98,11 +98,11 @@
 //! of [`Communicator::new`] (see [`CommConfig::from_env`]).
 //! `RUCCL_SHM_DISABLE=1` makes processes of one host talk TCP instead of shared memory;
 //! `RUCCL_SHM_CMA=0` keeps their large messages in the shared ring (no single-copy reads of
-//! the peer process's memory). `RUCCL_SHM_SLOTS=1` (off by default, experimental) lets a
-//! communicator whose ranks are all processes of one host exchange small ops (at most 4 KiB
-//! per rank) through one shared segment of slots instead of messages, when every process
-//! asks for it and shares memory with every peer (agreed at setup; any no keeps messages).
-//! Every process that asks must run host-memory devices ([`HostDevice`]).
+//! the peer process's memory). A communicator whose ranks are all processes of one host
+//! exchanges small ops (at most 4 KiB per rank) through one shared segment of slots instead
+//! of messages, as threads do, when every process shares memory with every peer and runs
+//! host-memory devices ([`HostDevice`]) (agreed at setup; any no keeps every rank on
+//! messages); `RUCCL_SHM_SLOTS=0` on any process turns that off.
 //!
 //! ## For tensor frameworks
 //! [`api`] offers the peer API frameworks want instead of one communicator per rank:

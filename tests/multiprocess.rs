@@ -13,8 +13,9 @@
 //! `Communicator::from_env` with torchrun's variables.
 //!
 //! The cases that move data are stamped out per transport between processes (`shm::*`:
-//! shared memory, the default on one host; `tcp::*`: `RUCCL_SHM_DISABLE=1`; `slots::*`:
-//! shared memory and small ops exchanged through the host's slots, `RUCCL_SHM_SLOTS=1`), and
+//! shared memory, small ops as messages too, `RUCCL_SHM_SLOTS=0`; `tcp::*`:
+//! `RUCCL_SHM_DISABLE=1`; `slots::*`: shared memory and small ops exchanged through the
+//! host's slots, the default on one host), and
 //! each child checks that its process uses the transport asked for (a shared-memory reader
 //! thread runs, or none does; the slot segment is mapped, or not). `slots_agreement::*`: one
 //! process that says no to slots keeps every rank on messages.
@@ -41,6 +42,8 @@ mod cases_slots;
 mod hier;
 #[path = "multiprocess/kids.rs"]
 mod kids;
+#[path = "multiprocess/off_host.rs"]
+mod off_host;
 #[path = "multiprocess/roles.rs"]
 mod roles;
 #[path = "multiprocess/roles_faults.rs"]
@@ -94,6 +97,7 @@ fn child() {
     });
     let result = match role.as_str() {
         "collectives" => collectives_child(),
+        "mixed_devices" => off_host::mixed_devices_child(),
         "join" => join_child(),
         "victim" => victim_child(),
         "survivor" => survivor_child(),
@@ -214,7 +218,7 @@ macro_rules! per_transport {
                 super::$case(super::Transport::Tcp);
             })*
         }
-        /// Shared memory and the host's exchange slots (`RUCCL_SHM_SLOTS=1`).
+        /// Shared memory and the host's exchange slots (the default on one host).
         mod slots {
             $(#[test]
             fn $case() {
@@ -233,6 +237,10 @@ mod slots_agreement {
     #[test]
     fn slots_off_on_one_process_keeps_every_rank_on_messages() {
         super::cases_slots::slots_off_on_one_process_keeps_every_rank_on_messages();
+    }
+    #[test]
+    fn a_process_off_host_memory_keeps_every_rank_on_messages() {
+        super::cases_slots::a_process_off_host_memory_keeps_every_rank_on_messages();
     }
 }
 

@@ -245,7 +245,13 @@ impl<D: Device> Communicator<D> {
             return Err(CollectiveError::invalid(format!("rank {rank} is out of range for world_size {world_size}"))
                 .with_op("Communicator::new"));
         }
-        let shared = rendezvous::join(&unique_id, world_size, &[(rank, Arc::new(device.clone()))], &config)?;
+        let shared = rendezvous::join(
+            &unique_id,
+            world_size,
+            &[(rank, Arc::new(device.clone()))],
+            device.host_memory(),
+            &config,
+        )?;
         Ok(Self::from_shared(device, rank, shared, config.shared_progress()))
     }
 
@@ -295,7 +301,7 @@ impl<D: Device> Communicator<D> {
         let id = UniqueId::new()?;
         let members: Vec<(Rank, Arc<dyn Any + Send + Sync>)> =
             devices.iter().enumerate().map(|(r, d)| (r, Arc::new(d.clone()) as Arc<dyn Any + Send + Sync>)).collect();
-        let shared = rendezvous::join(&id, world, &members, &config)?;
+        let shared = rendezvous::join(&id, world, &members, devices.iter().all(D::host_memory), &config)?;
         let progress = config.shared_progress();
         Ok(devices
             .into_iter()

@@ -246,7 +246,7 @@ pub(crate) struct Prepared<D: Device> {
 }
 
 /// The plan of every exchanged op: one [`Step::Exchange`](algo::Step::Exchange). Ranks that
-/// are threads of one process (or processes of one host sharing slots, `RUCCL_SHM_SLOTS=1`)
+/// are threads of one process (or processes of one host sharing slots)
 /// on host-memory devices run ops whose parts fit a slot
 /// ([`SLOT_BYTES`]) this way, unless an algorithm was chosen: no messages, one published part
 /// per rank, each rank computing its own result.

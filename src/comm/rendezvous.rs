@@ -171,11 +171,13 @@ fn fresh_nonce() -> u128 {
 ///
 /// `members` are the ranks this thread joins for, with their devices (type-erased, so ranks
 /// learn how their devices reach each other): one for `Communicator::new`, every rank for
-/// `Communicator::init_all`.
+/// `Communicator::init_all`. `host_memory`: every one of those devices keeps its memory on
+/// the host (processes of one host may then exchange small ops through shared slots).
 pub(crate) fn join(
     id: &UniqueId,
     world: usize,
     members: &[(Rank, Arc<dyn Any + Send + Sync>)],
+    host_memory: bool,
     config: &CommConfig,
 ) -> Result<Arc<Shared>> {
     if let Some(root) = id.root_address().filter(|a| !listener::serves(*a)) {
@@ -194,12 +196,12 @@ pub(crate) fn join(
             .with_rank(*rank)
             .with_op("Communicator::new"));
         }
-        return remote::join(id, world, *rank, device.clone(), config);
+        return remote::join(id, world, *rank, device.clone(), host_memory, config);
     }
     let here: Vec<_> = members.iter().map(|(r, d)| (*r, d.clone(), None)).collect();
     match enter(id, world, &here, config)? {
         Joined::Group(shared) => Ok(shared),
-        Joined::Table(table) => assemble::assemble(id, world, &table, members, config),
+        Joined::Table(table) => assemble::assemble(id, world, &table, members, host_memory, config),
     }
 }
 

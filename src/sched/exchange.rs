@@ -1,5 +1,5 @@
 //! The exchange step ([`Step::Exchange`](crate::algo::Step::Exchange)): a small op between
-//! threads of one process (or processes of one host that share slots, `RUCCL_SHM_SLOTS=1`)
+//! threads of one process (or processes of one host that agreed on shared slots)
 //! run without messages. The rank publishes its part in its slot
 //! (`transport::slots`), waits until every peer whose part its result reads has published the
 //! same op, checks their fingerprints, and computes its own result from the parts — in rank

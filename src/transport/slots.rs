@@ -1,6 +1,7 @@
 //! Exchange slots: how ranks that are threads of one process, or processes of one host that
-//! agreed on them at setup (`shm::slot_agree`), run a small collective without messages. Each rank publishes its part of the op (at most [`SLOT_BYTES`]) with the op's
-//! sequence number and fingerprint in a slot of its own, then reads every peer's slot and
+//! agreed on them at setup (`shm::slot_agree`), run a small collective without messages.
+//! Each rank publishes its part of the op (at most [`SLOT_BYTES`]) with the op's sequence
+//! number and fingerprint in a slot of its own, then reads every peer's slot and
 //! computes its result locally: one write and `n - 1` reads of a cache line or a few per
 //! rank, instead of a message, a wake-up and a release per step of a plan.
 //!

@@ -67,3 +67,20 @@ pub(super) fn shm_disabled_on_one_process_keeps_every_rank_on_messages() {
 pub(super) fn slots_off_on_one_process_keeps_every_rank_on_messages() {
     one_process_says_no(("RUCCL_SHM_SLOTS", "0"), true);
 }
+
+/// One process of three on a device that does not keep its memory on the host (as a GPU
+/// device): it says no to slots, so every rank keeps messages (before the agreement heard
+/// the devices, the others exchanged while it sent messages: both sides timed out).
+pub(super) fn a_process_off_host_memory_keeps_every_rank_on_messages() {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(Transport::Slots);
+    for r in 0..3 {
+        let mut env = ranks_env(&id, 3, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("MP_SLOTS", "0".into())]);
+        if r == 1 {
+            env.push(("MP_OFF_HOST", "1".into()));
+        }
+        kids.spawn(&format!("rank{r}"), "mixed_devices", &env);
+    }
+    kids.wait(&[]);
+}

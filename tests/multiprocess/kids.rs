@@ -13,14 +13,14 @@ use super::{GROUP_DEADLINE, ROLE};
 /// How the children's processes talk to each other.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Transport {
-    /// Shared memory (the default between processes of one host).
+    /// Shared memory, small ops as messages too (`RUCCL_SHM_SLOTS=0`).
     Shm,
     /// Shared memory with ring copies only (`RUCCL_SHM_CMA=0`: no single-copy reads).
     ShmCopy,
     /// TCP (`RUCCL_SHM_DISABLE=1`).
     Tcp,
-    /// Shared memory, and small ops exchanged through the host's slots
-    /// (`RUCCL_SHM_SLOTS=1`).
+    /// Shared memory, and small ops exchanged through the host's slots (the default between
+    /// processes of one host).
     Slots,
 }
 
@@ -61,14 +61,17 @@ impl Kids {
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out);
-        cmd.env("MP_SLOTS", "0").env_remove("RUCCL_SHM_SLOTS");
+        // Slots are on by default: every transport but `Slots` turns them off.
+        cmd.env("MP_SLOTS", "0").env("RUCCL_SHM_SLOTS", "0");
         match self.transport {
             Transport::Shm => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE"),
             Transport::ShmCopy => cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_CMA", "0"),
             Transport::Tcp => cmd.env("MP_SHM", "0").env("RUCCL_SHM_DISABLE", "1"),
-            Transport::Slots => {
-                cmd.env("MP_SHM", "1").env_remove("RUCCL_SHM_DISABLE").env("RUCCL_SHM_SLOTS", "1").env("MP_SLOTS", "1")
-            }
+            Transport::Slots => cmd
+                .env("MP_SHM", "1")
+                .env_remove("RUCCL_SHM_DISABLE")
+                .env_remove("RUCCL_SHM_SLOTS")
+                .env("MP_SLOTS", "1"),
         };
         for (k, v) in env {
             cmd.env(k, v);

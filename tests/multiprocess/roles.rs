@@ -6,7 +6,7 @@ use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
 use half::bf16;
-use ruccl::{Communicator, Element, HostDevice, ReduceOp, Tensor, UniqueId};
+use ruccl::{Communicator, Device, Element, HostDevice, ReduceOp, Tensor, UniqueId};
 
 use super::N;
 
@@ -69,15 +69,15 @@ pub(super) fn collectives_child() -> Result<(), String> {
             std::thread::spawn(move || -> Result<(), String> {
                 let comm = join(rank).map_err(|e| e.to_string())?;
                 check_transport()?;
-                every_collective::<f32>(&comm, |v| v as f32)?;
-                every_collective::<i64>(&comm, |v| v as i64)?;
-                every_collective::<bf16>(&comm, |v| bf16::from_f64(v as f64))?;
-                every_collective::<u8>(&comm, |v| v as u8)?;
+                every_collective::<f32, _>(&comm, |v| v as f32)?;
+                every_collective::<i64, _>(&comm, |v| v as i64)?;
+                every_collective::<bf16, _>(&comm, |v| bf16::from_f64(v as f64))?;
+                every_collective::<u8, _>(&comm, |v| v as u8)?;
                 queued_ops(&comm)?;
                 // A split across processes: even and odd ranks, each a group of its own.
                 let mine: Vec<usize> = (0..comm.world_size()).filter(|r| r % 2 == rank % 2).collect();
                 let child = comm.split_from(&mine).map_err(|e| e.to_string())?.ok_or("left out of the split")?;
-                every_collective::<f32>(&child, |v| v as f32)?;
+                every_collective::<f32, _>(&child, |v| v as f32)?;
                 drop(child);
                 comm.barrier().map_err(|e| e.to_string())
             })
@@ -123,11 +123,11 @@ pub(super) fn check<T: PartialEq + Debug>(what: &str, rank: usize, got: Vec<T>, 
 }
 
 /// Every collective with small integer values (exact in every dtype), checked.
-pub(super) fn every_collective<T: Element + PartialEq + Debug>(
-    comm: &Communicator<HostDevice>,
+pub(super) fn every_collective<T: Element + PartialEq + Debug, D: Device>(
+    comm: &Communicator<D>,
     of: fn(u32) -> T,
 ) -> Result<(), String> {
-    let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
+    let (rank, world, dev) = (comm.rank(), comm.world_size(), comm.device().clone());
     let e = |e: ruccl::CollectiveError| e.to_string();
     let v = |r: usize, i: usize| (r + 1 + i % 5) as u32;
     let mine: Vec<T> = (0..N).map(|i| of(v(rank, i))).collect();
@@ -226,5 +226,5 @@ pub(super) fn join_child() -> Result<(), String> {
 pub(super) fn env_child() -> Result<(), String> {
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
     check_transport()?;
-    every_collective::<f32>(&comm, |v| v as f32)
+    every_collective::<f32, _>(&comm, |v| v as f32)
 }

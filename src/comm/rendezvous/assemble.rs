@@ -18,13 +18,18 @@ use crate::unique_id::UniqueId;
 struct Assembly {
     /// Ranks of this process in the table.
     expected: usize,
-    arrived: Vec<(Rank, Arc<dyn Any + Send + Sync>)>,
+    arrived: Members,
+    /// Whether every arrival's device keeps its memory on the host.
+    host_memory: bool,
     /// Arrivals that have not taken the result yet.
     left: usize,
     result: Option<Result<Arc<Shared>>>,
 }
 
 type Key = ([u8; 16], u128);
+
+/// The ranks of this process, each with its device (type-erased).
+type Members = Vec<(Rank, Arc<dyn Any + Send + Sync>)>;
 
 static ASSEMBLIES: LazyLock<(Mutex<HashMap<Key, Assembly>>, Condvar)> = LazyLock::new(Default::default);
 
@@ -33,6 +38,8 @@ fn assemblies() -> MutexGuard<'static, HashMap<Key, Assembly>> {
 }
 
 /// Waits for the other ranks of this process in `table`, then returns the group they share.
+/// `host_memory`: every device of `members` keeps its memory on the host (see
+/// [`tcp::setup::process_mesh`]).
 ///
 /// # Errors
 /// As [`tcp::setup::process_mesh`]; `Timeout` when the process's other ranks do not arrive.
@@ -41,6 +48,7 @@ pub(super) fn assemble(
     world: usize,
     table: &Table,
     members: &[(Rank, Arc<dyn Any + Send + Sync>)],
+    host_memory: bool,
     config: &CommConfig,
 ) -> Result<Arc<Shared>> {
     let me = listener::process_token();
@@ -50,13 +58,15 @@ pub(super) fn assemble(
     let mut g = assemblies();
     let a = g.entry(key).or_insert_with(|| {
         let expected = local.iter().filter(|&&l| l).count();
-        Assembly { expected, arrived: Vec::new(), left: expected, result: None }
+        Assembly { expected, arrived: Vec::new(), host_memory: true, left: expected, result: None }
     });
     a.arrived.extend(members.iter().cloned());
+    a.host_memory &= host_memory;
     if a.arrived.len() >= a.expected {
         let arrived = std::mem::take(&mut a.arrived);
+        let host_memory = a.host_memory;
         drop(g);
-        let built = build(id, world, table, &local, arrived, config, deadline);
+        let built = build(id, world, table, &local, (arrived, host_memory), config, deadline);
         g = assemblies();
         if let Some(a) = g.get_mut(&key) {
             a.result = Some(built);
@@ -97,7 +107,7 @@ fn build(
     world: usize,
     table: &Table,
     local: &[bool],
-    arrived: Vec<(Rank, Arc<dyn Any + Send + Sync>)>,
+    (arrived, host_memory): (Members, bool),
     config: &CommConfig,
     deadline: Instant,
 ) -> Result<Arc<Shared>> {
@@ -105,7 +115,7 @@ fn build(
     let mut comm = id.comm_bytes();
     comm.iter_mut().zip(table.nonce.to_le_bytes()).for_each(|(c, n)| *c ^= n);
     let addrs: Vec<_> = table.procs.iter().map(|p| p.addr).collect();
-    let mesh = tcp::setup::process_mesh(comm, world, &addrs, local, config.peer_silence(), deadline)?;
+    let mesh = tcp::setup::process_mesh(comm, world, &addrs, local, config.peer_silence(), host_memory, deadline)?;
     let mut devices: Vec<Arc<dyn Any + Send + Sync>> = (0..world).map(|_| Arc::new(()) as _).collect();
     for (r, d) in arrived {
         devices[r] = d;

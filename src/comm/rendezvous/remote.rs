@@ -34,6 +34,7 @@ pub(super) fn join(
     world: usize,
     rank: Rank,
     device: Arc<dyn Any + Send + Sync>,
+    host_memory: bool,
     config: &CommConfig,
 ) -> Result<Arc<Shared>> {
     let fail = |e: CollectiveError| e.with_rank(rank).with_op("Communicator::new");
@@ -86,7 +87,7 @@ pub(super) fn join(
             if table.procs.len() != world {
                 return Err(bad(format!("sent a table of {} ranks for a world of {world}", table.procs.len())));
             }
-            assemble::assemble(id, world, &table, &[(rank, device)], config)
+            assemble::assemble(id, world, &table, &[(rank, device)], host_memory, config)
         }
         FrameKind::Abort => Err(fail(wire::decode_error(&body).map_err(|e| bad(format!("sent a bad error: {e}")))?)),
         k => Err(bad(format!("answered with a {k:?} frame"))),

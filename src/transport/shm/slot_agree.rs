@@ -15,9 +15,10 @@
 //!    then closes its descriptor: from now on only the mappings keep the segment;
 //! 4. every other rank reads the verdict.
 //!
-//! A rank wants slots when `RUCCL_SHM_SLOTS=1` (off by default: see PERFORMANCE.md, session
-//! 17) and shared memory is not disabled. Any no (a pair on TCP, `RUCCL_SHM_DISABLE=1` or no
-//! `RUCCL_SHM_SLOTS` on one process, `/proc` refused, another host) keeps every rank on
+//! A rank wants slots unless `RUCCL_SHM_SLOTS=0` or shared memory is disabled, and only
+//! when every device of its process keeps its memory on the host (the exchange reads and
+//! writes host bytes). Any no (a pair on TCP, `RUCCL_SHM_DISABLE=1` or `RUCCL_SHM_SLOTS=0` on
+//! one process, a process on a GPU device, `/proc` refused, another host) keeps every rank on
 //! messages.
 
 use std::io::{Read, Write};
@@ -30,20 +31,27 @@ use crate::error::Result;
 use crate::transport::slots::Slots;
 use crate::types::Rank;
 
-/// Whether `RUCCL_SHM_SLOTS` asks processes of one host to exchange small ops through shared
-/// slots.
+/// Whether this process lets processes of one host exchange small ops through shared slots:
+/// yes unless `RUCCL_SHM_SLOTS=0` (or shared memory is disabled).
 pub(crate) fn wanted() -> bool {
-    std::env::var("RUCCL_SHM_SLOTS").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")) && !super::disabled()
+    !std::env::var("RUCCL_SHM_SLOTS").is_ok_and(|v| matches!(v.trim(), "0" | "false" | "no")) && !super::disabled()
 }
 
 /// Runs the agreement over `rows` (`rows[me][peer]`, the pair connections of this process's
 /// ranks; `pairs[me][peer]`, the pair segments [`negotiate`](super::negotiate) set up): the
 /// host's slots when every rank agreed, else `None`. The same answer in every process.
+/// `host_memory`: every device of this process's ranks keeps its memory on the host (the
+/// exchange reads and writes host bytes); a process whose devices do not says no.
 ///
 /// # Errors
 /// `Io` when a connection breaks or stays silent past `deadline`, naming the rank and peer.
-pub(crate) fn agree(rows: &mut Rows, pairs: &[Vec<Option<Pair>>], deadline: Instant) -> Result<Option<Slots>> {
-    let want = wanted();
+pub(crate) fn agree(
+    rows: &mut Rows,
+    pairs: &[Vec<Option<Pair>>],
+    host_memory: bool,
+    deadline: Instant,
+) -> Result<Option<Slots>> {
+    let want = host_memory && wanted();
     let world = rows.len();
     // Whether rank `r` (of this process) shares memory with every peer and wants slots.
     let ok = |r: Rank| {

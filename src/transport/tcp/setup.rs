@@ -91,9 +91,11 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, silence: Duration, deadline
 /// lower rank (at its process's listener, this one's included) and take the calls of every
 /// higher rank from the [`inbox`]. Pairs on one host (Linux) then agree over their
 /// connection to move data through shared memory (unless `RUCCL_SHM_DISABLE=1`), and, when
-/// every rank is a process of one host that asks for it (`RUCCL_SHM_SLOTS=1`), to exchange
+/// every rank is a process of one host that allows it, to exchange
 /// small ops through one segment of slots (`shm::slot_agree`). A peer
-/// whose connection stays silent for `silence` counts as lost.
+/// whose connection stays silent for `silence` counts as lost. `host_memory`: every device of
+/// this process's ranks keeps its memory on the host (slots hold host bytes; a process whose
+/// devices do not says no, and every rank keeps messages).
 ///
 /// # Errors
 /// `Io` when a socket cannot be configured; `Timeout` naming the ranks that could not be
@@ -104,6 +106,7 @@ pub(crate) fn process_mesh(
     addrs: &[std::net::SocketAddr],
     local: &[bool],
     silence: Duration,
+    host_memory: bool,
     deadline: Instant,
 ) -> Result<Mesh> {
     let mut rows: Vec<Option<Vec<Option<TcpStream>>>> =
@@ -125,11 +128,11 @@ pub(crate) fn process_mesh(
     #[cfg(all(target_os = "linux", not(miri)))]
     let (shm, slots) = {
         let shm = crate::transport::shm::negotiate(&mut rows, deadline)?;
-        let slots = crate::transport::shm::slot_agree::agree(&mut rows, &shm, deadline)?;
+        let slots = crate::transport::shm::slot_agree::agree(&mut rows, &shm, host_memory, deadline)?;
         (shm, slots)
     };
     #[cfg(not(all(target_os = "linux", not(miri))))]
-    let (shm, slots) = (Vec::new(), None);
+    let (shm, slots, _) = (Vec::new(), None, host_memory);
     let mut mesh = endpoints(comm, silence, rows, shm)?;
     mesh.slots = slots;
     Ok(mesh)
