@@ -317,6 +317,10 @@ impl CollectiveConfig {
     /// ones at once. 0 runs every op whole, stage after
     /// stage. Every node must set the same. Default [`DEFAULT_PIPELINE_CHUNK_BYTES`].
     ///
+    /// A pipelined op issues its chunks' steps up front, so the [`timeout`](Self::timeout)
+    /// bounds the whole op (a staged one gives each of its three stages the timeout), and
+    /// an op is cut into at most 256 chunks (larger ones for larger tensors).
+    ///
     /// ```
     /// use ruccl::api::CollectiveConfig;
     /// let c = CollectiveConfig::default().with_pipeline_chunk_bytes(1 << 20);

@@ -49,6 +49,14 @@ pub(super) struct Stages<'a, D: Device> {
     pub broadcast: bool,
 }
 
+/// How many of its node's ops a peer keeps issued and unfinished: enough for the stages to
+/// overlap, few enough that queued ops do not each take staging memory of their own.
+const WINDOW: usize = 4;
+
+/// The most chunks an op is cut into: a larger tensor gets larger chunks, so that a small
+/// chunk setting costs a bounded number of ops (three per chunk).
+const MAX_CHUNKS: usize = 256;
+
 /// The chunks (first element, length) a tensor of `numel` elements of `size` bytes runs in
 /// with chunks of `chunk_bytes`, when it is pipelined: at least two whole chunks.
 pub(super) fn chunks(numel: usize, size: usize, chunk_bytes: usize) -> Option<Vec<(usize, usize)>> {
@@ -56,7 +64,7 @@ pub(super) fn chunks(numel: usize, size: usize, chunk_bytes: usize) -> Option<Ve
     if chunk_bytes == 0 || per == 0 || numel / per < 2 {
         return None;
     }
-    Some(crate::algo::chunks(0, numel, per).collect())
+    Some(crate::algo::chunks(0, numel, per.max(numel.div_ceil(MAX_CHUNKS))).collect())
 }
 
 /// Chunk `(start, len)` of `t`; an empty tensor (a peer that receives nothing) stays empty.
@@ -107,6 +115,9 @@ fn first_cause<B: Backend>(
 }
 
 /// The ops of [`run`], each pushed on `issued` (with whether it runs among the leaders).
+/// A peer keeps at most [`WINDOW`] of its node's ops issued and unfinished: the op `WINDOW`
+/// places later is issued once one completes (on the leader, that completion of a chunk's
+/// reduce is also when the chunk's global step is issued).
 fn steps<B: Backend>(
     h: &PeerHandle<B>,
     hier: &Hierarchy<B::CommDevice>,
@@ -117,31 +128,51 @@ fn steps<B: Backend>(
 ) -> Result<()> {
     let local_err = |e| core_error(h, st.call, &st.what, e);
     let global_err = |e| global_error(hier.node, &hier.nodes, st.call, e);
-    let err = |global: bool, e: CollectiveError| if global { global_err(e) } else { local_err(e) };
-    for &r in ranges {
-        let w = st.local.reduce_into_async(&piece(part, r)?, &input.narrow(r.0, r.1)?, st.op, 0);
-        issued.push((w.map_err(local_err)?, false));
-    }
     let n = ranges.len();
-    if let Some(g) = &st.global {
-        for (c, &r) in ranges.iter().enumerate() {
-            issued[c].0.wait().map_err(local_err)?;
+    let total = if st.broadcast { 2 * n } else { n };
+    let window = WINDOW.min(n);
+    // Where the node's op `k` and chunk `c`'s global step are in `issued`.
+    let (mut local, mut global) = (Vec::with_capacity(total), Vec::with_capacity(n));
+    // Waits for the node's op `j`; on a leader, a finished reduce starts its chunk's global step.
+    let retire = |j: usize, issued: &mut Vec<(Work, bool)>, local: &[usize], global: &mut Vec<usize>| {
+        issued[local[j]].0.wait().map_err(local_err)?;
+        if let (Some(g), Some(&r)) = (&st.global, ranges.get(j)) {
             let (out, from) = (piece(output, r)?, piece(part, r)?);
             let w = match g {
                 Global::AllReduce(t, op) => t.all_reduce_into_async(&out, &from, *op),
                 Global::Reduce(t, op, root) => t.reduce_into_async(&out, &from, *op, *root),
             };
+            global.push(issued.len());
             issued.push((w.map_err(global_err)?, true));
         }
-    }
-    if st.broadcast {
-        for (c, &r) in ranges.iter().enumerate() {
-            if st.global.is_some() {
-                issued[n + c].0.wait().map_err(global_err)?;
-            }
-            issued.push((st.local.broadcast_async(&piece(output, r)?, 0).map_err(local_err)?, false));
+        Ok::<(), CollectiveError>(())
+    };
+    for k in 0..total {
+        if k >= window {
+            retire(k - window, issued, &local, &mut global)?;
         }
+        let w = match ranges.get(k) {
+            Some(&r) => st.local.reduce_into_async(&piece(part, r)?, &input.narrow(r.0, r.1)?, st.op, 0),
+            None => {
+                let c = k - n;
+                // The leader broadcasts what the leaders' step on the chunk left (issued, as
+                // `window` <= n: its reduce was retired).
+                if st.global.is_some() {
+                    let g = global.get(c).copied().ok_or_else(|| {
+                        CollectiveError::protocol(format!("chunk {c}'s global step was never issued"))
+                    })?;
+                    issued[g].0.wait().map_err(global_err)?;
+                }
+                st.local.broadcast_async(&piece(output, ranges[c])?, 0)
+            }
+        };
+        local.push(issued.len());
+        issued.push((w.map_err(local_err)?, false));
     }
+    for j in total.saturating_sub(window)..total {
+        retire(j, issued, &local, &mut global)?;
+    }
+    let err = |global: bool, e: CollectiveError| if global { global_err(e) } else { local_err(e) };
     issued.iter().try_for_each(|(w, global)| w.wait().map_err(|e| err(*global, e)))
 }
 
@@ -154,5 +185,7 @@ mod tests {
         assert_eq!(super::chunks(11, 4, 16), Some(vec![(0, 4), (4, 4), (8, 3)]));
         assert_eq!(super::chunks(1 << 20, 4, 0), None);
         assert_eq!(super::chunks(100, 8, 4), None);
+        let many = super::chunks(1 << 20, 4, 16).unwrap();
+        assert_eq!((many.len(), many[0], many[255]), (256, (0, 4096), (255 * 4096, 4096)));
     }
 }
