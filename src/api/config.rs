@@ -7,9 +7,13 @@ use std::time::Duration;
 
 use crate::config::{Algorithm, DEFAULT_TIMEOUT};
 
-/// The default of [`CollectiveConfig::with_pipeline_chunk_bytes`]: multi-node all_reduce and
-/// reduce of tensors of 8 MiB and more run by chunks of 4 MiB.
-pub const DEFAULT_PIPELINE_CHUNK_BYTES: usize = 4 << 20;
+/// The default of [`CollectiveConfig::with_pipeline_chunk_bytes`]: 0, the stages whole, one
+/// after the other. Measured on two processes x two peers of one 2-core host (PERFORMANCE.md,
+/// session 17): 1 MiB chunks took 5-9% off a 64 MiB all_reduce but added ~30% at 256 MiB,
+/// 4 MiB ones were even at 64 MiB and even to +30% at 256 MiB — the cores were already busy
+/// with every stage. Pipelining is for hosts whose stages leave cores or a network idle: set
+/// it per job, measured (`benches/hier.rs`, `RUCCL_HIER_BENCH_CHUNK`).
+pub const DEFAULT_PIPELINE_CHUNK_BYTES: usize = 0;
 use crate::error::{CollectiveError, Result};
 
 /// The plan an operation runs. Each one is a distinct plan of the core scheduler (see
@@ -315,7 +319,8 @@ impl CollectiveConfig {
     /// tensors: a tensor of at least two chunks runs chunk by chunk, the node's reduce of
     /// one chunk, the leaders' step on the one before and the node's broadcast of earlier
     /// ones at once. 0 runs every op whole, stage after
-    /// stage. Every node must set the same. Default [`DEFAULT_PIPELINE_CHUNK_BYTES`].
+    /// stage. Every node must set the same. Default [`DEFAULT_PIPELINE_CHUNK_BYTES`] (off; 1
+    /// MiB was the best chunk measured, see there).
     ///
     /// A pipelined op issues its chunks' steps up front, so the [`timeout`](Self::timeout)
     /// bounds the whole op (a staged one gives each of its three stages the timeout), and

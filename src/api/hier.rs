@@ -5,9 +5,9 @@
 //! copies; nothing when nodes hold consecutive ids, the usual layout).
 //! A leader whose global step fails fails its node's communicator (and the leaders' one, see
 //! `call::with_peer`), so every peer of every node gets the error rather than a hang.
-//! all_reduce and reduce of tensors of at least two pipelining chunks
-//! (`CollectiveConfig::with_pipeline_chunk_bytes`) run their stages chunk by chunk, at once
-//! ([`pipeline`]), under the same rule.
+//! With a pipelining chunk set (`CollectiveConfig::with_pipeline_chunk_bytes`, off by
+//! default), all_reduce and reduce of tensors of at least two chunks run their stages chunk
+//! by chunk, at once ([`pipeline`]), under the same rule.
 
 use super::call::{Failure, core_error, tagged};
 use super::meta;

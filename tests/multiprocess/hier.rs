@@ -23,7 +23,7 @@ fn config() -> CollectiveConfig {
         .with_global_broadcast_strategy(Strategy::Tree(2))
         .with_timeout(Duration::from_millis(ms))
         // `MP_CHUNK` bytes pipelines all_reduce and reduce from two chunks (default: the
-        // library's, which none of these small tensors reaches).
+        // library's, off).
         .with_pipeline_chunk_bytes(var("MP_CHUNK").parse().unwrap_or(api::DEFAULT_PIPELINE_CHUNK_BYTES))
 }
 
