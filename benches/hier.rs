@@ -7,7 +7,9 @@
 //!
 //! Run: `cargo bench -p ruccl-bench --features orchestrator --bench hier` (the orchestrator
 //! runs in this process; the nodes are this program again, `RUCCL_HIER_BENCH_ROLE=node`).
-//! `RUCCL_SHM_DISABLE=1` puts the leaders' step on TCP. Times are each node's slowest peer's
+//! `RUCCL_SHM_DISABLE=1` puts the leaders' step on TCP; `RUCCL_HIER_BENCH_CHUNK=<bytes>` sets
+//! the nodes' pipelining chunk (`with_pipeline_chunk_bytes`; 0: the stages whole, one after
+//! the other); `RUCCL_HIER_BENCH_LARGE=1` adds 256 MiB per peer. Times are each node's slowest peer's
 //! mean per op, the slower node's; algbw = bytes / time, busbw = algbw x 2(n-1)/n (n = 4),
 //! decimal GB/s, as nccl-tests reports all_reduce.
 
@@ -24,7 +26,7 @@ const PEERS: usize = 4;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// (bytes per peer, warm-up ops, timed ops).
-const SIZES: [(usize, u32, u32); 2] = [(4096, 200, 2000), (64 << 20, 2, 10)];
+const SIZES: [(usize, u32, u32); 3] = [(4096, 200, 2000), (64 << 20, 2, 10), (256 << 20, 1, 4)];
 
 fn main() {
     if std::env::var(ROLE).is_ok() {
@@ -32,7 +34,8 @@ fn main() {
     }
     println!("# all_reduce f32 sum, {PEERS} peers; us per op, algbw / busbw GB/s");
     println!("{:>10}  {:>26}  {:>26}", "bytes", "flat (4 threads, 1 node)", "2 processes x 2 peers");
-    for (bytes, warm, iters) in SIZES {
+    let large = std::env::var("RUCCL_HIER_BENCH_LARGE").is_ok_and(|v| v == "1");
+    for (bytes, warm, iters) in SIZES.into_iter().filter(|&(b, ..)| large || b < 256 << 20) {
         let config = CollectiveConfig::default().with_num_devices(PEERS).with_timeout(TIMEOUT);
         let flat = peers(&[0, 1, 2, 3], config, bytes, warm, iters);
         let hier = two_nodes(bytes, warm, iters);
@@ -120,5 +123,9 @@ fn node() {
         .with_node_address("127.0.0.1")
         .with_data_service_port(var("HIER_PORT").parse().unwrap())
         .with_timeout(TIMEOUT);
+    let config = match std::env::var("RUCCL_HIER_BENCH_CHUNK") {
+        Ok(c) => config.with_pipeline_chunk_bytes(c.parse().expect("RUCCL_HIER_BENCH_CHUNK: bytes")),
+        Err(_) => config,
+    };
     println!("{}", peers(&ids, config, size[0], size[1] as u32, size[2] as u32));
 }

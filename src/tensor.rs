@@ -25,6 +25,9 @@ pub struct Tensor<D: Device> {
     dtype: DType,
     shape: smallvec::SmallVec<[usize; 4]>,
     numel: usize,
+    /// Where the elements start in `buf`, in bytes: 0 but for the crate's own views
+    /// ([`narrow`](Self::narrow)), which never reach a caller.
+    off: usize,
 }
 
 fn numel_of(shape: &[usize]) -> Result<usize> {
@@ -49,7 +52,7 @@ impl<D: Device> Tensor<D> {
             .checked_mul(dtype.size())
             .ok_or_else(|| CollectiveError::invalid(format!("shape {shape:?} of {dtype} is too large")))?;
         let buf = device.alloc(bytes)?;
-        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.into(), numel })
+        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.into(), numel, off: 0 })
     }
 
     /// A tensor holding a copy of `data`, which must have exactly `shape`'s element count.
@@ -99,7 +102,7 @@ impl<D: Device> Tensor<D> {
             CollectiveError::device(format!("cannot allocate {} bytes of host memory for to_vec", self.byte_len()))
         })?;
         out.resize(self.numel, T::default());
-        self.device.read(&self.buf, 0, bytemuck::cast_slice_mut(&mut out))?;
+        self.device.read(&self.buf, self.off, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
     }
 
@@ -117,7 +120,7 @@ impl<D: Device> Tensor<D> {
                 self.dtype
             )));
         }
-        self.device.write(&self.buf, 0, as_bytes(data))
+        self.device.write(&self.buf, self.off, as_bytes(data))
     }
 
     /// A new tensor with the same contents on the same device.
@@ -127,7 +130,8 @@ impl<D: Device> Tensor<D> {
     pub fn try_clone(&self) -> Result<Self> {
         let t = Self::zeros(&self.device, self.dtype, &self.shape)?;
         let len = self.byte_len();
-        let event = self.device.copy(&Range::new(self.buf.clone(), 0, len), &Range::new(t.buf.clone(), 0, len))?;
+        let event =
+            self.device.copy(&Range::new(self.buf.clone(), self.off, len), &Range::new(t.buf.clone(), 0, len))?;
         self.device.wait(&event, None)?;
         Ok(t)
     }
@@ -162,6 +166,38 @@ impl<D: Device> Tensor<D> {
         &self.buf
     }
 
+    /// Where the elements start in [`buffer`](Self::buffer), in bytes: 0 for every tensor a
+    /// caller holds; a view's offset ([`narrow`](Self::narrow)).
+    pub(crate) fn byte_offset(&self) -> usize {
+        self.off
+    }
+
+    /// A 1-D view of elements `start..start + len` of this tensor (flattened): the same
+    /// memory, no copy. Views stay inside the crate (the peer API's pipelined stages run
+    /// collectives on chunks of one tensor); `buffer` and `into_buffer` of a view give the
+    /// whole buffer, so a view is only ever passed to the communicator, which binds it at
+    /// its [`byte_offset`](Self::byte_offset).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the range is not inside the tensor.
+    pub(crate) fn narrow(&self, start: usize, len: usize) -> Result<Self> {
+        if start.checked_add(len).is_none_or(|end| end > self.numel) {
+            return Err(CollectiveError::invalid(format!(
+                "elements {start}..{} of a tensor of {} elements",
+                start.saturating_add(len),
+                self.numel
+            )));
+        }
+        Ok(Tensor {
+            device: self.device.clone(),
+            buf: self.buf.clone(),
+            dtype: self.dtype,
+            shape: smallvec::smallvec![len],
+            numel: len,
+            off: self.off + start * self.dtype.size(),
+        })
+    }
+
     /// Wraps an existing device buffer (for framework adapters that hand over their memory).
     ///
     /// # Errors
@@ -175,7 +211,7 @@ impl<D: Device> Tensor<D> {
                 device.len(&buf)
             )));
         }
-        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.into(), numel })
+        Ok(Tensor { device: device.clone(), buf, dtype, shape: shape.into(), numel, off: 0 })
     }
 
     /// Gives the device buffer back.
@@ -208,5 +244,22 @@ mod tests {
         assert_eq!(c.to_vec::<u8>().unwrap(), vec![9, 9, 9]);
         let z = Tensor::<HostDevice>::zeros(&d, DType::F32, &[0]).unwrap();
         assert_eq!(z.to_vec::<f32>().unwrap(), Vec::<f32>::new());
+    }
+
+    #[test]
+    fn views_share_memory() {
+        let d = HostDevice::default();
+        let t = Tensor::from_slice(&d, &[1i32, 2, 3, 4, 5, 6], &[2, 3]).unwrap();
+        let mut v = t.narrow(2, 3).unwrap();
+        assert_eq!((v.shape(), v.byte_offset()), (&[3][..], 8));
+        assert_eq!(v.to_vec::<i32>().unwrap(), vec![3, 4, 5]);
+        let w = v.narrow(1, 2).unwrap();
+        assert_eq!((w.byte_offset(), w.to_vec::<i32>().unwrap()), (12, vec![4, 5]));
+        v.copy_from_slice(&[7, 8, 9]).unwrap();
+        assert_eq!(t.to_vec::<i32>().unwrap(), vec![1, 2, 7, 8, 9, 6]);
+        assert_eq!(v.try_clone().unwrap().to_vec::<i32>().unwrap(), vec![7, 8, 9]);
+        assert_eq!(t.narrow(6, 0).unwrap().numel(), 0);
+        assert!(t.narrow(4, 3).is_err());
+        assert!(t.narrow(usize::MAX, 2).is_err());
     }
 }

@@ -110,6 +110,8 @@ fn child() {
         #[cfg(feature = "orchestrator")]
         "node" => hier::node_child(),
         #[cfg(feature = "orchestrator")]
+        "chunks" => hier::chunks_child(),
+        #[cfg(feature = "orchestrator")]
         "lonely" => hier::lonely_child(),
         #[cfg(feature = "orchestrator")]
         "mismatch" => hier::mismatch_child(),

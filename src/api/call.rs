@@ -55,29 +55,37 @@ pub(super) fn with_peer<B: Backend, R>(
         Ok(r) => Ok(r),
         Err(Failure::Agreed(e)) => Err(e.with_op(label())),
         Err(Failure::Abort(e)) => {
-            if h.comm.is_usable() {
-                let kind = match e.kind() {
-                    ErrorKind::Unsupported => ErrorKind::InvalidArgument,
-                    k => k,
-                };
-                let why = format!(
-                    "peer {peer} (rank {}) could not take part in {call}: {}; the registration is aborted",
-                    h.rank,
-                    e.message()
-                );
-                h.comm.fail(CollectiveError::new(kind, why).with_op(label()));
-            }
-            // A leader's failure ends the other nodes' waits too.
-            if let Some(g) = h.hier.as_ref().and_then(|x| x.global.as_ref())
-                && g.is_usable()
-            {
-                g.fail(
-                    CollectiveError::new(e.kind(), format!("peer {peer}, a node's leader: {}", e.message()))
-                        .with_op(label()),
-                );
-            }
+            abort(&h, call, &e);
             Err(e.with_op(label()))
         }
+    }
+}
+
+/// Aborts the registration after `e` ended `call` on this peer: fails the node's
+/// communicator (and, on a leader, the leaders' one) unless the core already has, so that
+/// every peer of every node stops waiting at once with an error naming this one. Called again,
+/// it does nothing.
+pub(super) fn abort<B: Backend>(h: &PeerHandle<B>, call: &str, e: &CollectiveError) {
+    let (peer, label) = (h.peer, || format!("{call} on peer {}", h.peer));
+    if h.comm.is_usable() {
+        let kind = match e.kind() {
+            ErrorKind::Unsupported => ErrorKind::InvalidArgument,
+            k => k,
+        };
+        let why = format!(
+            "peer {peer} (rank {}) could not take part in {call}: {}; the registration is aborted",
+            h.rank,
+            e.message()
+        );
+        h.comm.fail(CollectiveError::new(kind, why).with_op(label()));
+    }
+    // A leader's failure ends the other nodes' waits too.
+    if let Some(g) = h.hier.as_ref().and_then(|x| x.global.as_ref())
+        && g.is_usable()
+    {
+        g.fail(
+            CollectiveError::new(e.kind(), format!("peer {peer}, a node's leader: {}", e.message())).with_op(label()),
+        );
     }
 }
 

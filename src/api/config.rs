@@ -6,6 +6,14 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::config::{Algorithm, DEFAULT_TIMEOUT};
+
+/// The default of [`CollectiveConfig::with_pipeline_chunk_bytes`]: 0, the stages whole, one
+/// after the other. Measured on two processes x two peers of one 2-core host (PERFORMANCE.md,
+/// session 17): 1 MiB chunks took 5-9% off a 64 MiB all_reduce but added ~30% at 256 MiB,
+/// 4 MiB ones were even at 64 MiB and even to +30% at 256 MiB — the cores were already busy
+/// with every stage. Pipelining is for hosts whose stages leave cores or a network idle: set
+/// it per job, measured (`benches/hier.rs`, `RUCCL_HIER_BENCH_CHUNK`).
+pub const DEFAULT_PIPELINE_CHUNK_BYTES: usize = 0;
 use crate::error::{CollectiveError, Result};
 
 /// The plan an operation runs. Each one is a distinct plan of the core scheduler (see
@@ -116,6 +124,7 @@ pub struct CollectiveConfig {
     node_address: Option<String>,
     data_service_port: Option<u16>,
     timeout: Duration,
+    pipeline_chunk_bytes: usize,
 }
 
 impl Default for CollectiveConfig {
@@ -131,6 +140,7 @@ impl Default for CollectiveConfig {
             node_address: None,
             data_service_port: None,
             timeout: DEFAULT_TIMEOUT,
+            pipeline_chunk_bytes: DEFAULT_PIPELINE_CHUNK_BYTES,
         }
     }
 }
@@ -305,6 +315,32 @@ impl CollectiveConfig {
         self.timeout
     }
 
+    /// Sets the chunk size, in bytes, of the multi-node all_reduce and reduce of large
+    /// tensors: a tensor of at least two chunks runs chunk by chunk, the node's reduce of
+    /// one chunk, the leaders' step on the one before and the node's broadcast of earlier
+    /// ones at once. 0 runs every op whole, stage after
+    /// stage. Every node must set the same. Default [`DEFAULT_PIPELINE_CHUNK_BYTES`] (off; 1
+    /// MiB was the best chunk measured, see there).
+    ///
+    /// A pipelined op issues its chunks' steps up front, so the [`timeout`](Self::timeout)
+    /// bounds the whole op (a staged one gives each of its three stages the timeout), and
+    /// an op is cut into at most 256 chunks (larger ones for larger tensors).
+    ///
+    /// ```
+    /// use ruccl::api::CollectiveConfig;
+    /// let c = CollectiveConfig::default().with_pipeline_chunk_bytes(1 << 20);
+    /// assert_eq!(c.pipeline_chunk_bytes(), 1 << 20);
+    /// ```
+    pub fn with_pipeline_chunk_bytes(mut self, bytes: usize) -> Self {
+        self.pipeline_chunk_bytes = bytes;
+        self
+    }
+
+    /// The chunk size of the multi-node pipelining (0: off).
+    pub fn pipeline_chunk_bytes(&self) -> usize {
+        self.pipeline_chunk_bytes
+    }
+
     /// Checks the config on its own and says precisely what is inconsistent: every problem,
     /// by setting name, in one message.
     ///
@@ -390,6 +426,7 @@ impl CollectiveConfig {
         out.push(("node_address".to_string(), format!("{:?}", self.node_address)));
         out.push(("data_service_port".to_string(), format!("{:?}", self.data_service_port)));
         out.push(("timeout".to_string(), format!("{:?}", self.timeout)));
+        out.push(("pipeline_chunk_bytes".to_string(), self.pipeline_chunk_bytes.to_string()));
         out
     }
 }

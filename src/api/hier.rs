@@ -5,10 +5,14 @@
 //! copies; nothing when nodes hold consecutive ids, the usual layout).
 //! A leader whose global step fails fails its node's communicator (and the leaders' one, see
 //! `call::with_peer`), so every peer of every node gets the error rather than a hang.
+//! With a pipelining chunk set (`CollectiveConfig::with_pipeline_chunk_bytes`, off by
+//! default), all_reduce and reduce of tensors of at least two chunks run their stages chunk
+//! by chunk, at once ([`pipeline`]), under the same rule.
 
 use super::call::{Failure, core_error, tagged};
 use super::meta;
 use super::node::{Hierarchy, global_error};
+use super::pipeline;
 use super::registry::PeerHandle;
 use super::{Backend, PeerId, Strategy};
 use crate::comm::Communicator;
@@ -56,8 +60,22 @@ pub(super) fn all_reduce<B: Backend>(
     let what = || format!("{op} over a {shape:?} {} tensor across {} nodes", t.dtype(), hier.nodes.len());
     let err = |e| core_error(h, "all_reduce", &what(), e);
     let mut part = Tensor::zeros(dev, t.dtype(), if h.rank == 0 { shape } else { &[0] })?;
-    tagged(h, Some(local), shape).reduce_into(&mut part, t, op, 0).map_err(err)?;
     let mut out = Tensor::zeros(dev, t.dtype(), shape)?;
+    if let Some(ranges) = pipeline::chunks(t.numel(), t.dtype().size(), cfg.pipeline_chunk_bytes()) {
+        let global = global::<B>(hier)
+            .map(|g| pipeline::Global::AllReduce(gtag(g, cfg.global_all_reduce_strategy(), shape), global_op(op)));
+        let st = pipeline::Stages {
+            call: "all_reduce",
+            what: what(),
+            local: tagged(h, Some(local), shape),
+            op,
+            global,
+            broadcast: true,
+        };
+        pipeline::run(h, hier, &st, [t, &part, &out], &ranges)?;
+        return Ok(out);
+    }
+    tagged(h, Some(local), shape).reduce_into(&mut part, t, op, 0).map_err(err)?;
     if let Some(g) = global::<B>(hier) {
         gtag(g, cfg.global_all_reduce_strategy(), shape)
             .all_reduce_into(&mut out, &part, global_op(op))
@@ -85,9 +103,25 @@ pub(super) fn reduce<B: Backend>(
     let err = |e| core_error(h, "reduce", &what(), e);
     let leader = h.rank == 0;
     let mut part = Tensor::zeros(dev, t.dtype(), if leader { shape } else { &[0] })?;
-    tagged(h, Some(local), shape).reduce_into(&mut part, t, op, 0).map_err(err)?;
     let here = hier.node == home;
     let mut out = Tensor::zeros(dev, t.dtype(), if here { shape } else { &[0] })?;
+    // The leader holds the result; the root's node passes it on (the others discard it).
+    let root_rank = h.rank_of(root).unwrap_or(0);
+    if let Some(ranges) = pipeline::chunks(t.numel(), t.dtype().size(), cfg.pipeline_chunk_bytes()) {
+        let global = global::<B>(hier)
+            .map(|g| pipeline::Global::Reduce(gtag(g, cfg.global_reduce_strategy(), shape), global_op(op), home));
+        let st = pipeline::Stages {
+            call: "reduce",
+            what: what(),
+            local: tagged(h, Some(local), shape),
+            op,
+            global,
+            broadcast: here && root_rank != 0,
+        };
+        pipeline::run(h, hier, &st, [t, &part, &out], &ranges)?;
+        return Ok((h.peer == root).then_some(out));
+    }
+    tagged(h, Some(local), shape).reduce_into(&mut part, t, op, 0).map_err(err)?;
     if let Some(g) = global::<B>(hier) {
         gtag(g, cfg.global_reduce_strategy(), shape)
             .reduce_into(&mut out, &part, global_op(op), home)
@@ -96,9 +130,7 @@ pub(super) fn reduce<B: Backend>(
     if !here {
         return Ok(None);
     }
-    let root_rank = h.rank_of(root).unwrap_or(0);
     if root_rank != 0 {
-        // The leader holds the result; the root's node passes it on (the others discard it).
         tagged(h, Some(local), shape).broadcast(&mut out, 0).map_err(err)?;
     }
     Ok((h.peer == root).then_some(out))

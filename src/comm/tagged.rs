@@ -49,6 +49,27 @@ impl<D: Device> Tagged<'_, D> {
         self.comm.issue(Call { tags: self.tags, ..Call::all_reduce(tensor, op) })
     }
 
+    /// [`Communicator::all_reduce_into_async`], tagged.
+    pub(crate) fn all_reduce_into_async(&self, output: &Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<Work> {
+        self.comm.issue(Call { tags: self.tags, ..Call::all_reduce_into(output, input, op) })
+    }
+
+    /// [`Communicator::reduce_into_async`], tagged.
+    pub(crate) fn reduce_into_async(
+        &self,
+        output: &Tensor<D>,
+        input: &Tensor<D>,
+        op: ReduceOp,
+        root: Rank,
+    ) -> Result<Work> {
+        self.comm.issue(Call { tags: self.tags, ..Call::reduce_into(output, input, op, root) })
+    }
+
+    /// [`Communicator::broadcast_async`] (in place), tagged.
+    pub(crate) fn broadcast_async(&self, tensor: &Tensor<D>, root: Rank) -> Result<Work> {
+        self.comm.issue(Call { tags: self.tags, ..Call::broadcast(tensor, root) })
+    }
+
     /// [`Communicator::all_reduce`] (in place), tagged.
     pub(crate) fn all_reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
         self.submit(Call::all_reduce(tensor, op))

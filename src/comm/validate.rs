@@ -265,8 +265,11 @@ pub(crate) fn validate<'a, D: Device, B>(
     };
     let size = dtype.size();
     let id = |t: &Tensor<D>| device.mem_id(t.buffer());
-    let contig =
-        |t: &'a Tensor<D>, base: usize| Binding::Contig { buf: bind(t.buffer()), base: base * size, id: id(t) };
+    let contig = |t: &'a Tensor<D>, base: usize| Binding::Contig {
+        buf: bind(t.buffer()),
+        base: t.byte_offset() + base * size,
+        id: id(t),
+    };
     let input = match call.input {
         None => Binding::Unbound,
         Some(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count),
@@ -277,6 +280,8 @@ pub(crate) fn validate<'a, D: Device, B>(
         Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => contig(t, rank * count),
         Output::One(t) => contig(t, 0),
         Output::List(l) => {
+            // Views (`Tensor::narrow`) are the crate's own and never go in a list.
+            debug_assert!(l.iter().all(|t| t.byte_offset() == 0));
             Binding::Blocks { bufs: l.iter().map(|t| (bind(t.buffer()), id(t))).collect(), block: count * size }
         }
     };
@@ -291,7 +296,10 @@ pub(crate) fn validate<'a, D: Device, B>(
 /// overlap would let the op overwrite bytes it still has to read: an error naming the two.
 fn aliasing<D: Device>(call: &Call<'_, D>, rank: Rank, device: &D) -> std::result::Result<bool, String> {
     let id = |t: &Tensor<D>| device.mem_id(t.buffer());
-    let overlap = |a: &Tensor<D>, b: &Tensor<D>| a.byte_len() > 0 && b.byte_len() > 0 && id(a) == id(b);
+    let (start, end) = (|t: &Tensor<D>| t.byte_offset(), |t: &Tensor<D>| t.byte_offset() + t.byte_len());
+    let overlap = |a: &Tensor<D>, b: &Tensor<D>| {
+        a.byte_len() > 0 && b.byte_len() > 0 && id(a) == id(b) && start(a) < end(b) && start(b) < end(a)
+    };
     match (&call.output, call.input) {
         (Output::List(outs), input) => {
             for (i, a) in outs.iter().enumerate() {
@@ -309,10 +317,12 @@ fn aliasing<D: Device>(call: &Call<'_, D>, rank: Rank, device: &D) -> std::resul
             }
         }
         (Output::One(y), Some(x)) if overlap(x, y) => {
-            // Both tensors start at byte 0 of the shared buffer; block `rank` does only on rank 0.
+            // Where the in-place form keeps the data: block `rank` of the larger tensor (a
+            // caller's tensors all start at byte 0: there, only on rank 0), or the input itself.
             let exact = match call.kind {
-                OpKind::AllGather | OpKind::Gather | OpKind::ReduceScatter | OpKind::Scatter => rank == 0,
-                _ => x.byte_len() == y.byte_len(),
+                OpKind::AllGather | OpKind::Gather => start(x) == start(y) + rank * x.byte_len(),
+                OpKind::ReduceScatter | OpKind::Scatter => start(y) == start(x) + rank * y.byte_len(),
+                _ => start(x) == start(y) && x.byte_len() == y.byte_len(),
             };
             if exact {
                 Ok(true)

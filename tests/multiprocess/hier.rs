@@ -1,5 +1,7 @@
 //! Several nodes of the peer API: an orchestrator in the parent, each node a child process
 //! with two in-process peers (`node` role); and a node whose partner never comes (`lonely`).
+//! Each case that moves data runs whole and pipelined by chunk (`MP_CHUNK`), and `chunks`
+//! sweeps lengths around the pipelining threshold.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,9 @@ fn config() -> CollectiveConfig {
         .with_global_all_reduce_strategy(Strategy::Ring)
         .with_global_broadcast_strategy(Strategy::Tree(2))
         .with_timeout(Duration::from_millis(ms))
+        // `MP_CHUNK` bytes pipelines all_reduce and reduce from two chunks (default: the
+        // library's, off).
+        .with_pipeline_chunk_bytes(var("MP_CHUNK").parse().unwrap_or(api::DEFAULT_PIPELINE_CHUNK_BYTES))
 }
 
 fn peers() -> Vec<u64> {
@@ -88,6 +93,38 @@ fn node_peer(id: u64) -> Result<(), String> {
         Err(err) if err.kind() == ErrorKind::InvalidArgument && err.to_string().contains("among 4 peers") => Ok(()),
         other => Err(format!("peer {id}: reduce_scatter of 6 rows among 4 peers gave {:?}", other.map(|_| ()))),
     }
+}
+
+/// all_reduce and reduce of lengths below, at and above two chunks of 4 f32 (`MP_CHUNK` =
+/// 16), not divisible by the chunk, to every root: bit-exact sums of small integers, the
+/// same as the whole op's.
+fn chunks_peer(id: u64) -> Result<(), String> {
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let (peer, dev) = (PeerId::new(id), HostDevice::new(id as u32));
+    api::register::<HostBackend>(peer, dev, config()).map_err(e)?;
+    for n in [0usize, 1, 7, 8, 9, 12, 13, 37, 64] {
+        let mine: Vec<f32> = (0..n).map(|i| ((id + 1) * (i as u64 % 7 + 1)) as f32).collect();
+        let want: Vec<f32> = (0..n).map(|i| (10 * (i % 7 + 1)) as f32).collect();
+        let t = || Tensor::from_slice(&dev, &mine, &[n]).unwrap();
+        let sum = api::all_reduce::<HostBackend>(peer, t(), ReduceOperation::Sum).map_err(e)?;
+        check(&format!("all_reduce of {n}"), id, vec_of(sum), &want)?;
+        let mean = api::all_reduce::<HostBackend>(peer, t(), ReduceOperation::Mean).map_err(e)?;
+        let want_mean: Vec<f32> = (0..n).map(|i| 2.5 * (i % 7 + 1) as f32).collect();
+        check(&format!("all_reduce mean of {n}"), id, vec_of(mean), &want_mean)?;
+        for root in [3u64, 0, 1, 2] {
+            let got = api::reduce::<HostBackend>(peer, t(), ReduceOperation::Sum, PeerId::new(root)).map_err(e)?;
+            match (got, id == root) {
+                (Some(g), true) => check(&format!("reduce of {n} to {root}"), id, vec_of(g), &want)?,
+                (None, false) => {}
+                (g, _) => return Err(format!("peer {id}: reduce of {n} to {root} returned {:?}", g.map(vec_of))),
+            }
+        }
+    }
+    api::finish_collective::<HostBackend>(peer).map_err(e)
+}
+
+pub(super) fn chunks_child() -> Result<(), String> {
+    threads(chunks_peer)
 }
 
 fn check(what: &str, id: u64, got: Vec<f32>, want: &[f32]) -> Result<(), String> {
@@ -207,6 +244,12 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// `e` with all_reduce and reduce pipelined by chunks of `bytes` (0: never).
+fn chunked(mut e: Vec<(&'static str, String)>, bytes: usize) -> Vec<(&'static str, String)> {
+    e.push(("MP_CHUNK", bytes.to_string()));
+    e
+}
+
 fn env(global: std::net::SocketAddr, peers: &str, ms: u64) -> Vec<(&'static str, String)> {
     vec![
         ("MP_GLOBAL", global.to_string()),
@@ -234,16 +277,44 @@ fn two_nodes_over_tcp() {
     kids.wait(&[]);
 }
 
+/// Every operation with all_reduce and reduce pipelined by chunks of 4 f32 (`N` = 37: ten
+/// chunks, the last of one element).
 #[test]
-fn a_mismatch_between_nodes_fails_every_peer() {
+fn two_nodes_pipelined_by_chunk() {
     let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
     let mut kids = Kids::new(Transport::Shm);
-    for (name, peers, len) in [("node-a", "0,1", "5"), ("node-b", "2,3", "6")] {
-        let mut e = env(orch.local_addr(), peers, 10_000);
-        e.push(("MP_LEN", len.to_string()));
-        kids.spawn(name, "mismatch", &e);
-    }
+    kids.spawn("node-a", "node", &chunked(env(orch.local_addr(), "0,1", 15_000), 16));
+    kids.spawn("node-b", "node", &chunked(env(orch.local_addr(), "2,3", 15_000), 16));
     kids.wait(&[]);
+}
+
+/// Lengths around the pipelining threshold, over shared memory and TCP (interleaved ids).
+#[test]
+fn two_nodes_lengths_around_the_chunk() {
+    for (transport, a, b) in [(Transport::Shm, "0,1", "2,3"), (Transport::Tcp, "0,2", "1,3")] {
+        let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+        let mut kids = Kids::new(transport);
+        kids.spawn("node-a", "chunks", &chunked(env(orch.local_addr(), a, 15_000), 16));
+        kids.spawn("node-b", "chunks", &chunked(env(orch.local_addr(), b, 15_000), 16));
+        kids.wait(&[]);
+    }
+}
+
+/// Whole (5 vs 6 elements) and pipelined (37 vs 38 by chunks of 4: the leaders' step on
+/// the first chunk disagrees, as the shape digest every chunk carries is the whole tensor's,
+/// while the node's other chunks are queued on both communicators).
+#[test]
+fn a_mismatch_between_nodes_fails_every_peer() {
+    for (a, b, chunk) in [("5", "6", 0), ("37", "38", 16)] {
+        let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+        let mut kids = Kids::new(Transport::Shm);
+        for (name, peers, len) in [("node-a", "0,1", a), ("node-b", "2,3", b)] {
+            let mut e = chunked(env(orch.local_addr(), peers, 10_000), chunk);
+            e.push(("MP_LEN", len.to_string()));
+            kids.spawn(name, "mismatch", &e);
+        }
+        kids.wait(&[]);
+    }
 }
 
 #[test]
@@ -261,6 +332,26 @@ fn a_killed_node_is_named_on_every_peer_of_the_others() {
     let mut kids = Kids::new(Transport::Shm);
     let with_mark = |peers: &str| {
         let mut e = env(orch.local_addr(), peers, 20_000);
+        e.push(mark.env());
+        e
+    };
+    kids.spawn("node-a", "hier_survivor", &with_mark("0,1"));
+    kids.spawn("node-b", "hier_victim", &with_mark("2,3"));
+    mark.wait(Duration::from_secs(60), "the victim node never passed its barrier");
+    std::thread::sleep(Duration::from_millis(200));
+    kids.kill("node-b");
+    kids.wait(&["node-b"]);
+}
+
+/// The same with the survivor's all_reduces pipelined (16 KiB by chunks of 1 KiB): the lost
+/// node ends every chunk's ops on both peers, with the same error.
+#[test]
+fn a_killed_node_ends_a_pipelined_all_reduce() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mark = super::kids::Mark::new("hier-mark-chunks");
+    let mut kids = Kids::new(Transport::Shm);
+    let with_mark = |peers: &str| {
+        let mut e = chunked(env(orch.local_addr(), peers, 20_000), 1024);
         e.push(mark.env());
         e
     };
