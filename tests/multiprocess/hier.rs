@@ -327,31 +327,28 @@ fn a_node_that_never_comes_is_a_timeout() {
 
 #[test]
 fn a_killed_node_is_named_on_every_peer_of_the_others() {
-    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
-    let mark = super::kids::Mark::new("hier-mark");
-    let mut kids = Kids::new(Transport::Shm);
-    let with_mark = |peers: &str| {
-        let mut e = env(orch.local_addr(), peers, 20_000);
-        e.push(mark.env());
-        e
-    };
-    kids.spawn("node-a", "hier_survivor", &with_mark("0,1"));
-    kids.spawn("node-b", "hier_victim", &with_mark("2,3"));
-    mark.wait(Duration::from_secs(60), "the victim node never passed its barrier");
-    std::thread::sleep(Duration::from_millis(200));
-    kids.kill("node-b");
-    kids.wait(&["node-b"]);
+    killed_node("hier-mark", None);
 }
 
 /// The same with the survivor's all_reduces pipelined (16 KiB by chunks of 1 KiB): the lost
 /// node ends every chunk's ops on both peers, with the same error.
 #[test]
 fn a_killed_node_ends_a_pipelined_all_reduce() {
+    killed_node("hier-mark-chunks", Some(1024));
+}
+
+/// Node b is killed once it passed its barrier; node a's peers must name it (`chunk`: the
+/// nodes' pipelining chunk in bytes, if any).
+fn killed_node(mark: &str, chunk: Option<usize>) {
     let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
-    let mark = super::kids::Mark::new("hier-mark-chunks");
+    let mark = super::kids::Mark::new(mark);
     let mut kids = Kids::new(Transport::Shm);
     let with_mark = |peers: &str| {
-        let mut e = chunked(env(orch.local_addr(), peers, 20_000), 1024);
+        let e = env(orch.local_addr(), peers, 20_000);
+        let mut e = match chunk {
+            Some(c) => chunked(e, c),
+            None => e,
+        };
         e.push(mark.env());
         e
     };
