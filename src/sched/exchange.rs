@@ -19,7 +19,6 @@ use std::borrow::{Borrow, Cow};
 use std::cell::Cell;
 use std::time::Instant;
 
-
 use super::{Binding, Bindings, Blocked, OpRun, Progress, View};
 use crate::algo::{Slot, Span};
 use crate::comm::watch::WaitWatch;
