@@ -20,11 +20,10 @@ impl<D: Device> Communicator<D> {
     /// holds the rank's driver, and nothing is queued ahead (issue order).
     pub(super) fn run_exchanged(&self, desc: OpDesc, io: Io<&D::Buffer>) -> Result<()> {
         let (rank, shared) = (self.rank, &*self.shared);
-        // One clock read: the deadline's start and the flight recorder's.
-        let (seq, issued) = {
+        let seq = {
             let mut local = self.lock();
             self.admit(&mut local, &desc)?;
-            (next_seq(&mut local, &desc), std::time::Instant::now())
+            next_seq(&mut local, &desc)
         };
         let fp = desc.fingerprint();
         let view = View {
@@ -32,14 +31,13 @@ impl<D: Device> Communicator<D> {
             seq,
             p2p: !desc.kind.is_collective(),
             fp: &fp,
-            // Worked out only if the op waits.
-            deadline: sched::Deadline::After(issued, shared.config.timeout()),
+            // Counted from the op's first wait, if it waits (most never do: no clock read
+            // before the op runs); the exchange keeps its flight-recorder entry.
+            deadline: sched::Deadline::OnWait(shared.config.timeout()),
             shared,
         };
-        shared.board.start_at(rank, seq, desc, crate::config::Algorithm::Exchange, issued);
         let bufs = Bindings { input: io.input, output: io.output, scratch: Binding::Unbound };
         let result = sched::run_exchange(&Exchange::new(&self.device, &bufs, view));
-        shared.board.finish(rank, result.is_ok());
         debug_event!(rank, seq, ok = result.is_ok(), "exchange done");
         result.map_err(|e| {
             let e = e.with_rank(rank).with_op(desc.to_string()).with_seq(seq);

@@ -14,22 +14,32 @@ use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::transport::WaitOutcome;
 use crate::types::Rank;
 
-/// When an op's waits give up: a time already worked out, or the op's start and timeout,
-/// worked out only when the op waits (most exchanged ops never do: ~50 instructions saved).
+/// When an op's waits give up: a time already worked out, or a timeout counted from the op's
+/// first wait (most exchanged ops never wait, and so read no clock for it).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Deadline {
     /// At this time.
     At(Instant),
-    /// This long after this time.
-    After(Instant, Duration),
+    /// This long after the op first waits: an exchange run at once reads no clock unless it
+    /// waits ([`exchange::run`](super::exchange::run) asks once, when it first does).
+    OnWait(Duration),
 }
 
 impl Deadline {
-    /// The time.
+    /// The time (for [`OnWait`](Deadline::OnWait), counted from now).
     pub(crate) fn at(self) -> Instant {
         match self {
             Deadline::At(t) => t,
-            Deadline::After(start, timeout) => crate::config::deadline_from(start, timeout),
+            Deadline::OnWait(timeout) => crate::config::deadline_after(timeout),
+        }
+    }
+
+    /// [`at`](Self::at), an [`OnWait`](Deadline::OnWait) counted from `now` (a time the
+    /// caller read: one clock read for the deadline and the flight recorder).
+    pub(crate) fn at_from(self, now: Instant) -> Instant {
+        match self {
+            Deadline::OnWait(timeout) => crate::config::deadline_from(now, timeout),
+            d => d.at(),
         }
     }
 }

@@ -22,6 +22,7 @@ use std::time::Instant;
 use super::{Binding, Bindings, Blocked, OpRun, Progress, View};
 use crate::algo::{Slot, Span};
 use crate::comm::watch::WaitWatch;
+use crate::config::Algorithm;
 use crate::device::{Device, kernels};
 use crate::error::{CollectiveError, Result};
 use crate::mem::HostMem;
@@ -62,15 +63,6 @@ impl Reads {
             _ => Reads::Every,
         }
     }
-
-    /// Whether the result reads peer `p`'s part.
-    fn part(self, p: Rank) -> bool {
-        match self {
-            Reads::Every => true,
-            Reads::Root(r) => p == r,
-            Reads::Own => false,
-        }
-    }
 }
 
 /// One rank's exchanged op, borrowed: what the exchange reads and writes. Its buffers are
@@ -83,11 +75,14 @@ pub(crate) struct Exchange<'a, D: Device, B: Borrow<D::Buffer> = <D as Device>::
     words: [u64; FP_WORDS],
     /// The link's exchange slots (looked up once per op).
     slots: Option<&'a Slots>,
+    /// Whose parts this rank's result reads (worked out once per op).
+    reads: Reads,
 }
 
 impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
     pub(crate) fn new(dev: &'a D, bufs: &'a Bindings<B>, view: View<'a>) -> Self {
-        Exchange { dev, bufs, view, words: view.fp.words(), slots: view.shared.link.slots() }
+        let reads = Reads::of(&view.fp.desc, view.rank);
+        Exchange { dev, bufs, view, words: view.fp.words(), slots: view.shared.link.slots(), reads }
     }
 }
 
@@ -117,10 +112,20 @@ impl<D: Device> OpRun<D> {
 /// checks as an `OpRun`'s ([`View::slow`]); on failure the link is poisoned (peers stop at
 /// once) and the error returned is about this rank's op. An exchange lends nothing and
 /// enqueues no device work, so a failure has nothing to reclaim.
+///
+/// It keeps the op's flight-recorder entry too. Most exchanged ops never wait: such an op
+/// gets one entry, written once it is over (one clock read, one lock). One that waits is
+/// entered as running when it first does — that clock read is its start and, for a
+/// [`Deadline::OnWait`](super::Deadline::OnWait), its deadline's — so that a hang shows it,
+/// and finished once over. Peers that look for its call in the meantime (a mismatch's
+/// message) read it from its slot's words instead.
 pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> Result<()> {
-    let size = ex.view.fp.desc.dtype.size();
+    let v = ex.view;
+    let board = &v.shared.board;
+    let size = v.fp.desc.dtype.size();
     let noted = Cell::new(false);
     let mut watch = None;
+    let mut deadline = None;
     let mut published = false;
     let result = (|| {
         loop {
@@ -128,18 +133,29 @@ pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> R
             match blocked {
                 None if published => return Ok(()),
                 None => published = true,
-                Some(b) => ex.block_on(b, &mut watch, &noted)?,
+                Some(b) => {
+                    let at = *deadline.get_or_insert_with(|| {
+                        let now = Instant::now();
+                        board.start_at(v.rank, v.seq, v.fp.desc, Algorithm::Exchange, now);
+                        v.deadline.at_from(now)
+                    });
+                    ex.block_on(b, at, &mut watch, &noted)?
+                }
             }
         }
     })();
+    match deadline {
+        Some(_) => board.finish(v.rank, result.is_ok()),
+        None => board.record(v.rank, v.seq, v.fp.desc, Algorithm::Exchange, result.is_ok(), Instant::now()),
+    }
     match result {
         Ok(()) => {
-            ex.view.settle(&noted);
+            v.settle(&noted);
             Ok(())
         }
         Err(e) => {
-            super::fail(ex.view, &e);
-            Err(e.at_seq(ex.view.seq))
+            super::fail(v, &e);
+            Err(e.at_seq(v.seq))
         }
     }
 }
@@ -196,13 +212,21 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         if read {
             v.shared.link.wake_peers(me);
         }
-        if Reads::of(desc, me) != Reads::Every {
-            // This rank does not wait for every peer: it checks the peers that have
-            // published already, after a fence that pairs with theirs. Of two ranks
-            // that do not wait for each other, at least one sees the other's part here
-            // (each stores its part, fences, then loads the other's), and a part stays
-            // in its slot until every peer finished this op, so every disagreeing pair
-            // is caught by one of its two ranks; the other learns on its next call.
+        if self.reads == Reads::Own {
+            // This rank waits for no peer: it checks the peers that have published already,
+            // after a fence that pairs with theirs. Of two such ranks, at least one sees the
+            // other's part here (each stores its part, fences, then loads the other's), and
+            // a part stays in its slot until every peer finished this op, so every
+            // disagreeing pair of them is caught by one of its two ranks; the other learns on
+            // its next call. A rank that waits for every part checks them all as they arrive.
+            //
+            // A non-root of broadcast or scatter waits for its root's part alone, and checks
+            // no other (no fence, no look at lines other cores write): if it agrees with that
+            // rank, that rank is a root of broadcast or scatter and checks as above, so every
+            // rank is tied by checked agreements to one that waits for all or to these
+            // mutually checking ranks, and an undetected disagreement would need two ranks
+            // tied to the same ones to differ. If it does not agree, it finds out itself.
+            // (Ranks that all call themselves non-roots wait for ranks that disagree.)
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             if let Some(p) = (0..n).find(|&p| p != me && slots.disagrees(p, seq, fp)) {
                 return Err(self.part_mismatch(p));
@@ -218,15 +242,24 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         let (me, seq, n) = (v.rank, v.seq, v.shared.world);
         let desc = &v.fp.desc;
         let slots = self.slots()?;
-        let reads = Reads::of(desc, me);
-        let waits = |p: Rank| p != me && reads.part(p);
-        if reads != Reads::Own {
-            if let Some(p) = (0..n).find(|&p| waits(p) && !slots.arrived(p, seq)) {
-                return Ok(Some(Blocked::Part(p)));
+        let fp = &self.words;
+        match self.reads {
+            Reads::Own => {}
+            Reads::Root(r) => {
+                if !slots.arrived(r, seq) {
+                    return Ok(Some(Blocked::Part(r)));
+                }
+                if !slots.agrees(r, seq, fp) {
+                    return Err(self.part_mismatch(r));
+                }
             }
-            let fp = &self.words;
-            if let Some(p) = (0..n).find(|&p| waits(p) && !slots.agrees(p, seq, fp)) {
-                return Err(self.part_mismatch(p));
+            Reads::Every => {
+                if let Some(p) = (0..n).find(|&p| p != me && !slots.arrived(p, seq)) {
+                    return Ok(Some(Blocked::Part(p)));
+                }
+                if let Some(p) = (0..n).find(|&p| p != me && !slots.agrees(p, seq, fp)) {
+                    return Err(self.part_mismatch(p));
+                }
             }
         }
         self.result(slots, desc, size)?;
@@ -237,7 +270,9 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
 
     /// Blocks this thread until what `b` waits for may have happened, the deadline passes, or
     /// the link fails, running the slow-path checks whenever the wait sleeps.
-    fn block_on(&self, b: Blocked, watch: &mut Option<WaitWatch>, noted: &Cell<bool>) -> Result<()> {
+    #[cold]
+    #[inline(never)]
+    fn block_on(&self, b: Blocked, deadline: Instant, watch: &mut Option<WaitWatch>, noted: &Cell<bool>) -> Result<()> {
         let v = self.view;
         let (Blocked::Part(peer) | Blocked::Reading(peer, _)) = b else {
             return Err(CollectiveError::protocol(format!("an exchange cannot wait for {b:?}")));
@@ -245,9 +280,8 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         let link = v.link();
         let watch = watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), v.shared.board.warn_after()));
         let ready = || slot_ready(link, v.seq, b);
-        let outcome = link.wait(v.rank, peer, v.deadline.at(), &mut || ready(), &mut || {
-            v.slow(b, describe(b), &ready, watch, noted)
-        })?;
+        let outcome =
+            link.wait(v.rank, peer, deadline, &mut || ready(), &mut || v.slow(b, describe(b), &ready, watch, noted))?;
         v.outcome(outcome, peer, || describe(b))
     }
 
@@ -387,6 +421,8 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         Ok((mem, off, len))
     }
 
+    #[cold]
+    #[inline(never)]
     fn short_part(&self, q: Rank) -> CollectiveError {
         CollectiveError::protocol(format!("rank {q}'s part of op #{} is shorter than its op needs", self.view.seq))
             .with_peer(q)
@@ -394,6 +430,8 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
 
     /// `peer` published a different op under this op's number: named from the flight
     /// recorder when the peer is a thread of this process, else from the words it published.
+    #[cold]
+    #[inline(never)]
     fn part_mismatch(&self, peer: Rank) -> CollectiveError {
         let c = &self.view;
         let theirs = match c.shared.board.collective_at(peer, c.seq) {
