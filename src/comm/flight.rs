@@ -12,8 +12,9 @@ use crate::config::Algorithm;
 use crate::op::{Fingerprint, OpDesc, OpKind};
 use crate::types::Rank;
 
-/// How many operations each rank remembers.
-pub const FLIGHT_DEPTH: usize = 32;
+/// How many operations each rank remembers (at least as many as a rank may run ahead of
+/// its peers through exchange slots).
+pub const FLIGHT_DEPTH: usize = 128;
 
 /// The state of a recorded operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,13 +31,15 @@ use crate::types::Rank;
 pub(crate) const SLOT_BYTES: usize = 4096;
 
 /// Slots per rank: exchanged ops of one rank cycle through them. A rank runs at most this
-/// many exchanged ops ahead of its slowest peer (~4 KiB each per rank: 135 KiB per rank).
-/// With more ranks than cores, a rank that runs ahead (a root of broadcast or scatter, a
-/// non-root of reduce or gather) hands its core over once per `DEPTH` ops: 32 instead of 8
-/// cut 4 ranks' context switches on 2 cores 4x and their 16-byte rooted ops' time by about
-/// a third (PERFORMANCE.md, session 15). At most [`FLIGHT_DEPTH`](crate::FLIGHT_DEPTH): a
-/// peer's flight recorder must still remember any op a waiting rank is in.
-const DEPTH: usize = 32;
+/// many exchanged ops ahead of its slowest peer (~4 KiB each per rank: 540 KiB per rank, of
+/// which a small op touches a line or two per slot). With more ranks than cores, a rank that
+/// runs ahead (a root of broadcast or scatter, a non-root of reduce or gather) hands its core
+/// over once per `DEPTH` ops: 32 instead of 8 cut 4 ranks' context switches on 2 cores 4x
+/// and their 16-byte rooted ops' time by about a third (PERFORMANCE.md, session 15); 128
+/// instead of 32 cut them 4x again (session 18). At most
+/// [`FLIGHT_DEPTH`](crate::FLIGHT_DEPTH): a peer's flight recorder must still remember any
+/// op a waiting rank is in. Under Miri, 8 (its tests allocate slots many times over).
+const DEPTH: usize = if cfg!(miri) { 8 } else { 128 };
 const _: () = assert!(DEPTH <= crate::FLIGHT_DEPTH);
 
 /// Words of an op fingerprint (see [`Fingerprint::words`](crate::op::Fingerprint::words)).
