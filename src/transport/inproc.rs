@@ -110,8 +110,12 @@ impl Fabric {
 
     /// Wakes every rank but `me` that waits, ringing the process-wide doorbell once.
     pub(super) fn wake_peers(&self, me: Rank) {
-        // One fence for every doorbell (see `Event::ring_fenced`).
+        // One fence for every doorbell (see `Event::ring_fenced`), and one look while nobody
+        // in this process sleeps (see `anyone_parked`).
         std::sync::atomic::fence(Ordering::SeqCst);
+        if !super::wait::anyone_parked() {
+            return;
+        }
         for (rank, e) in self.events.iter().enumerate() {
             if rank != me {
                 e.ring_fenced();

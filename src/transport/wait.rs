@@ -108,6 +108,21 @@ thread_local! {
     /// waiting thread's recent past, whichever rank it waits for.
     static SPIN_STATE: Cell<Spin> = const { Cell::new(Spin::new()) };
 }
+/// Threads parked (or about to park) on any [`Event`] of this process: counted with each
+/// event's own `parked`, so that a ringer of several doorbells
+/// ([`anyone_parked`]) looks at one word while nobody sleeps (the usual case).
+static PARKED: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether any thread of this process is parked or about to park on an [`Event`]. For a
+/// caller that has just taken a `SeqCst` fence, as [`Event::ring_fenced`]'s callers do: a
+/// parker counts itself here after its event's own count and before its fence and last look
+/// at what it waits for, so either this load sees it, or that look sees what the caller
+/// changed before its fence; `false` means no doorbell needs ringing.
+#[inline]
+pub(crate) fn anyone_parked() -> bool {
+    PARKED.load(Ordering::SeqCst) > 0
+}
+
 /// How long to keep yielding before parking.
 const YIELD_FOR: Duration = Duration::from_micros(300);
 /// Longest single sleep; the slow-path checks run at least this often.
@@ -156,6 +171,12 @@ impl Event {
         if self.parked.load(Ordering::SeqCst) > 0 {
             self.wake();
         }
+    }
+
+    /// Counts this thread no longer parked (after a park, or a look that found it need not).
+    fn unpark(&self) {
+        PARKED.fetch_sub(1, Ordering::SeqCst);
+        self.parked.fetch_sub(1, Ordering::SeqCst);
     }
 
     #[cold]
@@ -222,11 +243,12 @@ impl Event {
             // either moved `rings` before the lock is taken here, or waits for the lock until
             // this thread sleeps.
             self.parked.fetch_add(1, Ordering::SeqCst);
+            PARKED.fetch_add(1, Ordering::SeqCst);
             // Pairs with the ringer's fence (see `ring_fenced`).
             std::sync::atomic::fence(Ordering::SeqCst);
             let seen = self.rings.load(Ordering::SeqCst);
             if ready() || stop().is_some() {
-                self.parked.fetch_sub(1, Ordering::SeqCst);
+                self.unpark();
                 continue;
             }
             // Sockets the ranks read themselves (the look above may take one over) go back to
@@ -235,12 +257,12 @@ impl Event {
             let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             if self.rings.load(Ordering::SeqCst) != seen {
                 drop(g);
-                self.parked.fetch_sub(1, Ordering::SeqCst);
+                self.unpark();
                 continue;
             }
             let slice = PARK_SLICE.min(deadline.saturating_duration_since(now));
             let (g, res) = self.cv.wait_timeout(g, slice).unwrap_or_else(|e| e.into_inner());
-            self.parked.fetch_sub(1, Ordering::SeqCst);
+            self.unpark();
             let rung = self.rings.load(Ordering::Relaxed) != seen;
             drop(g);
             parks::record(rung, res.timed_out(), now);

@@ -64,6 +64,32 @@ pub fn root_mismatch_reaches_every_rank<D: TestDevice>() {
     }
 }
 
+/// Every rank names the next one as the root of a broadcast or scatter, so each is a
+/// non-root of its own call waiting for a rank that is not the root it named: every rank gets
+/// `Mismatch` naming the roots (a non-root checks only its root's part; here each such part
+/// disagrees). World sizes 2 to 6.
+pub fn cyclic_roots_mismatch_on_every_rank<D: TestDevice>() {
+    for world in 2..=6 {
+        for which in [0, 3] {
+            run::<D, _>(world, &Opts::timed(Duration::from_secs(10)), |ctx| {
+                let (w, r) = (ctx.world, ctx.rank);
+                let root = (r + 1) % w;
+                let what = format!("rooted op {which}, world {w}, rank {r} naming root {root}");
+                let result = if which == 0 {
+                    let mut t = ctx.tensor(&[r as f32; 6]);
+                    ctx.comm.broadcast(&mut t, root)
+                } else {
+                    let mut y = Tensor::zeros(&ctx.dev, DType::F64, &[6]).unwrap();
+                    ctx.comm.scatter(&mut y, None, root)
+                };
+                let e = result.expect_err(&what);
+                assert_eq!(e.kind(), ErrorKind::Mismatch, "{what}: {e}");
+                assert!(e.to_string().contains("root"), "{what}: the error does not show the roots: {e}");
+            });
+        }
+    }
+}
+
 /// World 4, ring plans: ranks 0 and 1 finish a broadcast (a chain 0→1→2→3) while rank 3 has
 /// not arrived and rank 2 waits for it; then 0 and 1 mismatch on the next all_reduce. Rank
 /// 2, still in its correct broadcast, and rank 3, arriving at it late, are cut short: both
