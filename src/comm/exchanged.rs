@@ -6,9 +6,11 @@
 //! runs on a borrowed [`Exchange`] on this stack ([`sched::run_exchange`]), the same code an
 //! `OpRun` runs for group calls and `Work`.
 
-use super::Communicator;
+use std::sync::MutexGuard;
+
 use super::prepare::next_seq;
 use super::validate::Io;
+use super::{Communicator, Local};
 use crate::device::Device;
 use crate::error::Result;
 use crate::op::OpDesc;
@@ -17,13 +19,20 @@ use crate::trace::debug_event;
 
 impl<D: Device> Communicator<D> {
     /// Runs an exchanged op that [`check`](Self::check) accepted, on this thread. The caller
-    /// holds the rank's driver, and nothing is queued ahead (issue order).
-    pub(super) fn run_exchanged(&self, desc: OpDesc, io: Io<&D::Buffer>) -> Result<()> {
+    /// holds the rank's driver and its state (`local`, let go once the op has its number),
+    /// and nothing is queued ahead (issue order).
+    pub(super) fn run_exchanged(
+        &self,
+        mut local: MutexGuard<'_, Local<D>>,
+        desc: OpDesc,
+        io: Io<&D::Buffer>,
+    ) -> Result<()> {
         let (rank, shared) = (self.rank, &*self.shared);
         let seq = {
-            let mut local = self.lock();
             self.admit(&mut local, &desc)?;
-            next_seq(&mut local, &desc)
+            let seq = next_seq(&mut local, &desc);
+            drop(local);
+            seq
         };
         let fp = desc.fingerprint();
         let view = View {

@@ -278,10 +278,18 @@ fn lock_all<'a, D: Device>(calls: &[(&'a Communicator<D>, Call<'a, D>)]) -> Lock
     let mut held = Few::new();
     for c in comms {
         let mut driver = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
-        if c.engine.has_queued(&driver) {
-            c.engine.drain(&mut driver);
-        }
-        held.push(Held { key: addr(c), local: c.lock(), _driver: driver });
+        // An op another thread issues meanwhile (numbered and queued under the state lock)
+        // runs first too: the group's ops are numbered after it (see `submit`).
+        let local = loop {
+            if c.engine.has_queued(&driver) {
+                c.engine.drain(&mut driver);
+            }
+            let local = c.lock();
+            if !c.engine.has_queued(&driver) {
+                break local;
+            }
+        };
+        held.push(Held { key: addr(c), local, _driver: driver });
     }
     Locks(held)
 }

@@ -32,13 +32,26 @@ impl<D: Device> Communicator<D> {
             self.engine.drain(&mut current);
         }
         let (desc, io) = self.check_lent(&call)?;
-        if self.exchanges(&desc).is_some() && !matches!(desc.op, Some(ReduceOp::PreMulSum(_))) {
+        let exchanged = self.exchanges(&desc).is_some() && !matches!(desc.op, Some(ReduceOp::PreMulSum(_)));
+        let mut local = loop {
+            // Another thread may have issued an op since (it takes its sequence number and
+            // queues the op under the rank's state lock): that one runs first too, or this
+            // op, numbered after it, would run ahead of it and meet peers running it.
+            let local = self.lock();
+            if !self.engine.has_queued(&current) {
+                break local;
+            }
+            drop(local);
+            self.engine.drain(&mut current);
+        };
+        if exchanged {
             // Nothing is queued ahead: an exchange runs at once, without an `OpRun`, on the
             // call's own buffers.
-            return self.run_exchanged(desc, io);
+            return self.run_exchanged(local, desc, io);
         }
         let io = validate::Io { input: io.input.cloned(), output: io.output.cloned(), input_elems: io.input_elems };
-        let mut op = self.prepare_checked(&mut self.lock(), (desc, io))?;
+        let mut op = self.prepare_checked(&mut local, (desc, io))?;
+        drop(local);
         // Driven at once: the flight recorder's entry starts at the deadline's clock read.
         op.run.start_at(op.issued);
         let result = sched::drive(&mut op.run);

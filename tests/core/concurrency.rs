@@ -27,6 +27,48 @@ pub fn thousand_small_all_reduces<D: TestDevice>() {
     });
 }
 
+/// Two threads of each rank call one communicator at once: one blocking all_reduces, the
+/// other issuing them without blocking and waiting for each. Every op is the same call, so
+/// any interleaving matches across ranks; each rank's ops must still run in the order they
+/// took their sequence numbers (a blocking call that took its number after an op another
+/// thread queued meanwhile must not run ahead of it: that deadlocks against peers running
+/// the queued op first).
+pub fn one_communicator_from_two_threads<D: TestDevice>() {
+    let opts = Opts { shuffle: false, ..Opts::default() };
+    let rounds = D::rounds(300);
+    run::<D, _>(3, &opts, |ctx| {
+        let (comm, w) = (&ctx.comm, ctx.world as f32);
+        let ones = [ctx.tensor(&[1.0f32; 8]), ctx.tensor(&[1.0f32; 8])];
+        let mut outs = [ctx.tensor(&[0.0f32; 8]), ctx.tensor(&[0.0f32; 8])];
+        let [out_a, out_b] = &mut outs;
+        let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+            let (a, b) = (&ones[0], &ones[1]);
+            let blocking = s.spawn(move || {
+                for i in 0..rounds {
+                    comm.all_reduce_into(out_a, a, ReduceOp::Sum).map_err(|e| format!("blocking #{i}: {e}"))?;
+                }
+                Ok(())
+            });
+            let issuing = s.spawn(move || {
+                for i in 0..rounds {
+                    let work = comm.all_reduce_into_async(out_b, b, ReduceOp::Sum);
+                    work.and_then(|w| w.wait()).map_err(|e| format!("issued #{i}: {e}"))?;
+                }
+                Ok(())
+            });
+            [blocking, issuing].into_iter().map(|h| h.join().unwrap_or_else(|_| Err("panicked".into()))).collect()
+        });
+        for r in results {
+            if let Err(e) = r {
+                panic!("rank {}: {e}", ctx.rank);
+            }
+        }
+        for out in &outs {
+            ctx.check(out, &[w; 8], "the last all_reduce");
+        }
+    });
+}
+
 /// 1,000 consecutive ops cycling through every collective.
 pub fn thousand_mixed_ops<D: TestDevice>() {
     let opts = Opts { shuffle: false, ..Opts::default() };

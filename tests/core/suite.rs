@@ -146,6 +146,7 @@ macro_rules! core_suite {
                 movement::shapes_are_free,
                 p2p::p2p_interleaved_with_collectives,
                 concurrency::thousand_small_all_reduces,
+                concurrency::one_communicator_from_two_threads,
                 concurrency::thousand_mixed_ops,
                 concurrency::communicators_interleaved,
                 concurrency::communicators_on_separate_threads,
