@@ -122,42 +122,30 @@ impl<D: Device> OpRun<D> {
 pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> Result<()> {
     let v = ex.view;
     let board = &v.shared.board;
-    let size = v.fp.desc.dtype.size();
-    let noted = Cell::new(false);
-    let mut watch = None;
-    let mut deadline = None;
-    let mut published = false;
-    let result = (|| {
-        loop {
-            let blocked = if published { ex.collect(size)? } else { ex.publish(size)? };
-            match blocked {
-                None if published => return Ok(()),
-                None => published = true,
-                Some(b) => {
-                    let at = *deadline.get_or_insert_with(|| {
-                        let now = Instant::now();
-                        board.start_at(v.rank, v.seq, v.fp.desc, Algorithm::Exchange, now);
-                        v.deadline.at_from(now)
-                    });
-                    ex.block_on(b, at, &mut watch, &noted)?
-                }
+    let mut waited = None;
+    let result = ex.run_through(&mut waited);
+    match &waited {
+        Some(w) => {
+            board.finish(v.rank, result.is_ok());
+            if result.is_ok() {
+                v.settle(&w.noted);
             }
         }
-    })();
-    match deadline {
-        Some(_) => board.finish(v.rank, result.is_ok()),
         None => board.record(v.rank, v.seq, v.fp.desc, Algorithm::Exchange, result.is_ok(), Instant::now()),
     }
-    match result {
-        Ok(()) => {
-            v.settle(&noted);
-            Ok(())
-        }
-        Err(e) => {
-            super::fail(v, &e);
-            Err(e.at_seq(v.seq))
-        }
-    }
+    result.map_err(|e| {
+        super::fail(v, &e);
+        e.at_seq(v.seq)
+    })
+}
+
+/// What an exchange run on the caller's thread keeps once it has waited (never built for
+/// the many that do not).
+struct Waited {
+    deadline: Instant,
+    watch: Option<WaitWatch>,
+    /// Whether a slow check set "waiting for" in the flight recorder.
+    noted: Cell<bool>,
 }
 
 /// Whether what `b` (a wait of an exchange) waits for has happened.
@@ -268,20 +256,42 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         Ok(None)
     }
 
+    /// [`run`]'s loop: publish, then the result, waiting in between as long as need be
+    /// (`waited` is set at the first wait).
+    fn run_through(&self, waited: &mut Option<Waited>) -> Result<()> {
+        let size = self.view.fp.desc.dtype.size();
+        let mut published = false;
+        loop {
+            let blocked = if published { self.collect(size)? } else { self.publish(size)? };
+            match blocked {
+                None if published => return Ok(()),
+                None => published = true,
+                Some(b) => self.block_on(b, waited)?,
+            }
+        }
+    }
+
     /// Blocks this thread until what `b` waits for may have happened, the deadline passes, or
-    /// the link fails, running the slow-path checks whenever the wait sleeps.
+    /// the link fails, running the slow-path checks whenever the wait sleeps. The first wait
+    /// enters the op in the flight recorder as running and starts its deadline.
     #[cold]
     #[inline(never)]
-    fn block_on(&self, b: Blocked, deadline: Instant, watch: &mut Option<WaitWatch>, noted: &Cell<bool>) -> Result<()> {
+    fn block_on(&self, b: Blocked, waited: &mut Option<Waited>) -> Result<()> {
         let v = self.view;
         let (Blocked::Part(peer) | Blocked::Reading(peer, _)) = b else {
             return Err(CollectiveError::protocol(format!("an exchange cannot wait for {b:?}")));
         };
+        let w = waited.get_or_insert_with(|| {
+            let now = Instant::now();
+            v.shared.board.start_at(v.rank, v.seq, v.fp.desc, Algorithm::Exchange, now);
+            Waited { deadline: v.deadline.at_from(now), watch: None, noted: Cell::new(false) }
+        });
         let link = v.link();
-        let watch = watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), v.shared.board.warn_after()));
+        let watch = w.watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), v.shared.board.warn_after()));
         let ready = || slot_ready(link, v.seq, b);
+        let noted = &w.noted;
         let outcome =
-            link.wait(v.rank, peer, deadline, &mut || ready(), &mut || v.slow(b, describe(b), &ready, watch, noted))?;
+            link.wait(v.rank, peer, w.deadline, &mut || ready(), &mut || v.slow(b, describe(b), &ready, watch, noted))?;
         v.outcome(outcome, peer, || describe(b))
     }
 
