@@ -145,7 +145,7 @@ impl Board {
 
     /// Records `rank`'s op `seq` at once as over (`ok` or failed), at `now`: the one entry of
     /// an exchanged op that never waited (one lock and one clock read per op instead of two
-    /// of each; such an op takes less than a clock read's resolution matters for).
+    /// of each; such an op ends within a microsecond or so of its start).
     pub(crate) fn record(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm, ok: bool, now: Instant) {
         self.with(rank, |s| {
             if op.kind.is_collective() {
