@@ -116,6 +116,23 @@ impl Endpoint {
         }
     }
 
+    /// This rank is awake (it waits, or runs an exchanged op): it takes what its
+    /// shared-memory peers publish itself, so their small messages and exchanged ops wake no
+    /// reader thread of this process until some thread of it sleeps
+    /// ([`shm_io::before_park`], which clears every flag). One load per peer when the flags
+    /// are set already, the common case. Every pair, not only the awaited peer's: a rank that
+    /// waits for one peer (a reduce's non-root for its root) is rung by nobody else before it
+    /// sleeps, and a reader thread woken for another peer's op — a futex call there, a thread
+    /// scheduled here, on cores the ranks need — was measured as most of a small op's time
+    /// with 4 processes on 2 cores (PERFORMANCE.md, session 18).
+    fn polls(&self) {
+        for p in self.peers.iter().flatten() {
+            if let Some(s) = &p.shm {
+                s.set_polling(true);
+            }
+        }
+    }
+
     fn ring(&self) {
         self.event.ring();
         super::wait::bell().ring();
@@ -366,12 +383,10 @@ impl Mesh {
         let Some(e) = self.ep(me) else {
             return Err(CollectiveError::protocol(format!("rank {me} has no endpoint in this process")));
         };
-        // This thread takes the peer's shared-memory records itself while it spins and yields
+        // This thread takes the peers' shared-memory records itself while it spins and yields
         // (`has_message`), and stays awake afterwards; before any thread of this process
         // sleeps, the peers' writes wake the reader threads again (`shm_io::before_park`).
-        if let Some(s) = e.peer(peer).and_then(|p| p.shm.as_ref()) {
-            s.set_polling(true);
-        }
+        e.polls();
         e.event.wait(deadline, ready, &|| e.stop(Some(peer)), slow)
     }
 
@@ -433,11 +448,15 @@ impl Mesh {
     }
 
     /// `me` published or finished an exchanged op: wakes every peer that sleeps (each
-    /// pair's reader thread in the peer's process, which rings it; see `shm_io::poke`).
+    /// pair's reader thread in the peer's process, which rings it; see `shm_io::poke`), and
+    /// says `me` is awake (a rank that runs its ops without ever waiting, as a broadcast's
+    /// root may, would be poked for every peer's op otherwise: see `Endpoint::polls`).
     pub(super) fn wake_peers(&self, me: Rank) {
         let Some(e) = self.ep(me) else { return };
-        // Orders the slot's stores before the looks at whether the peers sleep (paired with
-        // the fence a rank takes after saying it no longer polls, `before_park`).
+        e.polls();
+        // Orders the slot's stores before the looks at whether the peers poll or sleep
+        // (paired with the fence a rank takes after saying it no longer polls, `before_park`;
+        // the argument is at `shm_io::ShmPeer::poke`).
         std::sync::atomic::fence(Ordering::SeqCst);
         for p in e.peers.iter().flatten() {
             if let Some(s) = &p.shm {
