@@ -189,6 +189,10 @@ pub struct Mesh {
     /// The exchange slots every rank maps, when all ranks are processes of one host that
     /// agreed on them at setup (`shm::slot_agree`).
     slots: Option<super::slots::Slots>,
+    /// The ranks of this host's other processes that this mesh reaches through shared
+    /// memory, counted as live local ranks while it lives (see `setup::endpoints`): held,
+    /// never read.
+    _host_ranks: Vec<super::LiveRank>,
 }
 
 impl Drop for Mesh {

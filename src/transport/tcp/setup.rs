@@ -214,7 +214,15 @@ fn endpoints(
         }
         endpoints.push(Some(e));
     }
-    Ok(Mesh { endpoints, slots: None })
+    // The ranks of this host's other processes (a shared-memory pair with one of ours) take
+    // cores here too: counted as live ranks, so that no rank of this process spins on a core
+    // they need (`transport::wait`; 4 processes on 2 cores each spun out their budget).
+    let host_ranks = (0..endpoints.len())
+        .filter(|&p| endpoints.get(p).is_some_and(Option::is_none))
+        .filter(|&p| endpoints.iter().flatten().any(|e| e.peer(p).is_some_and(|q| q.shm.is_some())))
+        .map(|_| crate::transport::LiveRank::enter())
+        .collect();
+    Ok(Mesh { endpoints, slots: None, _host_ranks: host_ranks })
 }
 
 #[cfg(test)]
