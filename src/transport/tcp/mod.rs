@@ -48,7 +48,7 @@ pub(crate) mod shm_io;
 #[path = "shm_none.rs"]
 pub(crate) mod shm_io;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -93,6 +93,11 @@ pub(crate) struct Endpoint {
     told: AtomicBool,
     /// How long a connection may stay silent before its peer counts as lost.
     silence: Duration,
+    /// The shared-memory sides of `peers` (those in this host's other processes), for the
+    /// loops every exchanged op runs.
+    shm: Vec<Arc<shm_io::ShmPeer>>,
+    /// [`shm_io::parks`] when [`polls`](Self::polls) last set every flag of this rank.
+    polls_at: AtomicU64,
 }
 
 impl Endpoint {
@@ -119,18 +124,24 @@ impl Endpoint {
     /// This rank is awake (it waits, or runs an exchanged op): it takes what its
     /// shared-memory peers publish itself, so their small messages and exchanged ops wake no
     /// reader thread of this process until some thread of it sleeps
-    /// ([`shm_io::before_park`], which clears every flag). One load per peer when the flags
-    /// are set already, the common case. Every pair, not only the awaited peer's: a rank that
-    /// waits for one peer (a reduce's non-root for its root) is rung by nobody else before it
-    /// sleeps, and a reader thread woken for another peer's op — a futex call there, a thread
-    /// scheduled here, on cores the ranks need — was measured as most of a small op's time
-    /// with 4 processes on 2 cores (PERFORMANCE.md, session 18).
+    /// ([`shm_io::before_park`], which clears every flag). Every pair, not only the awaited
+    /// peer's: a rank that waits for one peer (a reduce's non-root for its root) is rung by
+    /// nobody else before it sleeps, and a reader thread woken for another peer's op — a
+    /// futex call there, a thread scheduled here, on cores the ranks need — was measured as
+    /// most of a small op's time with 4 processes on 2 cores (PERFORMANCE.md, session 18).
+    ///
+    /// Two loads when nothing slept since the last call, the common case: the count of
+    /// clearing passes is bumped after each pass's clears, so one read that equals the count
+    /// stored here comes after every clear that could have undone this rank's sets.
     fn polls(&self) {
-        for p in self.peers.iter().flatten() {
-            if let Some(s) = &p.shm {
-                s.set_polling(true);
-            }
+        let now = shm_io::parks();
+        if self.polls_at.load(Ordering::Relaxed) == now {
+            return;
         }
+        for s in &self.shm {
+            s.set_polling(true);
+        }
+        self.polls_at.store(now, Ordering::Relaxed);
     }
 
     fn ring(&self) {
@@ -462,10 +473,8 @@ impl Mesh {
         // (paired with the fence a rank takes after saying it no longer polls, `before_park`;
         // the argument is at `shm_io::ShmPeer::poke`).
         std::sync::atomic::fence(Ordering::SeqCst);
-        for p in e.peers.iter().flatten() {
-            if let Some(s) = &p.shm {
-                s.poke();
-            }
+        for s in &e.shm {
+            s.poke();
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -196,6 +196,7 @@ fn endpoints(
                 }
             }
         }
+        let shm_peers = peers.iter().flatten().filter_map(|p| p.shm.clone()).collect();
         let e = Arc::new(Endpoint {
             rank: me,
             comm,
@@ -205,6 +206,8 @@ fn endpoints(
             poison: Mutex::new(None),
             told: AtomicBool::new(false),
             silence,
+            shm: shm_peers,
+            polls_at: AtomicU64::new(u64::MAX),
         });
         for (peer, s) in conns {
             let (r, w) = s;

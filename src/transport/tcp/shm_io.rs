@@ -23,7 +23,7 @@
 //! socket says the peer is gone before the rank may see it as departed
 //! ([`ShmPeer::is_drained`]), so a peer's last message is never overtaken by its departure.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -129,11 +129,18 @@ impl ShmPeer {
     ///
     /// The count is stored before the look at whether the reader sleeps, which counts itself
     /// asleep before it looks at the count: one of the two sees the other.
+    #[inline]
     pub(super) fn poke(&self) {
-        let ctrl = Ctrl::of(self.pair.out_dir);
-        if self.pair.map.u32_at(ctrl.consumer_polls).load(Ordering::SeqCst) != 0 {
-            return;
+        if self.pair.map.u32_at(Ctrl::of(self.pair.out_dir).consumer_polls).load(Ordering::SeqCst) == 0 {
+            self.poke_reader();
         }
+    }
+
+    /// [`poke`](Self::poke) for a peer whose rank does not poll: counted, and its reader
+    /// thread woken if it sleeps.
+    #[inline(never)]
+    fn poke_reader(&self) {
+        let ctrl = Ctrl::of(self.pair.out_dir);
         self.pair.map.u64_at(ctrl.slot_pokes).fetch_add(1, Ordering::SeqCst);
         ring::nudge(&self.pair.map, ctrl);
     }
@@ -269,6 +276,16 @@ static LINKS: Mutex<Vec<std::sync::Weak<ShmPeer>>> = Mutex::new(Vec::new());
 static ANY_LINKS: AtomicBool = AtomicBool::new(false);
 /// Polling flags set since the last [`before_park`] (taken under `LINKS`' lock).
 static POLLING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Passes of [`before_park`] that cleared flags, each counted after its clears.
+static PARKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times a thread of this process cleared the polling flags before it slept
+/// (`Endpoint::polls` sets its flags again only when this moved).
+pub(super) fn parks() -> u64 {
+    // Acquire: a count read here comes after the clears it counts (they were stored before
+    // its release), so flags set after this read are not undone by them.
+    PARKS.load(Ordering::Acquire)
+}
 
 /// A thread of this process is about to sleep: every peer's next message wakes a reader
 /// thread again (which rings the sleeper). Flags stay set while ranks are awake, whether they
@@ -295,6 +312,7 @@ pub(crate) fn before_park() {
         }
         None => false,
     });
+    PARKS.fetch_add(1, Ordering::Release);
 }
 
 fn data_frame(e: &Endpoint, m: &Header, len: usize) -> [u8; HEADER_LEN] {
