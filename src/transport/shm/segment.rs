@@ -37,8 +37,10 @@ pub(crate) struct Ctrl {
     /// Producer rings it when the consumer sleeps.
     pub data_bell: usize,
     pub consumer_sleeps: usize,
-    /// The consuming rank is awake in a wait and polls the ring itself: a whole message
-    /// needs no wake-up of the reader thread (see `ring::Producer::push`).
+    /// The consuming rank is awake (it waits or runs an op) and polls the ring and the
+    /// exchange slots itself: a whole message, or an exchanged op, needs no wake-up of the
+    /// reader thread (see `ring::Producer::push`, `shm_io`'s `poke`); cleared before any
+    /// thread of its process sleeps.
     pub consumer_polls: usize,
     /// Consumer: bytes freed.
     pub tail: usize,
@@ -53,8 +55,9 @@ pub(crate) struct Ctrl {
     pub lent_reading: usize,
     /// Producer: lent messages up to this one were taken back (a failed op); not to be read.
     pub lent_revoked: usize,
-    /// Producer: exchanged ops its rank published or finished (`shm_io`'s `poke`): the
-    /// consumer's reader thread wakes its rank, which may wait for them.
+    /// Producer: exchanged ops its rank published or finished while the consumer's rank did
+    /// not poll (`shm_io`'s `poke`): the consumer's reader thread wakes its rank, which may
+    /// wait for them.
     pub slot_pokes: usize,
 }
 

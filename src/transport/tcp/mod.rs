@@ -48,7 +48,7 @@ pub(crate) mod shm_io;
 #[path = "shm_none.rs"]
 pub(crate) mod shm_io;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -93,6 +93,11 @@ pub(crate) struct Endpoint {
     told: AtomicBool,
     /// How long a connection may stay silent before its peer counts as lost.
     silence: Duration,
+    /// The shared-memory sides of `peers` (those in this host's other processes), for the
+    /// loops every exchanged op runs.
+    shm: Vec<Arc<shm_io::ShmPeer>>,
+    /// [`shm_io::parks`] when [`polls`](Self::polls) last set every flag of this rank.
+    polls_at: AtomicU64,
 }
 
 impl Endpoint {
@@ -114,6 +119,29 @@ impl Endpoint {
         for p in self.peers.iter().flatten() {
             p.push_control(frame.clone());
         }
+    }
+
+    /// This rank is awake (it waits, or runs an exchanged op): it takes what its
+    /// shared-memory peers publish itself, so their small messages and exchanged ops wake no
+    /// reader thread of this process until some thread of it sleeps
+    /// ([`shm_io::before_park`], which clears every flag). Every pair, not only the awaited
+    /// peer's: a rank that waits for one peer (a reduce's non-root for its root) is rung by
+    /// nobody else before it sleeps, and a reader thread woken for another peer's op — a
+    /// futex call there, a thread scheduled here, on cores the ranks need — was measured as
+    /// most of a small op's time with 4 processes on 2 cores (PERFORMANCE.md, session 18).
+    ///
+    /// Two loads when nothing slept since the last call, the common case: the count of
+    /// clearing passes is bumped after each pass's clears, so one read that equals the count
+    /// stored here comes after every clear that could have undone this rank's sets.
+    fn polls(&self) {
+        let now = shm_io::parks();
+        if self.polls_at.load(Ordering::Relaxed) == now {
+            return;
+        }
+        for s in &self.shm {
+            s.set_polling(true);
+        }
+        self.polls_at.store(now, Ordering::Relaxed);
     }
 
     fn ring(&self) {
@@ -172,6 +200,10 @@ pub struct Mesh {
     /// The exchange slots every rank maps, when all ranks are processes of one host that
     /// agreed on them at setup (`shm::slot_agree`).
     slots: Option<super::slots::Slots>,
+    /// The ranks of this host's other processes that this mesh reaches through shared
+    /// memory, counted as live local ranks while it lives (see `setup::endpoints`): held,
+    /// never read.
+    _host_ranks: Vec<super::LiveRank>,
 }
 
 impl Drop for Mesh {
@@ -366,12 +398,10 @@ impl Mesh {
         let Some(e) = self.ep(me) else {
             return Err(CollectiveError::protocol(format!("rank {me} has no endpoint in this process")));
         };
-        // This thread takes the peer's shared-memory records itself while it spins and yields
+        // This thread takes the peers' shared-memory records itself while it spins and yields
         // (`has_message`), and stays awake afterwards; before any thread of this process
         // sleeps, the peers' writes wake the reader threads again (`shm_io::before_park`).
-        if let Some(s) = e.peer(peer).and_then(|p| p.shm.as_ref()) {
-            s.set_polling(true);
-        }
+        e.polls();
         e.event.wait(deadline, ready, &|| e.stop(Some(peer)), slow)
     }
 
@@ -433,16 +463,18 @@ impl Mesh {
     }
 
     /// `me` published or finished an exchanged op: wakes every peer that sleeps (each
-    /// pair's reader thread in the peer's process, which rings it; see `shm_io::poke`).
+    /// pair's reader thread in the peer's process, which rings it; see `shm_io::poke`), and
+    /// says `me` is awake (a rank that runs its ops without ever waiting, as a broadcast's
+    /// root may, would be poked for every peer's op otherwise: see `Endpoint::polls`).
     pub(super) fn wake_peers(&self, me: Rank) {
         let Some(e) = self.ep(me) else { return };
-        // Orders the slot's stores before the looks at whether the peers sleep (paired with
-        // the fence a rank takes after saying it no longer polls, `before_park`).
+        e.polls();
+        // Orders the slot's stores before the looks at whether the peers poll or sleep
+        // (paired with the fence a rank takes after saying it no longer polls, `before_park`;
+        // the argument is at `shm_io::ShmPeer::poke`).
         std::sync::atomic::fence(Ordering::SeqCst);
-        for p in e.peers.iter().flatten() {
-            if let Some(s) = &p.shm {
-                s.poke();
-            }
+        for s in &e.shm {
+            s.poke();
         }
     }
 }

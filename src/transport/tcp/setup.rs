@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -196,6 +196,7 @@ fn endpoints(
                 }
             }
         }
+        let shm_peers = peers.iter().flatten().filter_map(|p| p.shm.clone()).collect();
         let e = Arc::new(Endpoint {
             rank: me,
             comm,
@@ -205,6 +206,8 @@ fn endpoints(
             poison: Mutex::new(None),
             told: AtomicBool::new(false),
             silence,
+            shm: shm_peers,
+            polls_at: AtomicU64::new(u64::MAX),
         });
         for (peer, s) in conns {
             let (r, w) = s;
@@ -214,7 +217,15 @@ fn endpoints(
         }
         endpoints.push(Some(e));
     }
-    Ok(Mesh { endpoints, slots: None })
+    // The ranks of this host's other processes (a shared-memory pair with one of ours) take
+    // cores here too: counted as live ranks, so that no rank of this process spins on a core
+    // they need (`transport::wait`; 4 processes on 2 cores each spun out their budget).
+    let host_ranks = (0..endpoints.len())
+        .filter(|&p| endpoints.get(p).is_some_and(Option::is_none))
+        .filter(|&p| endpoints.iter().flatten().any(|e| e.peer(p).is_some_and(|q| q.shm.is_some())))
+        .map(|_| crate::transport::LiveRank::enter())
+        .collect();
+    Ok(Mesh { endpoints, slots: None, _host_ranks: host_ranks })
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 //! socket says the peer is gone before the rank may see it as departed
 //! ([`ShmPeer::is_drained`]), so a peer's last message is never overtaken by its departure.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -112,11 +112,34 @@ impl ShmPeer {
         self.delivered().wrapping_add(self.lent_done()).wrapping_add(pokes)
     }
 
-    /// This rank published or finished an exchanged op (`Mesh::wake_peers`): the peer's
-    /// reader thread, when it sleeps and its rank does not poll, wakes and rings the rank
-    /// (its `progress` moved). Counted before the look at whether it sleeps, which it
-    /// counts itself asleep before it looks at the count: one of the two sees the other.
+    /// This rank published or finished an exchanged op (`Mesh::wake_peers`, which took a
+    /// `SeqCst` fence after the slot's stores): the peer's reader thread, when it sleeps and
+    /// its rank does not poll, wakes and rings the rank (its `progress` moved).
+    ///
+    /// Nothing at all — not even the count, a locked write on a line the peer's reader reads —
+    /// while the peer's rank polls (`consumer_polls`, [`set_polling`](Self::set_polling)): a
+    /// Dekker pair with [`before_park`]. This side: the slot's stores, the fence, the load of
+    /// the flag. A sleeper: the flag cleared, a fence, then one more look at what it waits for
+    /// before it sleeps. The two fences are ordered one way or the other: if the sleeper's
+    /// comes first, the load here sees the flag cleared (or a later store of it: the sleeper
+    /// is awake again, and that wait looks before it sleeps too) and this side pokes; if this
+    /// side's comes first, the sleeper's last look sees the slot. A flag seen set was stored
+    /// before the clear that precedes the sleeper's next fence, so that fence comes after
+    /// this side's (C++ `[atomics.fences]`), and the sleeper's look sees the slot.
+    ///
+    /// The count is stored before the look at whether the reader sleeps, which counts itself
+    /// asleep before it looks at the count: one of the two sees the other.
+    #[inline]
     pub(super) fn poke(&self) {
+        if self.pair.map.u32_at(Ctrl::of(self.pair.out_dir).consumer_polls).load(Ordering::SeqCst) == 0 {
+            self.poke_reader();
+        }
+    }
+
+    /// [`poke`](Self::poke) for a peer whose rank does not poll: counted, and its reader
+    /// thread woken if it sleeps.
+    #[inline(never)]
+    fn poke_reader(&self) {
         let ctrl = Ctrl::of(self.pair.out_dir);
         self.pair.map.u64_at(ctrl.slot_pokes).fetch_add(1, Ordering::SeqCst);
         ring::nudge(&self.pair.map, ctrl);
@@ -132,21 +155,28 @@ impl ShmPeer {
         self.drained.load(Ordering::SeqCst)
     }
 
-    /// Says whether this rank polls the incoming ring itself (awake in a wait: the producer
-    /// then wakes no reader thread for a whole message) or not (about to sleep). After
-    /// clearing it the caller looks at the ring once more before sleeping: a record published
-    /// just before woke nobody.
+    /// Says whether this rank polls the incoming ring and the peer's slot itself (awake in a
+    /// wait: the producer then wakes no reader thread for a whole message, nor for an
+    /// exchanged op: [`poke`](Self::poke)) or not (about to sleep). After clearing it the
+    /// caller looks at what it waits for once more before sleeping: a record or a part
+    /// published just before woke nobody.
+    ///
+    /// Only the clear needs a fence after it (it orders the store before that last look; the
+    /// producer stores `head` or the slot, then reads this flag: one of the two sees the
+    /// other). Setting it needs none, and the common call — already set, this rank waited
+    /// before and has not slept since — writes nothing and costs one load: a rank that polls
+    /// looks again anyway, and every sleep clears the flag first (see `poke`).
     pub(super) fn set_polling(&self, on: bool) {
         let w = self.pair.map.u32_at(Ctrl::of(1 - self.pair.out_dir).consumer_polls);
-        if (w.load(Ordering::Relaxed) != 0) != on {
-            w.store(u32::from(on), Ordering::SeqCst);
-            if on {
-                POLLING.fetch_add(1, Ordering::SeqCst);
-            }
+        if (w.load(Ordering::Relaxed) != 0) == on {
+            return;
         }
-        // Orders the store before the next look at `head` (the producer stores `head`, then
-        // reads this flag: one of the two sees the other).
-        std::sync::atomic::fence(Ordering::SeqCst);
+        w.store(u32::from(on), Ordering::SeqCst);
+        if on {
+            POLLING.fetch_add(1, Ordering::SeqCst);
+        } else {
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
     }
 
     /// Whether `mem` is the incoming ring (a message read in place), not a buffer of its own.
@@ -242,19 +272,39 @@ impl ShmPeer {
 
 /// Every shared-memory link of this process (for [`before_park`]).
 static LINKS: Mutex<Vec<std::sync::Weak<ShmPeer>>> = Mutex::new(Vec::new());
-/// Polling flags set since the last [`before_park`] (so that a park with none set costs one
-/// load).
+/// Whether `LINKS` ever held a link (so that a park in a process without one costs one load).
+static ANY_LINKS: AtomicBool = AtomicBool::new(false);
+/// Polling flags set since the last [`before_park`] (taken under `LINKS`' lock).
 static POLLING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Passes of [`before_park`] that cleared flags, each counted after its clears.
+static PARKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times a thread of this process cleared the polling flags before it slept
+/// (`Endpoint::polls` sets its flags again only when this moved).
+pub(super) fn parks() -> u64 {
+    // Acquire: a count read here comes after the clears it counts (they were stored before
+    // its release), so flags set after this read are not undone by them.
+    PARKS.load(Ordering::Acquire)
+}
 
 /// A thread of this process is about to sleep: every peer's next message wakes a reader
 /// thread again (which rings the sleeper). Flags stay set while ranks are awake, whether they
 /// wait or run, so a message that arrives between two waits costs no wake-up; only a thread
-/// that sleeps needs one, and the caller looks at what it waits for once more after this.
+/// that sleeps needs one, and the caller looks at what it waits for once more after this
+/// (after a `SeqCst` fence of its own).
+///
+/// The count is taken and the flags cleared under one lock: a thread that finds the count
+/// taken by another thread's call returns only once that call has cleared every flag (its
+/// own included) and fenced, so its last look comes after that fence. Without the lock it
+/// could sleep with its flag still set — woken by nobody for a whole park slice.
 pub(crate) fn before_park() {
-    if POLLING.swap(0, Ordering::SeqCst) == 0 {
+    if !ANY_LINKS.load(Ordering::SeqCst) {
         return;
     }
     let mut links = lock(&LINKS);
+    if POLLING.swap(0, Ordering::SeqCst) == 0 {
+        return;
+    }
     links.retain(|l| match l.upgrade() {
         Some(s) => {
             s.set_polling(false);
@@ -262,6 +312,7 @@ pub(crate) fn before_park() {
         }
         None => false,
     });
+    PARKS.fetch_add(1, Ordering::Release);
 }
 
 fn data_frame(e: &Endpoint, m: &Header, len: usize) -> [u8; HEADER_LEN] {
@@ -277,6 +328,7 @@ fn data_frame(e: &Endpoint, m: &Header, len: usize) -> [u8; HEADER_LEN] {
 pub(super) fn spawn(e: &Arc<Endpoint>, p: &Arc<Peer>) -> Result<()> {
     let Some(s) = p.shm.clone() else { return Ok(()) };
     lock(&LINKS).push(Arc::downgrade(&s));
+    ANY_LINKS.store(true, Ordering::SeqCst);
     let err = |x: std::io::Error| CollectiveError::new(ErrorKind::Io, format!("starting a shared-memory thread: {x}"));
     let (e2, p2, s2) = (e.clone(), p.clone(), s.clone());
     let w = std::thread::Builder::new().name("ruccl-shm-w".into()).spawn(move || writer(&e2, &p2, &s2)).map_err(err)?;
