@@ -215,7 +215,10 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             // mutually checking ranks, and an undetected disagreement would need two ranks
             // tied to the same ones to differ. If it does not agree, it finds out itself.
             // (Ranks that all call themselves non-roots wait for ranks that disagree.)
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            // (A part someone reads was followed by `wake_peers`, whose fence is this one.)
+            if !read {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            }
             if let Some(p) = (0..n).find(|&p| p != me && slots.disagrees(p, seq, fp)) {
                 return Err(self.part_mismatch(p));
             }

@@ -323,6 +323,8 @@ impl Link {
 
     /// Wakes every rank but `me` that waits on this link (one ring of the process-wide
     /// doorbell for all of them; peers in other processes through their pair's reader).
+    /// Takes a `SeqCst` fence before it looks at anything of the peers', which a caller may
+    /// count on (an exchange's publish does).
     pub(crate) fn wake_peers(&self, me: Rank) {
         match self {
             Link::InProc(f) => f.wake_peers(me),

@@ -467,7 +467,11 @@ impl Mesh {
     /// says `me` is awake (a rank that runs its ops without ever waiting, as a broadcast's
     /// root may, would be poked for every peer's op otherwise: see `Endpoint::polls`).
     pub(super) fn wake_peers(&self, me: Rank) {
-        let Some(e) = self.ep(me) else { return };
+        let Some(e) = self.ep(me) else {
+            // The fence callers count on (see `Link::wake_peers`).
+            std::sync::atomic::fence(Ordering::SeqCst);
+            return;
+        };
         e.polls();
         // Orders the slot's stores before the looks at whether the peers poll or sleep
         // (paired with the fence a rank takes after saying it no longer polls, `before_park`;
