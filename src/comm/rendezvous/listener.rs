@@ -116,9 +116,17 @@ pub(crate) fn serve_at(addr: SocketAddr) -> Result<()> {
         r => r,
     };
     bound.map_err(|e| {
+        // A port in use is the usual cause, and one with its own remedy.
+        let why = if e.kind() == std::io::ErrorKind::AddrInUse {
+            "; another process holds this port (a listener, or its end of a connection: ports in the \
+             system's ephemeral range, /proc/sys/net/ipv4/ip_local_port_range on Linux, are handed to \
+             outgoing connections), so pick another MASTER_PORT, outside that range"
+        } else {
+            ""
+        };
         CollectiveError::new(
             ErrorKind::Io,
-            format!("rank 0 cannot listen on the rendezvous address {addr} (MASTER_ADDR:MASTER_PORT): {e}"),
+            format!("rank 0 cannot listen on the rendezvous address {addr} (MASTER_ADDR:MASTER_PORT): {e}{why}"),
         )
         .with_source(e)
     })?;
@@ -241,5 +249,14 @@ mod tests {
         assert_eq!(mesh_address().unwrap(), data);
         assert!(serves(first) && serves(data), "the first listener still serves");
         assert!(TcpStream::connect(data).is_ok());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn a_port_in_use_says_to_pick_another() {
+        let held = TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = serve_at(held.local_addr().unwrap()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+        assert!(e.to_string().contains("pick another MASTER_PORT"), "{e}");
     }
 }
