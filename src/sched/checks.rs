@@ -26,20 +26,12 @@ pub(crate) enum Deadline {
 }
 
 impl Deadline {
-    /// The time (for [`OnWait`](Deadline::OnWait), counted from now).
-    pub(crate) fn at(self) -> Instant {
-        match self {
-            Deadline::At(t) => t,
-            Deadline::OnWait(timeout) => crate::config::deadline_after(timeout),
-        }
-    }
-
-    /// [`at`](Self::at), an [`OnWait`](Deadline::OnWait) counted from `now` (a time the
-    /// caller read: one clock read for the deadline and the flight recorder).
+    /// The time, an [`OnWait`](Deadline::OnWait) counted from `now` (a time the caller read:
+    /// one clock read for the deadline and the flight recorder).
     pub(crate) fn at_from(self, now: Instant) -> Instant {
         match self {
+            Deadline::At(t) => t,
             Deadline::OnWait(timeout) => crate::config::deadline_from(now, timeout),
-            d => d.at(),
         }
     }
 }
