@@ -93,6 +93,9 @@ struct Inner {
     /// Whether the error arose on a communicator that stays usable (a rejected argument of
     /// one of its calls); only then does the hint say so.
     comm_usable: bool,
+    /// What to do, where the kind's own advice would mislead (a device error the caller
+    /// caused, say).
+    hint: Option<&'static str>,
 }
 
 /// Shorthand used across the crate.
@@ -109,6 +112,7 @@ impl CollectiveError {
                 report: None,
                 source: None,
                 comm_usable: false,
+                hint: None,
             }),
         }
     }
@@ -195,6 +199,7 @@ impl CollectiveError {
         let c = &self.inner.context;
         out.inner.context.peer = c.peer.filter(|&p| p != rank).or(c.rank.filter(|&r| r != rank));
         out.inner.report = self.inner.report.clone();
+        out.inner.hint = self.inner.hint;
         out
     }
 
@@ -202,6 +207,13 @@ impl CollectiveError {
     /// says so; tensor, environment and `UniqueId` errors have no communicator to speak of).
     pub(crate) fn on_usable_communicator(mut self) -> Self {
         self.inner.comm_usable = true;
+        self
+    }
+
+    /// Replaces the kind's advice ("What to do: ...") with `hint`, where the error's cause is
+    /// known better than its kind says.
+    pub(crate) fn with_hint(mut self, hint: &'static str) -> Self {
+        self.inner.hint = Some(hint);
         self
     }
 
@@ -228,6 +240,9 @@ impl CollectiveError {
     }
 
     fn hint(&self) -> &'static str {
+        if let Some(h) = self.inner.hint {
+            return h;
+        }
         match self.inner.kind {
             ErrorKind::InvalidArgument if self.inner.comm_usable => {
                 "fix the arguments on this rank; nothing was sent and the communicator is still usable"

@@ -374,6 +374,11 @@ fn conflict(b: &Borrow, c: &Borrow) -> CollectiveError {
         c.off + c.len,
         if c.write { "written" } else { "read" },
     ))
+    .with_hint(
+        "a tensor an op reads or writes must not be read, written or used by another op until that op is over: \
+         wait for its Work (or its blocking call) first, and give every op's input and output memory of their own; \
+         if an op failed with this error, its communicator is aborted: create a new one",
+    )
 }
 
 /// A read registration of a range that outlives any borrow: while it lives, writes to the

@@ -146,8 +146,8 @@ fn a_rank_that_never_comes_is_named_in_the_timeout() {
     kids.wait(&[]);
 }
 
-/// The rank that comes second is refused; the first waits for a rank that never comes.
-const WORLD_MISMATCH: &str = "InvalidArgument:differs from the|Timeout:never called";
+/// Both ranks are refused at once, each told the other's world size.
+const WORLD_MISMATCH: &str = "InvalidArgument:disagree on the world size";
 
 #[test]
 fn rendezvous_errors_cross_processes() {

@@ -56,8 +56,11 @@ struct Registry {
     /// Ids whose group exists: the group's instance nonce, and how many of its communicators
     /// exist.
     live: HashMap<UniqueId, Live>,
-    /// Ids seen used by two groups at once, refused until the instant given.
-    reused: HashMap<UniqueId, Instant>,
+    /// Ids whose room failed for everyone in it (two groups used the id at once, or ranks
+    /// disagreed on the world size): refused with the room's error until the instant given
+    /// (the latest deadline of its members), so that a rank arriving late hears the error
+    /// at once instead of opening a new room and waiting out its timeout.
+    refused: HashMap<UniqueId, (Instant, CollectiveError)>,
     /// The outcome of a completed or failed room, per joiner ticket, until the joiner takes it.
     outcomes: HashMap<u64, Result<Joined>>,
     /// Lobbies waiting for members, and the outcome per lobby joiner ticket.
@@ -237,12 +240,9 @@ pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &C
     let deadline = deadline_after(config.timeout());
     let fail = |e: CollectiveError| e.with_rank(rank).with_op("Communicator::new");
     let mut reg = released(id, started, deadline);
-    reg.reused.retain(|_, until| *until > started);
-    if reg.reused.contains_key(id) {
-        return Err(fail(CollectiveError::invalid(format!(
-            "communicator id {} looks used by two groups of ranks at once (a rank number joined it twice), so it is refused for now; give each group its own UniqueId",
-            id.short()
-        ))));
+    reg.refused.retain(|_, (until, _)| *until > started);
+    if let Some((_, e)) = reg.refused.get(id) {
+        return Err(fail(e.clone()));
     }
     if reg.live.contains_key(id) {
         return Err(fail(CollectiveError::invalid(format!(
@@ -260,11 +260,16 @@ pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &C
         cv: Arc::new(Condvar::new()),
     });
     if room.world != world {
-        return Err(fail(CollectiveError::invalid(format!(
-            "world_size {world} differs from the {} that other ranks of communicator {} use",
+        let theirs: Vec<Rank> = (0..room.world).filter(|&r| room.joined[r].is_some()).collect();
+        let mine: Vec<Rank> = members.iter().map(|(r, ..)| *r).collect();
+        let err = CollectiveError::invalid(format!(
+            "ranks disagree on the world size of communicator {}: rank(s) {} passed world_size {}, rank(s) {} passed {world}; every rank must pass the same world_size",
+            id.short(),
+            ranks_list(&theirs),
             room.world,
-            id.short()
-        ))));
+            ranks_list(&mine)
+        ));
+        return Err(fail(fail_room(&mut reg, id, err, deadline)));
     }
     let cv = room.cv.clone();
     room.latest = room.latest.max(deadline);
@@ -274,7 +279,7 @@ pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &C
         }
         if room.joined[*r].is_some() || members[..i].iter().any(|(q, ..)| q == r) {
             let r = *r;
-            return Err(fail(reuse(&mut reg, id, r)));
+            return Err(fail(reuse(&mut reg, id, r, deadline)));
         }
     }
     for (r, dev, at) in members {
@@ -348,18 +353,27 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
 
 /// A second joiner for a rank number already in the room: two groups are using `id`. Fails
 /// the room for everyone in it and refuses the id until their latest deadline.
-fn reuse(reg: &mut Registry, id: &UniqueId, rank: Rank) -> CollectiveError {
+fn reuse(reg: &mut Registry, id: &UniqueId, rank: Rank, deadline: Instant) -> CollectiveError {
     let err = CollectiveError::invalid(format!(
         "communicator id {} looks used by two groups of ranks at once: rank {rank} joined it twice; give each group its own UniqueId",
         id.short()
     ));
+    fail_room(reg, id, err, deadline)
+}
+
+/// Fails `id`'s room with `err` for everyone in it, and refuses the id with the same error
+/// until the latest deadline of its members and of the newcomer (`deadline`) who found the
+/// fault, so that ranks of the same job arriving later fail at once too.
+fn fail_room(reg: &mut Registry, id: &UniqueId, err: CollectiveError, deadline: Instant) -> CollectiveError {
+    let mut until = deadline;
     if let Some(room) = reg.pending.remove(id) {
         for ((ticket, ..), _) in room.joined.iter().flatten() {
             reg.outcomes.insert(*ticket, Err(err.clone()));
         }
-        reg.reused.insert(id.clone(), room.latest);
+        until = until.max(room.latest);
         room.cv.notify_all();
     }
+    reg.refused.insert(id.clone(), (until, err.clone()));
     err
 }
 

@@ -291,11 +291,13 @@ impl Work {
             if left.is_zero() {
                 return Err(CollectiveError::new(
                     ErrorKind::Timeout,
-                    format!(
-                        "the op was not finished after {timeout:?}; it goes on (wait again, or abort the communicator)"
-                    ),
+                    format!("the op was not finished after {timeout:?}; it goes on, and the communicator stays usable"),
                 )
-                .with_rank(self.rank));
+                .with_rank(self.rank)
+                .with_hint(
+                    "wait again (`wait`, `wait_timeout`) or poll `is_completed`; the op itself gives up at the \
+                     communicator's timeout, naming the rank it waits for; `abort()` stops it now",
+                ));
             }
             r = self.slot.cv.wait_timeout(r, left).unwrap_or_else(|e| e.into_inner()).0;
         }

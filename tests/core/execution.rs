@@ -171,6 +171,8 @@ pub fn work_abort_and_errors<D: TestDevice>() {
         let work = ctx.comm.all_reduce_async(&x, ReduceOp::Sum).unwrap();
         let e = work.wait_timeout(Duration::from_millis(50)).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        // It says the op goes on, and never that the communicator is aborted.
+        assert!(e.to_string().contains("stays usable") && !e.to_string().contains("aborted"), "{e}");
         assert!(!work.is_completed());
         let t0 = Instant::now();
         std::thread::scope(|s| {

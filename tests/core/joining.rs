@@ -93,21 +93,35 @@ pub fn new_duplicate_rank<D: TestDevice>() {
     assert!(e.message().contains("two groups") && e.message().contains(&id.short()), "{e}");
 }
 
-/// A rank that disagrees on the world size is refused; the right rank still completes it.
+/// Ranks that disagree on the world size all fail at once, each told both sizes and who
+/// passed them (not left waiting out the timeout for a rank that did call); a rank of the
+/// same job arriving later hears the same error at once, and a fresh id works.
 pub fn new_world_mismatch<D: TestDevice>() {
     let cfg = CommConfig::default().with_timeout(Duration::from_secs(30));
     let id = UniqueId::new().unwrap();
+    let t0 = Instant::now();
     std::thread::scope(|s| {
         let (id, cfg) = (&id, &cfg);
-        let first = s.spawn(move || join::<D>(2, id, 0, cfg).map(|c| c.barrier()));
+        let first = s.spawn(move || join::<D>(2, id, 0, cfg).map(|_| ()));
         // Let rank 0 open the rendezvous with world size 2 first.
         std::thread::sleep(Duration::from_millis(100));
-        let r = join::<D>(3, id, 1, cfg).map(|_| ());
-        let e = expect_kind(r, ErrorKind::InvalidArgument, "world size 3 against 2");
-        assert!(e.message().contains("world_size") && e.message().contains('3') && e.message().contains('2'), "{e}");
-        let c = join::<D>(2, id, 1, cfg).unwrap_or_else(|e| panic!("rank 1 with the right world: {e}"));
-        c.barrier().unwrap();
-        first.join().unwrap().unwrap().unwrap();
+        let second = join::<D>(3, id, 1, cfg).map(|_| ());
+        for (r, rank) in [(first.join().unwrap(), 0), (second, 1)] {
+            let e = expect_kind(r, ErrorKind::InvalidArgument, "world size 3 against 2");
+            let m = e.message();
+            assert!(names_rank(&e.to_string(), rank), "{e}");
+            assert!(m.contains("rank(s) 0 passed world_size 2") && m.contains("rank(s) 1 passed 3"), "{e}");
+            assert!(m.contains(&id.short()), "names the id: {e}");
+        }
+    });
+    let late = join::<D>(3, &id, 2, &cfg).map(|_| ());
+    let e = expect_kind(late, ErrorKind::InvalidArgument, "a late rank of the same job");
+    assert!(names_rank(&e.to_string(), 2) && e.message().contains("disagree on the world size"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "refused at once, not at the deadline");
+    let fresh = UniqueId::new().unwrap();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2).map(|r| s.spawn({ let (f, c) = (&fresh, &cfg); move || join::<D>(2, f, r, c)?.barrier() })).collect();
+        hs.into_iter().for_each(|h| h.join().unwrap().unwrap());
     });
 }
 
