@@ -75,17 +75,6 @@ impl Mode {
     }
 }
 
-/// The collectives `--group` can run: the `Group` API has no gather or scatter.
-pub const GROUP_COLLS: &[Coll] = &[
-    Coll::AllReduce,
-    Coll::AllGather,
-    Coll::ReduceScatter,
-    Coll::Broadcast,
-    Coll::Reduce,
-    Coll::AllToAll,
-    Coll::SendRecv,
-];
-
 /// The collectives `--api peer` can run: what `ruccl::api` offers.
 pub const PEER_COLLS: &[Coll] = &[Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter];
 
@@ -167,11 +156,8 @@ impl Options {
     pub fn halves(&self) -> [bool; 2] {
         let c = self.coll;
         match self.mode() {
-            Mode::Threads => [true, c.has_in_place()],
-            Mode::Group => [
-                !matches!(c, Coll::Broadcast | Coll::Reduce),
-                matches!(c, Coll::AllReduce | Coll::Broadcast | Coll::Reduce),
-            ],
+            // The group has every call the threads make.
+            Mode::Threads | Mode::Group => [true, c.has_in_place()],
             Mode::Peer => [true, c == Coll::AllReduce],
         }
     }
@@ -485,15 +471,8 @@ fn check_mode(o: &Options) -> Result<(), UsageError> {
         Mode::Group if o.api == Api::Peer => {
             return err("--group drives Communicators; it cannot be combined with --api peer");
         }
-        Mode::Group => {
-            if !GROUP_COLLS.contains(&o.coll) {
-                return err(format!(
-                    "--group cannot run {}: ruCCL's Group has no such call; --group supports: {}",
-                    o.coll.name(),
-                    names(GROUP_COLLS)
-                ));
-            }
-        }
+        // The group has every call of the blocking API.
+        Mode::Group => {}
         Mode::Peer => {
             if !PEER_COLLS.contains(&o.coll) {
                 return err(format!(
@@ -662,12 +641,13 @@ mod tests {
     #[test]
     fn modes_and_their_halves() {
         let Ok(Parsed::Run(o)) = parse(&args("broadcast -g 2 --group")) else { unreachable!() };
-        assert_eq!((o.mode(), o.halves()), (Mode::Group, [false, true]));
+        assert_eq!((o.mode(), o.halves()), (Mode::Group, [true, true]));
+        let Ok(Parsed::Run(o)) = parse(&args("gather -g 2 --group")) else { unreachable!() };
+        assert_eq!((o.mode(), o.halves()), (Mode::Group, [true, false]));
         let Ok(Parsed::Run(o)) = parse(&args("all_reduce --api=peer -d half")) else { unreachable!() };
         assert_eq!((o.mode(), o.halves()), (Mode::Peer, [true, true]));
         let Ok(Parsed::Run(o)) = parse(&args("reduce --api=peer")) else { unreachable!() };
         assert_eq!((o.mode(), o.halves()), (Mode::Peer, [true, false]));
-        assert!(parse(&args("gather --group")).is_err());
         assert!(parse(&args("all_to_all --api peer")).is_err());
         assert!(parse(&args("all_reduce --api peer -d int32")).is_err());
         assert!(parse(&args("all_reduce --api peer --group")).is_err());

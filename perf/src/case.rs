@@ -199,31 +199,39 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
         let s = self.spec;
         let op = s.op.unwrap_or(ReduceOp::Sum);
         let out = &mut self.output;
-        let unsupported = || {
-            let form = if s.in_place { "in-place" } else { "out-of-place" };
-            Err(Failure::Harness(format!("ruCCL's Group has no {form} {}", s.coll.name())))
-        };
+        // The same calls as `run_comm`, in their group form.
         if s.in_place {
             match s.coll {
                 Coll::AllReduce => group.all_reduce(comm, out, op),
+                Coll::AllGather => group.all_gather_into_tensor_in_place(comm, out),
+                Coll::ReduceScatter => group.reduce_scatter_tensor_in_place(comm, out, op),
                 Coll::Broadcast => group.broadcast(comm, out, s.root),
                 Coll::Reduce => group.reduce(comm, out, op, s.root),
-                _ => return unsupported(),
+                Coll::AllToAll => group.all_to_all_single_in_place(comm, out),
+                // The caller never asks: these have no in-place form.
+                Coll::SendRecv | Coll::Gather | Coll::Scatter => group,
             };
             return Ok(());
         }
-        let Some(inp) = self.input.as_ref() else { return unsupported() };
+        let Some(inp) = self.input.as_ref() else {
+            // Only scatter's non-roots have no input.
+            group.scatter(comm, out, None, s.root);
+            return Ok(());
+        };
         match s.coll {
             Coll::AllReduce => group.all_reduce_into(comm, out, inp, op),
             Coll::AllGather => group.all_gather_into_tensor(comm, out, inp),
             Coll::ReduceScatter => group.reduce_scatter_tensor(comm, out, inp, op),
+            Coll::Broadcast => group.broadcast_into(comm, out, Some(inp), s.root),
+            Coll::Reduce => group.reduce_into(comm, out, inp, op, s.root),
             Coll::AllToAll => group.all_to_all_single(comm, out, inp),
+            Coll::Gather => group.gather(comm, Some(out), inp, s.root),
+            Coll::Scatter => group.scatter(comm, out, Some(inp), s.root),
             // One group holds every rank's send and receive, so no ordering is needed.
             Coll::SendRecv => {
                 let (next, prev) = ((s.rank + 1) % s.ranks, (s.rank + s.ranks - 1) % s.ranks);
                 group.send(comm, inp, next).recv(comm, out, prev)
             }
-            Coll::Broadcast | Coll::Reduce | Coll::Gather | Coll::Scatter => return unsupported(),
         };
         Ok(())
     }

@@ -98,11 +98,9 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
                             two threads memcpy-ing at once (how far bandwidth scales)
       --group               drive every rank from ONE thread: Communicator::init_all, and each
                             call (warm-up, timed, check) is one ruccl::Group holding every
-                            rank's call; the time is measured around Group::run. Supports:
-                            all_reduce all_gather reduce_scatter broadcast reduce all_to_all
-                            sendrecv (one group of sends and receives). Group has only the
-                            in-place broadcast and reduce, and no in-place all_gather,
-                            reduce_scatter or all_to_all: those columns print N/A
+                            rank's call; the time is measured around Group::run. Every
+                            collective, both halves as without it (sendrecv: one group of
+                            every rank's send and receive)
       --api <comm|peer>     comm (default): Communicator methods, one thread per rank.
                             peer: the peer API (ruccl::api, host backend), one thread per
                             peer; supports all_reduce broadcast reduce all_gather

@@ -4,6 +4,8 @@
 //! polling each until all are done. No OS thread per rank is needed, and a ring of sends and
 //! receives in one group never deadlocks.
 
+mod build;
+
 use std::sync::MutexGuard;
 
 use super::validate::{Call, Io};
@@ -13,8 +15,6 @@ use crate::device::Device;
 use crate::error::Result;
 use crate::op::OpDesc;
 use crate::sched::{self, OpRun};
-use crate::tensor::Tensor;
-use crate::types::{Rank, ReduceOp};
 
 /// A batch of calls on several communicators (typically every local rank of one
 /// communicator), run together from one thread by [`run`](Self::run).
@@ -69,87 +69,10 @@ impl<'a, D: Device> Group<'a, D> {
         self.calls.is_empty()
     }
 
+    /// Adds a call (the builder methods of `build.rs` name them).
     fn push(&mut self, comm: &'a Communicator<D>, call: Call<'a, D>) -> &mut Self {
         self.calls.push((comm, call));
         self
-    }
-
-    /// [`Communicator::all_reduce`] on `comm`.
-    pub fn all_reduce(&mut self, comm: &'a Communicator<D>, tensor: &'a mut Tensor<D>, op: ReduceOp) -> &mut Self {
-        self.push(comm, Call::all_reduce(tensor, op))
-    }
-
-    /// [`Communicator::all_reduce_into`] on `comm`.
-    pub fn all_reduce_into(
-        &mut self,
-        comm: &'a Communicator<D>,
-        output: &'a mut Tensor<D>,
-        input: &'a Tensor<D>,
-        op: ReduceOp,
-    ) -> &mut Self {
-        self.push(comm, Call::all_reduce_into(output, input, op))
-    }
-
-    /// [`Communicator::broadcast`] on `comm`.
-    pub fn broadcast(&mut self, comm: &'a Communicator<D>, tensor: &'a mut Tensor<D>, root: Rank) -> &mut Self {
-        self.push(comm, Call::broadcast(tensor, root))
-    }
-
-    /// [`Communicator::reduce`] on `comm`.
-    pub fn reduce(
-        &mut self,
-        comm: &'a Communicator<D>,
-        tensor: &'a mut Tensor<D>,
-        op: ReduceOp,
-        root: Rank,
-    ) -> &mut Self {
-        self.push(comm, Call::reduce(tensor, op, root))
-    }
-
-    /// [`Communicator::all_gather_into_tensor`] on `comm`.
-    pub fn all_gather_into_tensor(
-        &mut self,
-        comm: &'a Communicator<D>,
-        output: &'a mut Tensor<D>,
-        input: &'a Tensor<D>,
-    ) -> &mut Self {
-        self.push(comm, Call::all_gather_into_tensor(output, input))
-    }
-
-    /// [`Communicator::reduce_scatter_tensor`] on `comm`.
-    pub fn reduce_scatter_tensor(
-        &mut self,
-        comm: &'a Communicator<D>,
-        output: &'a mut Tensor<D>,
-        input: &'a Tensor<D>,
-        op: ReduceOp,
-    ) -> &mut Self {
-        self.push(comm, Call::reduce_scatter_tensor(output, input, op))
-    }
-
-    /// [`Communicator::all_to_all_single`] on `comm`.
-    pub fn all_to_all_single(
-        &mut self,
-        comm: &'a Communicator<D>,
-        output: &'a mut Tensor<D>,
-        input: &'a Tensor<D>,
-    ) -> &mut Self {
-        self.push(comm, Call::all_to_all_single(output, input))
-    }
-
-    /// [`Communicator::barrier`] on `comm`.
-    pub fn barrier(&mut self, comm: &'a Communicator<D>) -> &mut Self {
-        self.push(comm, Call::barrier())
-    }
-
-    /// [`Communicator::send`] on `comm`.
-    pub fn send(&mut self, comm: &'a Communicator<D>, tensor: &'a Tensor<D>, peer: Rank) -> &mut Self {
-        self.push(comm, Call::send(tensor, peer))
-    }
-
-    /// [`Communicator::recv`] on `comm`.
-    pub fn recv(&mut self, comm: &'a Communicator<D>, tensor: &'a mut Tensor<D>, peer: Rank) -> &mut Self {
-        self.push(comm, Call::recv(tensor, peer))
     }
 
     /// Runs every call, from this thread, until all are done; the first error (in call

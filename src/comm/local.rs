@@ -129,6 +129,8 @@ fn qualify<'a, D: Device>(
             | OpKind::AllGather
             | OpKind::ReduceScatter
             | OpKind::AllToAll
+            | OpKind::Gather
+            | OpKind::Scatter
             | OpKind::Barrier
     );
     if calls.len() != world
@@ -173,7 +175,8 @@ fn qualify<'a, D: Device>(
         let needed = match desc.kind {
             OpKind::Barrier => true,
             OpKind::Broadcast => output.is_some() && (r != root || input.is_some()),
-            OpKind::Reduce => input.is_some() && (r != root || output.is_some()),
+            OpKind::Reduce | OpKind::Gather => input.is_some() && (r != root || output.is_some()),
+            OpKind::Scatter => output.is_some() && (r != root || input.is_some()),
             _ => input.is_some() && output.is_some(),
         };
         if !needed {
@@ -250,6 +253,12 @@ fn execute<D: Device>(dev: &D, desc: &OpDesc, p: &Plan<'_, D::Buffer>, chunk: us
         OpKind::AllToAll => each_chunk(block, chunk, |o, len| {
             (0..n)
                 .try_for_each(|r| (0..n).try_for_each(|q| x.copy(&ins[q], r * block + o, &outs[r], q * block + o, len)))
+        }),
+        OpKind::Gather => each_chunk(block, chunk, |o, len| {
+            (0..n).try_for_each(|q| x.copy(&ins[q], o, &outs[root], q * block + o, len))
+        }),
+        OpKind::Scatter => each_chunk(block, chunk, |o, len| {
+            (0..n).try_for_each(|r| x.copy(&ins[root], r * block + o, &outs[r], o, len))
         }),
         _ => Ok(()),
     }

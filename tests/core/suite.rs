@@ -22,6 +22,8 @@ mod errors;
 mod execution;
 #[path = "failures.rs"]
 mod failures;
+#[path = "grouped.rs"]
+mod grouped;
 #[path = "joining.rs"]
 mod joining;
 #[path = "large.rs"]
@@ -139,6 +141,7 @@ macro_rules! core_suite {
                 soundness::aliased_all_reduce_runs_in_place,
                 execution::group_drives_every_rank,
                 execution::group_direct_path_every_op,
+                grouped::group_has_every_blocking_call,
                 soundness::aliased_outputs_of_every_collective,
             );
             single!($dev;

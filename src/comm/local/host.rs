@@ -3,8 +3,9 @@
 //! read guard per input, one write guard per output) and runs the same element-wise kernels
 //! the host device would, on the guarded bytes — no device operation, event or handle per
 //! copy. The same reductions in the same order as the device path ([`super::execute`]), so
-//! the same bits. A rank whose input shares memory with its output other than exactly (the
-//! in-place all_gather and reduce_scatter layouts) is left to the device path.
+//! the same bits. A rank whose input shares memory with its output is left to the device
+//! path, except an all_reduce, reduce or broadcast exactly in place (the in-place layouts of
+//! all_gather and reduce_scatter, even of one rank, run there).
 
 use super::{Buf, PerRank, Plan, each_chunk, missing};
 use crate::device::{Device, kernels, stream};
@@ -24,19 +25,19 @@ pub(super) fn run<D: Device>(dev: &D, desc: &OpDesc, p: &Plan<'_, D::Buffer>, ch
     let block = desc.count * size;
     let root = desc.root.unwrap_or(0);
     let (in_len, out_len) = match desc.kind {
-        OpKind::AllGather => (block, n * block),
-        OpKind::ReduceScatter => (n * block, block),
+        OpKind::AllGather | OpKind::Gather => (block, n * block),
+        OpKind::ReduceScatter | OpKind::Scatter => (n * block, block),
         OpKind::AllToAll => (n * block, n * block),
         _ => (block, block),
     };
     // What the op reads and writes on rank `r`.
     let reads = |r: usize| match desc.kind {
-        OpKind::Broadcast => r == root,
+        OpKind::Broadcast | OpKind::Scatter => r == root,
         OpKind::Barrier => false,
         _ => true,
     };
     let writes = |r: usize| match desc.kind {
-        OpKind::Reduce => r == root,
+        OpKind::Reduce | OpKind::Gather => r == root,
         OpKind::Barrier => false,
         _ => true,
     };
@@ -47,7 +48,11 @@ pub(super) fn run<D: Device>(dev: &D, desc: &OpDesc, p: &Plan<'_, D::Buffer>, ch
         let output = if writes(r) { Some(p.outputs.get(r)?.as_ref()?) } else { None };
         let alias = match (input, output) {
             (Some(i), Some(o)) if i.id == o.id => {
-                if i.base != o.base || in_len != out_len {
+                // Only these ops' kernels read an input that is the output (in place); for the
+                // others it is a layout (one rank's all_gather or reduce_scatter in place)
+                // the device path runs.
+                let in_place = matches!(desc.kind, OpKind::AllReduce | OpKind::Reduce | OpKind::Broadcast);
+                if !in_place || i.base != o.base || in_len != out_len {
                     return None;
                 }
                 true
@@ -168,6 +173,19 @@ impl<'m> Guarded<'m> {
                     for (q, i) in ins.iter().enumerate() {
                         copy(t, q * block + o, &input(i)?[r * block + o..r * block + o + len])?;
                     }
+                }
+                Ok(())
+            }),
+            OpKind::Gather => each_chunk(block, chunk, |o, len| {
+                for (q, i) in ins.iter().enumerate() {
+                    copy(&mut outs[root], q * block + o, &input(i)?[o..o + len])?;
+                }
+                Ok(())
+            }),
+            OpKind::Scatter => each_chunk(block, chunk, |o, len| {
+                let s = input(&ins[root])?;
+                for (r, t) in outs.iter_mut().enumerate() {
+                    copy(t, o, &s[r * block + o..r * block + o + len])?;
                 }
                 Ok(())
             }),

@@ -1,0 +1,146 @@
+//! Every call of the blocking API has its group form: the rooted ops with separate buffers
+//! (`broadcast_into`, `reduce_into`, `gather`, `scatter`), `all_gather` into a list of
+//! tensors, and the in-place forms of all_gather, reduce_scatter and all_to_all — each issued
+//! for every rank from one thread, on the direct path where it qualifies and on the general
+//! path (a chosen algorithm), with the blocking calls' results.
+
+use ruccl::{Algorithm, CommConfig, Communicator, Group, ReduceOp, Tensor};
+
+use crate::harness::{TEST_TIMEOUT, TestDevice, assert_bits};
+use crate::reference::{data, reduce_input, reduced};
+
+fn t<D: TestDevice>(c: &Communicator<D>, v: &[i32]) -> Tensor<D> {
+    Tensor::from_slice(c.device(), v, &[v.len()]).unwrap()
+}
+
+fn zeros<D: TestDevice>(c: &Communicator<D>, n: usize) -> Tensor<D> {
+    Tensor::zeros(c.device(), ruccl::DType::I32, &[n]).unwrap()
+}
+
+/// Each rank's block `q` of `n` elements, as `data` makes it.
+fn blocks(world: usize, n: usize, round: usize) -> Vec<i32> {
+    (0..world).flat_map(|q| data::<i32>(q, n, round)).collect()
+}
+
+pub fn group_has_every_blocking_call<D: TestDevice>(world: usize) {
+    for algorithm in [Algorithm::Auto, Algorithm::Ring] {
+        let devices = (0..world).map(D::for_rank).collect();
+        let config = CommConfig::default().with_timeout(TEST_TIMEOUT).with_algorithm(algorithm);
+        let comms = Communicator::init_all(devices, D::configure(config)).unwrap();
+        for round in 0..2 {
+            every_call(&comms, round, &format!("{algorithm}, round {round}"));
+            // The rooted ops run without messages where the fixture's groups do (the last
+            // op, all_to_all in place, never does: look further back).
+            let history = comms[0].flight_recorder();
+            let gather = &history[history.len() - 8];
+            assert_eq!(gather.op.kind, ruccl::op::OpKind::Gather, "{history:?}");
+            let direct = algorithm == Algorithm::Auto && D::direct_groups();
+            assert_eq!(gather.algorithm == Algorithm::Direct, direct, "{history:?}");
+        }
+    }
+}
+
+fn every_call<D: TestDevice>(comms: &[Communicator<D>], round: usize, what: &str) {
+    let (world, n) = (comms.len(), 5);
+    let root = round % world;
+    let all = blocks(world, n, round);
+    // gather: the root's output holds every rank's input, in rank order.
+    let ins: Vec<_> = comms.iter().map(|c| t(c, &data::<i32>(c.rank(), n, round))).collect();
+    let mut out = zeros(&comms[root], n * world);
+    let mut g = Group::new();
+    let mut out_slot = Some(&mut out);
+    for (c, x) in comms.iter().zip(&ins) {
+        g.gather(c, if c.rank() == root { out_slot.take() } else { None }, x, root);
+    }
+    g.run().unwrap();
+    assert_bits(&out.to_vec::<i32>().unwrap(), &all, format!("group gather ({what})"));
+    // scatter: rank r gets block r of the root's input.
+    let input = t(&comms[root], &all);
+    let mut outs: Vec<_> = comms.iter().map(|c| zeros(c, n)).collect();
+    let mut g = Group::new();
+    for (c, y) in comms.iter().zip(outs.iter_mut()) {
+        g.scatter(c, y, (c.rank() == root).then_some(&input), root);
+    }
+    g.run().unwrap();
+    for (r, y) in outs.iter().enumerate() {
+        assert_bits(&y.to_vec::<i32>().unwrap(), &all[r * n..(r + 1) * n], format!("group scatter ({what})"));
+    }
+    // broadcast_into: every rank's output is the root's input; other ranks' inputs are ignored.
+    let ins: Vec<_> = comms.iter().map(|c| t(c, &data::<i32>(c.rank(), n, round))).collect();
+    let mut outs: Vec<_> = comms.iter().map(|c| zeros(c, n)).collect();
+    let mut g = Group::new();
+    for ((c, x), y) in comms.iter().zip(&ins).zip(outs.iter_mut()) {
+        g.broadcast_into(c, y, Some(x), root);
+    }
+    g.run().unwrap();
+    for y in &outs {
+        assert_bits(&y.to_vec::<i32>().unwrap(), &data::<i32>(root, n, round), format!("group broadcast_into ({what})"));
+    }
+    // reduce_into: the root's output is the reduction; the inputs are untouched.
+    let op = ReduceOp::Max;
+    let ins: Vec<_> = comms.iter().map(|c| t(c, &reduce_input::<i32>(op, c.rank(), n, round))).collect();
+    let mut outs: Vec<_> = comms.iter().map(|c| zeros(c, n)).collect();
+    let mut g = Group::new();
+    for ((c, x), y) in comms.iter().zip(&ins).zip(outs.iter_mut()) {
+        g.reduce_into(c, y, x, op, root);
+    }
+    g.run().unwrap();
+    assert_bits(&outs[root].to_vec::<i32>().unwrap(), &reduced::<i32>(op, world, n, round), format!("group reduce_into ({what})"));
+    for (c, x) in comms.iter().zip(&ins) {
+        assert_bits(&x.to_vec::<i32>().unwrap(), &reduce_input::<i32>(op, c.rank(), n, round), "reduce_into's input");
+    }
+    // all_gather into a list of tensors, one per rank.
+    let ins: Vec<_> = comms.iter().map(|c| t(c, &data::<i32>(c.rank(), n, round))).collect();
+    let mut lists: Vec<Vec<_>> = comms.iter().map(|c| (0..world).map(|_| zeros(c, n)).collect()).collect();
+    let mut g = Group::new();
+    for ((c, x), list) in comms.iter().zip(&ins).zip(lists.iter_mut()) {
+        g.all_gather(c, list, x);
+    }
+    g.run().unwrap();
+    for list in &lists {
+        for (q, y) in list.iter().enumerate() {
+            assert_bits(&y.to_vec::<i32>().unwrap(), &all[q * n..(q + 1) * n], format!("group all_gather list ({what})"));
+        }
+    }
+    // all_gather in place: rank r's block r is its input.
+    let mut ts: Vec<_> = comms
+        .iter()
+        .map(|c| {
+            let mut v = vec![0i32; n * world];
+            v[c.rank() * n..(c.rank() + 1) * n].copy_from_slice(&data::<i32>(c.rank(), n, round));
+            t(c, &v)
+        })
+        .collect();
+    let mut g = Group::new();
+    for (c, x) in comms.iter().zip(ts.iter_mut()) {
+        g.all_gather_into_tensor_in_place(c, x);
+    }
+    g.run().unwrap();
+    for x in &ts {
+        assert_bits(&x.to_vec::<i32>().unwrap(), &all, format!("group all_gather in place ({what})"));
+    }
+    // reduce_scatter in place: rank r's block r holds the reduction of every rank's block r.
+    let op = ReduceOp::Sum;
+    let want = reduced::<i32>(op, world, n * world, round);
+    let mut ts: Vec<_> = comms.iter().map(|c| t(c, &reduce_input::<i32>(op, c.rank(), n * world, round))).collect();
+    let mut g = Group::new();
+    for (c, x) in comms.iter().zip(ts.iter_mut()) {
+        g.reduce_scatter_tensor_in_place(c, x, op);
+    }
+    g.run().unwrap();
+    for (r, x) in ts.iter().enumerate() {
+        let got = x.to_vec::<i32>().unwrap();
+        assert_bits(&got[r * n..(r + 1) * n], &want[r * n..(r + 1) * n], format!("group reduce_scatter in place ({what})"));
+    }
+    // all_to_all in place: rank r's block q goes to rank q's block r.
+    let mut ts: Vec<_> = comms.iter().map(|c| t(c, &data::<i32>(c.rank(), n * world, round))).collect();
+    let mut g = Group::new();
+    for (c, x) in comms.iter().zip(ts.iter_mut()) {
+        g.all_to_all_single_in_place(c, x);
+    }
+    g.run().unwrap();
+    for (r, x) in ts.iter().enumerate() {
+        let want: Vec<i32> = (0..world).flat_map(|q| data::<i32>(q, n * world, round)[r * n..(r + 1) * n].to_vec()).collect();
+        assert_bits(&x.to_vec::<i32>().unwrap(), &want, format!("group all_to_all in place ({what})"));
+    }
+}
