@@ -184,10 +184,25 @@ pub(crate) fn algorithm_from(code: u8, arity: u32) -> Option<Option<Algorithm>> 
     })
 }
 
+/// Bytes a peer sent, as text when they are printable ASCII (`"HTTP"`: another protocol
+/// answered), else as hex.
+struct Shown<'a>(&'a [u8]);
+
+impl std::fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+            write!(f, "{:?} (text)", String::from_utf8_lossy(self.0))
+        } else {
+            f.write_str("0x")?;
+            self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+        }
+    }
+}
+
 /// What is wrong with bytes a peer sent. Becomes a `Protocol` error ([`From`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum WireError {
-    #[error("bad magic {0:02x?}: the peer is not a ruCCL rank")]
+    #[error("bad magic {}: the peer is not a ruCCL rank", Shown(.0))]
     Magic([u8; 4]),
     #[error("the peer speaks ruCCL protocol version {got}, this build speaks version {VERSION}")]
     Version { got: u16 },

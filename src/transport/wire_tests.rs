@@ -231,6 +231,9 @@ fn named_errors() {
     assert!(e.message().contains("version 2") && e.message().contains("version 1"), "{e}");
     b[0] = b'G';
     assert!(matches!(decode_header(&b, limits), Err(WireError::Magic(_))));
+    // Another protocol's bytes read as text; others as hex.
+    assert_eq!(WireError::Magic(*b"HTTP").to_string(), "bad magic \"HTTP\" (text): the peer is not a ruCCL rank");
+    assert_eq!(WireError::Magic([0, 1, 0xab, 0x20]).to_string(), "bad magic 0x0001ab20: the peer is not a ruCCL rank");
     let mut c = encode_header(&FrameHeader::control(FrameKind::Goodbye, [0; 16], 0, 0));
     c[6] = 200;
     assert_eq!(decode_header(&c, limits).unwrap_err(), WireError::Kind(200));

@@ -67,14 +67,17 @@ pub(super) fn join(
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
             _ => ErrorKind::Protocol,
         };
-        fail(CollectiveError::new(kind, format!("{what} the rendezvous root at {root}: {e}")))
+        let e = CollectiveError::new(kind, format!("{what} the rendezvous root at {root}: {e}"));
+        fail(if kind == ErrorKind::Protocol { e.with_hint(NOT_THE_ROOT) } else { e })
     };
     s.write_all(&proto::encode_register(&reg)).map_err(|e| io("registering at", e))?;
     let wait = deadline.saturating_duration_since(Instant::now()) + GRACE;
     s.set_read_timeout(Some(wait)).map_err(|e| io("configuring the connection to", e))?;
     let mut hb = [0u8; HEADER_LEN];
     s.read_exact(&mut hb).map_err(|e| io("no answer from", e))?;
-    let bad = |what: String| fail(CollectiveError::protocol(format!("the rendezvous root at {root} {what}")));
+    let bad = |what: String| {
+        fail(CollectiveError::protocol(format!("the rendezvous root at {root} {what}")).with_hint(NOT_THE_ROOT))
+    };
     let h = wire::decode_header(&hb, Limits { max_data: 0 }).map_err(|e| bad(format!("answered badly: {e}")))?;
     if h.comm != id.comm_bytes() {
         return Err(bad("answered for another communicator".into()));
@@ -93,6 +96,11 @@ pub(super) fn join(
         k => Err(bad(format!("answered with a {k:?} frame"))),
     }
 }
+
+/// The advice when what answers at the root's address does not speak the rendezvous.
+const NOT_THE_ROOT: &str = "check that the address (MASTER_ADDR and MASTER_PORT, or the UniqueId's) is rank 0's \
+     rendezvous and not another program's port, and that every rank runs the same ruCCL version; if both hold, \
+     report this message as a bug";
 
 /// The root's side: a registration `h` + `body` arrived on `s`. Joins the room for the rank
 /// and answers with the table, or with the error (an `Abort` frame). Returns the error of a
