@@ -400,7 +400,7 @@ fn give_up(reg: &mut Registry, id: &UniqueId, rank: Rank, ticket: u64, config: &
     CollectiveError::new(
         ErrorKind::Timeout,
         format!(
-            "communicator {} ({world} ranks) was not complete after {:?}: {}. Communicator::new returns only once every rank has joined: call it once per rank, one thread per rank, with ranks numbered 0 to {}",
+            "communicator {} ({world} ranks) was not complete after {:?}: {}. Communicator::new returns only once every rank has joined: call it once per rank (a thread per rank in one process, or a process per rank), with ranks numbered 0 to {}",
             id.short(),
             config.timeout(),
             match (missing.is_empty(), left.is_empty()) {
@@ -414,6 +414,9 @@ fn give_up(reg: &mut Registry, id: &UniqueId, rank: Rank, ticket: u64, config: &
             },
             world - 1
         ),
+    )
+    .with_hint(
+        "start the rank(s) named above, with the same UniqueId (or MASTER_ADDR and MASTER_PORT) and world_size, or raise CommConfig::timeout (RUCCL_TIMEOUT) if they start late; nothing was created, so call Communicator::new again",
     )
 }
 

@@ -46,6 +46,9 @@ pub fn new_missing_rank_times_out<D: TestDevice>() {
             let text = e.to_string();
             assert!(text.contains("Communicator::new"), "{text}");
             assert!(names_rank(&text, rank), "names the reporting rank: {text}");
+            // Nothing was made: the advice is to start the missing ranks, not to replace a
+            // communicator.
+            assert!(text.contains("What to do: start the rank(s) named above") && !text.contains("aborted"), "{text}");
             // Rank 0 may have given up before rank 2 (a little later) did: it may be named as
             // such, but never as a rank that did not come.
             let never = e.message().split("never called").next().unwrap_or_default();
