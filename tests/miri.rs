@@ -189,6 +189,21 @@ fn group_direct_op() {
     }
     group.run().unwrap();
     assert_eq!(outputs[3].to_vec::<f32>().unwrap(), vec![6.0, 4.0]);
+    // gather to rank 1 and scatter from it: one rank's buffer written (read) block by block.
+    let mut gathered = Tensor::zeros(&dev, DType::F32, &[2 * world]).unwrap();
+    let mut group = Group::new();
+    let mut slot = Some(&mut gathered);
+    for (r, i) in inputs.iter().enumerate() {
+        group.gather(&comms[r], if r == 1 { slot.take() } else { None }, i, 1);
+    }
+    group.run().unwrap();
+    assert_eq!(gathered.to_vec::<f32>().unwrap(), vec![0.0, 1.0, 1.0, 1.0, 2.0, 1.0, 3.0, 1.0]);
+    let mut group = Group::new();
+    for (r, o) in outputs.iter_mut().enumerate() {
+        group.scatter(&comms[r], o, (r == 1).then_some(&gathered), 1);
+    }
+    group.run().unwrap();
+    assert_eq!(outputs[2].to_vec::<f32>().unwrap(), vec![2.0, 1.0]);
     let mut group = Group::new();
     for (r, o) in outputs.iter_mut().enumerate() {
         group.all_reduce(&comms[r], o, if r == 0 { ReduceOp::Max } else { ReduceOp::Sum });
