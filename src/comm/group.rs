@@ -186,8 +186,17 @@ fn addr<D: Device>(c: &Communicator<D>) -> usize {
 }
 
 /// Locks every communicator of `calls` once, in address order (so that groups sharing
-/// communicators cannot deadlock each other): its driver first, after running the
-/// non-blocking ops issued before the group, then its state.
+/// communicators cannot deadlock each other): its driver, then its state, with no op
+/// queued on any of them (the non-blocking ops issued before the group have run).
+///
+/// Queued ops are run first, one communicator at a time, holding only that communicator's
+/// driver: a queued op waits for its peers' matching ops, which another thread may issue on
+/// the group's other communicators only while the group holds none of their locks (holding
+/// rank 0's state while draining rank 1's queue would leave that thread blocked and rank 1's
+/// op waiting out its timeout). Then every lock is *tried*, in address order; a lock another
+/// thread holds (a progress thread in the middle of an op, an op being issued) or an op
+/// queued meanwhile lets go of everything and starts over, so the group never waits on a
+/// lock while holding another.
 fn lock_all<'a, D: Device>(calls: &[(&'a Communicator<D>, Call<'a, D>)]) -> Locks<'a, D> {
     let mut comms: Few<&'a Communicator<D>> = Few::new();
     for (c, _) in calls {
@@ -198,21 +207,41 @@ fn lock_all<'a, D: Device>(calls: &[(&'a Communicator<D>, Call<'a, D>)]) -> Lock
         comms.sort_unstable_by_key(|c| addr(c));
         comms.dedup_by_key(|c| addr(c));
     }
-    let mut held = Few::new();
-    for c in comms {
-        let mut driver = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
-        // An op another thread issues meanwhile (numbered and queued under the state lock)
-        // runs first too: the group's ops are numbered after it (see `submit`).
-        let local = loop {
+    // Usually nothing is queued and nobody else holds a lock: the first try takes them all.
+    loop {
+        if let Some(held) = try_lock_all(&comms) {
+            return Locks(held);
+        }
+        for c in &comms {
+            let mut driver = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
             if c.engine.has_queued(&driver) {
                 c.engine.drain(&mut driver);
             }
-            let local = c.lock();
-            if !c.engine.has_queued(&driver) {
-                break local;
-            }
-        };
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Every communicator's driver and state, tried in address order; `None` (nothing held)
+/// when one is held elsewhere or has ops queued. An op is numbered and queued under its
+/// rank's state lock (see `submit`), so a queue found empty under it stays empty: the
+/// group's ops are numbered after every op issued before them.
+fn try_lock_all<'a, D: Device>(comms: &[&'a Communicator<D>]) -> Option<Few<Held<'a, D>>> {
+    fn take<T>(r: std::sync::TryLockResult<MutexGuard<'_, T>>) -> Option<MutexGuard<'_, T>> {
+        match r {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+    let mut held = Few::new();
+    for c in comms {
+        let driver = take(c.engine.driving.try_lock())?;
+        let local = take(c.local.try_lock())?;
+        if c.engine.has_queued(&driver) {
+            return None;
+        }
         held.push(Held { key: addr(c), local, _driver: driver });
     }
-    Locks(held)
+    Some(held)
 }

@@ -150,6 +150,7 @@ macro_rules! core_suite {
                 p2p::p2p_interleaved_with_collectives,
                 concurrency::thousand_small_all_reduces,
                 concurrency::one_communicator_from_two_threads,
+                grouped::group_beside_a_thread_issuing_works,
                 concurrency::thousand_mixed_ops,
                 concurrency::communicators_interleaved,
                 concurrency::communicators_on_separate_threads,
