@@ -1,4 +1,4 @@
-//! One rank per process, over TCP, started by a launcher: `mpirun`, torchrun-style variables
+//! One rank per process, joined over TCP, started by a launcher: `mpirun`, torchrun-style variables
 //! or `srun` (see the README, "Several processes"). Processes of one host move their data
 //! through shared memory (`RUCCL_SHM_DISABLE=1`: through their sockets).
 //!
@@ -56,8 +56,15 @@ fn run() -> Result<(usize, String), String> {
         return Err(format!("rank {rank}: broadcast from rank 0 differs"));
     }
     comm.barrier().map_err(err)?;
+    // How the processes' data moved (the library's rule; the env var is the only switch).
+    let tcp_only = std::env::var("RUCCL_SHM_DISABLE").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+    let path = if tcp_only {
+        "over TCP only (RUCCL_SHM_DISABLE=1)"
+    } else {
+        "through shared memory between processes of one host, TCP between hosts"
+    };
     let line = format!(
-        "OK: {world} processes over TCP: all_reduce of {COUNT} and {BIG} x f32 and broadcast exact on every rank"
+        "OK: {world} processes, {path}: all_reduce of {COUNT} and {BIG} x f32 and broadcast exact on every rank"
     );
     Ok((rank, line))
 }
