@@ -12,7 +12,9 @@
 //!   the bytes out; releasing it frees the record (the credit). Streamed messages land in a
 //!   buffer the receiver owns.
 //! - Both threads sleep on futex words in the segment with short timeouts, so they notice a
-//!   peer that is gone (its socket closed) or this rank leaving.
+//!   peer that is gone (its socket closed) or this rank leaving. The writer is `shm_write.rs`,
+//!   the reader and the poll that checks and hands over records `shm_read.rs`; this file
+//!   holds the pair's state, the inline paths and the wake-ups.
 //!
 //! - Messages of at least [`CMA_MIN`](crate::transport::shm::cma::CMA_MIN) bytes of ops
 //!   that do not reduce, where the pair can read each other's memory, are lent instead of
@@ -28,14 +30,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use super::peer::Remote;
-use super::{Endpoint, MAX_MESSAGE, OutMsg, Peer, lock};
+use super::{Endpoint, OutMsg, Peer, lock};
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::mem::{HostMem, HostRegion};
+use crate::mem::HostMem;
 use crate::transport::shm::ring::{self, Consumer, Kind, Producer};
 use crate::transport::shm::segment::Ctrl;
-use crate::transport::shm::{INLINE_MAX, PIECE, Pair};
-use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
+use crate::transport::shm::{INLINE_MAX, Pair};
+use crate::transport::wire;
 use crate::transport::{Header, Payload};
 
 /// Longest single sleep of the threads (they check for departure at least this often).
@@ -51,6 +52,10 @@ struct Stream {
 
 #[path = "shm_lend.rs"]
 mod lend;
+#[path = "shm_read.rs"]
+mod read;
+#[path = "shm_write.rs"]
+mod write;
 
 #[derive(Debug)]
 struct Incoming {
@@ -226,7 +231,7 @@ impl ShmPeer {
         if !inc.cons.ready() {
             return false;
         }
-        match poll_locked(e, p, self, &mut inc) {
+        match read::poll_locked(e, p, self, &mut inc) {
             Ok(n) => n > 0,
             Err(what) => {
                 e.protocol(p.rank, format!("in shared memory: {what}"));
@@ -249,7 +254,9 @@ impl ShmPeer {
         if idle
             && let Payload::Host(r) = &payload
             && let Some(lease) = self.lendable(&header, r)
-            && self.push_lent(&mut lock(&self.prod), &data_frame(e, &header, r.len), r.len, ticket, lease).is_none()
+            && self
+                .push_lent(&mut lock(&self.prod), &write::data_frame(e, &header, r.len), r.len, ticket, lease)
+                .is_none()
         {
             // Released when the peer has read it (`lent_pending`).
             return ticket;
@@ -258,7 +265,7 @@ impl ShmPeer {
             && let Payload::Host(r) = &payload
             && r.len <= INLINE_MAX
             && let Ok(bytes) = r.read()
-            && lock(&self.prod).push(Kind::Data, &data_frame(e, &header, r.len), 0, &bytes)
+            && lock(&self.prod).push(Kind::Data, &write::data_frame(e, &header, r.len), 0, &bytes)
         {
             p.released.fetch_max(ticket, Ordering::SeqCst);
             return ticket;
@@ -315,12 +322,6 @@ pub(crate) fn before_park() {
     PARKS.fetch_add(1, Ordering::Release);
 }
 
-fn data_frame(e: &Endpoint, m: &Header, len: usize) -> [u8; HEADER_LEN] {
-    let mut h = FrameHeader::control(FrameKind::Data, e.comm, e.rank as u32, len as u64);
-    (h.seq, h.p2p, h.index, h.fp) = (m.seq, m.p2p, m.index, Some(m.fp));
-    wire::encode_header(&h)
-}
-
 /// Starts `me`'s writer and reader threads for peer `p` (whose `shm` is set).
 ///
 /// # Errors
@@ -331,233 +332,15 @@ pub(super) fn spawn(e: &Arc<Endpoint>, p: &Arc<Peer>) -> Result<()> {
     ANY_LINKS.store(true, Ordering::SeqCst);
     let err = |x: std::io::Error| CollectiveError::new(ErrorKind::Io, format!("starting a shared-memory thread: {x}"));
     let (e2, p2, s2) = (e.clone(), p.clone(), s.clone());
-    let w = std::thread::Builder::new().name("ruccl-shm-w".into()).spawn(move || writer(&e2, &p2, &s2)).map_err(err)?;
+    let w = std::thread::Builder::new()
+        .name("ruccl-shm-w".into())
+        .spawn(move || write::writer(&e2, &p2, &s2))
+        .map_err(err)?;
     let _ = s.writer.set(w.thread().clone());
     s.kick();
     let (e2, p2) = (e.clone(), p.clone());
-    std::thread::Builder::new().name("ruccl-shm-r".into()).spawn(move || reader(&e2, &p2, &s)).map_err(err)?;
+    std::thread::Builder::new().name("ruccl-shm-r".into()).spawn(move || read::reader(&e2, &p2, &s)).map_err(err)?;
     Ok(())
-}
-
-fn writer(e: &Endpoint, p: &Peer, s: &ShmPeer) {
-    loop {
-        let next = {
-            let mut out = lock(&p.out);
-            match out.shm_data.pop_front() {
-                Some(m) => {
-                    out.writing = Some(m.ticket);
-                    Ok(m)
-                }
-                None => Err(out.closing),
-            }
-        };
-        match next {
-            Ok(m) => {
-                let ticket = m.ticket;
-                let r = write(e, p, s, m);
-                lock(&p.out).writing = None;
-                if r.is_ok() {
-                    p.released.fetch_max(ticket, Ordering::SeqCst);
-                } else {
-                    // Nothing more will be written: whatever is queued counts as released.
-                    lock(&p.out).shm_data.clear();
-                }
-                e.ring();
-                if r.is_err() {
-                    return;
-                }
-            }
-            Err(true) => return,
-            Err(false) if p.gone.load(Ordering::SeqCst) => {
-                lock(&p.out).shm_data.clear();
-                e.ring();
-                return;
-            }
-            Err(false) => std::thread::park_timeout(NAP),
-        }
-    }
-}
-
-/// Copies one message into the ring (in pieces when large), waiting for space.
-fn write(e: &Endpoint, p: &Peer, s: &ShmPeer, m: OutMsg) -> std::result::Result<(), ()> {
-    let region = match m.payload {
-        Payload::Host(r) => r,
-        Payload::Device(..) => {
-            e.set_poison(CollectiveError::unsupported("a device range cannot cross processes").with_rank(e.rank));
-            return Err(());
-        }
-    };
-    let frame = data_frame(e, &m.header, region.len);
-    if let Some(mut lease) = s.lendable(&m.header, &region) {
-        loop {
-            let mut pr = lock(&s.prod);
-            match s.push_lent(&mut pr, &frame, region.len, m.ticket, lease) {
-                None => return Ok(()),
-                Some(back) => lease = back,
-            }
-            if p.gone.load(Ordering::SeqCst) {
-                return Err(());
-            }
-            pr.wait_space(16, NAP);
-        }
-    }
-    let bytes = match region.read() {
-        Ok(b) => b,
-        Err(err) => {
-            e.set_poison(err.with_rank(e.rank));
-            return Err(());
-        }
-    };
-    let push = |kind: Kind, extra: u64, payload: &[u8]| -> std::result::Result<(), ()> {
-        loop {
-            let mut pr = lock(&s.prod);
-            if pr.push(kind, &frame, extra, payload) {
-                return Ok(());
-            }
-            if p.gone.load(Ordering::SeqCst) {
-                return Err(());
-            }
-            // Holding the producer is fine: `send` only takes it when nothing is being written.
-            pr.wait_space(payload.len(), NAP);
-        }
-    };
-    if region.len <= INLINE_MAX {
-        return push(Kind::Data, 0, &bytes);
-    }
-    push(Kind::Stream, region.len as u64, &[])?;
-    bytes.chunks(PIECE).try_for_each(|piece| push(Kind::Piece, 0, piece))
-}
-
-fn reader(e: &Endpoint, p: &Peer, s: &ShmPeer) {
-    // The peer's count of messages taken, as this rank last heard of it: when it moves, a
-    // rank asleep in `is_delivered` is rung (the peer nudges this thread).
-    let mut seen = s.progress();
-    loop {
-        match poll(e, p, s) {
-            Ok(0) => {}
-            Ok(_) => {
-                e.ring();
-                continue;
-            }
-            Err(what) => {
-                e.protocol(p.rank, format!("in shared memory: {what}"));
-                break;
-            }
-        }
-        if p.gone.load(Ordering::SeqCst) || lock(&p.out).closing {
-            // Everything the peer published before its goodbye is in the ring now.
-            if let Err(what) = poll(e, p, s) {
-                e.protocol(p.rank, format!("in shared memory: {what}"));
-            }
-            break;
-        }
-        // No spinning here: an awake receiver takes records itself (`poll_inline`), so this
-        // thread matters when its rank sleeps, and spinning would take the cores the ranks need.
-        let waiter = lock(&s.incoming).cons.waiter();
-        waiter.wait_data(NAP, &|| s.progress() != seen);
-        let now = s.progress();
-        if now != seen {
-            seen = now;
-            e.ring();
-        }
-    }
-    s.drained.store(true, Ordering::SeqCst);
-    e.ring();
-}
-
-/// Hands every published record to the inbox; how many messages arrived.
-fn poll(e: &Endpoint, p: &Peer, s: &ShmPeer) -> std::result::Result<usize, String> {
-    poll_locked(e, p, s, &mut lock(&s.incoming))
-}
-
-fn poll_locked(e: &Endpoint, p: &Peer, s: &ShmPeer, inc: &mut Incoming) -> std::result::Result<usize, String> {
-    let mut n = 0;
-    while let Some(r) = inc.cons.next()? {
-        match r.kind {
-            Kind::Data => {
-                if inc.stream.is_some() {
-                    return Err("a message inside a streamed one".into());
-                }
-                let header = check(e, p, &mut inc.fps, &r.frame, r.len as u64)?;
-                let id = p.arrive(header, HostRegion { mem: s.ring_in.clone(), off: r.off, len: r.len });
-                inc.held.push((id, r.end));
-                n += 1;
-            }
-            Kind::Stream => {
-                if inc.stream.is_some() {
-                    return Err("a streamed message inside another".into());
-                }
-                let header = check(e, p, &mut inc.fps, &r.frame, r.extra)?;
-                let mem = HostMem::zeroed(r.extra as usize).map_err(|err| err.to_string())?;
-                inc.cons.free(r.end);
-                inc.stream = Some(Stream { header, mem, filled: 0 });
-            }
-            Kind::Piece => {
-                let Some(st) = inc.stream.as_mut() else { return Err("a piece outside a streamed message".into()) };
-                if st.filled + r.len > st.mem.len() {
-                    return Err("a streamed message longer than it said".into());
-                }
-                {
-                    let mut g = st.mem.write(st.filled, r.len).map_err(|err| err.to_string())?;
-                    inc.cons.copy(r.off, &mut g);
-                }
-                inc.cons.free(r.end);
-                st.filled += r.len;
-            }
-            Kind::Lent => {
-                if inc.stream.is_some() {
-                    return Err("a lent message inside a streamed one".into());
-                }
-                if !s.pair.read_peer || r.len != 16 {
-                    return Err(format!("a lent message ({} bytes of record) on a pair that cannot read it", r.len));
-                }
-                let header = check(e, p, &mut inc.fps, &r.frame, r.extra)?;
-                let mut w = [0u8; 16];
-                inc.cons.copy(r.off, &mut w);
-                inc.cons.free(r.end);
-                let addr = u64::from_le_bytes(w[0..8].try_into().unwrap_or_default());
-                let num = u64::from_le_bytes(w[8..16].try_into().unwrap_or_default());
-                if num != inc.lent_next + 1 || r.extra > MAX_MESSAGE {
-                    return Err(format!("lent message number {num} of {} bytes after {}", r.extra, inc.lent_next));
-                }
-                inc.lent_next = num;
-                // A placeholder of the message's length: `Mesh::open` reads the bytes.
-                let empty = HostMem::zeroed(0).map_err(|err| err.to_string())?;
-                let region = HostRegion { mem: empty, off: 0, len: r.extra as usize };
-                p.arrive_from(header, region, Some(Remote { addr, n: num }));
-                n += 1;
-            }
-            Kind::Wrap => {}
-        }
-        if inc.stream.as_ref().is_some_and(|st| st.filled == st.mem.len())
-            && let Some(st) = inc.stream.take()
-        {
-            let len = st.mem.len();
-            p.arrive(st.header, HostRegion { mem: st.mem, off: 0, len });
-            n += 1;
-        }
-    }
-    Ok(n)
-}
-
-/// Checks a data frame's header as the socket reader does: a data frame of `len` bytes, of
-/// this communicator, from this peer.
-fn check(
-    e: &Endpoint,
-    p: &Peer,
-    fps: &mut wire::FpMemo,
-    frame: &[u8; HEADER_LEN],
-    len: u64,
-) -> std::result::Result<Header, String> {
-    let h = wire::decode_header_memo(frame, Limits { max_data: MAX_MESSAGE }, fps).map_err(|err| err.to_string())?;
-    if h.kind != FrameKind::Data || h.len != len {
-        return Err(format!("a {:?} frame of {} bytes in a record of {len}", h.kind, h.len));
-    }
-    if h.comm != e.comm || h.from as usize != p.rank {
-        return Err(format!("a frame for communicator/rank {:02x?}/{}", &h.comm[..6], h.from));
-    }
-    let fp = h.fp.ok_or("a data frame without a fingerprint")?;
-    Ok(Header { seq: h.seq, p2p: h.p2p, index: h.index, fp })
 }
 
 /// Waits until the writer has put everything queued for `p` into the ring (a departing rank
