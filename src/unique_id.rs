@@ -74,10 +74,13 @@ impl UniqueId {
         Ok(UniqueId::from_parts(token, crate::comm::rendezvous::listener::default_address()?))
     }
 
-    /// The id every process of a launch derives from the root's address and the world size
-    /// (the same on every rank, with no exchange): see `Communicator::from_launch`.
-    pub(crate) fn for_launch(root: SocketAddr, world: usize) -> Self {
-        let text = format!("ruccl-launch {root} {world}");
+    /// The id every process of a launch derives from the root's address (the same on every
+    /// rank, with no exchange): see `Communicator::from_launch`. Not from the world size too:
+    /// processes launched with different sizes then meet in one rendezvous, which tells
+    /// every one of them at once that the sizes differ (with the size in the id, each size
+    /// waited in a rendezvous of its own until the timeout, blaming ranks that never came).
+    pub(crate) fn for_launch(root: SocketAddr) -> Self {
+        let text = format!("ruccl-launch {root}");
         let h1 = fnv1a(FNV_OFFSET, text.as_bytes());
         let h2 = fnv1a(FNV_OFFSET ^ 0x9e37_79b9_7f4a_7c15, text.as_bytes());
         let mut token = [0u8; 16];

@@ -64,7 +64,7 @@ use cases_faults::{
 };
 use cases_slots::{a_peer_killed_mid_small_ops_is_named_in_peer_lost, a_small_mismatch_names_both_calls};
 use kids::{Kids, Transport, ranks_env};
-use roles::{collectives_child, env_child, join_child, var};
+use roles::{collectives_child, env_child, env_join_child, join_child, var};
 use roles_faults::{odd_call_child, streamer_child, survivor_child, victim_child, waiter_child};
 use roles_large::{large_child, threshold_child};
 
@@ -103,6 +103,7 @@ fn child() {
         "survivor" => survivor_child(),
         "waiter" => waiter_child(),
         "env" => env_child(),
+        "env_join" => env_join_child(),
         "large" => large_child(),
         "threshold" => threshold_child(),
         "streamer" => streamer_child(),
@@ -181,6 +182,20 @@ fn rendezvous_errors_cross_processes() {
             ("MP_EXPECT", s("InvalidArgument:chunk")),
         ],
     );
+    // A launch whose processes disagree on WORLD_SIZE: both told at once (one rendezvous per
+    // launch address, whatever the size).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for (r, world) in [(0, 2), (1, 3)] {
+        let env = [
+            ("RANK", r.to_string()),
+            ("WORLD_SIZE", world.to_string()),
+            ("MASTER_ADDR", "127.0.0.1".to_string()),
+            ("MASTER_PORT", port.to_string()),
+            ("MP_EXPECT", WORLD_MISMATCH.to_string()),
+            ("RUCCL_TIMEOUT", "3".to_string()),
+        ];
+        kids.spawn(&format!("launch_world{r}"), "env_join", &env);
+    }
     kids.wait(&[]);
 }
 

@@ -136,7 +136,7 @@ impl Options {
 
     /// The ranks this process runs (one per process, else all of them).
     pub fn local_ranks(&self) -> usize {
-        if self.launch.is_some() { 1 } else { self.ranks() }
+        self.threads * self.gpus
     }
 
     /// How ranks are driven (checked by [`parse_with_env`]: `--group` and `--api peer` exclude

@@ -25,8 +25,11 @@ const LAUNCHERS: [(&str, &str); 3] =
 ///
 /// # Errors
 /// A usage error for a partial `--world/--rank/--master`, a launcher's variables partly set
-/// or contradicting each other, or a launch combined with several ranks per process
-/// (`-g`/`-t` above 1), `--group` or `--api peer`.
+/// or contradicting each other, or a launch combined with `--group` or `--api peer`.
+///
+/// With several ranks per process (`-t` x `-g` = G above 1), the launch returned describes
+/// the job's ranks: `rank` is this process's first (its launcher rank x G) and `world_size`
+/// the launcher's size x G.
 pub fn resolve(o: &Options, env: &HashMap<String, String>) -> Result<Option<LaunchEnv>, UsageError> {
     let launch = if o.world.is_some() || o.rank.is_some() || o.master.is_some() {
         let (Some(world), Some(rank), Some(master)) = (o.world, o.rank, &o.master) else {
@@ -66,17 +69,20 @@ pub fn resolve(o: &Options, env: &HashMap<String, String>) -> Result<Option<Laun
             Err(e) => return Err(UsageError(e.to_string())),
         }
     };
-    if o.threads * o.gpus != 1 {
-        return Err(UsageError(format!(
-            "one rank per process ({} processes): -g and -t must be 1, got -t {} -g {}",
-            launch.world_size, o.threads, o.gpus
-        )));
-    }
     if o.mode() != Mode::Threads {
         return Err(UsageError(
-            "--group and --api peer drive every rank from one process; with one rank per process use neither".into(),
+            "--group and --api peer drive every rank from one process; with several processes use neither".into(),
         ));
     }
+    // Several ranks per process (`-t` x `-g`, as nccl-tests built with MPI): process P of N
+    // runs ranks P*G .. P*G+G-1 of N*G, one thread each. `launch` then describes the job's
+    // ranks: its `rank` is this process's first, its `world_size` every process's ranks.
+    let local = o.threads * o.gpus;
+    let (Some(world), Some(rank)) = (launch.world_size.checked_mul(local), launch.rank.checked_mul(local)) else {
+        return Err(UsageError(format!("{} processes x {local} ranks each is too many ranks", launch.world_size)));
+    };
+    let mut launch = launch;
+    (launch.world_size, launch.rank) = (world, rank);
     Ok(Some(launch))
 }
 
@@ -132,6 +138,11 @@ mod tests {
         // Nothing set, or a launch of one process: ranks are threads.
         assert!(run("all_reduce -g 4", &[]).unwrap().is_none());
         assert!(run("all_reduce -g 4", &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")]).unwrap().is_none());
+        // Several ranks per process: process 1 of 2 with -g 2 runs ranks 2 and 3 of 4.
+        let l = run("all_reduce -g 2 --world 2 --rank 1 --master 127.0.0.1:29500", &[]).unwrap().unwrap();
+        assert_eq!((l.rank, l.world_size), (2, 4));
+        let l = run("all_reduce -t 3", &mpi).unwrap().unwrap();
+        assert_eq!((l.rank, l.world_size), (3, 6));
     }
 
     #[test]
@@ -139,7 +150,6 @@ mod tests {
         assert!(run("all_reduce --world 2 --rank 0", &[]).is_err());
         assert!(run("all_reduce --world 2 --rank 2 --master h:1", &[]).is_err());
         assert!(run("all_reduce --world 2 --rank 0 --master h", &[]).is_err());
-        assert!(run("all_reduce --world 2 --rank 0 --master h:1 -g 2", &[]).is_err());
         assert!(run("all_reduce --world 2 --rank 0 --master h:1 --group", &[]).is_err());
         assert!(run("broadcast --world 2 --rank 0 --master h:1 -r 2", &[]).is_err());
         assert!(run("all_reduce", &[("RANK", "0"), ("WORLD_SIZE", "2")]).is_err());

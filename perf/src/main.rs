@@ -14,8 +14,9 @@
 //! XDG_RUNTIME_DIR=/tmp cargo run --release -p ruccl-perf --features wgpu -- all_reduce -g 2 --device wgpu
 //! ```
 //!
-//! One rank per process, as nccl-tests built with MPI (`mpirun`, torchrun-style variables,
-//! `srun`, or `--world/--rank/--master`; rank 0 prints the table):
+//! Several processes, as nccl-tests built with MPI (`mpirun`, torchrun-style variables,
+//! `srun`, or `--world/--rank/--master`; one rank per process, or `-g` ranks each; rank 0
+//! prints the table):
 //!
 //! ```text
 //! mpirun -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 ruccl-perf all_reduce -b 4K -e 256M -f 4 --tcp-ref
@@ -131,8 +132,9 @@ CHECK: inputs are small integers chosen so every reduction is exact in any order
   premulsum uses the scalar 3 on every rank. Non-root outputs of reduce and gather must be
   left untouched. #wrong sums the ranks' wrong elements; 'Out of bounds values' counts the
   rank checks that found any.
-SEVERAL PROCESSES (as nccl-tests built with MPI): one rank per process (-g 1, the
-  default), started by mpirun (OMPI_COMM_WORLD_RANK/SIZE), torchrun-style variables (RANK,
+SEVERAL PROCESSES (as nccl-tests built with MPI): -t x -g ranks per process (1 by default;
+  process P of N runs ranks P*G.. of N*G, one thread each, reaching each other in-process),
+  started by mpirun (OMPI_COMM_WORLD_RANK/SIZE), torchrun-style variables (RANK,
   WORLD_SIZE) or srun (SLURM_PROCID/NTASKS), each with MASTER_ADDR and MASTER_PORT (rank 0
   listens there), or by hand with --world/--rank/--master. The harness barrier is ruCCL's
   barrier; each rank's time and check result reach every process through ruCCL's
@@ -253,7 +255,7 @@ fn no_device(e: &ruccl::CollectiveError) -> ExitCode {
 /// The run itself on `devices` (rank `r` on `devices[r]`): header, every rank's thread,
 /// the table and the footer. Monomorphised per device type.
 fn run<D: PerfDevice>(opts: &Options, config: CommConfig, json: Option<std::fs::File>, devices: Vec<D>) -> ExitCode {
-    // With one rank per process, the ranks join through the launch's rendezvous.
+    // With several processes, the ranks join through the launch's rendezvous.
     let (id, first, print) = match &opts.launch {
         Some(l) => (None, l.rank, l.rank == 0),
         None => match UniqueId::new() {

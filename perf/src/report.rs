@@ -45,6 +45,9 @@ pub fn header(
         format!(
             "# ranks: {n} ({})  device: {device}  transport: {}  algo: {}  timeout: {:?}  time: {}",
             match o.mode() {
+                Mode::Threads if o.launch.is_some() && o.local_ranks() > 1 => {
+                    "processes of the launch (--world/--rank/--master or the launcher's variables), -t x -g ranks each as threads, rank 0 prints"
+                }
                 Mode::Threads if o.launch.is_some() => {
                     "one per process (--world/--rank/--master or the launcher's variables), rank 0 prints"
                 }
@@ -106,8 +109,8 @@ pub fn header(
             o.device.name()
         ));
     }
-    if o.launch.is_some() && n > 1 {
-        h.push(format!("#  Ranks 1..{} in their own processes", n - 1));
+    if o.launch.is_some() && n > per_rank.len() {
+        h.push(format!("#  Ranks {}..{} in the other processes", per_rank.len(), n - 1));
     }
     h.push("#".into());
     if o.coll == Coll::SendRecv && n < 2 {

@@ -167,7 +167,12 @@ pub struct Ctx<'a> {
 /// promptly.
 pub fn rank_main<D: PerfDevice>(ctx: &Ctx<'_>, rank: usize, dev: D, tx: Sender<Msg>) {
     let joined = match (&ctx.opts.launch, &ctx.id) {
-        (Some(launch), _) => Communicator::from_launch(dev, launch, ctx.config.clone()).map_err(Failure::from),
+        (Some(launch), _) => {
+            // This thread's rank of the job (the launch's `rank` is this process's first).
+            let mut mine = launch.clone();
+            mine.rank = rank;
+            Communicator::from_launch(dev, &mine, ctx.config.clone()).map_err(Failure::from)
+        }
         (None, Some(id)) => Communicator::with_config(dev, ctx.opts.ranks(), id.clone(), rank, ctx.config.clone())
             .map_err(Failure::from),
         (None, None) => Err(Failure::Harness("no id to join".into())),
@@ -304,10 +309,14 @@ fn run_combo<T: Num, D: PerfDevice>(r: &Rankwise<'_, '_, D>, ci: usize, seed: &m
                 *wrong.get_or_insert(0) += case.wrong(*seed)?;
             }
             match via {
-                // One rank per process: every process learns every rank's result.
-                Via::Comm(comm) if o.launch.is_some() => {
-                    for (rank, (secs, wrong)) in crate::launch::share(comm, secs, wrong)?.into_iter().enumerate() {
-                        send(tx, Msg::Half { row: k, in_place, rank, secs, wrong })?;
+                // Several processes: every process learns every rank's result, and its first
+                // rank reports them all (the others of the process report none).
+                Via::Comm(comm) if let Some(launch) = &o.launch => {
+                    let all = crate::launch::share(comm, secs, wrong)?;
+                    if rank == launch.rank {
+                        for (rank, (secs, wrong)) in all.into_iter().enumerate() {
+                            send(tx, Msg::Half { row: k, in_place, rank, secs, wrong })?;
+                        }
                     }
                 }
                 _ => send(tx, Msg::Half { row: k, in_place, rank, secs, wrong })?,

@@ -254,7 +254,7 @@ fn bad_command_lines_fail_with_a_message() {
         (&["-g", "2"][..], "no collective"),
         (&["all_reduce", "--transport", "udp"][..], "unknown transport"),
         (&["all_reduce", "--world", "2", "--rank", "0"][..], "go together"),
-        (&["all_reduce", "--world", "2", "--rank", "0", "--master", "h:1", "-g", "2"][..], "one rank per process"),
+        (&["all_reduce", "--world", "2", "--rank", "0", "--master", "h:1", "--group"][..], "use neither"),
         (&["all_reduce", "--device", "metal"][..], "is not compiled into this build; compiled-in devices: host"),
         (&["all_reduce", "--device", "tpu"][..], "unknown device"),
         (&["all_reduce", "--distinct"][..], "--distinct needs a GPU --device"),
@@ -449,6 +449,44 @@ fn two_processes_print_one_table() {
     assert_eq!(text.matches("# Out of bounds values").count(), 1, "{text}");
     assert!(text.contains("transport: tcp"), "{text}");
     assert_eq!(text.matches("# tcp-ref: ").count(), 2, "stream and round trip: {text}");
+    assert!(out[1].status.success(), "rank 1: {:?}\n{}", out[1].status, stderr(&out[1]));
+    assert!(stdout(&out[1]).is_empty(), "only rank 0 prints: {}", stdout(&out[1]));
+}
+
+/// Several ranks per process (`-g 2` with 2 processes: ranks 0-1 and 2-3), as nccl-tests built
+/// with MPI: rank 0 prints the one table with every rank's check.
+#[test]
+fn two_processes_of_two_ranks_each() {
+    let args = [
+        "reduce_scatter",
+        "-b",
+        "64",
+        "-e",
+        "64K",
+        "-f",
+        "32",
+        "-g",
+        "2",
+        "-c",
+        "1",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "-T",
+        "60",
+        "--world",
+        "2",
+        "--rank",
+        "{rank}",
+        "--master",
+        "127.0.0.1:{port}",
+    ];
+    let out = processes(2, &args, |_, _| Vec::new());
+    let rows = assert_clean(&out[0], true);
+    assert_eq!(rows.len(), 3, "sizes 64, 2K, 64K");
+    let text = stdout(&out[0]);
+    assert!(text.contains("# ranks: 4 ") && text.contains("Ranks 2..3 in the other processes"), "{text}");
     assert!(out[1].status.success(), "rank 1: {:?}\n{}", out[1].status, stderr(&out[1]));
     assert!(stdout(&out[1]).is_empty(), "only rank 0 prints: {}", stdout(&out[1]));
 }

@@ -70,7 +70,7 @@ impl<D: Device> Communicator<D> {
         if env.rank == 0 {
             listener::serve_at(root).map_err(fail)?;
         }
-        let id = UniqueId::for_launch(root, env.world_size);
+        let id = UniqueId::for_launch(root);
         Self::with_config(device, env.world_size, id, env.rank, config)
     }
 }

@@ -205,6 +205,11 @@ pub(super) fn every_collective<T: Element + PartialEq + Debug, D: Device>(
 /// Joins as `MP_RANK`; `MP_EXPECT` is `Kind:words in the message`, or several such separated
 /// by `|` (whichever rank arrives first decides which error each gets).
 pub(super) fn join_child() -> Result<(), String> {
+    expect_error(join(num("MP_RANK")).map(|_| ()))
+}
+
+/// `r` is the error `MP_EXPECT` describes.
+fn expect_error(r: ruccl::Result<()>) -> Result<(), String> {
     let expect = var("MP_EXPECT");
     let fits = |e: &ruccl::CollectiveError| {
         expect
@@ -212,14 +217,20 @@ pub(super) fn join_child() -> Result<(), String> {
             .filter_map(|x| x.split_once(':'))
             .any(|(kind, words)| format!("{:?}", e.kind()) == kind && e.to_string().contains(words))
     };
-    match join(num("MP_RANK")) {
+    match r {
         Err(e) if fits(&e) => {
             println!("expected error: {e}");
             Ok(())
         }
-        Ok(_) => Err(format!("joined, expected {expect}")),
+        Ok(()) => Err(format!("joined, expected {expect}")),
         Err(e) => Err(format!("expected {expect}, got {:?}: {e}", e.kind())),
     }
+}
+
+/// `Communicator::from_env` with variables that do not describe one job: the error
+/// `MP_EXPECT` describes.
+pub(super) fn env_join_child() -> Result<(), String> {
+    expect_error(Communicator::from_env(HostDevice::default()).map(|_| ()))
 }
 
 /// torchrun's variables: `Communicator::from_env`, an all_reduce, a barrier.
