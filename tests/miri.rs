@@ -211,3 +211,35 @@ fn group_direct_op() {
     let e = group.run().unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::Mismatch | ErrorKind::Aborted), "{e}");
 }
+
+/// A group with several calls per communicator on the general path (a planned ring): each
+/// rank's ops run one after the other, its sends and receives together.
+#[test]
+fn group_calls_in_order() {
+    use ruccl::{Communicator, Group, HostDevice};
+    let dev = HostDevice::default();
+    let world = 2;
+    let config = CommConfig::default().with_timeout(harness::TEST_TIMEOUT).with_algorithm(Algorithm::Ring);
+    let comms = Communicator::init_all(vec![dev; world], config).unwrap();
+    let sends: Vec<Tensor<HostDevice>> =
+        (0..world).map(|r| Tensor::from_slice(&dev, &[r as f32], &[1]).unwrap()).collect();
+    let mut recvs: Vec<Tensor<HostDevice>> =
+        (0..world).map(|_| Tensor::zeros(&dev, DType::F32, &[1]).unwrap()).collect();
+    let mut sums: Vec<Tensor<HostDevice>> =
+        (0..world).map(|r| Tensor::from_slice(&dev, &[r as f32, 1.0, 2.0], &[3]).unwrap()).collect();
+    let mut maxes: Vec<Tensor<HostDevice>> =
+        (0..world).map(|r| Tensor::from_slice(&dev, &[r as f32, 5.0], &[2]).unwrap()).collect();
+    let mut group = Group::new();
+    let each = sends.iter().zip(recvs.iter_mut()).zip(sums.iter_mut().zip(maxes.iter_mut()));
+    for (r, ((x, y), (s, m))) in each.enumerate() {
+        let c = &comms[r];
+        group.send(c, x, 1 - r).recv(c, y, 1 - r);
+        group.all_reduce(c, s, ReduceOp::Sum).all_reduce(c, m, ReduceOp::Max);
+    }
+    group.run().unwrap();
+    for r in 0..world {
+        assert_eq!(recvs[r].to_vec::<f32>().unwrap(), vec![(1 - r) as f32]);
+        assert_eq!(sums[r].to_vec::<f32>().unwrap(), vec![1.0, 2.0, 4.0]);
+        assert_eq!(maxes[r].to_vec::<f32>().unwrap(), vec![1.0, 5.0]);
+    }
+}

@@ -13,14 +13,17 @@ use super::work::Current;
 use super::{Communicator, Local, Prepared};
 use crate::device::Device;
 use crate::error::Result;
-use crate::op::OpDesc;
+use crate::op::{OpDesc, OpKind};
 use crate::sched::{self, OpRun};
 
 /// A batch of calls on several communicators (typically every local rank of one
 /// communicator), run together from one thread by [`run`](Self::run).
 ///
 /// Each call takes the communicator it runs on; the same checks apply as for the blocking
-/// methods, and a call that fails them fails the whole group before anything is sent.
+/// methods, and a call that fails them fails the whole group before anything is sent. A
+/// communicator may take several calls: they run in the order they were added (as its
+/// blocking calls would), except that consecutive sends and receives run together, so a ring
+/// of them never deadlocks. Every rank must add its calls in the same order.
 ///
 /// ```
 /// use ruccl::{CommConfig, Communicator, Group, HostDevice, Tensor};
@@ -114,6 +117,7 @@ impl<'a, D: Device> Group<'a, D> {
         for (comm, call) in &self.calls {
             checked.push(comm.check_lent(call)?);
         }
+        let kinds: Few<OpKind> = checked.iter().map(|(d, _)| d.kind).collect();
         // Each communicator's state stays locked while the group runs, as for a blocking
         // call; locks are taken in address order so that groups sharing communicators cannot
         // deadlock each other. Each communicator's driver is held too (so no progress thread
@@ -131,9 +135,10 @@ impl<'a, D: Device> Group<'a, D> {
             };
             ops.push((comm, prepared));
         }
+        let order = stages(&ops, &kinds);
         let mut runs: Vec<&mut OpRun<D>> =
             ops.iter_mut().filter_map(|(_, p)| p.as_mut().ok().map(|p| &mut p.run)).collect();
-        let mut driven = sched::drive_all(&mut runs).into_iter();
+        let mut driven = sched::drive_all(&mut runs, &order).into_iter();
         drop(runs);
         for (comm, prepared) in ops {
             each(match prepared {
@@ -149,6 +154,37 @@ impl<'a, D: Device> Group<'a, D> {
         }
         Ok(())
     }
+}
+
+/// Each prepared op's place in its communicator's order, for [`sched::drive_all`]: (the
+/// communicator's key, its stage). A communicator's ops run in the order they were added, one
+/// stage after another; consecutive sends and receives share a stage (they run together, so
+/// that a ring of them cannot deadlock), and every other op has a stage of its own.
+fn stages<D: Device>(ops: &[(&Communicator<D>, Result<Prepared<D>>)], kinds: &[OpKind]) -> Vec<(usize, u32)> {
+    // (key, its last stage, whether that stage is sends and receives), per communicator.
+    let mut last: Few<(usize, u32, bool)> = Few::new();
+    let mut order = Vec::with_capacity(ops.len());
+    for ((comm, prepared), kind) in ops.iter().zip(kinds) {
+        if prepared.is_err() {
+            continue;
+        }
+        let (key, p2p) = (addr(comm), matches!(kind, OpKind::Send | OpKind::Recv));
+        let stage = match last.iter_mut().find(|l| l.0 == key) {
+            Some(l) => {
+                if !(p2p && l.2) {
+                    l.1 += 1;
+                }
+                l.2 = p2p;
+                l.1
+            }
+            None => {
+                last.push((key, 0, p2p));
+                0
+            }
+        };
+        order.push((key, stage));
+    }
+    order
 }
 
 /// A few of something, inline (one per call or rank of a group: no allocation for the usual

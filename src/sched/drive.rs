@@ -106,21 +106,47 @@ impl<D: Device> OpRun<D> {
 /// Runs every op in `runs` to completion from this thread, polling each in turn and sleeping
 /// only when none can move. Ranks of one communicator waiting on each other (a ring of sends
 /// and receives) never deadlock: each poll moves whatever can move.
-pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>]) -> Vec<Result<()>> {
+///
+/// `order[i]` is run `i`'s place in its rank's order: (the rank's key, its stage). A run
+/// starts once every earlier run of its rank in an earlier stage is done, so that one rank's
+/// ops run one after the other (a rank completes its ops in issue order, and its messages
+/// are matched to its ops by number), while the runs of one stage (a batch of sends and
+/// receives) move together.
+pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>], order: &[(usize, u32)]) -> Vec<Result<()>> {
     let mut results: Vec<Option<Result<()>>> = runs.iter().map(|_| None).collect();
     let mut turns: Vec<Turn> = runs.iter().map(|_| Turn::default()).collect();
+    // Usually every run is in its rank's first stage: then all start at once.
+    let staged = order.iter().any(|&(_, stage)| stage > 0);
+    let mut started: Vec<bool> = runs.iter().map(|_| !staged).collect();
+    // Whether run `j` must be done before run `i` starts.
+    let before =
+        |j: usize, i: usize| matches!((order.get(j), order.get(i)), (Some(a), Some(b)) if a.0 == b.0 && a.1 < b.1);
     loop {
-        let mut blocked = false;
-        for (i, run) in runs.iter_mut().enumerate() {
-            if results[i].is_none() {
-                match run.take_turn(&mut turns[i]) {
-                    Advance::Done(r) => results[i] = Some(r),
-                    Advance::Blocked => blocked = true,
-                }
+        if staged {
+            for (i, s) in started.iter_mut().enumerate() {
+                *s = *s || (0..i).all(|j| results[j].is_some() || !before(j, i));
             }
         }
-        if !blocked {
+        let (mut blocked, mut finished, mut pending) = (false, false, false);
+        for (i, run) in runs.iter_mut().enumerate() {
+            if results[i].is_some() {
+                continue;
+            }
+            if !started[i] {
+                pending = true;
+                continue;
+            }
+            match run.take_turn(&mut turns[i]) {
+                Advance::Done(r) => (results[i], finished) = (Some(r), true),
+                Advance::Blocked => blocked = true,
+            }
+        }
+        if !blocked && !pending {
             return results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect();
+        }
+        // A run that finished may let a later one of its rank start: look again at once.
+        if finished || !blocked {
+            continue;
         }
         let blocked: Vec<(usize, Blocked)> =
             (0..runs.len()).filter(|&i| results[i].is_none()).filter_map(|i| Some((i, turns[i].blocked?))).collect();

@@ -187,3 +187,61 @@ pub fn group_beside_a_thread_issuing_works<D: TestDevice>() {
         }
     }
 }
+
+/// Several calls per communicator in one group (NCCL allows any number of collectives per
+/// communicator between `ncclGroupStart` and `ncclGroupEnd`): each rank's calls run in the
+/// order they were added, whether the group lists them rank by rank or call by call, and
+/// small ops (run without messages) mixed with large ones (planned) each get their own
+/// result.
+pub fn group_with_several_calls_per_communicator<D: TestDevice>(world: usize) {
+    let devices = (0..world).map(D::for_rank).collect();
+    let config = CommConfig::default().with_timeout(TEST_TIMEOUT);
+    let comms = Communicator::init_all(devices, D::configure(config)).unwrap();
+    for (round, rank_by_rank) in [(0, true), (1, false), (2, true)] {
+        let root = round % world;
+        let what = format!("round {round}, {}", if rank_by_rank { "rank by rank" } else { "call by call" });
+        let (small, large) = (5, 70_000);
+        let input = |c: &Communicator<D>, op, n| t(c, &reduce_input::<i32>(op, c.rank(), n, round));
+        let mut sums: Vec<_> = comms.iter().map(|c| input(c, ReduceOp::Sum, large)).collect();
+        let mut casts: Vec<_> = comms.iter().map(|c| t(c, &data::<i32>(c.rank(), small, round))).collect();
+        let mut maxes: Vec<_> = comms.iter().map(|c| input(c, ReduceOp::Max, small)).collect();
+        // Rank by rank, a ring of sends and receives comes first (they run together).
+        let sends: Vec<_> = comms.iter().map(|c| t(c, &data::<i32>(c.rank(), small, round))).collect();
+        let mut recvs: Vec<_> = comms.iter().map(|c| zeros(c, small)).collect();
+        let mut g = Group::new();
+        let mut calls: Vec<_> = comms.iter().zip(sums.iter_mut().zip(casts.iter_mut().zip(maxes.iter_mut()))).collect();
+        if rank_by_rank {
+            for ((c, (s, (b, m))), (x, y)) in calls.iter_mut().zip(sends.iter().zip(recvs.iter_mut())) {
+                let r = c.rank();
+                if world > 1 {
+                    g.send(c, x, (r + 1) % world).recv(c, y, (r + world - 1) % world);
+                }
+                g.all_reduce(c, s, ReduceOp::Sum).broadcast(c, b, root).all_reduce(c, m, ReduceOp::Max);
+            }
+        } else {
+            let mut rest = Vec::new();
+            for (c, (s, (b, m))) in calls.iter_mut() {
+                g.all_reduce(c, s, ReduceOp::Sum);
+                rest.push((*c, b, m));
+            }
+            let mut last = Vec::new();
+            for (c, b, m) in rest {
+                g.broadcast(c, b, root);
+                last.push((c, m));
+            }
+            for (c, m) in last {
+                g.all_reduce(c, m, ReduceOp::Max);
+            }
+        }
+        g.run().unwrap_or_else(|e| panic!("{what}: {e}"));
+        for r in 0..world {
+            assert_bits(&sums[r].to_vec::<i32>().unwrap(), &reduced::<i32>(ReduceOp::Sum, world, large, round), format!("sum ({what})"));
+            assert_bits(&casts[r].to_vec::<i32>().unwrap(), &data::<i32>(root, small, round), format!("broadcast ({what})"));
+            assert_bits(&maxes[r].to_vec::<i32>().unwrap(), &reduced::<i32>(ReduceOp::Max, world, small, round), format!("max ({what})"));
+            if rank_by_rank && world > 1 {
+                let from = (r + world - 1) % world;
+                assert_bits(&recvs[r].to_vec::<i32>().unwrap(), &data::<i32>(from, small, round), format!("recv ({what})"));
+            }
+        }
+    }
+}

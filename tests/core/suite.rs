@@ -142,6 +142,7 @@ macro_rules! core_suite {
                 execution::group_drives_every_rank,
                 execution::group_direct_path_every_op,
                 grouped::group_has_every_blocking_call,
+                grouped::group_with_several_calls_per_communicator,
                 soundness::aliased_outputs_of_every_collective,
             );
             single!($dev;
