@@ -3,8 +3,11 @@
 //! progress thread while the caller goes on; the returned [`Work`] says when it is done.
 //!
 //! The op holds the tensors' buffers until it finishes: do not read or write them before
-//! [`Work::wait`] returns (on the host device an overlapping access meanwhile is refused with
-//! a `Device` error, never a data race).
+//! [`Work::wait`] returns, as with `torch.distributed`'s `async_op=True`. It is never a data
+//! race: on the host device an access that overlaps one of the op's own reads or writes
+//! while that access runs is refused with a `Device` error. But one that falls before the op
+//! starts (it waits behind earlier ops or for its peers) or between its steps goes through,
+//! and the op then reads what was written: a wrong result, not an error.
 
 use super::validate::Call;
 use super::{Communicator, Work};
