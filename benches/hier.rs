@@ -9,9 +9,10 @@
 //! runs in this process; the nodes are this program again, `RUCCL_HIER_BENCH_ROLE=node`).
 //! `RUCCL_SHM_DISABLE=1` puts the leaders' step on TCP; `RUCCL_HIER_BENCH_CHUNK=<bytes>` sets
 //! the nodes' pipelining chunk (`with_pipeline_chunk_bytes`; 0: the stages whole, one after
-//! the other); `RUCCL_HIER_BENCH_LARGE=1` adds 256 MiB per peer. Times are each node's slowest peer's
-//! mean per op, the slower node's; algbw = bytes / time, busbw = algbw x 2(n-1)/n (n = 4),
-//! decimal GB/s, as nccl-tests reports all_reduce.
+//! the other); `RUCCL_HIER_BENCH_LARGE=1` adds 256 MiB per peer; `RUCCL_HIER_BENCH_OP=broadcast`
+//! times broadcast from peer 0 instead. Times are each node's slowest peer's mean per op, the
+//! slower node's; algbw = bytes / time, busbw = algbw x 2(n-1)/n (n = 4) for all_reduce and
+//! algbw for broadcast, decimal GB/s, as nccl-tests reports them.
 
 #![allow(missing_docs, clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark harness: failing loudly is right
 
@@ -32,7 +33,8 @@ fn main() {
     if std::env::var(ROLE).is_ok() {
         return node();
     }
-    println!("# all_reduce f32 sum, {PEERS} peers; us per op, algbw / busbw GB/s");
+    let what = if broadcast() { "broadcast f32 from peer 0" } else { "all_reduce f32 sum" };
+    println!("# {what}, {PEERS} peers; us per op, algbw / busbw GB/s");
     println!("{:>10}  {:>26}  {:>26}", "bytes", "flat (4 threads, 1 node)", "2 processes x 2 peers");
     let large = std::env::var("RUCCL_HIER_BENCH_LARGE").is_ok_and(|v| v == "1");
     for (bytes, warm, iters) in SIZES.into_iter().filter(|&(b, ..)| large || b < 256 << 20) {
@@ -45,12 +47,17 @@ fn main() {
 
 fn cell(bytes: usize, secs: f64) -> String {
     let algbw = bytes as f64 / secs / 1e9;
-    let busbw = algbw * 2.0 * (PEERS - 1) as f64 / PEERS as f64;
+    let busbw = if broadcast() { algbw } else { algbw * 2.0 * (PEERS - 1) as f64 / PEERS as f64 };
     format!("{:>10.2} {:>7.2} {:>7.2}", secs * 1e6, algbw, busbw)
 }
 
+/// Whether broadcast is timed (`RUCCL_HIER_BENCH_OP=broadcast`) rather than all_reduce.
+fn broadcast() -> bool {
+    std::env::var("RUCCL_HIER_BENCH_OP").is_ok_and(|v| v == "broadcast")
+}
+
 /// Peers `ids` as threads of this process: each registers, warms up, then times `iters`
-/// all_reduces; the slowest peer's mean seconds per op.
+/// all_reduces (or broadcasts from peer 0); the slowest peer's mean seconds per op.
 fn peers(ids: &[u64], config: CollectiveConfig, bytes: usize, warm: u32, iters: u32) -> f64 {
     let elems = bytes / 4;
     let threads: Vec<_> = ids
@@ -63,9 +70,11 @@ fn peers(ids: &[u64], config: CollectiveConfig, bytes: usize, warm: u32, iters: 
                 let x = Tensor::from_slice(&dev, &vec![1.0f32; elems], &[elems]).expect("input");
                 let op = || {
                     let t = Tensor::from_buffer(&dev, x.buffer().clone(), DType::F32, &[elems]).expect("handle");
-                    std::hint::black_box(
-                        api::all_reduce::<HostBackend>(peer, t, ReduceOperation::Sum).expect("all_reduce"),
-                    );
+                    std::hint::black_box(if broadcast() {
+                        api::broadcast::<HostBackend>(peer, (id == 0).then_some(t)).expect("broadcast")
+                    } else {
+                        api::all_reduce::<HostBackend>(peer, t, ReduceOperation::Sum).expect("all_reduce")
+                    });
                 };
                 (0..warm).for_each(|_| op());
                 api::barrier::<HostBackend>(peer).expect("barrier");

@@ -14,6 +14,13 @@ use crate::config::{Algorithm, DEFAULT_TIMEOUT};
 /// with every stage. Pipelining is for hosts whose stages leave cores or a network idle: set
 /// it per job, measured (`benches/hier.rs`, `RUCCL_HIER_BENCH_CHUNK`).
 pub const DEFAULT_PIPELINE_CHUNK_BYTES: usize = 0;
+
+/// The default of [`CollectiveConfig::with_broadcast_pipeline_chunk_bytes`]: 4 MiB. A
+/// broadcast's stages only copy, so they leave cores idle that the next chunk's stage uses:
+/// measured on two processes x two peers of one 2-core host (PERFORMANCE.md, session 21),
+/// 4 MiB chunks took a 256 MiB broadcast from 245-301 ms to 132-136 ms and a 64 MiB one from
+/// 60-72 ms to 38-47 ms (1, 2, 8 and 16 MiB chunks: less, or less steadily).
+pub const DEFAULT_BROADCAST_PIPELINE_CHUNK_BYTES: usize = 4 << 20;
 use crate::error::{CollectiveError, Result};
 
 /// The plan an operation runs. Each one is a distinct plan of the core scheduler (see
@@ -125,6 +132,7 @@ pub struct CollectiveConfig {
     data_service_port: Option<u16>,
     timeout: Duration,
     pipeline_chunk_bytes: usize,
+    broadcast_pipeline_chunk_bytes: usize,
 }
 
 impl Default for CollectiveConfig {
@@ -141,6 +149,7 @@ impl Default for CollectiveConfig {
             data_service_port: None,
             timeout: DEFAULT_TIMEOUT,
             pipeline_chunk_bytes: DEFAULT_PIPELINE_CHUNK_BYTES,
+            broadcast_pipeline_chunk_bytes: DEFAULT_BROADCAST_PIPELINE_CHUNK_BYTES,
         }
     }
 }
@@ -315,12 +324,14 @@ impl CollectiveConfig {
         self.timeout
     }
 
-    /// Sets the chunk size, in bytes, of the multi-node all_reduce and reduce of large
-    /// tensors: a tensor of at least two chunks runs chunk by chunk, the node's reduce of
-    /// one chunk, the leaders' step on the one before and the node's broadcast of earlier
-    /// ones at once. 0 runs every op whole, stage after
-    /// stage. Every node must set the same. Default [`DEFAULT_PIPELINE_CHUNK_BYTES`] (off; 1
-    /// MiB was the best chunk measured, see there).
+    /// Sets the chunk size, in bytes, of the multi-node all_reduce, reduce and broadcast of
+    /// large tensors (broadcast's alone:
+    /// [`with_broadcast_pipeline_chunk_bytes`](Self::with_broadcast_pipeline_chunk_bytes)):
+    /// a tensor of at least two chunks runs chunk by chunk, the node's reduce of one chunk,
+    /// the leaders' step on the one before and the node's broadcast of earlier ones at once.
+    /// 0 runs every op whole, stage after stage. Every node must set the same. Default
+    /// [`DEFAULT_PIPELINE_CHUNK_BYTES`] for all_reduce and reduce (off; 1 MiB was the best
+    /// chunk measured, see there) and [`DEFAULT_BROADCAST_PIPELINE_CHUNK_BYTES`] for broadcast.
     ///
     /// A pipelined op issues its chunks' steps up front, so the [`timeout`](Self::timeout)
     /// bounds the whole op (a staged one gives each of its three stages the timeout), and
@@ -333,12 +344,36 @@ impl CollectiveConfig {
     /// ```
     pub fn with_pipeline_chunk_bytes(mut self, bytes: usize) -> Self {
         self.pipeline_chunk_bytes = bytes;
+        self.broadcast_pipeline_chunk_bytes = bytes;
         self
     }
 
-    /// The chunk size of the multi-node pipelining (0: off).
+    /// The chunk size of the multi-node all_reduce's and reduce's pipelining (0: off).
     pub fn pipeline_chunk_bytes(&self) -> usize {
         self.pipeline_chunk_bytes
+    }
+
+    /// Sets the chunk size, in bytes, of the multi-node broadcast of large tensors alone: a
+    /// tensor of at least two chunks runs chunk by chunk, the sender's node on one chunk, the
+    /// leaders on the one before and the other nodes on earlier ones at once. 0 runs it
+    /// whole, stage after stage. Every node must set the same. Default
+    /// [`DEFAULT_BROADCAST_PIPELINE_CHUNK_BYTES`].
+    ///
+    /// ```
+    /// use ruccl::api::{CollectiveConfig, DEFAULT_BROADCAST_PIPELINE_CHUNK_BYTES as BCAST};
+    /// let c = CollectiveConfig::default();
+    /// assert_eq!((c.pipeline_chunk_bytes(), c.broadcast_pipeline_chunk_bytes()), (0, BCAST));
+    /// let c = c.with_pipeline_chunk_bytes(1 << 20).with_broadcast_pipeline_chunk_bytes(0);
+    /// assert_eq!((c.pipeline_chunk_bytes(), c.broadcast_pipeline_chunk_bytes()), (1 << 20, 0));
+    /// ```
+    pub fn with_broadcast_pipeline_chunk_bytes(mut self, bytes: usize) -> Self {
+        self.broadcast_pipeline_chunk_bytes = bytes;
+        self
+    }
+
+    /// The chunk size of the multi-node broadcast's pipelining (0: off).
+    pub fn broadcast_pipeline_chunk_bytes(&self) -> usize {
+        self.broadcast_pipeline_chunk_bytes
     }
 
     /// Checks the config on its own and says precisely what is inconsistent: every problem,
@@ -427,6 +462,7 @@ impl CollectiveConfig {
         out.push(("data_service_port".to_string(), format!("{:?}", self.data_service_port)));
         out.push(("timeout".to_string(), format!("{:?}", self.timeout)));
         out.push(("pipeline_chunk_bytes".to_string(), self.pipeline_chunk_bytes.to_string()));
+        out.push(("broadcast_pipeline_chunk_bytes".to_string(), self.broadcast_pipeline_chunk_bytes.to_string()));
         out
     }
 }

@@ -5,9 +5,9 @@
 //! copies; nothing when nodes hold consecutive ids, the usual layout).
 //! A leader whose global step fails fails its node's communicator (and the leaders' one, see
 //! `call::with_peer`), so every peer of every node gets the error rather than a hang.
-//! With a pipelining chunk set (`CollectiveConfig::with_pipeline_chunk_bytes`, off by
-//! default), all_reduce and reduce of tensors of at least two chunks run their stages chunk
-//! by chunk, at once ([`pipeline`]), under the same rule.
+//! With a pipelining chunk set (`CollectiveConfig::with_pipeline_chunk_bytes`: by default
+//! 4 MiB for broadcast, off for all_reduce and reduce), these ops on tensors of at least two
+//! chunks run their stages chunk by chunk, at once ([`pipeline`]), under the same rule.
 
 use super::call::{Failure, core_error, tagged};
 use super::meta;
@@ -136,51 +136,76 @@ pub(super) fn reduce<B: Backend>(
     Ok((h.peer == root).then_some(out))
 }
 
-/// The sender's node learns the tensor; the leaders agree on the sending node and broadcast
-/// it; every other node learns it from its leader.
+/// Every peer learns who sends first — its node, then (leaders) which node, then (the other
+/// nodes) from its leader — and then the data moves: the sender's node learns the tensor,
+/// the leaders broadcast it from the sender's node, and every other node learns it from its
+/// leader; stage by stage, or chunk by chunk at once ([`pipeline::chain`]).
 pub(super) fn broadcast<B: Backend>(
     h: &PeerHandle<B>,
     hier: &Hierarchy<B::CommDevice>,
     mine: Option<Tensor<B::CommDevice>>,
 ) -> Out<Tensor<B::CommDevice>> {
     let cfg = &h.session.config;
-    let (local, dev) = (cfg.local_broadcast_strategy(), &h.comm_device);
+    let dev = &h.comm_device;
     let abort = |f: Failure| match f {
         Failure::Agreed(e) | Failure::Abort(e) => Failure::Abort(e),
     };
-    let err = |e| core_error(h, "broadcast", "", e);
+    let zeros = |s: &meta::Sent| Tensor::zeros(dev, s.dtype, &s.shape);
     let here = meta::exchange_any(&h.comm, &h.session.peers, mine.as_ref()).map_err(abort)?;
     let mut data = match (&here, mine) {
         (Some(_), Some(t)) => Some(t),
-        (Some(s), None) => Some(Tensor::zeros(dev, s.dtype, &s.shape)?),
+        (Some(s), None) => Some(zeros(s)?),
         (None, _) => None,
     };
-    if let (Some(s), Some(t)) = (&here, data.as_mut()) {
-        tagged(h, Some(local), &s.shape).broadcast(t, s.root).map_err(err)?;
+    let among_leaders = match global::<B>(hier) {
+        Some(g) => {
+            let sent = meta::exchange_any(g, &hier.leaders(), data.as_ref())
+                .map_err(abort)?
+                .ok_or_else(|| CollectiveError::invalid("no peer of any node passed Some(tensor) to broadcast"))?;
+            if data.is_none() {
+                data = Some(zeros(&sent)?);
+            }
+            Some((g, sent))
+        }
+        None => None,
+    };
+    let sender_node = here.is_some();
+    let in_node = match here {
+        Some(s) => s,
+        None => meta::exchange(&h.comm, &h.session.peers, data.as_ref()).map_err(abort)?,
+    };
+    let mut t = match data {
+        Some(t) => t,
+        None => zeros(&in_node)?,
+    };
+    let shape = t.shape().to_vec();
+    let local = pipeline::Lane {
+        comm: tagged(h, Some(cfg.local_broadcast_strategy()), &shape),
+        root: in_node.root,
+        global: false,
+    };
+    let leaders = among_leaders.map(|(g, sent)| pipeline::Lane {
+        comm: gtag(g, cfg.global_broadcast_strategy(), &shape),
+        root: sent.root,
+        global: true,
+    });
+    // The sender's node broadcasts first; another node's leader receives first.
+    let (first, then) = match (sender_node, leaders.as_ref()) {
+        (false, Some(g)) => (g, Some(&local)),
+        (_, g) => (&local, g),
+    };
+    let what = format!("a {shape:?} {} tensor across {} nodes", t.dtype(), hier.nodes.len());
+    if let Some(ranges) = pipeline::chunks(t.numel(), t.dtype().size(), cfg.broadcast_pipeline_chunk_bytes()) {
+        pipeline::chain(h, hier, &what, first, then, &t, &ranges)?;
+        return Ok(t);
     }
-    if let Some(g) = global::<B>(hier) {
-        let sent = meta::exchange_any(g, &hier.leaders(), data.as_ref())
-            .map_err(abort)?
-            .ok_or_else(|| CollectiveError::invalid("no peer of any node passed Some(tensor) to broadcast"))?;
-        let mut t = match data.take() {
-            Some(t) => t,
-            None => Tensor::zeros(dev, sent.dtype, &sent.shape)?,
-        };
-        gtag(g, cfg.global_broadcast_strategy(), &sent.shape)
-            .broadcast(&mut t, sent.root)
-            .map_err(|e| global_error(hier.node, &hier.nodes, "broadcast", e))?;
-        data = Some(t);
+    for lane in std::iter::once(first).chain(then) {
+        lane.comm.broadcast(&mut t, lane.root).map_err(|e| match lane.global {
+            true => global_error(hier.node, &hier.nodes, "broadcast", e),
+            false => core_error(h, "broadcast", &what, e),
+        })?;
     }
-    if here.is_none() {
-        let sent = meta::exchange(&h.comm, &h.session.peers, data.as_ref()).map_err(abort)?;
-        let mut t = match data.take() {
-            Some(t) => t,
-            None => Tensor::zeros(dev, sent.dtype, &sent.shape)?,
-        };
-        tagged(h, Some(local), &sent.shape).broadcast(&mut t, sent.root).map_err(err)?;
-        data = Some(t);
-    }
-    data.ok_or_else(|| Failure::Abort(CollectiveError::protocol("broadcast ended without the tensor")))
+    Ok(t)
 }
 
 /// Local barrier, barrier among the leaders, local barrier.

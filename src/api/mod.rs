@@ -140,7 +140,7 @@ mod tests;
 use std::fmt;
 
 pub use backend::{Backend, DeviceBackend, HostBackend};
-pub use config::{CollectiveConfig, DEFAULT_PIPELINE_CHUNK_BYTES, Strategy};
+pub use config::{CollectiveConfig, DEFAULT_BROADCAST_PIPELINE_CHUNK_BYTES, DEFAULT_PIPELINE_CHUNK_BYTES, Strategy};
 pub use ops::{
     all_gather, all_reduce, barrier, broadcast, finish_collective, reduce, reduce_scatter, register, reset_collective,
 };

@@ -1,4 +1,4 @@
-//! The multi-node all_reduce and reduce of large tensors, pipelined by chunk: the node's
+//! The multi-node all_reduce, reduce and broadcast of large tensors, pipelined by chunk. all_reduce and reduce: the node's
 //! reduce to its leader, the leaders' step and the node's broadcast back run on chunks of the
 //! tensor (views, no copies), each chunk's next stage issued as soon as its previous one
 //! completes, so that the node's communicator and the leaders' one work at once.
@@ -8,6 +8,12 @@
 //! chunks 0..n (the leader issues chunk c's once the leaders' step on c has completed; the
 //! other peers issue them all at once, queued behind the reduces). On the leaders' one: the
 //! steps of chunks 0..n, each issued once the chunk's reduce has completed.
+//!
+//! Broadcast across nodes ([`chain`]) has two stages per chunk on different communicators:
+//! on the sender's node, the node's broadcast and then (its leader) the leaders'; on every
+//! other node, the leaders' broadcast (its leader) and then the node's. Each chunk's second
+//! stage is issued once its first has completed, so the sender's node broadcasts chunk c + 1
+//! while the leaders carry chunk c and the other nodes pass on chunk c - 1.
 //!
 //! Errors: the first failure of any chunk aborts the registration on every peer of every
 //! node at once (as `call::with_peer` does for any failure), then every op this peer issued
@@ -85,15 +91,28 @@ pub(super) fn run<B: Backend>(
     bufs: [&Tensor<B::CommDevice>; 3],
     ranges: &[(usize, usize)],
 ) -> std::result::Result<(), Failure> {
-    let mut issued = Vec::with_capacity(3 * ranges.len());
-    let Err(trigger) = steps(h, hier, st, bufs, ranges, &mut issued) else { return Ok(()) };
+    finish(h, hier, (st.call, &st.what), 3 * ranges.len(), |issued| steps(h, hier, st, bufs, ranges, issued))
+}
+
+/// Runs `ops`, which issues the call's ops onto `issued` (with whether each runs among the
+/// leaders) and waits for them; on its failure, aborts the registration with the first
+/// cause and waits for every op issued, so that nothing of the call outlives it.
+fn finish<B: Backend>(
+    h: &PeerHandle<B>,
+    hier: &Hierarchy<B::CommDevice>,
+    call: (&'static str, &str),
+    capacity: usize,
+    ops: impl FnOnce(&mut Vec<(Work, bool)>) -> Result<()>,
+) -> std::result::Result<(), Failure> {
+    let mut issued = Vec::with_capacity(capacity);
+    let Err(trigger) = ops(&mut issued) else { return Ok(()) };
     // What failed first may not be what this peer met first (a later op's issue refused as
     // the communicator had failed meanwhile): the peers are told the cause.
-    let cause = first_cause(h, hier, st, &issued).unwrap_or(trigger);
-    abort(h, st.call, &cause);
+    let cause = first_cause(h, hier, call, &issued).or_else(|| poison_cause(h, hier, call)).unwrap_or(trigger);
+    abort(h, call.0, &cause);
     // Every communicator this peer issued on is failed now: each op ends at once.
     issued.iter().for_each(|(w, _)| drop(w.wait()));
-    Err(Failure::Abort(first_cause(h, hier, st, &issued).unwrap_or(cause)))
+    Err(Failure::Abort(first_cause(h, hier, call, &issued).unwrap_or(cause)))
 }
 
 /// The error of the first finished op of `issued` that failed for a reason of its own, not
@@ -101,16 +120,82 @@ pub(super) fn run<B: Backend>(
 fn first_cause<B: Backend>(
     h: &PeerHandle<B>,
     hier: &Hierarchy<B::CommDevice>,
-    st: &Stages<'_, B::CommDevice>,
+    (call, what): (&'static str, &str),
     issued: &[(Work, bool)],
 ) -> Option<CollectiveError> {
     issued.iter().filter(|(w, _)| w.is_completed()).find_map(|(w, global)| {
         let e = w.wait().err().filter(|e| e.kind() != ErrorKind::Aborted)?;
-        Some(if *global {
-            global_error(hier.node, &hier.nodes, st.call, e)
-        } else {
-            core_error(h, st.call, &st.what, e)
-        })
+        Some(if *global { global_error(hier.node, &hier.nodes, call, e) } else { core_error(h, call, what, e) })
+    })
+}
+
+/// The failure that poisoned the node's (or the leaders') communicator, restated for peers,
+/// as though this peer had met it in the op that failed. Every op of a pipelined call is one
+/// peer-API call: a chunk of it cut short by a peer's failure in a later chunk (the leader
+/// runs ahead of its node) reports that failure's kind — a `Mismatch` — not `Aborted`.
+fn poison_cause<B: Backend>(
+    h: &PeerHandle<B>,
+    hier: &Hierarchy<B::CommDevice>,
+    (call, what): (&'static str, &str),
+) -> Option<CollectiveError> {
+    let global = || hier.global.as_ref()?.first_failure().map(|e| global_error(hier.node, &hier.nodes, call, e));
+    h.comm.first_failure().map(|e| core_error(h, call, what, e)).or_else(global)
+}
+
+/// One stage of a [`chain`]: a broadcast from `root` on a communicator.
+pub(super) struct Lane<'a, D: Device> {
+    /// The node's or the leaders' communicator, tagged for the call.
+    pub comm: Tagged<'a, D>,
+    /// The sender, a rank of `comm`.
+    pub root: Rank,
+    /// Whether `comm` is the leaders'.
+    pub global: bool,
+}
+
+/// Broadcasts every chunk (`ranges`) of `t` through `first` and then, once that chunk's
+/// `first` broadcast has completed, through `then` (on a leader): see the module docs. A
+/// peer keeps at most [`WINDOW`] of its `first` broadcasts issued and unfinished. `what`
+/// describes the call for errors.
+///
+/// # Errors
+/// As [`run`].
+pub(super) fn chain<B: Backend>(
+    h: &PeerHandle<B>,
+    hier: &Hierarchy<B::CommDevice>,
+    what: &str,
+    first: &Lane<'_, B::CommDevice>,
+    then: Option<&Lane<'_, B::CommDevice>>,
+    t: &Tensor<B::CommDevice>,
+    ranges: &[(usize, usize)],
+) -> std::result::Result<(), Failure> {
+    let call = "broadcast";
+    let err = |global: bool, e| {
+        if global { global_error(hier.node, &hier.nodes, call, e) } else { core_error(h, call, what, e) }
+    };
+    let issue = |lane: &Lane<'_, B::CommDevice>, c: usize, issued: &mut Vec<(Work, bool)>| -> Result<()> {
+        let w = lane.comm.broadcast_async(&piece(t, ranges[c])?, lane.root).map_err(|e| err(lane.global, e))?;
+        issued.push((w, lane.global));
+        Ok(())
+    };
+    finish(h, hier, (call, what), 2 * ranges.len(), |issued| {
+        let (n, window) = (ranges.len(), WINDOW.min(ranges.len()));
+        // Where chunk `c`'s first broadcast is in `issued`.
+        let mut firsts = Vec::with_capacity(n);
+        let retire = |c: usize, issued: &mut Vec<(Work, bool)>, firsts: &[usize]| -> Result<()> {
+            issued[firsts[c]].0.wait().map_err(|e| err(first.global, e))?;
+            then.map_or(Ok(()), |lane| issue(lane, c, issued))
+        };
+        for c in 0..n {
+            if c >= window {
+                retire(c - window, issued, &firsts)?;
+            }
+            firsts.push(issued.len());
+            issue(first, c, issued)?;
+        }
+        for c in n.saturating_sub(window)..n {
+            retire(c, issued, &firsts)?;
+        }
+        issued.iter().try_for_each(|(w, global)| w.wait().map_err(|e| err(*global, e)))
     })
 }
 

@@ -37,6 +37,13 @@ impl<D: Device> Communicator<D> {
         local.failed.get_or_insert_with(|| err.clone());
         err
     }
+
+    /// The error the rank that failed first poisoned this communicator with, as this rank
+    /// reports it when it stands in the same op (its kind kept, that rank named); `None`
+    /// while no rank has failed.
+    pub(crate) fn first_failure(&self) -> Option<CollectiveError> {
+        self.shared.link.poisoned(self.rank).map(|e| e.relayed(self.rank))
+    }
 }
 
 impl<D: Device> Tagged<'_, D> {

@@ -13,7 +13,7 @@ use super::{Kids, N, Transport, var};
 /// The config every peer of every node passes (`MP_GLOBAL`, `MP_PORT`, `MP_TIMEOUT_MS`).
 fn config() -> CollectiveConfig {
     let ms: u64 = var("MP_TIMEOUT_MS").parse().unwrap();
-    CollectiveConfig::default()
+    let config = CollectiveConfig::default()
         .with_num_devices(2)
         .with_num_nodes(2)
         .with_global_address(var("MP_GLOBAL"))
@@ -21,10 +21,13 @@ fn config() -> CollectiveConfig {
         .with_data_service_port(var("MP_PORT").parse().unwrap())
         .with_global_all_reduce_strategy(Strategy::Ring)
         .with_global_broadcast_strategy(Strategy::Tree(2))
-        .with_timeout(Duration::from_millis(ms))
-        // `MP_CHUNK` bytes pipelines all_reduce and reduce from two chunks (default: the
-        // library's, off).
-        .with_pipeline_chunk_bytes(var("MP_CHUNK").parse().unwrap_or(api::DEFAULT_PIPELINE_CHUNK_BYTES))
+        .with_timeout(Duration::from_millis(ms));
+    // `MP_CHUNK` bytes pipelines all_reduce, reduce and broadcast from two chunks (unset: the
+    // library's defaults, broadcast by 4 MiB chunks and the others whole).
+    match var("MP_CHUNK").parse() {
+        Ok(bytes) => config.with_pipeline_chunk_bytes(bytes),
+        Err(_) => config,
+    }
 }
 
 fn peers() -> Vec<u64> {
@@ -57,13 +60,18 @@ fn node_peer(id: u64) -> Result<(), String> {
         }
     }
     for sender in [1u64, 2, 0, 3] {
-        let mine = (id == sender).then(|| Tensor::from_slice(&dev, &[sender as f32 + 0.5; 5], &[1, 5]).unwrap());
+        let sent: Vec<f32> = (0..N).map(|i| sender as f32 + 0.5 + i as f32).collect();
+        let mine = (id == sender).then(|| Tensor::from_slice(&dev, &sent, &[1, N]).unwrap());
         let got = api::broadcast::<HostBackend>(peer, mine).map_err(e)?;
-        if got.shape() != [1, 5] {
+        if got.shape() != [1, N] {
             return Err(format!("peer {id}: broadcast from {sender} has shape {:?}", got.shape()));
         }
-        check(&format!("broadcast from {sender}"), id, vec_of(got), &[sender as f32 + 0.5; 5])?;
+        check(&format!("broadcast from {sender}"), id, vec_of(got), &sent)?;
     }
+    // 10 MiB from node b: three chunks by default (4 MiB), whole with `MP_CHUNK` = 0.
+    let big: Vec<f32> = (0..10 << 18).map(|i| (i % 1000) as f32).collect();
+    let mine = (id == 2).then(|| Tensor::from_slice(&dev, &big, &[big.len()]).unwrap());
+    check("broadcast of 10 MiB from 2", id, vec_of(api::broadcast::<HostBackend>(peer, mine).map_err(e)?), &big)?;
     api::barrier::<HostBackend>(peer).map_err(e)?;
     // Every peer's [2, 3] block, in peer-id order across both nodes.
     let mine: Vec<f32> = (0..6).map(|i| (10 * id + i) as f32).collect();
@@ -95,9 +103,9 @@ fn node_peer(id: u64) -> Result<(), String> {
     }
 }
 
-/// all_reduce and reduce of lengths below, at and above two chunks of 4 f32 (`MP_CHUNK` =
-/// 16), not divisible by the chunk, to every root: bit-exact sums of small integers, the
-/// same as the whole op's.
+/// all_reduce, reduce and broadcast of lengths below, at and above two chunks of 4 f32
+/// (`MP_CHUNK` = 16), not divisible by the chunk, to and from every root: bit-exact sums of
+/// small integers, the same as the whole op's.
 fn chunks_peer(id: u64) -> Result<(), String> {
     let e = |e: ruccl::CollectiveError| e.to_string();
     let (peer, dev) = (PeerId::new(id), HostDevice::new(id as u32));
@@ -118,6 +126,12 @@ fn chunks_peer(id: u64) -> Result<(), String> {
                 (None, false) => {}
                 (g, _) => return Err(format!("peer {id}: reduce of {n} to {root} returned {:?}", g.map(vec_of))),
             }
+        }
+        for sender in [2u64, 0, 3, 1] {
+            let sent: Vec<f32> = (0..n).map(|i| (100 * sender + i as u64) as f32).collect();
+            let mine = (id == sender).then(|| Tensor::from_slice(&dev, &sent, &[n]).unwrap());
+            let got = api::broadcast::<HostBackend>(peer, mine).map_err(e)?;
+            check(&format!("broadcast of {n} from {sender}"), id, vec_of(got), &sent)?;
         }
     }
     api::finish_collective::<HostBackend>(peer).map_err(e)
@@ -244,7 +258,7 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// `e` with all_reduce and reduce pipelined by chunks of `bytes` (0: never).
+/// `e` with all_reduce, reduce and broadcast pipelined by chunks of `bytes` (0: never).
 fn chunked(mut e: Vec<(&'static str, String)>, bytes: usize) -> Vec<(&'static str, String)> {
     e.push(("MP_CHUNK", bytes.to_string()));
     e
@@ -277,7 +291,7 @@ fn two_nodes_over_tcp() {
     kids.wait(&[]);
 }
 
-/// Every operation with all_reduce and reduce pipelined by chunks of 4 f32 (`N` = 37: ten
+/// Every operation with all_reduce, reduce and broadcast pipelined by chunks of 4 f32 (`N` = 37: ten
 /// chunks, the last of one element).
 #[test]
 fn two_nodes_pipelined_by_chunk() {
