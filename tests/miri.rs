@@ -213,7 +213,8 @@ fn group_direct_op() {
 }
 
 /// A group with several calls per communicator on the general path (a planned ring): each
-/// rank's ops run one after the other, its sends and receives together.
+/// rank's ops run one after the other, its sends and receives together (and its send to
+/// itself with its receive from itself, a copy).
 #[test]
 fn group_calls_in_order() {
     use ruccl::{Communicator, Group, HostDevice};
@@ -229,16 +230,19 @@ fn group_calls_in_order() {
         (0..world).map(|r| Tensor::from_slice(&dev, &[r as f32, 1.0, 2.0], &[3]).unwrap()).collect();
     let mut maxes: Vec<Tensor<HostDevice>> =
         (0..world).map(|r| Tensor::from_slice(&dev, &[r as f32, 5.0], &[2]).unwrap()).collect();
+    let mut mine: Vec<Tensor<HostDevice>> =
+        (0..world).map(|_| Tensor::zeros(&dev, DType::F32, &[1]).unwrap()).collect();
     let mut group = Group::new();
-    let each = sends.iter().zip(recvs.iter_mut()).zip(sums.iter_mut().zip(maxes.iter_mut()));
-    for (r, ((x, y), (s, m))) in each.enumerate() {
+    let each = sends.iter().zip(recvs.iter_mut().zip(mine.iter_mut())).zip(sums.iter_mut().zip(maxes.iter_mut()));
+    for (r, ((x, (y, z)), (s, m))) in each.enumerate() {
         let c = &comms[r];
-        group.send(c, x, 1 - r).recv(c, y, 1 - r);
+        group.send(c, x, 1 - r).send(c, x, r).recv(c, y, 1 - r).recv(c, z, r);
         group.all_reduce(c, s, ReduceOp::Sum).all_reduce(c, m, ReduceOp::Max);
     }
     group.run().unwrap();
     for r in 0..world {
         assert_eq!(recvs[r].to_vec::<f32>().unwrap(), vec![(1 - r) as f32]);
+        assert_eq!(mine[r].to_vec::<f32>().unwrap(), vec![r as f32]);
         assert_eq!(sums[r].to_vec::<f32>().unwrap(), vec![1.0, 2.0, 4.0]);
         assert_eq!(maxes[r].to_vec::<f32>().unwrap(), vec![1.0, 5.0]);
     }

@@ -5,6 +5,7 @@
 //! receives in one group never deadlocks.
 
 mod build;
+mod selfpair;
 
 use std::sync::MutexGuard;
 
@@ -23,7 +24,11 @@ use crate::sched::{self, OpRun};
 /// methods, and a call that fails them fails the whole group before anything is sent. A
 /// communicator may take several calls: they run in the order they were added (as its
 /// blocking calls would), except that consecutive sends and receives run together, so a ring
-/// of them never deadlocks. Every rank must add its calls in the same order.
+/// of them never deadlocks. Every rank must add its calls in the same order. A send to the
+/// communicator's own rank and a receive from it pair up, in the order they are added, and
+/// are a local copy (NCCL allows them in a group; torch's all_to_all over NCCL sends every
+/// rank its own block so); a pair whose tensors another call of the group also uses is
+/// refused, as its place in that order would not be defined.
 ///
 /// ```
 /// use ruccl::{CommConfig, Communicator, Group, HostDevice, Tensor};
@@ -108,26 +113,60 @@ impl<'a, D: Device> Group<'a, D> {
     /// Runs every call, handing each call's result to `each` in call order; `Err` (and no
     /// result handed) when a call fails its checks.
     fn run_into(self, each: &mut impl FnMut(Result<()>)) -> Result<()> {
+        // Sends to and receives from self become copies (`selfpair`), run once every other
+        // call passed its checks.
+        let selfpair::Split { calls, places, pairs } = selfpair::split(self.calls)?;
         // Check every call first, so that an invalid one fails the group before anything is
         // sent (and before any sequence number is taken). The checked calls lend the calls'
         // own buffers (they live as long as the group): the direct path borrows them, the
         // general path clones its handles below. Pushed one by one into inline storage: no
         // allocation, no reference count touched.
         let mut checked: Few<(OpDesc, Io<&'a D::Buffer>)> = Few::new();
-        for (comm, call) in &self.calls {
+        for (comm, call) in &calls {
             checked.push(comm.check_lent(call)?);
+        }
+        if pairs.is_empty() {
+            Self::run_checked(calls, checked, each);
+            return Ok(());
+        }
+        // The pairs' results, for both of their calls, in call order among the others'.
+        let mut copied: Vec<(usize, Result<()>)> =
+            pairs.iter().zip(selfpair::copy_all(&pairs)).flat_map(|(p, r)| p.at.map(|i| (i, r.clone()))).collect();
+        copied.sort_unstable_by_key(|c| c.0);
+        let mut copied = copied.into_iter().peekable();
+        let mut next = 0;
+        Self::run_checked(calls, checked, &mut |r| {
+            let place = places.get(next).copied().unwrap_or(usize::MAX);
+            while let Some((_, c)) = copied.next_if(|c| c.0 < place) {
+                each(c);
+            }
+            each(r);
+            next += 1;
+        });
+        copied.for_each(|(_, c)| each(c));
+        Ok(())
+    }
+
+    /// Runs checked calls, handing each call's result to `each` in call order.
+    fn run_checked(
+        calls: Vec<(&'a Communicator<D>, Call<'a, D>)>,
+        checked: Few<(OpDesc, Io<&'a D::Buffer>)>,
+        each: &mut impl FnMut(Result<()>),
+    ) {
+        if calls.is_empty() {
+            return;
         }
         let kinds: Few<OpKind> = checked.iter().map(|(d, _)| d.kind).collect();
         // Each communicator's state stays locked while the group runs, as for a blocking
         // call; locks are taken in address order so that groups sharing communicators cannot
         // deadlock each other. Each communicator's driver is held too (so no progress thread
         // interleaves), after the non-blocking ops issued before the group have run.
-        let mut held = lock_all(&self.calls);
-        if super::local::try_run(&self.calls, &checked, &mut held, each).is_some() {
-            return Ok(());
+        let mut held = lock_all(&calls);
+        if super::local::try_run(&calls, &checked, &mut held, each).is_some() {
+            return;
         }
-        let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(self.calls.len());
-        for ((comm, _), (desc, io)) in self.calls.into_iter().zip(checked) {
+        let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(calls.len());
+        for ((comm, _), (desc, io)) in calls.into_iter().zip(checked) {
             let io = Io { input: io.input.cloned(), output: io.output.cloned(), input_elems: io.input_elems };
             let prepared = match held.local(comm) {
                 Some(local) => comm.prepare_checked(local, (desc, io)),
@@ -152,7 +191,6 @@ impl<'a, D: Device> Group<'a, D> {
                 }
             });
         }
-        Ok(())
     }
 }
 

@@ -14,8 +14,9 @@ impl<D: Device> Communicator<D> {
     /// matching receive).
     ///
     /// # Errors
-    /// `InvalidArgument` for a bad peer (out of range, or this rank); `Mismatch` when the
-    /// peer's receive disagrees.
+    /// `InvalidArgument` for a bad peer (out of range, or this rank: a send to self needs its
+    /// receive from self in the same [`Group`](crate::Group), where the two are a copy);
+    /// `Mismatch` when the peer's receive disagrees.
     ///
     /// ```
     /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};

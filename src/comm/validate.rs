@@ -124,7 +124,8 @@ pub(crate) fn validate<'a, D: Device, B>(
         && p == rank
     {
         return Err(fail(format!(
-            "rank {rank} cannot {} itself",
+            "rank {rank} cannot {} itself outside a group: a send to self and a receive from self added to one \
+             `Group` are a local copy (as between ncclGroupStart/End)",
             if call.kind == OpKind::Send { "send to" } else { "receive from" }
         )));
     }

@@ -245,3 +245,92 @@ pub fn group_with_several_calls_per_communicator<D: TestDevice>(world: usize) {
         }
     }
 }
+
+/// Sends to and receives from self in a group (NCCL allows them between `ncclGroupStart` and
+/// `ncclGroupEnd`): an all_to_all written as every rank sending its block `q` to rank `q` and
+/// receiving block `q` from it, self included, as torch's all_to_all over NCCL does; with a
+/// collective before and after it on every rank, each run in its order.
+pub fn group_sends_and_receives_to_self<D: TestDevice>(world: usize) {
+    let devices = (0..world).map(D::for_rank).collect();
+    let config = CommConfig::default().with_timeout(TEST_TIMEOUT);
+    let comms = Communicator::init_all(devices, D::configure(config)).unwrap();
+    let n = 7;
+    for round in 0..2 {
+        // Rank r's block for q: data(r * world + q).
+        let block = |r: usize, q: usize| data::<i32>(r * world + q, n, round);
+        let sends: Vec<Vec<Tensor<D>>> = comms.iter().map(|c| (0..world).map(|q| t(c, &block(c.rank(), q))).collect()).collect();
+        let mut recvs: Vec<Vec<Tensor<D>>> = comms.iter().map(|c| (0..world).map(|_| zeros(c, n)).collect()).collect();
+        let mut before: Vec<_> = comms.iter().map(|c| t(c, &reduce_input::<i32>(ReduceOp::Sum, c.rank(), n, round))).collect();
+        let mut after: Vec<_> = comms.iter().map(|c| t(c, &reduce_input::<i32>(ReduceOp::Max, c.rank(), n, round))).collect();
+        let mut g = Group::new();
+        for (((c, s), r), (b, a)) in comms.iter().zip(&sends).zip(recvs.iter_mut()).zip(before.iter_mut().zip(after.iter_mut())) {
+            g.all_reduce(c, b, ReduceOp::Sum);
+            for (q, (x, y)) in s.iter().zip(r.iter_mut()).enumerate() {
+                g.send(c, x, q).recv(c, y, q);
+            }
+            g.all_reduce(c, a, ReduceOp::Max);
+        }
+        let results = g.run_each().unwrap();
+        assert!(results.iter().all(Result::is_ok), "round {round}: {results:?}");
+        assert_eq!(results.len(), world * (2 + 2 * world));
+        for (me, got) in recvs.iter().enumerate() {
+            for (q, y) in got.iter().enumerate() {
+                assert_bits(&y.to_vec::<i32>().unwrap(), &block(q, me), format!("round {round}: rank {me}'s block from {q}"));
+            }
+            assert_bits(&before[me].to_vec::<i32>().unwrap(), &reduced::<i32>(ReduceOp::Sum, world, n, round), "sum");
+            assert_bits(&after[me].to_vec::<i32>().unwrap(), &reduced::<i32>(ReduceOp::Max, world, n, round), "max");
+        }
+    }
+}
+
+/// What a group refuses of sends and receives to self, before anything runs (the
+/// communicators stay usable): a send without its receive, a pair that differs in length or
+/// dtype, and a pair whose tensor another call of the group writes; and outside a group, a
+/// send to self at all.
+pub fn group_refuses_unmatched_sends_to_self<D: TestDevice>() {
+    let devices = (0..2).map(D::for_rank).collect();
+    let config = CommConfig::default().with_timeout(TEST_TIMEOUT);
+    let comms = Communicator::init_all(devices, D::configure(config)).unwrap();
+    let c = &comms[0];
+    let x = t(c, &[1, 2, 3]);
+    let mut y = zeros(c, 3);
+    let mut short = zeros(c, 2);
+    let refused = |e: ruccl::CollectiveError, words: &[&str]| {
+        assert_eq!(e.kind(), ruccl::ErrorKind::InvalidArgument, "{e}");
+        assert!(words.iter().all(|w| e.to_string().contains(w)), "{words:?} not in: {e}");
+    };
+    let mut g = Group::new();
+    g.send(c, &x, 0);
+    refused(g.run().unwrap_err(), &["rank 0 sends to itself", "without a matching receive from itself"]);
+    let mut g = Group::new();
+    g.send(c, &x, 0).recv(c, &mut short, 0);
+    refused(g.run().unwrap_err(), &["3 x i32 sent, 2 x i32 received"]);
+    // Another call on the received tensor's memory (a second handle of its buffer): refused,
+    // whether it reads it or writes it, and so is one that writes the sent tensor.
+    let alias = |t: &Tensor<D>| Tensor::from_buffer(c.device(), t.buffer().clone(), ruccl::DType::I32, &[3]).unwrap();
+    let (mut z, mut w) = (t(c, &[1, 2, 3]), alias(&y));
+    let (z2, mut x2) = (alias(&z), alias(&x));
+    let mut g = Group::new();
+    g.send(c, &x, 0).recv(c, &mut z, 0).send(c, &z2, 1);
+    refused(g.run().unwrap_err(), &["call #2 (send) reads the same memory"]);
+    let mut g = Group::new();
+    g.all_reduce(c, &mut w, ReduceOp::Sum).send(c, &x, 0).recv(c, &mut y, 0);
+    refused(g.run().unwrap_err(), &["call #0 (all_reduce) writes the same memory"]);
+    let mut g = Group::new();
+    g.send(c, &x, 0).recv(c, &mut y, 0).recv(c, &mut x2, 1);
+    refused(g.run().unwrap_err(), &["call #2 (recv) writes the same memory"]);
+    refused(c.send(&x, 0).unwrap_err(), &["cannot send to itself outside a group", "`Group`"]);
+    // Nothing ran: the receive's tensor is untouched and both communicators still work.
+    assert_eq!(y.to_vec::<i32>().unwrap(), vec![0; 3]);
+    let mut g = Group::new();
+    g.send(c, &x, 0).recv(c, &mut y, 0);
+    g.run().unwrap();
+    assert_eq!(y.to_vec::<i32>().unwrap(), vec![1, 2, 3]);
+    let mut a: Vec<_> = comms.iter().map(|c| t(c, &[1])).collect();
+    let mut g = Group::new();
+    for (c, a) in comms.iter().zip(a.iter_mut()) {
+        g.all_reduce(c, a, ReduceOp::Sum);
+    }
+    g.run().unwrap();
+    assert_eq!(a[1].to_vec::<i32>().unwrap(), vec![2]);
+}

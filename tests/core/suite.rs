@@ -143,6 +143,7 @@ macro_rules! core_suite {
                 execution::group_direct_path_every_op,
                 grouped::group_has_every_blocking_call,
                 grouped::group_with_several_calls_per_communicator,
+                grouped::group_sends_and_receives_to_self,
                 soundness::aliased_outputs_of_every_collective,
             );
             single!($dev;
@@ -152,6 +153,7 @@ macro_rules! core_suite {
                 concurrency::thousand_small_all_reduces,
                 concurrency::one_communicator_from_two_threads,
                 grouped::group_beside_a_thread_issuing_works,
+                grouped::group_refuses_unmatched_sends_to_self,
                 concurrency::thousand_mixed_ops,
                 concurrency::communicators_interleaved,
                 concurrency::communicators_on_separate_threads,
