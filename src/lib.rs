@@ -132,6 +132,7 @@ mod kernels;
 pub mod launch;
 pub mod mem;
 pub mod op;
+mod pins;
 // Also in the library's own test build, whatever the features: it pulls in nothing, and its
 // unit tests then run with every `cargo test`.
 #[cfg(any(feature = "orchestrator", test))]

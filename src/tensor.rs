@@ -92,7 +92,8 @@ impl<D: Device> Tensor<D> {
     /// Copies the elements back to the host.
     ///
     /// # Errors
-    /// `InvalidArgument` when `T` is not the tensor's dtype; `Device` on device failure.
+    /// `InvalidArgument` when `T` is not the tensor's dtype, or while a non-blocking op that
+    /// writes this tensor is pending (see [`Work`](crate::Work)); `Device` on device failure.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype {
             return Err(CollectiveError::invalid(format!("to_vec::<{}>() on a tensor of {}", T::DTYPE, self.dtype)));
@@ -101,6 +102,7 @@ impl<D: Device> Tensor<D> {
         out.try_reserve_exact(self.numel).map_err(|_| {
             CollectiveError::device(format!("cannot allocate {} bytes of host memory for to_vec", self.byte_len()))
         })?;
+        self.check_pins(false)?;
         out.resize(self.numel, T::default());
         self.device.read(&self.buf, self.off, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
@@ -109,7 +111,8 @@ impl<D: Device> Tensor<D> {
     /// Overwrites the contents from host data of the same dtype and element count.
     ///
     /// # Errors
-    /// `InvalidArgument` on a dtype or length mismatch; `Device` on device failure.
+    /// `InvalidArgument` on a dtype or length mismatch, or while a non-blocking op that reads
+    /// or writes this tensor is pending (see [`Work`](crate::Work)); `Device` on device failure.
     pub fn copy_from_slice<T: Element>(&mut self, data: &[T]) -> Result<()> {
         if T::DTYPE != self.dtype || data.len() != self.numel {
             return Err(CollectiveError::invalid(format!(
@@ -120,14 +123,24 @@ impl<D: Device> Tensor<D> {
                 self.dtype
             )));
         }
+        self.check_pins(true)?;
         self.device.write(&self.buf, self.off, as_bytes(data))
+    }
+
+    /// Whether this tensor may be read (or written) now: not while a non-blocking op that
+    /// writes it (or, for a write, reads it) is pending (`crate::pins`).
+    fn check_pins(&self, write: bool) -> Result<()> {
+        let id = self.device.mem_id(&self.buf);
+        crate::pins::check(crate::pins::Held::of::<D>(id, self.off, self.byte_len(), write))
     }
 
     /// A new tensor with the same contents on the same device.
     ///
     /// # Errors
-    /// `Device` on device failure.
+    /// `InvalidArgument` while a non-blocking op that writes this tensor is pending (see
+    /// [`Work`](crate::Work)); `Device` on device failure.
     pub fn try_clone(&self) -> Result<Self> {
+        self.check_pins(false)?;
         let t = Self::zeros(&self.device, self.dtype, &self.shape)?;
         let len = self.byte_len();
         let event =

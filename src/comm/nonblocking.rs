@@ -2,12 +2,15 @@
 //! arguments and takes its place in the rank's order at once, then runs on the rank's
 //! progress thread while the caller goes on; the returned [`Work`] says when it is done.
 //!
-//! The op holds the tensors' buffers until it finishes: do not read or write them before
-//! [`Work::wait`] returns, as with `torch.distributed`'s `async_op=True`. It is never a data
-//! race: on the host device an access that overlaps one of the op's own reads or writes
-//! while that access runs is refused with a `Device` error. But one that falls before the op
-//! starts (it waits behind earlier ops or for its peers) or between its steps goes through,
-//! and the op then reads what was written: a wrong result, not an error.
+//! The op holds the tensors until it finishes, as with `torch.distributed`'s `async_op=True`
+//! — but here the rule is checked: until [`Work::wait`] returns (or [`Work::is_completed`]
+//! is true), the tensor's own methods ([`Tensor::to_vec`], [`Tensor::copy_from_slice`],
+//! [`Tensor::try_clone`]) refuse to read an output or write an input with `InvalidArgument`
+//! naming the op (reading an input is fine), whether the op is queued, waiting for its peers
+//! or running. Another `Tensor` on the same memory ([`Tensor::from_buffer`]) is refused
+//! alike; raw access through [`Tensor::buffer`] is not (there,
+//! [`mem::HostMem`](crate::mem::HostMem)'s own guards refuse only an access that overlaps one
+//! of the op's reads or writes while that runs).
 
 use super::validate::Call;
 use super::{Communicator, Work};

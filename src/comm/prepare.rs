@@ -13,7 +13,9 @@ use crate::device::Device;
 use crate::device::Range;
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::OpDesc;
+use crate::pins;
 use crate::sched::{self, Binding, Bindings, Now, OpCtx, OpRun};
+use crate::tensor::Tensor;
 use crate::transport::slots::SLOT_BYTES;
 use crate::types::{Rank, ReduceOp, Scale};
 
@@ -61,13 +63,33 @@ impl<D: Device> Communicator<D> {
     /// The non-blocking path: prepares the op now (so checks fail here, and its place in the
     /// rank's order is taken), queues it, and lets the progress thread drive it.
     pub(super) fn issue(&self, call: Call<'_, D>) -> Result<Work> {
+        // What the op will read and write: held from now until it completes (`crate::pins`).
+        let held = self.held(&call);
         let work = {
             let mut local = self.lock();
             let op = self.prepare(&mut local, call)?;
-            self.engine.push(op)
+            let hold = pins::Hold::new(&held, op.run.ctx.fp.desc, self.rank, op.run.ctx.seq);
+            self.engine.push(op, hold)
         };
         self.engine.kick();
         Ok(work)
+    }
+
+    /// The byte ranges `call` reads (its input, unless in place) and writes (its outputs).
+    fn held(&self, call: &Call<'_, D>) -> smallvec::SmallVec<[pins::Held; 2]> {
+        let range = |t: &Tensor<D>, write: bool| {
+            pins::Held::of::<D>(self.device.mem_id(t.buffer()), t.byte_offset(), t.byte_len(), write)
+        };
+        let mut held = smallvec::SmallVec::new();
+        if let Some(t) = call.input {
+            held.push(range(t, call.in_place));
+        }
+        match &call.output {
+            validate::Output::None => {}
+            validate::Output::One(t) => held.push(range(t, true)),
+            validate::Output::List(l) => held.extend(l.iter().map(|t| range(t, true))),
+        }
+        held
     }
 
     /// Checks a call and turns it into a running op: validation (`InvalidArgument`, nothing

@@ -38,6 +38,8 @@ impl Slot {
 struct Queued<D: Device> {
     op: Prepared<D>,
     slot: Arc<Slot>,
+    /// The tensors' ranges it reads and writes, held until it completes.
+    hold: crate::pins::Hold,
     /// Its state while the shared progress thread drives it alongside other ranks' ops.
     turn: sched::Turn,
     /// The issuing thread's `tracing` subscriber: what the op logs while another thread
@@ -121,17 +123,20 @@ impl<D: Device> Engine<D> {
 
     fn finish(&self, mut q: Queued<D>, r: Result<()>) {
         let r = complete(&self.shared, self.rank, &mut lock(&self.local), &mut q.op, r);
+        // Free before the waiters wake, so that they find their tensors free.
+        q.hold.release();
         q.slot.finish(r);
     }
 
     /// Queues a prepared op (the caller holds the rank's state lock, so queue order is issue
     /// order) and returns its handle.
-    pub(crate) fn push(self: &Arc<Self>, op: Prepared<D>) -> Work {
+    pub(crate) fn push(self: &Arc<Self>, op: Prepared<D>, hold: crate::pins::Hold) -> Work {
         let slot = Arc::new(Slot::default());
         let mut queue = lock(&self.queue);
         queue.push_back(Queued {
             op,
             slot: slot.clone(),
+            hold,
             turn: sched::Turn::default(),
             #[cfg(feature = "tracing")]
             dispatch: tracing::dispatcher::get_default(Clone::clone),
@@ -233,6 +238,10 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
 
 /// The handle of a non-blocking call (torch.distributed's `Work`): poll it, or wait for it.
 /// The op runs whether or not anyone waits; dropping the handle neither cancels nor blocks.
+/// Until it is done, the op's tensors refuse to be written, and its outputs to be read,
+/// through their own methods ([`Tensor::to_vec`](crate::Tensor::to_vec),
+/// [`copy_from_slice`](crate::Tensor::copy_from_slice), [`try_clone`](crate::Tensor::try_clone)),
+/// with an `InvalidArgument` naming the op.
 ///
 /// ```
 /// use ruccl::{CommConfig, Communicator, HostDevice, ReduceOp, Tensor};

@@ -138,6 +138,46 @@ pub fn work_overlaps_computation<D: TestDevice>() {
     });
 }
 
+/// A pending op holds its tensors until it completes: reading its input is fine, writing it
+/// is refused, and any access to its output (or a second handle on the output's memory) is
+/// refused, with an error naming the op; once `wait` returns (or a later blocking call ran
+/// after it, its `Work` dropped) they are free, and the result is exact.
+pub fn work_holds_its_tensors<D: TestDevice>() {
+    run::<D, _>(2, &Opts { shuffle: false, ..Opts::default() }, |ctx| {
+        let input = reduce_input::<f32>(ReduceOp::Sum, ctx.rank, 300, 1);
+        let mut x = ctx.tensor(&input);
+        let mut y = ctx.tensor(&[0.0f32; 300]);
+        if ctx.rank == 1 {
+            ctx.sync.wait(); // rank 0 has tried its tensors while its op waited for this rank
+        }
+        let work = ctx.comm.all_reduce_into_async(&y, &x, ReduceOp::Sum).unwrap();
+        if ctx.rank == 0 {
+            let refused = |e: ruccl::CollectiveError, held: &str| {
+                assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+                let msg = e.to_string();
+                assert!(msg.contains(held) && msg.contains("all_reduce") && msg.contains("op #0 of rank 0"), "{msg}");
+            };
+            assert_eq!(x.to_vec::<f32>().unwrap(), input, "reading a pending op's input");
+            refused(x.copy_from_slice(&[7.0f32; 300]).unwrap_err(), "is read by");
+            refused(y.to_vec::<f32>().unwrap_err(), "is written by");
+            refused(y.copy_from_slice(&[7.0f32; 300]).unwrap_err(), "is written by");
+            refused(y.try_clone().unwrap_err(), "is written by");
+            let alias = Tensor::from_buffer(ctx.comm.device(), y.buffer().clone(), DType::F32, &[300]).unwrap();
+            refused(alias.to_vec::<f32>().unwrap_err(), "is written by");
+            assert!(!work.is_completed());
+            ctx.sync.wait();
+        }
+        work.wait().unwrap();
+        ctx.check(&y, &reduced::<f32>(ReduceOp::Sum, 2, 300, 1), "all_reduce_into after refused accesses");
+        x.copy_from_slice(&[1.0f32; 300]).unwrap();
+        // A dropped handle: the blocking call after it runs after it, and the tensor is free.
+        drop(ctx.comm.all_reduce_async(&x, ReduceOp::Sum).unwrap());
+        ctx.ok(ctx.comm.barrier(), "barrier after a dropped Work");
+        ctx.check(&x, &[2.0f32; 300], "dropped all_reduce");
+        y.copy_from_slice(&[0.0f32; 300]).unwrap();
+    });
+}
+
 /// Ops complete in issue order; a blocking call issued after non-blocking ones runs after
 /// them; dropping a `Work` without waiting leaves later ops correct.
 pub fn work_issue_order_and_dropped_handles<D: TestDevice>() {
