@@ -156,7 +156,7 @@ pub fn exchange_part(desc: &OpDesc, world: usize) -> Option<usize> {
         OpKind::AllReduce | OpKind::Reduce | OpKind::Broadcast | OpKind::AllGather | OpKind::Gather => Some(block),
         OpKind::ReduceScatter | OpKind::AllToAll | OpKind::Scatter => block.checked_mul(world),
         OpKind::Barrier => Some(0),
-        OpKind::Send | OpKind::Recv | OpKind::Split => None,
+        OpKind::Send | OpKind::Recv | OpKind::Split | OpKind::AllToAllV => None,
     }
 }
 
@@ -240,6 +240,9 @@ pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_e
         OpKind::ReduceScatter if algorithm == Algorithm::Direct => (direct::reduce_scatter(rank, world, n, c, avg), 0),
         OpKind::ReduceScatter => (ring::reduce_scatter(rank, world, n, c, avg), if world > 2 { 2 * n } else { 0 }),
         OpKind::AllToAll => simple::all_to_all(rank, world, n, desc.in_place),
+        // The communicator builds this op's plan from its blocks ([`all_to_all_v`]); from the
+        // descriptor alone, its input is taken as even blocks.
+        OpKind::AllToAllV => simple::all_to_all(rank, world, n / world.max(1), false),
         OpKind::Gather => (simple::gather(rank, world, desc.root.unwrap_or(0), n), 0),
         OpKind::Scatter => (simple::scatter(rank, world, desc.root.unwrap_or(0), n), 0),
         OpKind::Barrier => (simple::barrier(rank, world), 1),
@@ -247,6 +250,26 @@ pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_e
         OpKind::Recv => (vec![Step::Recv { peer: desc.peer.unwrap_or(0), dst: Span::new(Slot::Output, 0, n) }], 0),
     };
     Plan { steps, algorithm, scratch_elems }
+}
+
+/// `rank`'s plan of `all_to_all_single_with_splits` on `world` ranks: `blocks` holds its
+/// input's block for each peer, then its output's block from each peer, each (first element,
+/// length). At step `s` it sends its block for rank `rank + s` and receives rank `rank - s`'s
+/// (as the even all_to_all), then copies its own block; every block is a message, empty ones
+/// too, so that a peer expecting another length finds out.
+pub fn all_to_all_v(rank: Rank, world: usize, blocks: &[(usize, usize)]) -> Plan {
+    let block = |slot, k: usize| {
+        let (first, len) = blocks.get(k).copied().unwrap_or_default();
+        Span::new(slot, first, len)
+    };
+    let mut steps = Vec::with_capacity(2 * world);
+    for s in 1..world {
+        let (to, from) = ((rank + s) % world, sub_mod(rank, s, world));
+        steps.push(Step::Send { peer: to, src: block(Slot::Input, to) });
+        steps.push(Step::Recv { peer: from, dst: block(Slot::Output, world + from) });
+    }
+    steps.push(Step::Copy { src: block(Slot::Input, rank), dst: block(Slot::Output, world + rank) });
+    Plan { steps, algorithm: Algorithm::Auto, scratch_elems: 0 }
 }
 
 #[cfg(test)]

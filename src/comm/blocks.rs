@@ -217,6 +217,53 @@ impl<D: Device> Communicator<D> {
         self.submit(Call::all_to_all_single_in_place(tensor))
     }
 
+    /// all_to_all with blocks of different sizes (`torch.distributed.all_to_all_single` with
+    /// `output_split_sizes` and `input_split_sizes`; MPI's `Alltoallv`): `input_splits[k]`
+    /// rows of `input`'s dimension 0 go to rank `k`, in rank order, and `output_splits[k]`
+    /// rows from rank `k` land in `output`, in rank order. Each rank's `input_splits[k]` must
+    /// equal rank `k`'s `output_splits[rank]`; rows of the input and the output have the same
+    /// size. Out of place only.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when a split list does not have one entry per rank or does not add
+    /// up to its tensor's rows, when rows differ in size, or when the input and output share
+    /// memory; `Mismatch` (on both ranks) when a peer sends a block of another length than
+    /// this rank's split expects.
+    ///
+    /// ```
+    /// # use ruccl::{Communicator, DType, HostDevice, ReduceOp, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// let out = on_ranks(2, |comm| {
+    ///     let dev = *comm.device();
+    ///     // Rank 0 keeps 1 row and sends 2 to rank 1; rank 1 sends 1 to rank 0 and keeps none.
+    ///     let (input, input_splits, output_splits) = match comm.rank() {
+    ///         0 => (vec![1u8, 2, 3], [1, 2], [1, 1]),
+    ///         _ => (vec![9], [1, 0], [2, 0]),
+    ///     };
+    ///     let x = Tensor::from_slice(&dev, &input, &[input.len()])?;
+    ///     let mut y = Tensor::zeros(&dev, DType::U8, &[output_splits.iter().sum()])?;
+    ///     comm.all_to_all_single_with_splits(&mut y, &x, &output_splits, &input_splits)?;
+    ///     y.to_vec::<u8>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![1, 9], vec![2, 3]]);
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    pub fn all_to_all_single_with_splits(
+        &self,
+        output: &mut Tensor<D>,
+        input: &Tensor<D>,
+        output_splits: &[usize],
+        input_splits: &[usize],
+    ) -> Result<()> {
+        self.submit(Call::all_to_all_single_with_splits(output, input, output_splits, input_splits))
+    }
+
     /// Gathers every rank's `input` into block `rank` of `output` on `root`
     /// (`torch.distributed.gather`). Only the root needs an output: it must pass `Some`, and
     /// other ranks' outputs are ignored.

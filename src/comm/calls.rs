@@ -81,6 +81,15 @@ impl<'a, D: Device> Call<'a, D> {
         Self::in_place(OpKind::AllToAll, t)
     }
 
+    pub(crate) fn all_to_all_single_with_splits(
+        output: &'a Tensor<D>,
+        input: &'a Tensor<D>,
+        output_splits: &'a [usize],
+        input_splits: &'a [usize],
+    ) -> Self {
+        Call { splits: Some([output_splits, input_splits]), ..Self::into(OpKind::AllToAllV, output, input) }
+    }
+
     /// `output` is only written on the root; elsewhere it is ignored.
     pub(crate) fn gather(rank: Rank, output: Option<&'a Tensor<D>>, input: &'a Tensor<D>, root: Rank) -> Self {
         let output = match output {

@@ -167,7 +167,12 @@ impl<'a, D: Device> Group<'a, D> {
         }
         let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(calls.len());
         for ((comm, _), (desc, io)) in calls.into_iter().zip(checked) {
-            let io = Io { input: io.input.cloned(), output: io.output.cloned(), input_elems: io.input_elems };
+            let io = Io {
+                input: io.input.cloned(),
+                output: io.output.cloned(),
+                input_elems: io.input_elems,
+                blocks: io.blocks,
+            };
             let prepared = match held.local(comm) {
                 Some(local) => comm.prepare_checked(local, (desc, io)),
                 None => Err(crate::error::CollectiveError::protocol("a group's communicator was not locked")),

@@ -113,6 +113,21 @@ impl<D: Device> Communicator<D> {
         self.issue(Call::all_to_all_single(output, input))
     }
 
+    /// Non-blocking [`all_to_all_single_with_splits`](Self::all_to_all_single_with_splits)
+    /// (the splits are read at once).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn all_to_all_single_with_splits_async(
+        &self,
+        output: &Tensor<D>,
+        input: &Tensor<D>,
+        output_splits: &[usize],
+        input_splits: &[usize],
+    ) -> Result<Work> {
+        self.issue(Call::all_to_all_single_with_splits(output, input, output_splits, input_splits))
+    }
+
     /// Non-blocking [`gather`](Self::gather).
     ///
     /// # Errors

@@ -12,7 +12,7 @@ use crate::algo;
 use crate::device::Device;
 use crate::device::Range;
 use crate::error::{CollectiveError, ErrorKind, Result};
-use crate::op::OpDesc;
+use crate::op::{OpDesc, OpKind};
 use crate::pins;
 use crate::sched::{self, Binding, Bindings, Now, OpCtx, OpRun};
 use crate::tensor::Tensor;
@@ -51,7 +51,12 @@ impl<D: Device> Communicator<D> {
             // call's own buffers.
             return self.run_exchanged(local, desc, io);
         }
-        let io = validate::Io { input: io.input.cloned(), output: io.output.cloned(), input_elems: io.input_elems };
+        let io = validate::Io {
+            input: io.input.cloned(),
+            output: io.output.cloned(),
+            input_elems: io.input_elems,
+            blocks: io.blocks,
+        };
         let mut op = self.prepare_checked(&mut local, (desc, io))?;
         drop(local);
         // Driven at once: the flight recorder's entry starts at the deadline's clock read.
@@ -132,6 +137,10 @@ impl<D: Device> Communicator<D> {
         let owns_staging = exchanged.is_none();
         let plan = match (exchanged, &local.last_plan) {
             (Some(plan), _) => plan.clone(),
+            // Its blocks differ per call (and per rank): built from them, never cached.
+            _ if desc.kind == OpKind::AllToAllV => {
+                Arc::new(algo::all_to_all_v(self.rank, world, io.blocks.as_deref().unwrap_or_default()))
+            }
             (None, Some((d, a, c, plan))) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
             _ => {
                 let link = &self.shared.link;

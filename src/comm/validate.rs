@@ -36,6 +36,9 @@ pub(crate) struct Call<'a, D: Device> {
     pub peer: Option<Rank>,
     pub in_place: bool,
     pub tags: Tags,
+    /// `all_to_all_single_with_splits`'s output and input splits (rows of dimension 0 per
+    /// peer), in torch's order.
+    pub splits: Option<[&'a [usize]; 2]>,
 }
 
 impl<'a, D: Device> Call<'a, D> {
@@ -49,6 +52,7 @@ impl<'a, D: Device> Call<'a, D> {
             peer: None,
             in_place: false,
             tags: Tags::default(),
+            splits: None,
         }
     }
 }
@@ -62,6 +66,9 @@ pub(crate) struct Io<B> {
     pub output: Binding<B>,
     /// Elements of the input (for `PreMulSum`'s pre-scaled copy).
     pub input_elems: usize,
+    /// `all_to_all_single_with_splits`'s blocks, (first element, length): one per peer in
+    /// the input (what it sends), then one per peer in the output (what it receives).
+    pub blocks: Option<Vec<(usize, usize)>>,
 }
 
 /// The op label of this call's errors: the [`OpDesc`] it describes, as every later message
@@ -78,6 +85,7 @@ fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
     let count = match call.kind {
         OpKind::AllGather | OpKind::Split | OpKind::ReduceScatter if call.in_place => per_rank(output),
         OpKind::AllToAll => per_rank(input),
+        OpKind::AllToAllV => input,
         OpKind::Broadcast | OpKind::Scatter | OpKind::Recv | OpKind::ReduceScatter => output,
         _ => input,
     };
@@ -248,11 +256,16 @@ pub(crate) fn validate<'a, D: Device, B>(
             }
             c
         }
+        OpKind::AllToAllV => in_n.unwrap_or(0),
         OpKind::Send => in_n.unwrap_or(0),
         OpKind::Recv => out_one.unwrap_or(0),
         OpKind::Barrier => 0,
     };
+    let blocks = if call.kind == OpKind::AllToAllV { Some(uneven(call, rank, n).map_err(fail)?) } else { None };
     let aliased = if call.in_place { false } else { aliasing(call, rank, device).map_err(fail)? };
+    if aliased && call.kind == OpKind::AllToAllV {
+        return Err(fail("the output is the input: all_to_all_single_with_splits runs out of place only".to_string()));
+    }
     let desc = OpDesc {
         kind: call.kind,
         dtype,
@@ -286,7 +299,52 @@ pub(crate) fn validate<'a, D: Device, B>(
             Binding::Blocks { bufs: l.iter().map(|t| (bind(t.buffer()), id(t))).collect(), block: count * size }
         }
     };
-    Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0) }))
+    Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0), blocks }))
+}
+
+/// The blocks of `all_to_all_single_with_splits` on `rank` of `world` (see [`Io::blocks`]),
+/// from its splits in rows of dimension 0, as torch counts them; or what is wrong with them.
+fn uneven<D: Device>(call: &Call<'_, D>, rank: Rank, world: usize) -> std::result::Result<Vec<(usize, usize)>, String> {
+    let (Some([out_splits, in_splits]), Some(x), Output::One(y)) = (call.splits, call.input, &call.output) else {
+        return Err("an input, an output and both splits are required".to_string());
+    };
+    // (rows of dimension 0, elements per row)
+    let rows = |t: &Tensor<D>, what: &str| match t.shape().split_first() {
+        Some((&rows, rest)) => Ok((rows, rest.iter().product::<usize>())),
+        None => Err(format!("the {what} is a scalar: splits count rows of its dimension 0")),
+    };
+    let ((in_rows, in_row), (out_rows, out_row)) = (rows(x, "input")?, rows(y, "output")?);
+    if in_row != out_row && in_rows > 0 && out_rows > 0 {
+        return Err(format!(
+            "a row of the input has {in_row} elements and one of the output {out_row}: rows are what the ranks \
+             exchange, so they must be the same size"
+        ));
+    }
+    let mut blocks = Vec::with_capacity(2 * world);
+    for (what, splits, total, row) in [("input", in_splits, in_rows, in_row), ("output", out_splits, out_rows, out_row)]
+    {
+        if splits.len() != world {
+            return Err(format!("{what}_splits has {} entries, expected one per rank ({world})", splits.len()));
+        }
+        let sum = splits.iter().try_fold(0usize, |a, &s| a.checked_add(s));
+        if sum != Some(total) {
+            let sum = sum.map_or_else(|| "more than usize::MAX".to_string(), |s| s.to_string());
+            return Err(format!("{what}_splits add up to {sum} rows, but the {what} has {total} (its dimension 0)"));
+        }
+        let mut first = 0;
+        for &s in splits {
+            blocks.push((first * row, s * row));
+            first += s;
+        }
+    }
+    if in_splits[rank] != out_splits[rank] {
+        return Err(format!(
+            "input_splits[{rank}] is {} but output_splits[{rank}] is {}: the block rank {rank} keeps for itself is \
+             copied, so the two must be equal",
+            in_splits[rank], out_splits[rank]
+        ));
+    }
+    Ok(blocks)
 }
 
 /// Whether an out-of-place call's input and output share memory, judged by memory (the

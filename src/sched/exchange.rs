@@ -311,7 +311,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             OpKind::Broadcast if me == root => Some(Span::new(Slot::Input, 0, count)),
             OpKind::Scatter if me == root => Some(Span::new(Slot::Input, 0, n * count)),
             OpKind::Broadcast | OpKind::Scatter | OpKind::Barrier => None,
-            OpKind::Send | OpKind::Recv | OpKind::Split => {
+            OpKind::Send | OpKind::Recv | OpKind::Split | OpKind::AllToAllV => {
                 return Err(CollectiveError::protocol(format!("{} cannot be exchanged", desc.kind.name())));
             }
         })

@@ -127,6 +127,22 @@ impl<D: Device> OpRun<D> {
         let checked = self.check_header(peer, &msg.header).and_then(|()| {
             if msg.payload.len() == want {
                 Ok(())
+            } else if self.ctx.fp.desc.kind == crate::op::OpKind::AllToAllV {
+                // The one op whose blocks the ranks size themselves: a block of another length
+                // is their disagreement, not a broken peer.
+                let size = self.ctx.dtype.size().max(1);
+                Err(CollectiveError::new(
+                    crate::error::ErrorKind::Mismatch,
+                    format!(
+                        "rank {peer} sends this rank a block of {} x {} (its input_splits[{me}] rows), but this \
+                         rank expects {} x {} (its output_splits[{peer}] rows)",
+                        msg.payload.len() / size,
+                        self.ctx.dtype,
+                        want / size,
+                        self.ctx.dtype
+                    ),
+                )
+                .with_peer(peer))
             } else {
                 Err(CollectiveError::protocol(format!(
                     "rank {peer} sent {} bytes where {want} were expected",

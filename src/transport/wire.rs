@@ -86,7 +86,7 @@ fn from_code<T: Copy>(table: &[(T, u8)], c: u8) -> Option<T> {
 }
 
 /// Op kind codes. Never renumber; append.
-const OP_KINDS: [(OpKind, u8); 12] = [
+const OP_KINDS: [(OpKind, u8); 13] = [
     (OpKind::AllReduce, 1),
     (OpKind::Broadcast, 2),
     (OpKind::Reduce, 3),
@@ -99,6 +99,7 @@ const OP_KINDS: [(OpKind, u8); 12] = [
     (OpKind::Recv, 10),
     (OpKind::Barrier, 11),
     (OpKind::Split, 12),
+    (OpKind::AllToAllV, 13),
 ];
 
 /// Element type codes. Never renumber; append.

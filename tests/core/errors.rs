@@ -200,3 +200,30 @@ pub fn one_rank_invalid_then_retries<D: TestDevice>() {
         assert_eq!(log.len(), 1, "rank {}: only the valid call is recorded: {log:?}", ctx.rank);
     });
 }
+
+/// `all_to_all_single_with_splits` with splits that cannot describe its tensors: one entry
+/// short, not adding up to the rows, a kept block that does not fit, rows of different sizes,
+/// a scalar, and the output being the input.
+pub fn all_to_all_v_bad_splits<D: TestDevice>() {
+    then_usable::<D>(2, |ctx| {
+        let r = ctx.rank;
+        let x = Tensor::zeros(&ctx.dev, DType::F32, &[3, 2]).unwrap();
+        let mut y = Tensor::zeros(&ctx.dev, DType::F32, &[3, 2]).unwrap();
+        let op = "all_to_all_single_with_splits";
+        let call = |y: &mut Tensor<D>, x: &Tensor<D>, out: &[usize], inp: &[usize]| {
+            ctx.comm.all_to_all_single_with_splits(y, x, out, inp)
+        };
+        let (ok, other) = ([1, 2], [2, 1]);
+        let kept = if r == 0 { [1, 2] } else { [2, 1] };
+        ctx.expect_err(call(&mut y, &x, &kept, &[3]), BAD, &[op, "input_splits has 1 entries", "(2)"], "short splits");
+        ctx.expect_err(call(&mut y, &x, &[1, 1], &kept), BAD, &[op, "output_splits add up to 2 rows", "has 3"], "sum");
+        let (a, b) = if r == 0 { (ok, other) } else { (other, ok) };
+        ctx.expect_err(call(&mut y, &x, &a, &b), BAD, &[op, &format!("input_splits[{r}]"), "must be equal"], "kept");
+        let mut wide = Tensor::zeros(&ctx.dev, DType::F32, &[2, 3]).unwrap();
+        ctx.expect_err(call(&mut wide, &x, &[1, 1], &kept), BAD, &[op, "rows"], "row sizes");
+        let scalar = Tensor::zeros(&ctx.dev, DType::F32, &[]).unwrap();
+        ctx.expect_err(call(&mut y, &scalar, &kept, &kept), BAD, &[op, "scalar"], "a scalar");
+        let same = Tensor::from_buffer(&ctx.dev, y.buffer().clone(), DType::F32, &[3, 2]).unwrap();
+        ctx.expect_err(call(&mut y, &same, &kept, &kept), BAD, &[op, "out of place only"], "in place");
+    });
+}

@@ -334,3 +334,56 @@ pub fn group_refuses_unmatched_sends_to_self<D: TestDevice>() {
     g.run().unwrap();
     assert_eq!(a[1].to_vec::<i32>().unwrap(), vec![2]);
 }
+
+/// `all_to_all_single_with_splits` for every rank from one thread, twice in one group (rows
+/// of two elements; blocks of zero to two rows per ordered pair), with a ring of sends and
+/// receives between the two: each call gets its own blocks.
+pub fn group_all_to_all_v<D: TestDevice>(world: usize) {
+    let devices = (0..world).map(D::for_rank).collect();
+    let config = CommConfig::default().with_timeout(TEST_TIMEOUT);
+    let comms = Communicator::init_all(devices, D::configure(config)).unwrap();
+    let rows = |salt: usize, q: usize, k: usize| (salt + q + 2 * k) % 3;
+    let splits = |salt: usize, r: usize| -> (Vec<usize>, Vec<usize>) {
+        ((0..world).map(|q| rows(salt, q, r)).collect(), (0..world).map(|k| rows(salt, r, k)).collect())
+    };
+    let len = |salt: usize, q: usize| (0..world).map(|k| rows(salt, q, k)).sum::<usize>() * 2;
+    let all: Vec<[(Vec<usize>, Vec<usize>); 2]> = (0..world).map(|r| [splits(0, r), splits(1, r)]).collect();
+    let xs: Vec<[Tensor<D>; 2]> = comms
+        .iter()
+        .map(|c| {
+            let r = c.rank();
+            [0, 1].map(|s| Tensor::from_slice(c.device(), &data::<i32>(r, len(s, r), s), &[len(s, r) / 2, 2]).unwrap())
+        })
+        .collect();
+    let mut ys: Vec<[Tensor<D>; 2]> = comms
+        .iter()
+        .map(|c| [0, 1].map(|s| Tensor::zeros(c.device(), ruccl::DType::I32, &[all[c.rank()][s].0.iter().sum(), 2]).unwrap()))
+        .collect();
+    let sends: Vec<_> = comms.iter().map(|c| t(c, &data::<i32>(c.rank(), 5, 9))).collect();
+    let mut recvs: Vec<_> = comms.iter().map(|c| zeros(c, 5)).collect();
+    let mut g = Group::new();
+    for ((c, (x, y)), (s, v)) in comms.iter().zip(xs.iter().zip(ys.iter_mut())).zip(sends.iter().zip(recvs.iter_mut())) {
+        let r = c.rank();
+        let [y0, y1] = y;
+        g.all_to_all_single_with_splits(c, y0, &x[0], &all[r][0].0, &all[r][0].1);
+        if world > 1 {
+            g.send(c, s, (r + 1) % world).recv(c, v, (r + world - 1) % world);
+        }
+        g.all_to_all_single_with_splits(c, y1, &x[1], &all[r][1].0, &all[r][1].1);
+    }
+    g.run().unwrap();
+    for (r, y) in ys.iter().enumerate() {
+        for (s, got) in y.iter().enumerate() {
+            let want: Vec<i32> = (0..world)
+                .flat_map(|q| {
+                    let first = (0..r).map(|k| rows(s, q, k)).sum::<usize>() * 2;
+                    data::<i32>(q, len(s, q), s)[first..first + rows(s, q, r) * 2].to_vec()
+                })
+                .collect();
+            assert_bits(&got.to_vec::<i32>().unwrap(), &want, format!("rank {r}, call {s}"));
+        }
+        if world > 1 {
+            assert_bits(&recvs[r].to_vec::<i32>().unwrap(), &data::<i32>((r + world - 1) % world, 5, 9), "ring");
+        }
+    }
+}

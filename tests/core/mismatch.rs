@@ -156,3 +156,15 @@ pub fn split_lists_differ<D: TestDevice>() {
         }
     });
 }
+
+/// `all_to_all_single_with_splits` whose splits disagree across a pair: rank 0 sends rank 1
+/// two rows, rank 1 expects one. Both ranks get the `Mismatch`, naming the block and the
+/// splits (the lengths of the other blocks agree).
+pub fn all_to_all_v_splits_disagree<D: TestDevice>() {
+    expect_mismatch::<D, _>(2, &["all_to_all_single_with_splits", "2 x f32", "expects 1 x f32"], |ctx| {
+        let (input_splits, output_splits) = if ctx.rank == 0 { ([1, 2], [1, 1]) } else { ([1, 1], [1, 1]) };
+        let x = zeros(ctx, DType::F32, input_splits.iter().sum());
+        let mut y = zeros(ctx, DType::F32, output_splits.iter().sum());
+        ctx.comm.all_to_all_single_with_splits(&mut y, &x, &output_splits, &input_splits)
+    });
+}

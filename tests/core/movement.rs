@@ -105,6 +105,54 @@ fn all_to_all_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     }
 }
 
+/// all_to_all with blocks of different sizes (`all_to_all_single_with_splits`): every dtype,
+/// rows of three elements (the splits count rows of dimension 0), blocks of zero to three
+/// rows per ordered pair (every rank's input and output of a different length), blocking
+/// and non-blocking (the group form: `grouped::group_all_to_all_v`).
+pub fn all_to_all_v<D: TestDevice>(world: usize) {
+    sweep::<D>(world, all_to_all_v_as::<D>);
+}
+
+fn all_to_all_v_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
+    const ROW: usize = 3;
+    let (w, r) = (ctx.world, ctx.rank);
+    for salt in 0..3 {
+        // rows(q, k): rows rank q sends rank k.
+        let rows = |q: usize, k: usize| (salt + 2 * q + 3 * k * k) % 4;
+        let input_splits: Vec<usize> = (0..w).map(|k| rows(r, k)).collect();
+        let output_splits: Vec<usize> = (0..w).map(|q| rows(q, r)).collect();
+        let len_of = |q: usize| (0..w).map(|k| rows(q, k)).sum::<usize>() * ROW;
+        let mine = vals::data(dt, r, len_of(r), salt);
+        // From each rank q in turn: q's block for this rank.
+        let want = Vals::concat(
+            dt,
+            (0..w).map(|q| {
+                let first = (0..r).map(|k| rows(q, k)).sum::<usize>() * ROW;
+                vals::data(dt, q, len_of(q), salt).slice(first..first + rows(q, r) * ROW)
+            }),
+        );
+        let out_rows: usize = output_splits.iter().sum();
+        let shaped = |v: &Vals, rows: usize| {
+            let t = ctx.tensor_of(v);
+            Tensor::from_buffer(&ctx.dev, t.buffer().clone(), dt, &[rows, ROW]).unwrap()
+        };
+        let x = shaped(&mine, len_of(r) / ROW);
+        let what = format!("all_to_all_single_with_splits({dt}, input_splits {input_splits:?}, salt {salt})");
+        for form in ["blocking", "non-blocking"] {
+            let mut y = shaped(&vals::sentinel(dt, out_rows * ROW), out_rows);
+            ctx.arrive();
+            if form == "blocking" {
+                ctx.ok(ctx.comm.all_to_all_single_with_splits(&mut y, &x, &output_splits, &input_splits), &what);
+            } else {
+                let work = ctx.comm.all_to_all_single_with_splits_async(&y, &x, &output_splits, &input_splits);
+                ctx.ok(ctx.ok(work, &what).wait(), &what);
+            }
+            ctx.check_vals(&y, &want, format!("{what}, {form}"));
+        }
+        ctx.check_vals(&x, &mine, format!("{what}: input must be unchanged"));
+    }
+}
+
 pub fn gather<D: TestDevice>(world: usize) {
     sweep::<D>(world, gather_as::<D>);
 }

@@ -128,6 +128,7 @@ macro_rules! core_suite {
                 movement::broadcast,
                 movement::all_gather,
                 movement::all_to_all,
+                movement::all_to_all_v,
                 movement::gather,
                 movement::scatter,
                 p2p::send_recv,
@@ -144,6 +145,7 @@ macro_rules! core_suite {
                 grouped::group_has_every_blocking_call,
                 grouped::group_with_several_calls_per_communicator,
                 grouped::group_sends_and_receives_to_self,
+                grouped::group_all_to_all_v,
                 soundness::aliased_outputs_of_every_collective,
             );
             single!($dev;
@@ -165,6 +167,7 @@ macro_rules! core_suite {
                 errors::all_gather_wrong_sizes,
                 errors::reduce_scatter_wrong_sizes,
                 errors::all_to_all_not_divisible,
+                errors::all_to_all_v_bad_splits,
                 errors::dtype_mismatch,
                 errors::root_out_of_range,
                 errors::peer_out_of_range_and_self,
@@ -197,6 +200,7 @@ macro_rules! core_suite {
                 mismatch::different_root_no_messages,
                 mismatch::different_op_world4,
                 mismatch::send_recv_mismatch,
+                mismatch::all_to_all_v_splits_disagree,
                 mismatch::send_vs_collective,
                 mismatch::recv_vs_collective,
                 mismatch::exchange_vs_messages,

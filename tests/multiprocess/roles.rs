@@ -170,6 +170,17 @@ pub(super) fn every_collective<T: Element + PartialEq + Debug, D: Device>(
     let want = (0..world * N).map(|j| of(f(j / N, rank, j % N))).collect();
     check("all_to_all", rank, out.to_vec::<T>().map_err(e)?, want)?;
 
+    // Uneven blocks: rank `from` sends rank `to` (from + 2 to) % 4 elements (none for some).
+    let len = |from: usize, to: usize| (from + 2 * to) % 4;
+    let input_splits: Vec<usize> = (0..world).map(|to| len(rank, to)).collect();
+    let output_splits: Vec<usize> = (0..world).map(|from| len(from, rank)).collect();
+    let sends: Vec<T> = (0..world).flat_map(|to| (0..len(rank, to)).map(move |i| of(f(rank, to, i)))).collect();
+    let input = Tensor::from_slice(&dev, &sends, &[sends.len()]).map_err(e)?;
+    let mut out = Tensor::zeros(&dev, T::DTYPE, &[output_splits.iter().sum()]).map_err(e)?;
+    comm.all_to_all_single_with_splits(&mut out, &input, &output_splits, &input_splits).map_err(e)?;
+    let want = (0..world).flat_map(|from| (0..len(from, rank)).map(move |i| of(f(from, rank, i)))).collect();
+    check("all_to_all_single_with_splits", rank, out.to_vec::<T>().map_err(e)?, want)?;
+
     let input = Tensor::from_slice(&dev, &mine, &[N]).map_err(e)?;
     let mut out = Tensor::zeros(&dev, T::DTYPE, &[world * N]).map_err(e)?;
     comm.gather((rank == 0).then_some(&mut out), &input, 0).map_err(e)?;

@@ -73,6 +73,18 @@ impl<'a, D: Device> Group<'a, D> {
         self.push(comm, Call::all_to_all_single(output, input))
     }
 
+    /// [`Communicator::all_to_all_single_with_splits`] on `comm`.
+    pub fn all_to_all_single_with_splits(
+        &mut self,
+        comm: &'a Communicator<D>,
+        output: &'a mut Tensor<D>,
+        input: &'a Tensor<D>,
+        output_splits: &'a [usize],
+        input_splits: &'a [usize],
+    ) -> &mut Self {
+        self.push(comm, Call::all_to_all_single_with_splits(output, input, output_splits, input_splits))
+    }
+
     /// [`Communicator::barrier`] on `comm`.
     pub fn barrier(&mut self, comm: &'a Communicator<D>) -> &mut Self {
         self.push(comm, Call::barrier())
