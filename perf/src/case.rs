@@ -54,6 +54,8 @@ pub struct Case<T: Num, D: PerfDevice> {
     output: Tensor<D>,
     /// An empty tensor that stands in for `output` while the peer API holds it (in place).
     hole: Option<Tensor<D>>,
+    /// all_to_allv's splits, out and in: `count` per peer.
+    splits: Vec<usize>,
     _elem: PhantomData<fn() -> T>,
 }
 
@@ -65,7 +67,7 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
             Coll::AllReduce | Coll::Broadcast | Coll::Reduce | Coll::SendRecv => (c, c),
             Coll::AllGather | Coll::Gather => (c, c * n),
             Coll::ReduceScatter | Coll::Scatter => (c * n, c),
-            Coll::AllToAll => (c * n, c * n),
+            Coll::AllToAll | Coll::AllToAllV => (c * n, c * n),
         };
         let zeros = |len: usize| Tensor::zeros(dev, T::DTYPE, &[len]);
         let (input, output) = if spec.in_place {
@@ -76,7 +78,7 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
             (Some(zeros(in_len)?), zeros(out_len)?)
         };
         let hole = Some(zeros(0)?);
-        Ok(Case { spec, input, output, hole, _elem: PhantomData })
+        Ok(Case { spec, input, output, hole, splits: vec![c; n], _elem: PhantomData })
     }
 
     /// Writes this rank's inputs for `seed` and clears the output (so a stale result from
@@ -127,7 +129,7 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
                 Coll::Reduce => comm.reduce(out, op, s.root),
                 Coll::AllToAll => comm.all_to_all_single_in_place(out),
                 // The caller never asks: these have no in-place form.
-                Coll::SendRecv | Coll::Gather | Coll::Scatter => Ok(()),
+                Coll::SendRecv | Coll::Gather | Coll::Scatter | Coll::AllToAllV => Ok(()),
             };
         }
         let Some(inp) = self.input.as_ref() else {
@@ -141,6 +143,7 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
             Coll::Broadcast => comm.broadcast_into(out, Some(inp), s.root),
             Coll::Reduce => comm.reduce_into(out, inp, op, s.root),
             Coll::AllToAll => comm.all_to_all_single(out, inp),
+            Coll::AllToAllV => comm.all_to_all_single_with_splits(out, inp, &self.splits, &self.splits),
             Coll::Gather => comm.gather(Some(out), inp, s.root),
             Coll::Scatter => comm.scatter(out, Some(inp), s.root),
             Coll::SendRecv => send_recv(comm, inp, out, s.rank, s.ranks),
@@ -182,7 +185,7 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
                     self.output = t;
                 }
             }
-            Coll::AllToAll | Coll::SendRecv | Coll::Gather | Coll::Scatter => {
+            Coll::AllToAll | Coll::AllToAllV | Coll::SendRecv | Coll::Gather | Coll::Scatter => {
                 return Err(Failure::Harness(format!("the peer API has no {}", s.coll.name())));
             }
         }
@@ -209,7 +212,7 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
                 Coll::Reduce => group.reduce(comm, out, op, s.root),
                 Coll::AllToAll => group.all_to_all_single_in_place(comm, out),
                 // The caller never asks: these have no in-place form.
-                Coll::SendRecv | Coll::Gather | Coll::Scatter => group,
+                Coll::SendRecv | Coll::Gather | Coll::Scatter | Coll::AllToAllV => group,
             };
             return Ok(());
         }
@@ -225,6 +228,7 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
             Coll::Broadcast => group.broadcast_into(comm, out, Some(inp), s.root),
             Coll::Reduce => group.reduce_into(comm, out, inp, op, s.root),
             Coll::AllToAll => group.all_to_all_single(comm, out, inp),
+            Coll::AllToAllV => group.all_to_all_single_with_splits(comm, out, inp, &self.splits, &self.splits),
             Coll::Gather => group.gather(comm, Some(out), inp, s.root),
             Coll::Scatter => group.scatter(comm, out, Some(inp), s.root),
             // One group holds every rank's send and receive, so no ordering is needed.
@@ -259,7 +263,7 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
             // Non-roots' buffers must be left alone.
             Coll::Reduce if s.in_place => count_wrong(&got, 0, |j| g.value(r, j)),
             Coll::Reduce => count_wrong(&got, 0, |_| T::default()),
-            Coll::AllToAll => count_wrong(&got, ulps, |j| g.value(j / c, r * c + j % c)),
+            Coll::AllToAll | Coll::AllToAllV => count_wrong(&got, ulps, |j| g.value(j / c, r * c + j % c)),
             Coll::Gather if r == root => count_wrong(&got, ulps, |j| g.value(j / c, j % c)),
             Coll::Gather => count_wrong(&got, 0, |_| T::default()),
             Coll::Scatter => count_wrong(&got, ulps, |i| g.value(root, r * c + i)),

@@ -49,7 +49,8 @@ ruccl-perf: nccl-tests-compatible benchmark and correctness check for ruCCL
 
 USAGE: ruccl-perf <collective> [flags]
   collectives: all_reduce all_gather reduce_scatter broadcast reduce all_to_all
-               sendrecv gather scatter   (nccl-tests names such as alltoall_perf work too)
+               all_to_allv sendrecv gather scatter   (nccl-tests names such as alltoall_perf
+               work too)
 
 FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
   -b, --minbytes <size>     smallest size (default 32M); K, M, G suffixes are binary (1K = 1024)
@@ -116,14 +117,16 @@ SIZES, as nccl-tests (so rows compare with NCCL's):
   all_reduce, broadcast, reduce, sendrecv: count = size / typesize.
   all_gather, gather: each rank sends count = size / typesize / ranks and receives size.
   reduce_scatter, scatter: each rank (scatter: the root) sends size and receives count.
-  all_to_all: each rank sends and receives size, count = size / typesize / ranks per peer.
+  all_to_all: each rank sends and receives size, count = size / typesize / ranks per peer;
+  all_to_allv the same through all_to_all_single_with_splits (every split = count).
 BANDWIDTH (decimal GB/s): algbw = bytes / time, with bytes = count * typesize, times ranks
   for the gather/scatter family; busbw = algbw * factor: all_reduce 2(n-1)/n; all_gather,
-  reduce_scatter, all_to_all, gather, scatter (n-1)/n; broadcast, reduce, sendrecv 1.
+  reduce_scatter, all_to_all(v), gather, scatter (n-1)/n; broadcast, reduce, sendrecv 1.
 TIME: each rank times -n calls back to back after one untimed call and a barrier, and divides
   by -n; the printed time combines ranks with -a (the mean, as nccl-tests).
 IN PLACE: all_reduce, all_gather, reduce_scatter, broadcast, reduce and all_to_all run their
-  in-place forms; ruCCL has no in-place gather, scatter or sendrecv: those columns print N/A.
+  in-place forms; ruCCL has no in-place gather, scatter, sendrecv or all_to_allv: those
+  columns print N/A.
 SENDRECV: each rank sends to rank+1 and receives from rank-1 (even ranks send first, odd
   ranks receive first: deadlock-free for every rank count). Needs at least 2 ranks.
 CHECK: inputs are small integers chosen so every reduction is exact in any order; results

@@ -13,19 +13,22 @@ pub enum Coll {
     Broadcast,
     Reduce,
     AllToAll,
+    /// `all_to_all_single_with_splits` with even splits (what its uneven path costs).
+    AllToAllV,
     SendRecv,
     Gather,
     Scatter,
 }
 
 impl Coll {
-    pub const ALL: [Coll; 9] = [
+    pub const ALL: [Coll; 10] = [
         Coll::AllReduce,
         Coll::AllGather,
         Coll::ReduceScatter,
         Coll::Broadcast,
         Coll::Reduce,
         Coll::AllToAll,
+        Coll::AllToAllV,
         Coll::SendRecv,
         Coll::Gather,
         Coll::Scatter,
@@ -39,6 +42,7 @@ impl Coll {
             Coll::Broadcast => "broadcast",
             Coll::Reduce => "reduce",
             Coll::AllToAll => "all_to_all",
+            Coll::AllToAllV => "all_to_allv",
             Coll::SendRecv => "sendrecv",
             Coll::Gather => "gather",
             Coll::Scatter => "scatter",
@@ -63,15 +67,19 @@ impl Coll {
         matches!(self, Coll::Broadcast | Coll::Reduce | Coll::Gather | Coll::Scatter)
     }
 
-    /// Whether ruCCL has an in-place form (gather, scatter and send/recv have none).
+    /// Whether ruCCL has an in-place form (gather, scatter, send/recv and all_to_allv have
+    /// none).
     pub fn has_in_place(self) -> bool {
-        !matches!(self, Coll::SendRecv | Coll::Gather | Coll::Scatter)
+        !matches!(self, Coll::SendRecv | Coll::Gather | Coll::Scatter | Coll::AllToAllV)
     }
 
     /// Whether the per-rank `count` is a `1/n` share of the row's `size` (nccl-tests'
     /// `count/nranks` ops).
     fn per_rank_share(self) -> bool {
-        matches!(self, Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll | Coll::Gather | Coll::Scatter)
+        matches!(
+            self,
+            Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll | Coll::AllToAllV | Coll::Gather | Coll::Scatter
+        )
     }
 
     /// The nccl-tests bus-bandwidth factor.
@@ -79,7 +87,9 @@ impl Coll {
         let n = n as f64;
         match self {
             Coll::AllReduce => 2.0 * (n - 1.0) / n,
-            Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll | Coll::Gather | Coll::Scatter => (n - 1.0) / n,
+            Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll | Coll::AllToAllV | Coll::Gather | Coll::Scatter => {
+                (n - 1.0) / n
+            }
             Coll::Broadcast | Coll::Reduce | Coll::SendRecv => 1.0,
         }
     }
