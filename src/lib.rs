@@ -59,7 +59,8 @@
 //!   `InvalidArgument`; host buffers refuse overlapping concurrent access with a `Device`
 //!   error ([`mem::HostMem`]); a failed call returns only after every peer stopped reading
 //!   its tensors; until a non-blocking op's [`Work`] is done, its tensors' own methods refuse
-//!   to write its input or to read or write its output (`InvalidArgument` naming the op).
+//!   to write its input or to read or write its output, and so do other communicators' calls
+//!   (`InvalidArgument` naming the op).
 //! - Every wait has a deadline ([`CommConfig::with_timeout`], default 10 minutes); a rank that
 //!   never arrives makes the others fail with [`ErrorKind::Timeout`] naming it, with the
 //!   flight recorder of every rank in [`CollectiveError::report`]. After any failure the

@@ -5,10 +5,14 @@
 //! op sends. An op's input is held for reading (reading it meanwhile is fine, writing it is
 //! refused), its output for writing (any access is refused).
 //!
+//! Calls of *other* communicators are checked too ([`check_call`]): nothing orders them with
+//! the pending op, so one that writes what it uses, or reads what it writes, is refused. A
+//! communicator's own later calls run after its pending ops and are never refused.
+//!
 //! The op's own accesses go through the device, never through these methods, so they are
-//! never refused; a blocking call cannot overlap a pending op of its own communicator (it
-//! runs after it), and the group and blocking paths hold nothing. While no op is pending
-//! (the usual case of blocking code) a check is one atomic load.
+//! never refused; the group and blocking paths hold nothing (their calls return only once
+//! done). While no op is pending (the usual case of blocking code) a check is one atomic
+//! load.
 //!
 //! [`Tensor::to_vec`]: crate::Tensor::to_vec
 //! [`Tensor::copy_from_slice`]: crate::Tensor::copy_from_slice
@@ -32,6 +36,8 @@ type Mem = (TypeId, usize);
 struct Pin {
     /// Which hold it belongs to.
     hold: u64,
+    /// The communicator (rank) whose op holds it: its own later ops run after it.
+    owner: usize,
     mem: Mem,
     off: usize,
     len: usize,
@@ -81,13 +87,13 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    /// Holds `ranges` for `op`, rank `rank`'s op number `seq`.
-    pub(crate) fn new(ranges: &[Held], op: OpDesc, rank: Rank, seq: u64) -> Self {
+    /// Holds `ranges` for `op`, rank `rank`'s op number `seq` on the communicator `owner`.
+    pub(crate) fn new(ranges: &[Held], owner: usize, op: OpDesc, rank: Rank, seq: u64) -> Self {
         let id = NEXT_HOLD.fetch_add(1, Ordering::Relaxed);
         let mut mems = SmallVec::new();
         for r in ranges.iter().filter(|r| r.len > 0) {
             LIVE.fetch_add(1, Ordering::SeqCst);
-            let pin = Pin { hold: id, mem: r.mem, off: r.off, len: r.len, write: r.write, op, seq, rank };
+            let pin = Pin { hold: id, owner, mem: r.mem, off: r.off, len: r.len, write: r.write, op, seq, rank };
             shard(r.mem).push(pin);
             mems.push(r.mem);
         }
@@ -113,30 +119,56 @@ impl Drop for Hold {
     }
 }
 
+/// Whether any op holds anything (one atomic load): callers skip their checks when not.
+pub(crate) fn any() -> bool {
+    LIVE.load(Ordering::SeqCst) > 0
+}
+
+/// The pending op, other than `owner`'s own (`None`: any), holding a range that `access`
+/// conflicts with: one it writes, or, when `access` writes, one it reads. As its message:
+/// "written by all_reduce(sum, 4 x f32) (op #3 of rank 1)".
+fn conflict(access: &Held, owner: Option<usize>) -> Option<(bool, String)> {
+    if access.len == 0 || !any() {
+        return None;
+    }
+    let pins = shard(access.mem);
+    let p = pins.iter().find(|p| {
+        p.mem == access.mem
+            && owner != Some(p.owner)
+            && (p.write || access.write)
+            && p.off < access.off + access.len
+            && access.off < p.off + p.len
+    })?;
+    let verb = if p.write { "written" } else { "read" };
+    Some((p.write, format!("{verb} by {} (op #{} of rank {})", p.op, p.seq, p.rank)))
+}
+
 /// Whether `access` (a tensor's own read, or write) may go ahead: an error naming the
 /// pending op that holds an overlapping range for writing (or, when `access` writes, for
 /// reading).
 pub(crate) fn check(access: Held) -> Result<()> {
-    if LIVE.load(Ordering::SeqCst) == 0 || access.len == 0 {
-        return Ok(());
-    }
-    let pins = shard(access.mem);
-    let Some(p) = pins.iter().find(|p| {
-        p.mem == access.mem
-            && (p.write || access.write)
-            && p.off < access.off + access.len
-            && access.off < p.off + p.len
-    }) else {
-        return Ok(());
-    };
+    let Some((_, by)) = conflict(&access, None) else { return Ok(()) };
     Err(CollectiveError::invalid(format!(
-        "this tensor is {} by {} (op #{} of rank {}), a non-blocking op not finished yet: {} it only once its \
-         `Work` is done (`wait`, or `is_completed` true)",
-        if p.write { "written" } else { "read" },
-        p.op,
-        p.seq,
-        p.rank,
+        "this tensor is {by}, a non-blocking op not finished yet: {} it only once its `Work` is done (`wait`, or \
+         `is_completed` true)",
         if access.write { "write" } else { "read" },
     ))
     .with_op(if access.write { "Tensor write" } else { "Tensor read" }))
+}
+
+/// Whether a call of the communicator `owner` may use `ranges`: not while a pending op of
+/// another communicator (another rank, a split, another group of ranks) writes them, or reads
+/// what the call writes — nothing orders the two. Ops of `owner` itself run in issue order.
+/// The message says what is wrong; the caller names the call.
+pub(crate) fn check_call(ranges: &[Held], owner: usize) -> std::result::Result<(), String> {
+    for (i, r) in ranges.iter().enumerate() {
+        if let Some((_, by)) = conflict(r, Some(owner)) {
+            let what = if r.write { "writes" } else { "reads" };
+            return Err(format!(
+                "tensor #{i} of this call (which it {what}) is {by}, a non-blocking op of another communicator not \
+                 finished yet; nothing orders the two: wait for that op's `Work` first"
+            ));
+        }
+    }
+    Ok(())
 }

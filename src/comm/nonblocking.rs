@@ -8,7 +8,9 @@
 //! [`Tensor::try_clone`]) refuse to read an output or write an input with `InvalidArgument`
 //! naming the op (reading an input is fine), whether the op is queued, waiting for its peers
 //! or running. Another `Tensor` on the same memory ([`Tensor::from_buffer`]) is refused
-//! alike; raw access through [`Tensor::buffer`] is not (there,
+//! alike, and so is a call of another communicator (another rank, a split) that would write
+//! what the op uses or read what it writes: nothing orders the two (this communicator's own
+//! later calls run after the op). Raw access through [`Tensor::buffer`] is not (there,
 //! [`mem::HostMem`](crate::mem::HostMem)'s own guards refuse only an access that overlaps one
 //! of the op's reads or writes while that runs).
 

@@ -73,7 +73,7 @@ impl<D: Device> Communicator<D> {
         let work = {
             let mut local = self.lock();
             let op = self.prepare(&mut local, call)?;
-            let hold = pins::Hold::new(&held, op.run.ctx.fp.desc, self.rank, op.run.ctx.seq);
+            let hold = pins::Hold::new(&held, self.pin_owner(), op.run.ctx.fp.desc, self.rank, op.run.ctx.seq);
             self.engine.push(op, hold)
         };
         self.engine.kick();
@@ -108,15 +108,35 @@ impl<D: Device> Communicator<D> {
     /// [`validate`]s a call on this rank (`InvalidArgument`, nothing sent), with handles of
     /// its own on the call's buffers.
     pub(crate) fn check(&self, call: &Call<'_, D>) -> Result<(OpDesc, validate::Io<D::Buffer>)> {
-        validate::validate(call, self.rank, self.shared.world, &self.device, D::Buffer::clone)
-            .map_err(CollectiveError::on_usable_communicator)
+        let checked = validate::validate(call, self.rank, self.shared.world, &self.device, D::Buffer::clone)
+            .map_err(CollectiveError::on_usable_communicator)?;
+        self.check_pins(call, &checked.0)?;
+        Ok(checked)
+    }
+
+    /// This communicator's name for the pins its non-blocking ops hold.
+    fn pin_owner(&self) -> usize {
+        Arc::as_ptr(&self.engine) as usize
+    }
+
+    /// Whether another communicator's pending non-blocking op holds memory `call` uses
+    /// (`crate::pins`): `InvalidArgument` naming that op; the communicator stays usable.
+    fn check_pins(&self, call: &Call<'_, D>, desc: &OpDesc) -> Result<()> {
+        if !pins::any() {
+            return Ok(());
+        }
+        pins::check_call(&self.held(call), self.pin_owner()).map_err(|msg| {
+            CollectiveError::invalid(msg).with_rank(self.rank).with_op(desc.to_string()).on_usable_communicator()
+        })
     }
 
     /// [`check`](Self::check), lending the call's own buffers.
     #[inline]
     pub(crate) fn check_lent<'a>(&self, call: &Call<'a, D>) -> Result<(OpDesc, validate::Io<&'a D::Buffer>)> {
-        validate::validate(call, self.rank, self.shared.world, &self.device, |b| b)
-            .map_err(CollectiveError::on_usable_communicator)
+        let checked = validate::validate(call, self.rank, self.shared.world, &self.device, |b| b)
+            .map_err(CollectiveError::on_usable_communicator)?;
+        self.check_pins(call, &checked.0)?;
+        Ok(checked)
     }
 
     /// [`prepare`](Self::prepare) for a call [`check`](Self::check) accepted.

@@ -140,7 +140,8 @@ pub fn work_overlaps_computation<D: TestDevice>() {
 
 /// A pending op holds its tensors until it completes: reading its input is fine, writing it
 /// is refused, and any access to its output (or a second handle on the output's memory) is
-/// refused, with an error naming the op; once `wait` returns (or a later blocking call ran
+/// refused, with an error naming the op (so is another communicator's call that writes its
+/// output); once `wait` returns (or a later blocking call ran
 /// after it, its `Work` dropped) they are free, and the result is exact.
 pub fn work_holds_its_tensors<D: TestDevice>() {
     run::<D, _>(2, &Opts { shuffle: false, ..Opts::default() }, |ctx| {
@@ -162,8 +163,18 @@ pub fn work_holds_its_tensors<D: TestDevice>() {
             refused(y.to_vec::<f32>().unwrap_err(), "is written by");
             refused(y.copy_from_slice(&[7.0f32; 300]).unwrap_err(), "is written by");
             refused(y.try_clone().unwrap_err(), "is written by");
-            let alias = Tensor::from_buffer(ctx.comm.device(), y.buffer().clone(), DType::F32, &[300]).unwrap();
+            let mut alias = Tensor::from_buffer(ctx.comm.device(), y.buffer().clone(), DType::F32, &[300]).unwrap();
             refused(alias.to_vec::<f32>().unwrap_err(), "is written by");
+            // Another communicator's call: nothing orders it after the pending op, so one that
+            // writes its output is refused; one that only reads its input is fine.
+            let id = ruccl::UniqueId::new().unwrap();
+            let solo = Communicator::with_config(ctx.dev.clone(), 1, id, 0, D::configure(CommConfig::default())).unwrap();
+            let e = solo.all_reduce(&mut alias, ReduceOp::Sum).unwrap_err();
+            refused(e.clone(), "another communicator");
+            assert!(solo.is_usable(), "{e}");
+            let mut z = ctx.tensor(&[0.0f32; 300]);
+            solo.all_reduce_into(&mut z, &x, ReduceOp::Sum).unwrap();
+            assert_eq!(z.to_vec::<f32>().unwrap(), input, "another communicator reading the pending op's input");
             assert!(!work.is_completed());
             ctx.sync.wait();
         }
