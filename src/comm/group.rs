@@ -291,13 +291,16 @@ fn lock_all<'a, D: Device>(calls: &[(&'a Communicator<D>, Call<'a, D>)]) -> Lock
         if let Some(held) = try_lock_all(&comms) {
             return Locks(held);
         }
-        for c in &comms {
-            let mut driver = c.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
-            if c.engine.has_queued(&driver) {
-                c.engine.drain(&mut driver);
-            }
-        }
+        comms.iter().for_each(|c| drain_queued(c));
         std::thread::yield_now();
+    }
+}
+
+/// Runs `comm`'s queued non-blocking ops to completion, holding only its driver.
+fn drain_queued<D: Device>(comm: &Communicator<D>) {
+    let mut driver = comm.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
+    if comm.engine.has_queued(&driver) {
+        comm.engine.drain(&mut driver);
     }
 }
 

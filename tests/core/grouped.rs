@@ -387,3 +387,25 @@ pub fn group_all_to_all_v<D: TestDevice>(world: usize) {
         }
     }
 }
+
+/// A send to self in a group runs after the non-blocking ops its communicator issued before
+/// the group (as every call does): it sends what they left, not what was there at issue.
+pub fn group_self_copy_after_earlier_works<D: TestDevice>() {
+    let devices = (0..2).map(D::for_rank).collect();
+    let config = CommConfig::default().with_timeout(TEST_TIMEOUT);
+    let comms = Communicator::init_all(devices, D::configure(config)).unwrap();
+    for round in 0..3 {
+        let xs: Vec<_> = comms.iter().map(|c| t(c, &vec![c.rank() as i32 + 1; 5000])).collect();
+        let mut ys: Vec<_> = comms.iter().map(|c| zeros(c, 5000)).collect();
+        let works: Vec<_> = comms.iter().zip(&xs).map(|(c, x)| c.all_reduce_async(x, ReduceOp::Sum).unwrap()).collect();
+        let mut g = Group::new();
+        for ((c, x), y) in comms.iter().zip(&xs).zip(ys.iter_mut()) {
+            g.send(c, x, c.rank()).recv(c, y, c.rank());
+        }
+        g.run().unwrap();
+        works.iter().for_each(|w| w.wait().unwrap());
+        for y in &ys {
+            assert_bits(&y.to_vec::<i32>().unwrap(), &[3; 5000], format!("round {round}: the copy of the reduced tensor"));
+        }
+    }
+}

@@ -156,6 +156,7 @@ macro_rules! core_suite {
                 concurrency::one_communicator_from_two_threads,
                 grouped::group_beside_a_thread_issuing_works,
                 grouped::group_refuses_unmatched_sends_to_self,
+                grouped::group_self_copy_after_earlier_works,
                 concurrency::thousand_mixed_ops,
                 concurrency::communicators_interleaved,
                 concurrency::communicators_on_separate_threads,

@@ -3,8 +3,9 @@
 //! and a user porting such a loop adds them here too: the k-th send a communicator adds to
 //! its own rank pairs with the k-th receive it adds from its own rank, and the pair is one
 //! device copy. No message and no sequence number are involved, so the copies run before the
-//! group's other calls; that order cannot matter, as a pair whose tensors another call of the
-//! same communicator writes (or whose received tensor it reads) is refused. Outside a group
+//! group's other calls (once the non-blocking ops issued before the group have run, as for
+//! any call); that order cannot matter, as a pair whose tensors another call of the same
+//! communicator writes (or whose received tensor it reads) is refused. Outside a group
 //! a send to self could never meet its receive: `validate` refuses it.
 
 use std::time::Instant;
@@ -173,9 +174,11 @@ fn pair<'a, D: Device>(calls: &[(&'a Communicator<D>, Call<'a, D>)], s: usize, r
     Ok(SelfCopy { comm, from, to, at: [s, r] })
 }
 
-/// Runs every pair's copy (all enqueued, then waited for with each communicator's deadline);
-/// each pair's result, for both of its calls.
+/// Runs every pair's copy (all enqueued, then waited for with each communicator's deadline),
+/// after the non-blocking ops its communicator issued earlier; each pair's result, for both
+/// of its calls.
 pub(super) fn copy_all<D: Device>(pairs: &[SelfCopy<'_, D>]) -> Vec<Result<()>> {
+    pairs.iter().for_each(|p| super::drain_queued(p.comm));
     let label = |p: &SelfCopy<'_, D>| format!("send/recv({} x {}, to itself)", p.from.numel(), p.from.dtype());
     let enqueued: Vec<Result<Option<D::Event>>> = pairs
         .iter()
