@@ -153,7 +153,8 @@ pub(crate) fn check(access: Held) -> Result<()> {
          `is_completed` true)",
         if access.write { "write" } else { "read" },
     ))
-    .with_op(if access.write { "Tensor write" } else { "Tensor read" }))
+    .with_op(if access.write { "Tensor write" } else { "Tensor read" })
+    .with_hint("wait for that op's `Work` first; neither the tensor nor the op was touched"))
 }
 
 /// Whether a call of the communicator `owner` may use `ranges`: not while a pending op of

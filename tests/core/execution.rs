@@ -161,6 +161,8 @@ pub fn work_holds_its_tensors<D: TestDevice>() {
             assert_eq!(x.to_vec::<f32>().unwrap(), input, "reading a pending op's input");
             refused(x.copy_from_slice(&[7.0f32; 300]).unwrap_err(), "is read by");
             refused(y.to_vec::<f32>().unwrap_err(), "is written by");
+            let e = y.to_vec::<f32>().unwrap_err().to_string();
+            assert!(e.contains("What to do: wait for that op's `Work` first"), "{e}");
             refused(y.copy_from_slice(&[7.0f32; 300]).unwrap_err(), "is written by");
             refused(y.try_clone().unwrap_err(), "is written by");
             let mut alias = Tensor::from_buffer(ctx.comm.device(), y.buffer().clone(), DType::F32, &[300]).unwrap();
