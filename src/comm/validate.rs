@@ -347,6 +347,16 @@ fn uneven<D: Device>(call: &Call<'_, D>, rank: Rank, world: usize) -> std::resul
     Ok(blocks)
 }
 
+/// Whether two tensors on `device` share at least one byte (judged by memory, its `mem_id`).
+pub(crate) fn overlaps<D: Device>(device: &D, a: &Tensor<D>, b: &Tensor<D>) -> bool {
+    let end = |t: &Tensor<D>| t.byte_offset() + t.byte_len();
+    a.byte_len() > 0
+        && b.byte_len() > 0
+        && device.mem_id(a.buffer()) == device.mem_id(b.buffer())
+        && a.byte_offset() < end(b)
+        && b.byte_offset() < end(a)
+}
+
 /// Whether an out-of-place call's input and output share memory, judged by memory (the
 /// device's `mem_id`), never by which argument a tensor was passed as. An output that is
 /// exactly where the op's in-place form keeps its data — the input itself, or block `rank`
@@ -354,11 +364,8 @@ fn uneven<D: Device>(call: &Call<'_, D>, rank: Rank, world: usize) -> std::resul
 /// inside the input), as NCCL defines in place — runs in place (`Ok(true)`). Any other
 /// overlap would let the op overwrite bytes it still has to read: an error naming the two.
 fn aliasing<D: Device>(call: &Call<'_, D>, rank: Rank, device: &D) -> std::result::Result<bool, String> {
-    let id = |t: &Tensor<D>| device.mem_id(t.buffer());
-    let (start, end) = (|t: &Tensor<D>| t.byte_offset(), |t: &Tensor<D>| t.byte_offset() + t.byte_len());
-    let overlap = |a: &Tensor<D>, b: &Tensor<D>| {
-        a.byte_len() > 0 && b.byte_len() > 0 && id(a) == id(b) && start(a) < end(b) && start(b) < end(a)
-    };
+    let start = |t: &Tensor<D>| t.byte_offset();
+    let overlap = |a: &Tensor<D>, b: &Tensor<D>| overlaps(device, a, b);
     match (&call.output, call.input) {
         (Output::List(outs), input) => {
             for (i, a) in outs.iter().enumerate() {

@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use super::super::Communicator;
-use super::super::validate::{Call, Output};
+use super::super::validate::{self, Call, Output};
 use crate::device::{Device, Range};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::OpKind;
@@ -139,13 +139,7 @@ fn pair<'a, D: Device>(calls: &[(&'a Communicator<D>, Call<'a, D>)], s: usize, r
             to.dtype()
         )));
     }
-    let overlap = |a: &Tensor<D>, b: &Tensor<D>| {
-        a.byte_len() > 0
-            && b.byte_len() > 0
-            && dev.mem_id(a.buffer()) == dev.mem_id(b.buffer())
-            && a.byte_offset() < b.byte_offset() + b.byte_len()
-            && b.byte_offset() < a.byte_offset() + a.byte_len()
-    };
+    let overlap = |a: &Tensor<D>, b: &Tensor<D>| validate::overlaps(dev, a, b);
     if overlap(from, to) && from.byte_offset() != to.byte_offset() {
         return Err(fail("the two tensors partly overlap: pass the same tensor, or disjoint ones".to_string()));
     }
