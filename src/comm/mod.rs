@@ -11,6 +11,7 @@ mod group;
 mod launch;
 mod local;
 mod nonblocking;
+mod objects;
 mod p2p;
 mod prepare;
 mod progress;

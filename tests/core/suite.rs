@@ -34,6 +34,8 @@ mod messages;
 mod mismatch;
 #[path = "movement.rs"]
 mod movement;
+#[path = "objects.rs"]
+mod objects;
 #[path = "p2p.rs"]
 mod p2p;
 #[path = "reductions.rs"]
@@ -131,6 +133,7 @@ macro_rules! core_suite {
                 movement::all_to_all_v,
                 movement::gather,
                 movement::scatter,
+                objects::byte_collectives,
                 p2p::send_recv,
                 p2p::barrier,
                 large::all_reduce_large,
@@ -169,6 +172,7 @@ macro_rules! core_suite {
                 errors::reduce_scatter_wrong_sizes,
                 errors::all_to_all_not_divisible,
                 errors::all_to_all_v_bad_splits,
+                objects::byte_collectives_bad_calls,
                 errors::dtype_mismatch,
                 errors::root_out_of_range,
                 errors::peer_out_of_range_and_self,
