@@ -2,6 +2,7 @@
 //! every rank of the communicator can read it, so that a hang is reported as "rank 3 never
 //! reached op #17" instead of silence.
 
+pub(crate) mod heard;
 mod ring;
 
 use std::fmt::Write as _;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::config::Algorithm;
 use crate::op::{Fingerprint, OpDesc, OpKind};
 use crate::types::Rank;
+use heard::Heard;
 
 /// How many operations each rank remembers (at least as many as a rank may run ahead of
 /// its peers through exchange slots).
@@ -113,11 +115,17 @@ impl Board {
     }
 
     /// A board for a group spanning processes: `local[r]` whether rank `r` is of this one.
-    /// Reports and blame leave the others out (their flight recorders are not gathered over
-    /// the connections yet).
+    /// What the others did is known only from what they answer when a timeout asks them
+    /// ([`Heard`], passed to [`blame`](Self::blame), [`report`](Self::report) and
+    /// [`not_reached`](Self::not_reached)).
     pub(crate) fn with_local(local: &[bool], warn_after: Duration) -> Self {
         let ranks = local.iter().map(|&l| l.then(Slot::default)).collect();
         Board { ranks, warn_after }
+    }
+
+    /// The ranks of other processes (whose state is known only from what they answer).
+    pub(crate) fn remote_ranks(&self) -> Vec<Rank> {
+        (0..self.ranks.len()).filter(|&r| self.ranks[r].is_none()).collect()
     }
 
     /// How long a wait lasts before it logs which ranks are behind.
@@ -237,15 +245,17 @@ impl Board {
     /// In a collective, that is the rank furthest behind among those that never reached op
     /// `seq`. When every rank got there (or in a point-to-point op), it is `peer`, described by
     /// what it is doing — including when it is itself waiting for `me` (a deadlock).
-    pub(crate) fn blame(&self, me: Rank, peer: Rank, seq: Option<u64>) -> (Rank, String) {
+    /// Ranks of other processes count as what they answered (`heard`), if they did.
+    pub(crate) fn blame(&self, me: Rank, peer: Rank, seq: Option<u64>, heard: &[Heard]) -> (Rank, String) {
         if let Some(seq) = seq {
-            let behind: Vec<Rank> = self.not_reached(seq).into_iter().filter(|&r| r != me).collect();
+            let behind: Vec<Rank> = self.not_reached(seq, heard).into_iter().filter(|&r| r != me).collect();
             // The furthest behind: the lowest last collective (none at all is lowest).
-            let culprit = behind.iter().copied().min_by_key(|&r| self.with(r, |s| s.last_collective).flatten());
+            let culprit = behind.iter().copied().min_by_key(|&r| self.last_collective(r, heard).flatten());
             if let Some(culprit) = culprit {
                 let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-                let detail = self
-                    .with(culprit, |s| {
+                let remote = Heard::of(heard, culprit).map(|h| format!("in another process, it reports: {}", h.line));
+                let detail = remote.unwrap_or_else(|| {
+                    self.with(culprit, |s| {
                         let last = s
                             .last_collective
                             .and_then(|l| s.history.iter().rev().find(|e| e.seq == l && e.op.kind.is_collective()));
@@ -261,7 +271,8 @@ impl Board {
                         }
                         d
                     })
-                    .unwrap_or_default();
+                    .unwrap_or_default()
+                });
                 let plural = if behind.len() > 1 { "s" } else { "" };
                 return (
                     culprit,
@@ -321,7 +332,10 @@ impl Board {
                     if s.departed { ", and it dropped its communicator" } else { "" }
                 ),
             })
-            .unwrap_or_else(|| format!("rank {peer} (in another process) never answered"));
+            .unwrap_or_else(|| match Heard::of(heard, peer) {
+                Some(h) => format!("rank {peer} (in another process) reports: {}", h.line),
+                None => format!("rank {peer} (in another process) never answered"),
+            });
         (peer, why)
     }
 
@@ -336,49 +350,66 @@ impl Board {
 
     /// The ranks that have not issued collective op `seq` yet (in rank order): the ones a
     /// rank waiting in that op is waiting for.
-    pub(crate) fn not_reached(&self, seq: u64) -> Vec<Rank> {
+    /// Ranks of other processes are among them when they answered so (`heard`).
+    pub(crate) fn not_reached(&self, seq: u64, heard: &[Heard]) -> Vec<Rank> {
         (0..self.ranks.len())
-            .filter(|&r| self.with(r, |s| s.last_collective.is_none_or(|l| l < seq)) == Some(true))
+            .filter(|&r| self.last_collective(r, heard).is_some_and(|l| l.is_none_or(|l| l < seq)))
             .collect()
     }
 
-    /// A per-rank summary for hang reports.
-    pub(crate) fn report(&self, comm: &str) -> String {
+    /// The number of `rank`'s last collective (`Some(None)`: none yet), from its slot or
+    /// what it answered; `None` when not known.
+    fn last_collective(&self, rank: Rank, heard: &[Heard]) -> Option<Option<u64>> {
+        self.with(rank, |s| s.last_collective).or_else(|| Heard::of(heard, rank).map(|h| h.last_collective))
+    }
+
+    /// What `rank` answers a peer of another process that asks (a [`Heard`], encoded);
+    /// `None` for a rank this board does not know.
+    pub(crate) fn answer(&self, rank: Rank) -> Option<Vec<u8>> {
+        let last = self.with(rank, |s| s.last_collective)?;
+        Some(heard::encode(last, &self.line(rank, Instant::now())?))
+    }
+
+    /// A per-rank summary for hang reports; ranks of other processes as they answered
+    /// (`heard`).
+    pub(crate) fn report(&self, comm: &str, heard: &[Heard]) -> String {
         let now = Instant::now();
         let mut out = format!("flight recorder of communicator {comm} ({} ranks):", self.ranks.len());
         for r in 0..self.ranks.len() {
-            let line = self
-                .with(r, |s| {
-                    let mut l = String::new();
-                    match s.history.back() {
-                        None => l.push_str("has not issued any operation"),
-                        Some(e) => {
-                            let ago = now.saturating_duration_since(e.started).as_secs_f64();
-                            let _ = match e.state {
-                                OpState::Running => {
-                                    write!(l, "in op #{} {} for {ago:.1}s", e.seq, e.op)
-                                }
-                                OpState::Done => {
-                                    write!(l, "idle; last finished op #{} {} (issued {ago:.1}s ago)", e.seq, e.op)
-                                }
-                                OpState::Failed => {
-                                    write!(l, "failed op #{} {} ({ago:.1}s ago)", e.seq, e.op)
-                                }
-                            };
-                        }
-                    }
-                    if let Some(w) = &s.waiting {
-                        let _ = write!(l, ", waiting for {w}");
-                    }
-                    if s.departed {
-                        l.push_str(", communicator dropped");
-                    }
-                    l
-                })
-                .unwrap_or_else(|| "in another process (not known here)".to_string());
+            let line = self.line(r, now).unwrap_or_else(|| match Heard::of(heard, r) {
+                Some(h) => format!("(another process) {}", h.line),
+                None => "in another process (no answer)".to_string(),
+            });
             let _ = write!(out, "\n  rank {r}: {line}");
         }
         out
+    }
+
+    /// `rank`'s line of the report, at `now`; `None` for a rank of another process.
+    fn line(&self, rank: Rank, now: Instant) -> Option<String> {
+        self.with(rank, |s| {
+            let mut l = String::new();
+            match s.history.back() {
+                None => l.push_str("has not issued any operation"),
+                Some(e) => {
+                    let ago = now.saturating_duration_since(e.started).as_secs_f64();
+                    let _ = match e.state {
+                        OpState::Running => write!(l, "in op #{} {} for {ago:.1}s", e.seq, e.op),
+                        OpState::Done => {
+                            write!(l, "idle; last finished op #{} {} (issued {ago:.1}s ago)", e.seq, e.op)
+                        }
+                        OpState::Failed => write!(l, "failed op #{} {} ({ago:.1}s ago)", e.seq, e.op),
+                    };
+                }
+            }
+            if let Some(w) = &s.waiting {
+                let _ = write!(l, ", waiting for {w}");
+            }
+            if s.departed {
+                l.push_str(", communicator dropped");
+            }
+            l
+        })
     }
 }
 
@@ -400,15 +431,15 @@ mod tests {
     fn not_reached_counts_collectives_only() {
         let b = Board::new(3, Duration::from_secs(1));
         let (coll, p2p) = (OpDesc::new(OpKind::Barrier, DType::U8, 0), OpDesc::new(OpKind::Send, DType::U8, 1));
-        assert_eq!(b.not_reached(0), vec![0, 1, 2]);
+        assert_eq!(b.not_reached(0, &[]), vec![0, 1, 2]);
         b.start_at(0, 0, coll, Algorithm::Auto, Instant::now());
         b.finish(0, true);
         b.start_at(0, 1, coll, Algorithm::Auto, Instant::now());
         b.start_at(1, 0, coll, Algorithm::Auto, Instant::now());
         // Rank 2's send #5 is not collective op #5.
         b.start_at(2, 5, p2p, Algorithm::Auto, Instant::now());
-        assert_eq!(b.not_reached(0), vec![2]);
-        assert_eq!(b.not_reached(1), vec![1, 2]);
+        assert_eq!(b.not_reached(0, &[]), vec![2]);
+        assert_eq!(b.not_reached(1, &[]), vec![1, 2]);
         assert_eq!(b.warn_after(), Duration::from_secs(1));
     }
 }

@@ -51,7 +51,7 @@ pub(crate) struct Shared {
     pub(crate) name: String,
     pub(crate) world: usize,
     pub(crate) link: Link,
-    pub(crate) board: Board,
+    pub(crate) board: Arc<Board>,
     config: CommConfig,
     /// Every rank's device, type-erased: how a rank learns what its peers' devices reach.
     devices: Vec<Arc<dyn Any + Send + Sync>>,
@@ -92,7 +92,7 @@ impl Shared {
             id,
             world,
             link,
-            board: Board::new(world, config.warn_after()),
+            board: Arc::new(Board::new(world, config.warn_after())),
             config,
             instance,
         }

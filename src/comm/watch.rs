@@ -73,7 +73,7 @@ pub(crate) fn warn_op(ctx: View<'_>, peer: Rank, what: &str, waited: Duration) {
             );
             return;
         }
-        let behind = c.shared.board.not_reached(c.seq);
+        let behind = c.shared.board.not_reached(c.seq, &[]);
         let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
         if behind.is_empty() {
             tracing::warn!(

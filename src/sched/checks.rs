@@ -9,9 +9,11 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use super::{Blocked, Now, View, after_failure};
+use crate::comm::flight::heard::Heard;
 use crate::comm::watch::{WaitWatch, warn_op};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::transport::WaitOutcome;
+use crate::transport::tcp::FLIGHT_WAIT;
 use crate::types::Rank;
 
 /// When an op's waits give up: a time already worked out, or a timeout counted from the op's
@@ -115,12 +117,19 @@ impl View<'_> {
 
     /// The `Timeout` error for a wait on `peer` (described as `what`) that reached the
     /// deadline.
+    ///
+    /// Peers in other processes are asked for their flight recorders first (over their
+    /// connections, for at most [`FLIGHT_WAIT`]), before this rank's failure reaches them:
+    /// the report shows what each was doing when this rank gave up.
     pub(crate) fn timeout(&self, (peer, what): (Option<Rank>, String)) -> CollectiveError {
         let c = self;
+        let remote = c.shared.board.remote_ranks();
+        let answers = c.link().ask_flight(c.rank, &remote, FLIGHT_WAIT);
+        let heard: Vec<Heard> = answers.into_iter().map(|(r, bytes)| Heard::parse(r, &bytes)).collect();
         let e = match peer {
             Some(peer) => {
                 let seq = (!c.p2p).then_some(c.seq);
-                let (culprit, why) = c.shared.board.blame(c.rank, peer, seq);
+                let (culprit, why) = c.shared.board.blame(c.rank, peer, seq, &heard);
                 CollectiveError::new(
                     ErrorKind::Timeout,
                     format!("gave up at the op's deadline waiting for {what}: {why}"),
@@ -131,7 +140,7 @@ impl View<'_> {
                 CollectiveError::new(ErrorKind::Timeout, format!("gave up at the op's deadline waiting for {what}"))
             }
         };
-        e.with_report(c.shared.board.report(&c.shared.name))
+        e.with_report(c.shared.board.report(&c.shared.name, &heard))
     }
 
     /// What the outcome of a wait on `peer` means: `Ok` when what it waited for may have

@@ -32,7 +32,7 @@ pub(crate) mod wire;
 
 use std::any::Any;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::{CollectiveError, Result};
 use crate::mem::HostRegion;
@@ -329,6 +329,23 @@ impl Link {
         match self {
             Link::InProc(f) => f.wake_peers(me),
             Link::Tcp(m) => m.wake_peers(me),
+        }
+    }
+
+    /// Sets what the ranks of this process answer a peer of another process that asks for
+    /// their flight recorder (nothing to set in-process: the board is shared).
+    pub(crate) fn set_flight(&self, source: &tcp::FlightSource) {
+        if let Link::Tcp(m) = self {
+            m.set_flight(source);
+        }
+    }
+
+    /// The flight-recorder answers of `me`'s peers `ranks` (in other processes), asked for
+    /// now and waited for up to `wait` (none in-process: the board there is shared).
+    pub(crate) fn ask_flight(&self, me: Rank, ranks: &[Rank], wait: Duration) -> Vec<(Rank, Vec<u8>)> {
+        match self {
+            Link::InProc(_) => Vec::new(),
+            Link::Tcp(m) => m.ask_flight(me, ranks, wait),
         }
     }
 

@@ -65,15 +65,26 @@ fn peer_lost(e: &ruccl::CollectiveError, victim: usize, started: Instant) -> Res
 }
 
 /// Joins, passes a barrier, then all_reduces with a peer that is alive but never calls it:
-/// expects `Timeout` naming `MP_VICTIM`.
+/// expects `Timeout` naming `MP_VICTIM`, with what the victim's process answered when asked
+/// for its flight recorder (idle since its barrier, op #0) in the message and the report.
 pub(super) fn waiter_child() -> Result<(), String> {
     let victim = num("MP_VICTIM");
     let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
     comm.barrier().map_err(|e| e.to_string())?;
     let mut t = Tensor::from_slice(&HostDevice::default(), &[1.0f32; 64], &[64]).map_err(|e| e.to_string())?;
+    let answered = format!("rank {victim}: (another process) idle; last finished op #0 barrier");
     match comm.all_reduce(&mut t, ReduceOp::Sum) {
         Err(e) if e.kind() == ErrorKind::Timeout && e.to_string().contains(&format!("rank {victim}")) => {
-            println!("expected: {e}");
+            println!("expected: {e:?}");
+            let said = format!(
+                "rank {victim} never reached op #1; rank {victim} is furthest behind (in another process, it reports: idle; last finished op #0 barrier"
+            );
+            if !e.to_string().contains(&said) {
+                return Err(format!("the Timeout does not say what rank {victim} answered ({said}): {e}"));
+            }
+            if !e.report().is_some_and(|r| r.contains(&answered)) {
+                return Err(format!("the report lacks rank {victim}'s answer ({answered}): {:?}", e.report()));
+            }
             Ok(())
         }
         Err(e) => Err(format!("expected a Timeout naming rank {victim}, got {:?}: {e}", e.kind())),

@@ -219,6 +219,9 @@ fn silent(e: &Endpoint, p: &Peer) -> bool {
     true
 }
 
+/// How often a reader task whose rank reads the socket itself looks at it anyway.
+const LOOK: std::time::Duration = std::time::Duration::from_millis(200);
+
 async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
     // The frames themselves are read by `Rx::pump`, here or by the waiting rank: this task
     // reads whatever the rank leaves (everything, while the rank sleeps or computes) and
@@ -259,11 +262,22 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
         }
         // The rank reads the socket itself: out of the poller until it hands it back, or the
         // silence limit passes (then this task looks, in case the rank stopped reading).
+        // Meanwhile a look every `LOOK`, unless the rank is reading right then: a rank back in
+        // the caller's code reads nothing, and a peer's flight-recorder query (its timeout
+        // report waits for the answer) or abort must not wait for this rank's next call.
         sock = r.into_inner();
         while p.inline.load(Ordering::SeqCst) {
             let Some(left) = silence_left(&e, &p) else { return };
-            if tokio::time::timeout(left, p.armed.notified()).await.is_err() {
-                p.arm();
+            match tokio::time::timeout(left.min(LOOK), p.armed.notified()).await {
+                Ok(()) => {}
+                Err(_) if left <= LOOK => p.arm(),
+                Err(_) => {
+                    if let Ok(mut rx) = p.rx.try_lock()
+                        && rx.pump(&e, &p, Reader::Task) == Pumped::Ended
+                    {
+                        return;
+                    }
+                }
             }
         }
     }

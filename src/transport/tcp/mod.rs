@@ -98,7 +98,24 @@ pub(crate) struct Endpoint {
     shm: Vec<Arc<shm_io::ShmPeer>>,
     /// [`shm_io::parks`] when [`polls`](Self::polls) last set every flag of this rank.
     polls_at: AtomicU64,
+    /// What this rank answers a peer that asks for its flight recorder (set by the
+    /// communicator once its board exists; unanswered until then).
+    flight: std::sync::OnceLock<FlightSource>,
 }
+
+/// A rank's flight-recorder answer, as the communicator renders it for a peer of another
+/// process (the transport only carries the bytes).
+#[derive(Clone)]
+pub(crate) struct FlightSource(pub(crate) Arc<dyn Fn(Rank) -> Option<Vec<u8>> + Send + Sync>);
+
+impl std::fmt::Debug for FlightSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FlightSource")
+    }
+}
+
+/// How long a timeout report waits for the peers' flight-recorder answers.
+pub(crate) const FLIGHT_WAIT: Duration = Duration::from_secs(1);
 
 impl Endpoint {
     /// How often an idle connection sends a heartbeat: four within the silence limit.
@@ -163,6 +180,14 @@ impl Endpoint {
         }
         self.failed.store(true, Ordering::SeqCst);
         self.ring();
+    }
+
+    /// A peer asked for this rank's flight recorder: the answer goes back on its connection
+    /// (none before the communicator set what to answer).
+    fn answer_flight(&self, p: &Peer) {
+        let Some(body) = self.flight.get().and_then(|f| (f.0)(self.rank)) else { return };
+        let body = &body[..body.len().min(wire::MAX_CONTROL as usize)];
+        p.push_control(self.control(FrameKind::FlightAnswer, body));
     }
 
     fn control(&self, kind: FrameKind, body: &[u8]) -> Vec<u8> {
@@ -450,6 +475,37 @@ impl Mesh {
             drop(out);
             p.wake.notify_one();
         }
+    }
+
+    /// Sets what every rank of this mesh answers a peer that asks for its flight recorder.
+    pub(super) fn set_flight(&self, source: &FlightSource) {
+        for e in self.endpoints.iter().flatten() {
+            let _ = e.flight.set(source.clone());
+        }
+    }
+
+    /// Asks `ranks`, those of `me`'s peers that are still connected, for their flight
+    /// recorders and waits up to `wait` for the answers: (rank, answer) for each that came.
+    pub(super) fn ask_flight(&self, me: Rank, ranks: &[Rank], wait: Duration) -> Vec<(Rank, Vec<u8>)> {
+        let Some(e) = self.ep(me) else { return Vec::new() };
+        let asked: Vec<&Arc<Peer>> =
+            ranks.iter().filter_map(|&r| e.peer(r)).filter(|p| !p.gone.load(Ordering::SeqCst)).collect();
+        if asked.is_empty() {
+            return Vec::new();
+        }
+        let query = e.control(FrameKind::FlightQuery, &[]);
+        for p in &asked {
+            *lock(&p.answer) = None;
+            p.push_control(query.clone());
+        }
+        // The reader tasks take the answers (this rank may have read some sockets itself).
+        arm_readers();
+        let until = Instant::now() + wait;
+        let pending = || asked.iter().any(|p| lock(&p.answer).is_none() && !p.gone.load(Ordering::SeqCst));
+        while pending() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        asked.iter().filter_map(|p| lock(&p.answer).take().map(|a| (p.rank, a))).collect()
     }
 
     /// Whether both ranks live in this process and share memory (never, over TCP).

@@ -131,6 +131,9 @@ pub(crate) struct Peer {
     /// Data goes through a segment shared with the peer's process (the socket carries the
     /// rest).
     pub(super) shm: Option<Arc<shm_io::ShmPeer>>,
+    /// The peer's flight-recorder answer (`FlightAnswer`), once one came after this rank
+    /// asked ([`Mesh::ask_flight`](super::Mesh::ask_flight)).
+    pub(super) answer: Mutex<Option<Vec<u8>>>,
 }
 
 impl Peer {
@@ -159,6 +162,7 @@ impl Peer {
             gone: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             flushed: AtomicBool::new(false),
+            answer: Mutex::new(None),
         }
     }
 

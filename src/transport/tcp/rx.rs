@@ -69,9 +69,10 @@ enum Body {
         bytes: Vec<u8>,
         len: usize,
     },
-    /// A frame this build reads and drops (a flight-recorder answer it did not ask for).
-    Skip {
-        left: usize,
+    /// A peer's flight-recorder answer.
+    Answer {
+        bytes: Vec<u8>,
+        len: usize,
     },
 }
 
@@ -79,8 +80,7 @@ impl Body {
     fn remaining(&self) -> usize {
         match self {
             Body::Data { len, filled, .. } => len - filled,
-            Body::Abort { bytes, len } => len - bytes.len(),
-            Body::Skip { left } => *left,
+            Body::Abort { bytes, len } | Body::Answer { bytes, len } => len - bytes.len(),
         }
     }
 
@@ -92,8 +92,7 @@ impl Body {
                 mem.write(*filled, n).map_err(End::Failed)?.copy_from_slice(&b[..n]);
                 *filled += n;
             }
-            Body::Abort { bytes, .. } => bytes.extend_from_slice(&b[..n]),
-            Body::Skip { left } => *left -= n,
+            Body::Abort { bytes, .. } | Body::Answer { bytes, .. } => bytes.extend_from_slice(&b[..n]),
         }
         Ok(n)
     }
@@ -237,7 +236,7 @@ impl Rx {
                 self.body = Some(Body::Data { header, mem, len, filled: 0 });
             }
             FrameKind::Abort => self.body = Some(Body::Abort { bytes: Vec::with_capacity(len), len }),
-            FrameKind::FlightAnswer => self.body = Some(Body::Skip { left: len }),
+            FrameKind::FlightAnswer => self.body = Some(Body::Answer { bytes: Vec::with_capacity(len), len }),
             FrameKind::Credit => {
                 // Only a writer with data queued may be waiting for credits (waking it for
                 // nothing costs a runtime thread's wake-up per small op).
@@ -253,7 +252,8 @@ impl Rx {
                 }
             }
             FrameKind::Goodbye => return Err(End::Goodbye),
-            FrameKind::Heartbeat | FrameKind::FlightQuery => {}
+            FrameKind::Heartbeat => {}
+            FrameKind::FlightQuery => e.answer_flight(p),
             FrameKind::Hello => return Err(End::Protocol("a second hello".into())),
             FrameKind::Register | FrameKind::Table => {
                 return Err(End::Protocol(format!("a rendezvous {:?} frame on a mesh connection", h.kind)));
@@ -263,7 +263,8 @@ impl Rx {
     }
 }
 
-/// A frame's body is complete: a message joins the inbox, an abort poisons this rank.
+/// A frame's body is complete: a message joins the inbox, an abort poisons this rank, a
+/// flight-recorder answer waits for the rank that asked.
 fn finish(e: &Endpoint, p: &Peer, body: Body) -> Result<(), End> {
     match body {
         Body::Data { header, mem, len, .. } => {
@@ -275,7 +276,10 @@ fn finish(e: &Endpoint, p: &Peer, body: Body) -> Result<(), End> {
             e.set_poison(err);
             e.tell();
         }
-        Body::Skip { .. } => {}
+        Body::Answer { bytes, .. } => {
+            *lock(&p.answer) = Some(bytes);
+            e.ring();
+        }
     }
     Ok(())
 }

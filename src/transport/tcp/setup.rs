@@ -208,6 +208,7 @@ fn endpoints(
             silence,
             shm: shm_peers,
             polls_at: AtomicU64::new(u64::MAX),
+            flight: std::sync::OnceLock::new(),
         });
         for (peer, s) in conns {
             let (r, w) = s;
