@@ -192,8 +192,12 @@ impl CollectiveError {
             .map(|r| format!("rank {r} failed first: "))
             .unwrap_or_default();
         let op = self.inner.context.op.as_deref().map(|o| format!("in {o}: ")).unwrap_or_default();
-        let mut out =
-            CollectiveError::new(self.inner.kind, format!("{origin}{op}{}", self.inner.message)).with_rank(rank);
+        // "this rank" in the quoted message is the rank that failed first, not the relaying one.
+        let message = match self.inner.context.rank.filter(|&r| r != rank) {
+            Some(r) => self.inner.message.replace("this rank", &format!("rank {r}")),
+            None => self.inner.message.clone(),
+        };
+        let mut out = CollectiveError::new(self.inner.kind, format!("{origin}{op}{message}")).with_rank(rank);
         // The peer stays the one the first rank named — unless that is the relaying rank
         // itself, which then names the rank that failed first.
         let c = &self.inner.context;
@@ -428,5 +432,22 @@ mod tests {
         let e = CollectiveError::invalid("x").with_rank(1).with_rank(2);
         assert_eq!(e.context().rank, Some(1));
         assert_eq!(e.relayed(5).context().rank, Some(5));
+    }
+
+    /// "This rank" in a relayed message is the rank that failed first.
+    #[test]
+    fn relayed_messages_name_the_first_rank() {
+        let e = CollectiveError::new(ErrorKind::PeerLost, "rank 1 is gone while this rank waited for rank 1")
+            .with_rank(0)
+            .with_op("barrier")
+            .with_peer(1);
+        let r = e.relayed(2);
+        assert_eq!(
+            r.message(),
+            "rank 0 failed first: in barrier: rank 1 is gone while rank 0 waited for rank 1",
+            "{r}"
+        );
+        assert_eq!((r.context().rank, r.context().peer), (Some(2), Some(1)));
+        assert_eq!(e.relayed(0).message(), "in barrier: rank 1 is gone while this rank waited for rank 1");
     }
 }

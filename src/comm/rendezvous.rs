@@ -355,7 +355,10 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
 /// the room for everyone in it and refuses the id until their latest deadline.
 fn reuse(reg: &mut Registry, id: &UniqueId, rank: Rank, deadline: Instant) -> CollectiveError {
     let err = CollectiveError::invalid(format!(
-        "communicator id {} looks used by two groups of ranks at once: rank {rank} joined it twice; give each group its own UniqueId",
+        "communicator id {} looks used by two groups of ranks at once: rank {rank} joined it twice. Either two \
+         processes of one launch claim rank {rank} (check the launcher's RANK, OMPI_COMM_WORLD_RANK or \
+         SLURM_PROCID), or two groups share one id: give each group its own UniqueId (two launches on one host \
+         need two MASTER_PORTs)",
         id.short()
     ));
     fail_room(reg, id, err, deadline)

@@ -124,11 +124,20 @@ pub(crate) fn serve_at(addr: SocketAddr) -> Result<()> {
         } else {
             ""
         };
-        CollectiveError::new(
+        let in_use = e.kind() == std::io::ErrorKind::AddrInUse;
+        let err = CollectiveError::new(
             ErrorKind::Io,
             format!("rank 0 cannot listen on the rendezvous address {addr} (MASTER_ADDR:MASTER_PORT): {e}{why}"),
         )
-        .with_source(e)
+        .with_source(e);
+        if in_use {
+            err.with_hint(
+                "set another MASTER_PORT, the same on every rank, and start them all again (the other ranks, \
+                 which found no rendezvous there, fail too)",
+            )
+        } else {
+            err
+        }
     })?;
     l.serving.push(addr);
     Ok(())

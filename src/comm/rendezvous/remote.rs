@@ -64,7 +64,41 @@ pub(super) fn join(
     })?;
     let io = |what: &str, e: std::io::Error| {
         let kind = match e.kind() {
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+            // Something took the registration and never answered, within the rank's whole
+            // timeout and a grace: the usual cause is another program on the port.
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                return fail(
+                    CollectiveError::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "{what} the rendezvous root at {root}: no answer within {:?} (this rank's timeout and \
+                             a grace of {GRACE:?}) — what listens there took the registration and said nothing: \
+                             another program on that port, or a stuck root process",
+                            config.timeout() + GRACE
+                        ),
+                    )
+                    .with_hint(SILENT_ROOT),
+                );
+            }
+            // The root's process went away with this rank registered: it exited or crashed
+            // (a launch's rank 0 that gave up waiting for a missing rank exits so), not a
+            // stranger speaking another protocol.
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe => {
+                return fail(
+                    CollectiveError::new(
+                        ErrorKind::PeerLost,
+                        format!(
+                            "the rendezvous root of communicator {} at {root} closed the connection before answering \
+                             ({what} it: {e}): the process that made the id (rank 0 of a launch) exited or crashed",
+                            id.short()
+                        ),
+                    )
+                    .with_hint(ROOT_GONE),
+                );
+            }
             _ => ErrorKind::Protocol,
         };
         let e = CollectiveError::new(kind, format!("{what} the rendezvous root at {root}: {e}"));
@@ -74,7 +108,7 @@ pub(super) fn join(
     let wait = deadline.saturating_duration_since(Instant::now()) + GRACE;
     s.set_read_timeout(Some(wait)).map_err(|e| io("configuring the connection to", e))?;
     let mut hb = [0u8; HEADER_LEN];
-    s.read_exact(&mut hb).map_err(|e| io("no answer from", e))?;
+    s.read_exact(&mut hb).map_err(|e| io("waiting for an answer from", e))?;
     let bad = |what: String| {
         fail(CollectiveError::protocol(format!("the rendezvous root at {root} {what}")).with_hint(NOT_THE_ROOT))
     };
@@ -96,6 +130,15 @@ pub(super) fn join(
         k => Err(bad(format!("answered with a {k:?} frame"))),
     }
 }
+
+/// The advice when what listens at the root's address never answers.
+const SILENT_ROOT: &str = "check that MASTER_ADDR:MASTER_PORT (or the UniqueId's address) is rank 0's rendezvous \
+     (rank 0's own error says whether it could listen there) and not another program's port; then start every \
+     rank again";
+
+/// The advice when the root's process went away during the rendezvous.
+const ROOT_GONE: &str = "look at that process's own error first: most often it gave up waiting for ranks that never \
+     started (its Timeout names them) or failed to start; then start every rank again";
 
 /// The advice when what answers at the root's address does not speak the rendezvous.
 const NOT_THE_ROOT: &str = "check that the address (MASTER_ADDR and MASTER_PORT, or the UniqueId's) is rank 0's \
@@ -179,6 +222,29 @@ mod tests {
             chunk_bytes: 1 << 20,
             algorithm: Default::default(),
         }
+    }
+
+    /// A root whose process goes away after the registration (rank 0 that gave up and
+    /// exited): `PeerLost` saying so, not a protocol error blaming the port.
+    #[test]
+    fn a_root_that_closes_before_answering_is_peer_lost() {
+        let Ok(l) = std::net::TcpListener::bind("127.0.0.1:0") else {
+            eprintln!("skipped: this machine cannot listen on a socket");
+            return;
+        };
+        let root = l.local_addr().unwrap();
+        let gone = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = [0u8; HEADER_LEN];
+            s.read_exact(&mut b).unwrap();
+        });
+        let id = UniqueId::from_parts([7; 16], Some(root));
+        let config = CommConfig::default().with_timeout(Duration::from_secs(10));
+        let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined a root that left") };
+        gone.join().unwrap();
+        assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
+        assert!(e.to_string().contains("closed the connection before answering"), "{e}");
+        assert!(format!("{e:?}").contains("gave up waiting for ranks that never started"), "{e:?}");
     }
 
     #[test]
