@@ -38,11 +38,11 @@ impl<D: Device> Communicator<D> {
     /// # }
     /// let out = on_ranks(3, |comm| {
     ///     let dev = *comm.device();
-    ///     let x = Tensor::from_slice(&dev, &[comm.rank() as u16, 7], &[2])?;
-    ///     let mut outs = (0..3).map(|_| Tensor::zeros(&dev, DType::U16, &[2])).collect::<ruccl::Result<Vec<_>>>()?;
+    ///     let x = Tensor::from_slice(&dev, &[comm.rank() as u32, 7], &[2])?;
+    ///     let mut outs = (0..3).map(|_| Tensor::zeros(&dev, DType::U32, &[2])).collect::<ruccl::Result<Vec<_>>>()?;
     ///     let outputs = (comm.rank() == 1).then_some(&mut outs[..]); // root 1
     ///     comm.gather_into_list(outputs, &x, 1)?;
-    ///     outs.iter().map(|t| t.to_vec::<u16>()).collect::<ruccl::Result<Vec<_>>>()
+    ///     outs.iter().map(|t| t.to_vec::<u32>()).collect::<ruccl::Result<Vec<_>>>()
     /// })?;
     /// assert_eq!(out[1], vec![vec![0, 7], vec![1, 7], vec![2, 7]]);
     /// # Ok::<(), ruccl::CollectiveError>(())

@@ -192,7 +192,9 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
                 let mut part = [0u8; SLOT_BYTES];
                 let (block, bytes) = (desc.count, span.len * size);
                 let Some(part) = part.get_mut(..bytes) else {
-                    return Err(CollectiveError::protocol(format!("an exchanged part of {bytes} bytes")));
+                    return Err(CollectiveError::protocol(format!(
+                        "an exchanged part of {bytes} bytes, more than a slot holds ({SLOT_BYTES})"
+                    )));
                 };
                 for (k, dst) in part.chunks_mut((block * size).max(1)).enumerate() {
                     let (mem, off, len) = self.host(Span::new(Slot::Input, span.off + k * block, block), size)?;

@@ -237,7 +237,7 @@ pub fn lists_grouped<D: TestDevice>(world: usize) {
     let lists = |v: &dyn Fn(usize) -> Vals, n: usize| -> Vec<Vec<Tensor<D>>> {
         comms.iter().map(|c| (0..w).map(|k| on(c, &v(c.rank()).slice(k * n..(k + 1) * n))).collect()).collect()
     };
-    let list_form = |r: usize| r % 2 == 0;
+    let list_form = |r: usize| r.is_multiple_of(2);
     for (case, dt) in DType::ALL.into_iter().enumerate() {
         for (salt, n) in counts(w).into_iter().enumerate() {
             let root = (case + salt) % w;
