@@ -4,7 +4,7 @@
 //! so all three describe a call the same way, and [`validate`](super::validate) checks it
 //! once.
 
-use super::validate::{Call, Output};
+use super::validate::{Call, Input, Output};
 use crate::device::Device;
 use crate::op::OpKind;
 use crate::tensor::Tensor;
@@ -12,11 +12,11 @@ use crate::types::{Rank, ReduceOp};
 
 impl<'a, D: Device> Call<'a, D> {
     fn in_place(kind: OpKind, t: &'a Tensor<D>) -> Self {
-        Call { input: Some(t), output: Output::One(t), in_place: true, ..Call::new(kind) }
+        Call { input: Input::One(t), output: Output::One(t), in_place: true, ..Call::new(kind) }
     }
 
     fn into(kind: OpKind, output: &'a Tensor<D>, input: &'a Tensor<D>) -> Self {
-        Call { input: Some(input), output: Output::One(output), ..Call::new(kind) }
+        Call { input: Input::One(input), output: Output::One(output), ..Call::new(kind) }
     }
 
     pub(crate) fn all_reduce(t: &'a Tensor<D>, op: ReduceOp) -> Self {
@@ -34,7 +34,7 @@ impl<'a, D: Device> Call<'a, D> {
     /// `input` is only read on the root; elsewhere it is ignored.
     pub(crate) fn broadcast_into(rank: Rank, output: &'a Tensor<D>, input: Option<&'a Tensor<D>>, root: Rank) -> Self {
         Call {
-            input: input.filter(|_| rank == root),
+            input: input.filter(|_| rank == root).map_or(Input::None, Input::One),
             output: Output::One(output),
             root: Some(root),
             ..Call::new(OpKind::Broadcast)
@@ -54,7 +54,7 @@ impl<'a, D: Device> Call<'a, D> {
     }
 
     pub(crate) fn all_gather(outputs: &'a [Tensor<D>], input: &'a Tensor<D>) -> Self {
-        Call { input: Some(input), output: Output::List(outputs), ..Call::new(OpKind::AllGather) }
+        Call { input: Input::One(input), output: Output::List(outputs), ..Call::new(OpKind::AllGather) }
     }
 
     pub(crate) fn all_gather_into_tensor(output: &'a Tensor<D>, input: &'a Tensor<D>) -> Self {
@@ -96,17 +96,52 @@ impl<'a, D: Device> Call<'a, D> {
             Some(o) if rank == root => Output::One(o),
             _ => Output::None,
         };
-        Call { input: Some(input), output, root: Some(root), ..Call::new(OpKind::Gather) }
+        Call { input: Input::One(input), output, root: Some(root), ..Call::new(OpKind::Gather) }
+    }
+
+    /// `outputs` are only written on the root; elsewhere they are ignored.
+    pub(crate) fn gather_into_list(
+        rank: Rank,
+        outputs: Option<&'a [Tensor<D>]>,
+        input: &'a Tensor<D>,
+        root: Rank,
+    ) -> Self {
+        let output = outputs.filter(|_| rank == root).map_or(Output::None, Output::List);
+        Call { input: Input::One(input), output, root: Some(root), ..Call::new(OpKind::Gather) }
     }
 
     /// `input` is only read on the root; elsewhere it is ignored.
     pub(crate) fn scatter(rank: Rank, output: &'a Tensor<D>, input: Option<&'a Tensor<D>>, root: Rank) -> Self {
-        let input = input.filter(|_| rank == root);
+        let input = input.filter(|_| rank == root).map_or(Input::None, Input::One);
         Call { input, output: Output::One(output), root: Some(root), ..Call::new(OpKind::Scatter) }
     }
 
+    /// `inputs` are only read on the root; elsewhere they are ignored.
+    pub(crate) fn scatter_from_list(
+        rank: Rank,
+        output: &'a Tensor<D>,
+        inputs: Option<&'a [Tensor<D>]>,
+        root: Rank,
+    ) -> Self {
+        let input = inputs.filter(|_| rank == root).map_or(Input::None, Input::List);
+        Call { input, output: Output::One(output), root: Some(root), ..Call::new(OpKind::Scatter) }
+    }
+
+    pub(crate) fn reduce_scatter(output: &'a Tensor<D>, inputs: &'a [Tensor<D>], op: ReduceOp) -> Self {
+        Call {
+            input: Input::List(inputs),
+            output: Output::One(output),
+            op: Some(op),
+            ..Call::new(OpKind::ReduceScatter)
+        }
+    }
+
+    pub(crate) fn all_to_all(outputs: &'a [Tensor<D>], inputs: &'a [Tensor<D>]) -> Self {
+        Call { input: Input::List(inputs), output: Output::List(outputs), ..Call::new(OpKind::AllToAll) }
+    }
+
     pub(crate) fn send(t: &'a Tensor<D>, peer: Rank) -> Self {
-        Call { input: Some(t), peer: Some(peer), ..Call::new(OpKind::Send) }
+        Call { input: Input::One(t), peer: Some(peer), ..Call::new(OpKind::Send) }
     }
 
     pub(crate) fn recv(t: &'a Tensor<D>, peer: Rank) -> Self {

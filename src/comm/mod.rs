@@ -9,6 +9,7 @@ mod exchanged;
 pub(crate) mod flight;
 mod group;
 mod launch;
+mod lists;
 mod local;
 mod nonblocking;
 mod objects;

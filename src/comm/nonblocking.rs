@@ -146,6 +146,56 @@ impl<D: Device> Communicator<D> {
         self.issue(Call::scatter(self.rank, output, input, root))
     }
 
+    /// Non-blocking [`gather_into_list`](Self::gather_into_list) (`outputs` are written on
+    /// the root only).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn gather_into_list_async(&self, outputs: Option<&[Tensor<D>]>, input: &Tensor<D>, root: Rank) -> Result<Work> {
+        self.issue(Call::gather_into_list(self.rank, outputs, input, root))
+    }
+
+    /// Non-blocking [`scatter_from_list`](Self::scatter_from_list) (`inputs` are read on the
+    /// root only).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn scatter_from_list_async(
+        &self,
+        output: &Tensor<D>,
+        inputs: Option<&[Tensor<D>]>,
+        root: Rank,
+    ) -> Result<Work> {
+        self.issue(Call::scatter_from_list(self.rank, output, inputs, root))
+    }
+
+    /// Non-blocking [`reduce_scatter`](Self::reduce_scatter).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn reduce_scatter_async(&self, output: &Tensor<D>, inputs: &[Tensor<D>], op: ReduceOp) -> Result<Work> {
+        self.issue(Call::reduce_scatter(output, inputs, op))
+    }
+
+    /// Non-blocking [`all_to_all`](Self::all_to_all) (in place when `outputs` and `inputs` are
+    /// one list).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    ///
+    /// ```
+    /// use ruccl::{Communicator, HostDevice, Tensor, UniqueId};
+    /// let dev = HostDevice::default();
+    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
+    /// let blocks = vec![Tensor::from_slice(&dev, &[5u8, 6], &[2])?];
+    /// comm.all_to_all_async(&blocks, &blocks)?.wait()?; // in place
+    /// assert_eq!(blocks[0].to_vec::<u8>()?, vec![5, 6]);
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    pub fn all_to_all_async(&self, outputs: &[Tensor<D>], inputs: &[Tensor<D>]) -> Result<Work> {
+        self.issue(Call::all_to_all(outputs, inputs))
+    }
+
     /// Non-blocking [`barrier`](Self::barrier).
     ///
     /// # Errors

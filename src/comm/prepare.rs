@@ -86,14 +86,8 @@ impl<D: Device> Communicator<D> {
             pins::Held::of::<D>(self.device.mem_id(t.buffer()), t.byte_offset(), t.byte_len(), write)
         };
         let mut held = smallvec::SmallVec::new();
-        if let Some(t) = call.input {
-            held.push(range(t, call.in_place));
-        }
-        match &call.output {
-            validate::Output::None => {}
-            validate::Output::One(t) => held.push(range(t, true)),
-            validate::Output::List(l) => held.extend(l.iter().map(|t| range(t, true))),
-        }
+        held.extend(call.input.tensors().iter().map(|t| range(t, call.in_place)));
+        held.extend(call.output.tensors().iter().map(|t| range(t, true)));
         held
     }
 
@@ -189,17 +183,30 @@ impl<D: Device> Communicator<D> {
                 ensure(dev, &mut local.scratch, plan.scratch_elems * size)?;
             }
             let mut io = io;
-            let mut prologue = None;
+            let mut prologue = smallvec::SmallVec::<[_; 1]>::new();
             if let Some(ReduceOp::PreMulSum(s)) = desc.op {
                 let bytes = io.input_elems * size;
                 ensure(dev, &mut local.premul, bytes)?;
-                if let (Binding::Contig { buf, base, .. }, Some(pre)) = (&io.input, &local.premul) {
-                    let base = *base;
-                    let src = Range::new(buf.clone(), base, bytes);
-                    let dst = Range::new(pre.clone(), 0, bytes);
-                    let event = dev.scale(&src, &dst, desc.dtype, Scale::MulBy(s))?;
+                // The input, pre-multiplied into one buffer the plan reads instead: the one
+                // tensor, or an input list's tensors one after the other (its blocks).
+                let srcs: smallvec::SmallVec<[_; 1]> = match &io.input {
+                    Binding::Contig { buf, base, .. } => {
+                        smallvec::smallvec![(Range::new(buf.clone(), *base, bytes), 0)]
+                    }
+                    Binding::Blocks { bufs, block } => bufs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, (b, _))| (Range::new(b.clone(), 0, *block), k * block))
+                        .collect(),
+                    Binding::Unbound => smallvec::SmallVec::new(),
+                };
+                if let Some(pre) = local.premul.as_ref().filter(|_| !srcs.is_empty()) {
                     let id = dev.mem_id(pre);
-                    prologue = Some((event, (id, 0, bytes)));
+                    for (src, off) in srcs {
+                        let dst = Range::new(pre.clone(), off, src.len);
+                        let event = dev.scale(&src, &dst, desc.dtype, Scale::MulBy(s))?;
+                        prologue.push((event, (id, off, dst.len)));
+                    }
                     io.input = Binding::Contig { buf: pre.clone(), base: 0, id };
                 }
             }

@@ -4,7 +4,7 @@
 //! groups that used the same id one after the other never share a child id).
 
 use super::Communicator;
-use super::validate::{Call, Output};
+use super::validate::{Call, Input, Output};
 use crate::device::Device;
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::OpKind;
@@ -67,7 +67,7 @@ impl<D: Device> Communicator<D> {
         let d = digest(ranks);
         let mine = Tensor::from_slice(&self.device, &[u64::from(member), d, ranks.len() as u64], &[3])?;
         let all = Tensor::<D>::zeros(&self.device, crate::DType::U64, &[3 * n])?;
-        self.submit(Call { input: Some(&mine), output: Output::One(&all), ..Call::new(OpKind::Split) })?;
+        self.submit(Call { input: Input::One(&mine), output: Output::One(&all), ..Call::new(OpKind::Split) })?;
         let split_no = {
             let mut l = self.lock();
             l.splits += 1;

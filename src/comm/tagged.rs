@@ -4,7 +4,7 @@
 //! disagree on them get a `Mismatch` from the core's own message checks), and failing the
 //! communicator on every rank when one rank's arguments were rejected.
 
-use super::validate::{Call, Output};
+use super::validate::{Call, Input, Output};
 use super::{Communicator, Work};
 use crate::device::Device;
 use crate::error::{CollectiveError, Result};
@@ -85,7 +85,7 @@ impl<D: Device> Tagged<'_, D> {
     /// [`Communicator::all_reduce_into`], tagged.
     pub(crate) fn all_reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
         self.submit(Call {
-            input: Some(input),
+            input: Input::One(input),
             output: Output::One(output),
             op: Some(op),
             ..Call::new(OpKind::AllReduce)
@@ -101,7 +101,7 @@ impl<D: Device> Tagged<'_, D> {
         root: Rank,
     ) -> Result<()> {
         self.submit(Call {
-            input: Some(input),
+            input: Input::One(input),
             output: Output::One(output),
             op: Some(op),
             root: Some(root),
@@ -118,7 +118,7 @@ impl<D: Device> Tagged<'_, D> {
     pub(crate) fn broadcast(&self, tensor: &mut Tensor<D>, root: Rank) -> Result<()> {
         let t: &Tensor<D> = tensor;
         self.submit(Call {
-            input: Some(t),
+            input: Input::One(t),
             output: Output::One(t),
             root: Some(root),
             in_place: true,
@@ -128,7 +128,7 @@ impl<D: Device> Tagged<'_, D> {
 
     /// [`Communicator::all_gather_into_tensor`], tagged.
     pub(crate) fn all_gather_into_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
-        self.submit(Call { input: Some(input), output: Output::One(output), ..Call::new(OpKind::AllGather) })
+        self.submit(Call { input: Input::One(input), output: Output::One(output), ..Call::new(OpKind::AllGather) })
     }
 
     /// [`Communicator::gather`], tagged.
@@ -144,7 +144,7 @@ impl<D: Device> Tagged<'_, D> {
     /// [`Communicator::reduce_scatter_tensor`], tagged.
     pub(crate) fn reduce_scatter_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
         self.submit(Call {
-            input: Some(input),
+            input: Input::One(input),
             output: Output::One(output),
             op: Some(op),
             ..Call::new(OpKind::ReduceScatter)

@@ -10,11 +10,45 @@ use crate::sched::Binding;
 use crate::tensor::Tensor;
 use crate::types::{DType, Rank, ReduceOp};
 
-/// Where an op writes.
-pub(crate) enum Output<'a, D: Device> {
+/// An op's input or output: no tensor, one, or one per rank — the list forms (entry `k` is
+/// rank `k`'s block: what goes to rank `k` in an input, what came from it in an output).
+pub(crate) enum Tensors<'a, D: Device> {
     None,
     One(&'a Tensor<D>),
     List(&'a [Tensor<D>]),
+}
+
+/// What an op reads.
+pub(crate) type Input<'a, D> = Tensors<'a, D>;
+/// Where an op writes.
+pub(crate) type Output<'a, D> = Tensors<'a, D>;
+
+impl<D: Device> Clone for Tensors<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D: Device> Copy for Tensors<'_, D> {}
+
+impl<'a, D: Device> Tensors<'a, D> {
+    /// Its tensors: none, one, or the list.
+    pub(crate) fn tensors(&self) -> &'a [Tensor<D>] {
+        match *self {
+            Tensors::None => &[],
+            Tensors::One(t) => std::slice::from_ref(t),
+            Tensors::List(l) => l,
+        }
+    }
+
+    /// Its elements, all tensors together (`None` when there is no tensor).
+    fn numel(&self) -> Option<usize> {
+        match *self {
+            Tensors::None => None,
+            Tensors::One(t) => Some(t.numel()),
+            Tensors::List(l) => Some(l.iter().map(Tensor::numel).sum()),
+        }
+    }
 }
 
 /// What a layer above `comm` adds to a call for the ranks to agree on (the peer API's
@@ -29,7 +63,7 @@ pub(crate) struct Tags {
 /// input and output.
 pub(crate) struct Call<'a, D: Device> {
     pub kind: OpKind,
-    pub input: Option<&'a Tensor<D>>,
+    pub input: Input<'a, D>,
     pub output: Output<'a, D>,
     pub op: Option<ReduceOp>,
     pub root: Option<Rank>,
@@ -45,7 +79,7 @@ impl<'a, D: Device> Call<'a, D> {
     pub(crate) fn new(kind: OpKind) -> Self {
         Call {
             kind,
-            input: None,
+            input: Input::None,
             output: Output::None,
             op: None,
             root: None,
@@ -74,13 +108,12 @@ pub(crate) struct Io<B> {
 /// The op label of this call's errors: the [`OpDesc`] it describes, as every later message
 /// about the call prints it (its count read off the arguments, which are not checked yet).
 fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
-    let input = call.input.map(Tensor::numel);
-    let first_output = match &call.output {
-        Output::None => None,
-        Output::One(t) => Some(*t),
-        Output::List(l) => l.first(),
+    let input = call.input.numel();
+    let first_output = call.output.tensors().first();
+    let output = match call.output {
+        Output::List(_) => first_output.map(Tensor::numel),
+        _ => call.output.numel(),
     };
-    let output = first_output.map(Tensor::numel);
     let per_rank = |total: Option<usize>| total.map(|t| t / world.max(1));
     let count = match call.kind {
         OpKind::AllGather | OpKind::Split | OpKind::ReduceScatter if call.in_place => per_rank(output),
@@ -89,7 +122,7 @@ fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
         OpKind::Broadcast | OpKind::Scatter | OpKind::Recv | OpKind::ReduceScatter => output,
         _ => input,
     };
-    let dtype = call.input.or(first_output).map_or(DType::U8, Tensor::dtype);
+    let dtype = call.input.tensors().first().or(first_output).map_or(DType::U8, Tensor::dtype);
     let desc = OpDesc {
         kind: call.kind,
         dtype,
@@ -142,33 +175,36 @@ pub(crate) fn validate<'a, D: Device, B>(
     {
         return Err(fail(format!("PreMulSum scalar {s} is not finite")));
     }
-    // Devices and dtypes.
-    let outs: smallvec::SmallVec<[&Tensor<D>; 4]> = match &call.output {
-        Output::None => smallvec::SmallVec::new(),
-        Output::One(t) => smallvec::smallvec![*t],
-        Output::List(l) => l.iter().collect(),
-    };
-    let tensors = call.input.into_iter().chain(outs.iter().copied());
-    let mut dtype: Option<DType> = None;
-    for t in tensors {
+    // Devices and dtypes: every tensor's, named as an error names it.
+    let named = |what: &'static str, list: bool| move |(k, t): (usize, &'a Tensor<D>)| (what, list.then_some(k), t);
+    let list = |x: &Tensors<'a, D>| matches!(x, Tensors::List(_));
+    let tensors = (call.input.tensors().iter().enumerate().map(named("input", list(&call.input))))
+        .chain(call.output.tensors().iter().enumerate().map(named("output", list(&call.output))));
+    let mut dtype: Option<(DType, Name)> = None;
+    for (what, k, t) in tensors {
         if !t.device().same_device(device) {
             return Err(fail(format!(
-                "a tensor is on {} but this communicator's device is {}",
+                "{} is on {} but this communicator's device is {}",
+                Name(what, k),
                 t.device().describe(),
                 device.describe()
             )));
         }
         match dtype {
-            None => dtype = Some(t.dtype()),
-            Some(d) if d != t.dtype() => {
-                return Err(fail(format!("input and output dtypes differ ({d} vs {})", t.dtype())));
+            None => dtype = Some((t.dtype(), Name(what, k))),
+            Some((d, first)) if d != t.dtype() => {
+                return Err(fail(format!(
+                    "dtypes differ: {first} is {d} but {} is {} (an op's tensors all hold one dtype)",
+                    Name(what, k),
+                    t.dtype()
+                )));
             }
             _ => {}
         }
     }
-    let dtype = dtype.unwrap_or(DType::U8);
+    let dtype = dtype.map_or(DType::U8, |(d, _)| d);
     let is_root = call.root == Some(rank);
-    let in_n = call.input.map(Tensor::numel);
+    let in_n = call.input.numel();
     let out_one = match &call.output {
         Output::One(t) => Some(t.numel()),
         _ => None,
@@ -178,6 +214,18 @@ pub(crate) fn validate<'a, D: Device, B>(
             Some(g) if g == want => Ok(()),
             Some(g) => Err(fail(format!("{what} has {g} elements, expected {want}"))),
             None => Err(fail(format!("{what} is required on this rank"))),
+        }
+    };
+    // A list: one tensor per rank, each of `c` elements (`whose`: where `c` comes from).
+    let per_rank = |what: &'static str, l: &[Tensor<D>], c: usize, whose: &str| -> Result<()> {
+        if l.len() != n {
+            return Err(fail(format!("{what} list has {} tensors, expected one per rank ({n})", l.len())));
+        }
+        match l.iter().enumerate().find(|(_, t)| t.numel() != c) {
+            Some((k, t)) => {
+                Err(fail(format!("{} has {} elements, expected {c} ({whose})", Name(what, Some(k)), t.numel())))
+            }
+            None => Ok(()),
         }
     };
     let count = match call.kind {
@@ -210,49 +258,60 @@ pub(crate) fn validate<'a, D: Device, B>(
         OpKind::AllGather | OpKind::Split => {
             let c = in_n.unwrap_or(0);
             match &call.output {
-                Output::List(l) => {
-                    if l.len() != n {
-                        return Err(fail(format!("output list has {} tensors, expected one per rank ({n})", l.len())));
-                    }
-                    if let Some((k, t)) = l.iter().enumerate().find(|(_, t)| t.numel() != c) {
-                        return Err(fail(format!(
-                            "output[{k}] has {} elements, expected {c} (the input's)",
-                            t.numel()
-                        )));
-                    }
-                }
+                Output::List(l) => per_rank("output", l, c, "the input's")?,
                 _ => need("output", out_one, n * c)?,
             }
             c
         }
         OpKind::ReduceScatter => {
-            let total = in_n.unwrap_or(0);
-            if !total.is_multiple_of(n) {
-                return Err(fail(format!("input has {total} elements, not divisible by the world size {n}")));
+            if let Input::List(l) = call.input {
+                let c = out_one.unwrap_or(0);
+                per_rank("input", l, c, "the output's")?;
+                c
+            } else {
+                let total = in_n.unwrap_or(0);
+                if !total.is_multiple_of(n) {
+                    return Err(fail(format!("input has {total} elements, not divisible by the world size {n}")));
+                }
+                let c = if call.in_place { total / n } else { out_one.unwrap_or(0) };
+                need("input", in_n, n * c)?;
+                c
             }
-            let c = if call.in_place { total / n } else { out_one.unwrap_or(0) };
-            need("input", in_n, n * c)?;
-            c
         }
         OpKind::AllToAll => {
-            let total = in_n.unwrap_or(0);
-            if !total.is_multiple_of(n) {
-                return Err(fail(format!("input has {total} elements, not divisible by the world size {n}")));
+            if let (Input::List(ins), Output::List(outs)) = (call.input, call.output) {
+                let c = ins.first().map_or(0, Tensor::numel);
+                let whose = "input[0]'s: all_to_all of lists moves blocks of one size; for blocks of different \
+                             sizes use all_to_all_single_with_splits";
+                per_rank("input", ins, c, whose)?;
+                per_rank("output", outs, c, whose)?;
+                c
+            } else {
+                let total = in_n.unwrap_or(0);
+                if !total.is_multiple_of(n) {
+                    return Err(fail(format!("input has {total} elements, not divisible by the world size {n}")));
+                }
+                need("output", out_one, total)?;
+                total / n
             }
-            need("output", out_one, total)?;
-            total / n
         }
         OpKind::Gather => {
             let c = in_n.unwrap_or(0);
             if is_root {
-                need("output on the root", out_one, n * c)?;
+                match &call.output {
+                    Output::List(l) => per_rank("output", l, c, "the input's")?,
+                    _ => need("output on the root", out_one, n * c)?,
+                }
             }
             c
         }
         OpKind::Scatter => {
             let c = out_one.unwrap_or(0);
             if is_root {
-                need("input on the root", in_n, n * c)?;
+                match call.input {
+                    Input::List(l) => per_rank("input", l, c, "the output's")?,
+                    _ => need("input on the root", in_n, n * c)?,
+                }
             }
             c
         }
@@ -284,28 +343,46 @@ pub(crate) fn validate<'a, D: Device, B>(
         base: t.byte_offset() + base * size,
         id: id(t),
     };
-    let input = match call.input {
-        None => Binding::Unbound,
-        Some(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count),
-        Some(t) => contig(t, 0),
+    // A list is one buffer per block of the plan's slot: every plan of an op with a list
+    // keeps each span inside one block (`Bindings::locate` refuses one that crosses).
+    let blocks_of = |l: &'a [Tensor<D>]| {
+        // Views (`Tensor::narrow`) are the crate's own and never go in a list.
+        debug_assert!(l.iter().all(|t| t.byte_offset() == 0));
+        Binding::Blocks { bufs: l.iter().map(|t| (bind(t.buffer()), id(t))).collect(), block: count * size }
     };
-    let output = match &call.output {
+    let input = match call.input {
+        Input::None => Binding::Unbound,
+        Input::One(t) if call.in_place && call.kind == OpKind::AllGather => contig(t, rank * count),
+        Input::One(t) => contig(t, 0),
+        Input::List(l) => blocks_of(l),
+    };
+    let output = match call.output {
         Output::None => Binding::Unbound,
         Output::One(t) if call.in_place && call.kind == OpKind::ReduceScatter => contig(t, rank * count),
         Output::One(t) => contig(t, 0),
-        Output::List(l) => {
-            // Views (`Tensor::narrow`) are the crate's own and never go in a list.
-            debug_assert!(l.iter().all(|t| t.byte_offset() == 0));
-            Binding::Blocks { bufs: l.iter().map(|t| (bind(t.buffer()), id(t))).collect(), block: count * size }
-        }
+        Output::List(l) => blocks_of(l),
     };
     Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0), blocks }))
+}
+
+/// A tensor of a call as errors name it: `input`, `output`, or entry `k` of a list
+/// (`input[2]`).
+#[derive(Clone, Copy)]
+struct Name(&'static str, Option<usize>);
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1 {
+            Some(k) => write!(f, "{}[{k}]", self.0),
+            None => f.write_str(self.0),
+        }
+    }
 }
 
 /// The blocks of `all_to_all_single_with_splits` on `rank` of `world` (see [`Io::blocks`]),
 /// from its splits in rows of dimension 0, as torch counts them; or what is wrong with them.
 fn uneven<D: Device>(call: &Call<'_, D>, rank: Rank, world: usize) -> std::result::Result<Vec<(usize, usize)>, String> {
-    let (Some([out_splits, in_splits]), Some(x), Output::One(y)) = (call.splits, call.input, &call.output) else {
+    let (Some([out_splits, in_splits]), Input::One(x), Output::One(y)) = (call.splits, call.input, call.output) else {
         return Err("an input, an output and both splits are required".to_string());
     };
     // (rows of dimension 0, elements per row)
@@ -366,23 +443,9 @@ pub(crate) fn overlaps<D: Device>(device: &D, a: &Tensor<D>, b: &Tensor<D>) -> b
 fn aliasing<D: Device>(call: &Call<'_, D>, rank: Rank, device: &D) -> std::result::Result<bool, String> {
     let start = |t: &Tensor<D>| t.byte_offset();
     let overlap = |a: &Tensor<D>, b: &Tensor<D>| overlaps(device, a, b);
-    match (&call.output, call.input) {
-        (Output::List(outs), input) => {
-            for (i, a) in outs.iter().enumerate() {
-                if let Some(j) = outs[i + 1..].iter().position(|b| overlap(a, b)) {
-                    return Err(format!("output[{i}] and output[{}] are the same memory", i + 1 + j));
-                }
-            }
-            let Some(x) = input else { return Ok(false) };
-            match outs.iter().position(|o| overlap(o, x)) {
-                None => Ok(false),
-                Some(k) if k == rank => Ok(true),
-                Some(k) => Err(format!(
-                    "the input is the same memory as output[{k}]; in place, rank {rank}'s input must be output[{rank}]"
-                )),
-            }
-        }
-        (Output::One(y), Some(x)) if overlap(x, y) => {
+    match (call.input, call.output) {
+        (Input::List(_), _) | (_, Output::List(_)) => list_aliasing(call, rank, device),
+        (Input::One(x), Output::One(y)) if overlap(x, y) => {
             // Where the in-place form keeps the data: block `rank` of the larger tensor (a
             // caller's tensors all start at byte 0: there, only on rank 0), or the input itself.
             let exact = match call.kind {
@@ -403,5 +466,59 @@ fn aliasing<D: Device>(call: &Call<'_, D>, rank: Rank, device: &D) -> std::resul
             }
         }
         _ => Ok(false),
+    }
+}
+
+/// [`aliasing`] of a call with a list. Outputs never share memory with each other (inputs,
+/// only read, may). An output may be an input only where the in-place form keeps the data:
+/// entry `rank` of the list — the input of all_gather and gather is `output[rank]`, the
+/// output of reduce_scatter and scatter is `input[rank]` — or, for all_to_all, every
+/// `output[k]` is `input[k]`; then the call runs in place. Any other overlap is an error.
+fn list_aliasing<D: Device>(call: &Call<'_, D>, rank: Rank, device: &D) -> std::result::Result<bool, String> {
+    let overlap = |a: &Tensor<D>, b: &Tensor<D>| overlaps(device, a, b);
+    let same = |a: &Tensor<D>, b: &Tensor<D>| {
+        overlap(a, b) && a.byte_offset() == b.byte_offset() && a.byte_len() == b.byte_len()
+    };
+    let (ins, outs) = (call.input.tensors(), call.output.tensors());
+    let name = |x: &Tensors<'_, D>, what, k| Name(what, matches!(x, Tensors::List(_)).then_some(k));
+    let (input, output) = (|k| name(&call.input, "input", k), |k| name(&call.output, "output", k));
+    for (i, a) in outs.iter().enumerate() {
+        if let Some(j) = outs[i + 1..].iter().position(|b| overlap(a, b)) {
+            return Err(format!("{} and {} are the same memory", output(i), output(i + 1 + j)));
+        }
+    }
+    // Every (input, output) pair that overlaps: none (out of place), or the in-place form's.
+    let mut pairs = ins.iter().enumerate().flat_map(|(i, x)| {
+        outs.iter().enumerate().filter(move |(_, y)| overlap(x, y)).map(move |(o, y)| (i, o, same(x, y)))
+    });
+    let Some(first) = pairs.next() else { return Ok(false) };
+    let in_place = |(i, o, same): (usize, usize, bool)| {
+        same && match (call.input, call.output) {
+            (Input::List(_), Output::List(_)) => i == o,
+            (Input::List(_), _) => i == rank,
+            _ => o == rank,
+        }
+    };
+    let wrong = std::iter::once(first).chain(pairs).find(|&p| !in_place(p));
+    let all_to_all = call.kind == OpKind::AllToAll;
+    match wrong {
+        // all_to_all runs in place only when every block is.
+        None if all_to_all && !ins.iter().zip(outs).all(|(x, y)| same(x, y)) => Err(format!(
+            "{} is {} but not every output is its input: all_to_all of lists runs in place only when \
+             output[k] is input[k] for every k, else on disjoint tensors",
+            input(first.0),
+            output(first.1)
+        )),
+        None => Ok(true),
+        Some((i, o, _)) => Err(format!(
+            "{} and {} share memory; in place, {}: pass disjoint tensors otherwise",
+            input(i),
+            output(o),
+            match (call.input, call.output) {
+                _ if all_to_all => "output[k] must be input[k] for every k".to_string(),
+                (Input::List(_), _) => format!("rank {rank}'s output must be input[{rank}]"),
+                _ => format!("rank {rank}'s input must be output[{rank}]"),
+            }
+        )),
     }
 }

@@ -15,8 +15,9 @@ pub(crate) enum Binding<B> {
     /// One buffer, spans offset by `base` bytes. `id` is the buffer's memory id
     /// ([`Device::mem_id`]): two bindings of the same memory share it.
     Contig { buf: B, base: usize, id: usize },
-    /// One buffer per block of `block` bytes (all_gather into a list of tensors), with their
-    /// memory ids.
+    /// One buffer per block of `block` bytes (a list of tensors, one per rank: the list forms
+    /// of all_gather, gather, scatter, reduce_scatter and all_to_all), with their memory ids.
+    /// A span must lie inside one block.
     Blocks { bufs: Vec<(B, usize)>, block: usize },
 }
 
@@ -74,7 +75,9 @@ impl<B> Bindings<B> {
                 let (k, inner) = if *block == 0 { (0, 0) } else { (off / block, off % block) };
                 match bufs.get(k) {
                     Some((buf, id)) if inner + len <= *block || len == 0 => Ok((buf, inner, len, *id)),
-                    _ => Err(CollectiveError::protocol(format!("plan span {s:?} does not fit the output list"))),
+                    _ => Err(CollectiveError::protocol(format!(
+                        "plan span {s:?} does not fit a block of the list of tensors bound to it"
+                    ))),
                 }
             }
             Binding::Unbound => Err(CollectiveError::protocol(format!("plan uses unbound slot {:?}", s.slot))),

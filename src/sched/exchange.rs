@@ -28,7 +28,7 @@ use crate::error::{CollectiveError, Result};
 use crate::mem::HostMem;
 use crate::op::{OpDesc, OpKind};
 use crate::transport::Link;
-use crate::transport::slots::{FP_WORDS, Slots};
+use crate::transport::slots::{FP_WORDS, SLOT_BYTES, Slots};
 use crate::types::{Combine, Rank, ReduceOp, Scale};
 
 /// Whose parts a rank's result reads, and so waits for.
@@ -186,6 +186,22 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             return Ok(Some(Blocked::Reading(p, held)));
         }
         match self.own_part(desc)? {
+            Some(span) if matches!(self.bufs.input, Binding::Blocks { .. }) => {
+                // An input list (scatter, reduce_scatter, all_to_all of lists): its blocks,
+                // one after the other, as the tensor form's one input holds them.
+                let mut part = [0u8; SLOT_BYTES];
+                let (block, bytes) = (desc.count, span.len * size);
+                let Some(part) = part.get_mut(..bytes) else {
+                    return Err(CollectiveError::protocol(format!(
+                        "an exchanged part of {bytes} bytes, more than a slot holds ({SLOT_BYTES})"
+                    )));
+                };
+                for (k, dst) in part.chunks_mut((block * size).max(1)).enumerate() {
+                    let (mem, off, len) = self.host(Span::new(Slot::Input, span.off + k * block, block), size)?;
+                    dst.copy_from_slice(&mem.read(off, len)?);
+                }
+                slots.publish(me, seq, fp, part);
+            }
             Some(span) => {
                 let (mem, off, len) = self.host(span, size)?;
                 slots.publish(me, seq, fp, &mem.read(off, len)?);

@@ -248,7 +248,8 @@ const RECLAIM_GRACE: Duration = Duration::from_secs(10);
 
 impl<D: Device> OpRun<D> {
     /// An op ready to run. `prologue` is device work enqueued before the plan (the
-    /// pre-multiplied input of `PreMulSum`) and the range it writes.
+    /// pre-multiplied input of `PreMulSum`, one piece per block of an input list) and the
+    /// range each piece writes.
     #[inline]
     pub(crate) fn new(
         dev: D,
@@ -257,7 +258,7 @@ impl<D: Device> OpRun<D> {
         ctx: OpCtx,
         stage: Option<Box<Staging<D::Buffer, D::Event>>>,
         reach: Arc<[Reach]>,
-        prologue: Option<(D::Event, (usize, usize, usize))>,
+        prologue: impl IntoIterator<Item = (D::Event, (usize, usize, usize))>,
     ) -> Self {
         let world = ctx.world;
         let mut stage = stage;
@@ -274,7 +275,7 @@ impl<D: Device> OpRun<D> {
         };
         let mut inflight = std::mem::take(&mut spare.inflight);
         inflight.clear();
-        inflight.extend(prologue.map(|(event, w)| InFlight::writing(event, w, Msgs::new())));
+        inflight.extend(prologue.into_iter().map(|(event, w)| InFlight::writing(event, w, Msgs::new())));
         OpRun {
             dev,
             plan,

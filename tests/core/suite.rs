@@ -26,6 +26,8 @@ mod failures;
 mod grouped;
 #[path = "joining.rs"]
 mod joining;
+#[path = "lists.rs"]
+mod lists;
 #[path = "large.rs"]
 mod large;
 #[path = "messages.rs"]
@@ -133,6 +135,11 @@ macro_rules! core_suite {
                 movement::all_to_all_v,
                 movement::gather,
                 movement::scatter,
+                lists::lists_gather,
+                lists::lists_scatter,
+                lists::lists_reduce_scatter,
+                lists::lists_all_to_all,
+                lists::lists_grouped,
                 objects::byte_collectives,
                 p2p::send_recv,
                 p2p::barrier,
@@ -172,6 +179,7 @@ macro_rules! core_suite {
                 errors::reduce_scatter_wrong_sizes,
                 errors::all_to_all_not_divisible,
                 errors::all_to_all_v_bad_splits,
+                lists::lists_errors,
                 objects::byte_collectives_bad_calls,
                 errors::dtype_mismatch,
                 errors::root_out_of_range,

@@ -178,4 +178,47 @@ impl<'a, D: Device> Group<'a, D> {
     ) -> &mut Self {
         self.push(comm, Call::scatter(comm.rank(), output, input, root))
     }
+
+    /// [`Communicator::gather_into_list`] on `comm` (`outputs` are written on the root only).
+    pub fn gather_into_list(
+        &mut self,
+        comm: &'a Communicator<D>,
+        outputs: Option<&'a mut [Tensor<D>]>,
+        input: &'a Tensor<D>,
+        root: Rank,
+    ) -> &mut Self {
+        self.push(comm, Call::gather_into_list(comm.rank(), outputs.map(|o| &*o), input, root))
+    }
+
+    /// [`Communicator::scatter_from_list`] on `comm` (`inputs` are read on the root only).
+    pub fn scatter_from_list(
+        &mut self,
+        comm: &'a Communicator<D>,
+        output: &'a mut Tensor<D>,
+        inputs: Option<&'a [Tensor<D>]>,
+        root: Rank,
+    ) -> &mut Self {
+        self.push(comm, Call::scatter_from_list(comm.rank(), output, inputs, root))
+    }
+
+    /// [`Communicator::reduce_scatter`] on `comm`: one input tensor per rank.
+    pub fn reduce_scatter(
+        &mut self,
+        comm: &'a Communicator<D>,
+        output: &'a mut Tensor<D>,
+        inputs: &'a [Tensor<D>],
+        op: ReduceOp,
+    ) -> &mut Self {
+        self.push(comm, Call::reduce_scatter(output, inputs, op))
+    }
+
+    /// [`Communicator::all_to_all`] on `comm`: one output and one input tensor per rank.
+    pub fn all_to_all(
+        &mut self,
+        comm: &'a Communicator<D>,
+        outputs: &'a mut [Tensor<D>],
+        inputs: &'a [Tensor<D>],
+    ) -> &mut Self {
+        self.push(comm, Call::all_to_all(outputs, inputs))
+    }
 }

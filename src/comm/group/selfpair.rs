@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use super::super::Communicator;
-use super::super::validate::{self, Call, Output};
+use super::super::validate::{self, Call, Input, Output};
 use crate::device::{Device, Range};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::OpKind;
@@ -45,9 +45,9 @@ fn to_self<D: Device>(comm: &Communicator<D>, call: &Call<'_, D>) -> Option<bool
 
 /// The tensor a send reads or a receive writes.
 fn tensor<'a, D: Device>(call: &Call<'a, D>) -> Option<&'a Tensor<D>> {
-    match (&call.output, call.input) {
-        (Output::One(t), _) => Some(*t),
-        (_, t) => t,
+    match (call.output, call.input) {
+        (Output::One(t), _) | (_, Input::One(t)) => Some(t),
+        _ => None,
     }
 }
 
@@ -149,13 +149,8 @@ fn pair<'a, D: Device>(calls: &[(&'a Communicator<D>, Call<'a, D>)], s: usize, r
         if i == s || i == r || super::addr(c) != key {
             continue;
         }
-        let outs: Vec<&Tensor<D>> = match &call.output {
-            Output::None => Vec::new(),
-            Output::One(t) => vec![*t],
-            Output::List(l) => l.iter().collect(),
-        };
-        let reads = call.input.is_some_and(|x| overlap(x, to));
-        let writes = outs.iter().any(|o| overlap(o, to) || overlap(o, from));
+        let reads = call.input.tensors().iter().any(|x| overlap(x, to));
+        let writes = call.output.tensors().iter().any(|o| overlap(o, to) || overlap(o, from));
         if reads || writes {
             return Err(fail(format!(
                 "call #{i} ({}) {} the same memory, and the copy is not ordered with it: use other tensors, or \
