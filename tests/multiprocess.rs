@@ -30,6 +30,9 @@
 use ruccl::UniqueId;
 use std::time::Duration;
 
+#[cfg(feature = "tracing")]
+#[path = "core/capture.rs"]
+mod capture;
 #[path = "multiprocess/cases.rs"]
 mod cases;
 #[path = "multiprocess/cases_faults.rs"]

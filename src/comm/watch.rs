@@ -53,6 +53,10 @@ impl WaitWatch {
     }
 }
 
+/// How long a warning waits for the ranks of other processes to say how far they are.
+#[cfg(feature = "tracing")]
+const ASK_WAIT: Duration = Duration::from_millis(250);
+
 /// Logs that the op `ctx` views has waited `waited` for `what` from `peer`: for a collective, the
 /// ranks whose flight recorder has not reached it yet; for send/recv, the peer.
 pub(crate) fn warn_op(ctx: View<'_>, peer: Rank, what: &str, waited: Duration) {
@@ -73,9 +77,22 @@ pub(crate) fn warn_op(ctx: View<'_>, peer: Rank, what: &str, waited: Duration) {
             );
             return;
         }
-        let behind = c.shared.board.not_reached(c.seq, &[]);
+        // Ranks of other processes are asked (briefly: the op goes on waiting meanwhile).
+        let heard = c.hear_remote(ASK_WAIT);
+        let silent: Vec<String> = (c.shared.board.remote_ranks().into_iter())
+            .filter(|&r| r != c.rank && !heard.iter().any(|h| h.rank == r))
+            .map(|r| r.to_string())
+            .collect();
+        let behind = c.shared.board.not_reached(c.seq, &heard);
         let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-        if behind.is_empty() {
+        if !silent.is_empty() && behind.is_empty() {
+            let silent = silent.join(", ");
+            tracing::warn!(
+                comm = %c.shared.name, rank = c.rank, seq = c.seq, peer, waited_s = secs,
+                "rank {} of communicator {} has waited {secs:.1}s in op #{} {op} for {what}; rank(s) {silent} (other processes) did not say how far they are",
+                c.rank, c.shared.name, c.seq
+            );
+        } else if behind.is_empty() {
             tracing::warn!(
                 comm = %c.shared.name,
                 rank = c.rank,

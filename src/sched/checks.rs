@@ -115,6 +115,17 @@ impl View<'_> {
         Ok(())
     }
 
+    /// What the ranks of other processes answer when asked for their flight recorders now
+    /// (waiting up to `wait`; nothing to ask when every rank is of this process).
+    pub(crate) fn hear_remote(&self, wait: Duration) -> Vec<Heard> {
+        let remote = self.shared.board.remote_ranks();
+        if remote.is_empty() {
+            return Vec::new();
+        }
+        let answers = self.link().ask_flight(self.rank, &remote, wait);
+        answers.into_iter().map(|(r, bytes)| Heard::parse(r, &bytes)).collect()
+    }
+
     /// The `Timeout` error for a wait on `peer` (described as `what`) that reached the
     /// deadline.
     ///
@@ -123,9 +134,7 @@ impl View<'_> {
     /// the report shows what each was doing when this rank gave up.
     pub(crate) fn timeout(&self, (peer, what): (Option<Rank>, String)) -> CollectiveError {
         let c = self;
-        let remote = c.shared.board.remote_ranks();
-        let answers = c.link().ask_flight(c.rank, &remote, FLIGHT_WAIT);
-        let heard: Vec<Heard> = answers.into_iter().map(|(r, bytes)| Heard::parse(r, &bytes)).collect();
+        let heard = c.hear_remote(FLIGHT_WAIT);
         let e = match peer {
             Some(peer) => {
                 let seq = (!c.p2p).then_some(c.seq);

@@ -14,6 +14,9 @@ mod vals;
 
 #[path = "algorithms.rs"]
 mod algorithms;
+#[cfg(feature = "tracing")]
+#[path = "capture.rs"]
+mod capture;
 #[path = "concurrency.rs"]
 mod concurrency;
 #[path = "errors.rs"]

@@ -4,59 +4,6 @@
 //! itself (the library never installs one). Without the `tracing` feature there is nothing
 //! to capture and the tests say so.
 
-#[cfg(feature = "tracing")]
-mod capture {
-    use std::fmt::Debug;
-    use std::sync::{Arc, Mutex};
-
-    use tracing::field::{Field, Visit};
-    use tracing::span::{Attributes, Id, Record};
-    use tracing::{Event, Level, Metadata, Subscriber};
-
-    /// Keeps the message of every warning (or error) event.
-    #[derive(Clone, Default)]
-    pub struct Capture(Arc<Mutex<Vec<String>>>);
-
-    impl Capture {
-        /// Runs `f` on this thread with the capture as its subscriber.
-        pub fn during<R>(&self, f: impl FnOnce() -> R) -> R {
-            tracing::subscriber::with_default(self.clone(), f)
-        }
-
-        pub fn messages(&self) -> Vec<String> {
-            self.0.lock().unwrap().clone()
-        }
-    }
-
-    struct Message(String);
-
-    impl Visit for Message {
-        fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-            if field.name() == "message" {
-                self.0 = format!("{value:?}");
-            }
-        }
-    }
-
-    impl Subscriber for Capture {
-        fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-            *metadata.level() <= Level::WARN
-        }
-        fn new_span(&self, _: &Attributes<'_>) -> Id {
-            Id::from_u64(1)
-        }
-        fn record(&self, _: &Id, _: &Record<'_>) {}
-        fn record_follows_from(&self, _: &Id, _: &Id) {}
-        fn event(&self, event: &Event<'_>) {
-            let mut m = Message(String::new());
-            event.record(&mut m);
-            self.0.lock().unwrap().push(m.0);
-        }
-        fn enter(&self, _: &Id) {}
-        fn exit(&self, _: &Id) {}
-    }
-}
-
 use crate::harness::TestDevice;
 
 /// World 3, rank 2 never comes: ranks 0 and 1 warn, naming rank 2 (and not themselves), a few
@@ -79,7 +26,7 @@ pub fn join_warns_missing_rank<D: TestDevice>() {
             for rank in 0..2 {
                 let (id, cfg) = (&id, &cfg);
                 s.spawn(move || {
-                    let log = capture::Capture::default();
+                    let log = crate::capture::Capture::default();
                     let r = log.during(|| {
                         Communicator::with_config(D::for_rank(rank), 3, id.clone(), rank, D::configure(cfg.clone()))
                     });
@@ -132,7 +79,7 @@ pub fn collective_warns_missing_rank<D: TestDevice>() {
                     if rank == 2 {
                         std::thread::sleep(Duration::from_millis(400));
                     }
-                    let log = capture::Capture::default();
+                    let log = crate::capture::Capture::default();
                     let mut t = Tensor::from_slice(&dev, &[rank as u32 + 1; 5], &[5]).unwrap();
                     log.during(|| comm.all_reduce(&mut t, ReduceOp::Sum)).unwrap();
                     assert_eq!(t.to_vec::<u32>().unwrap(), vec![6; 5]);

@@ -74,25 +74,28 @@ pub(super) fn a_receiver_killed_mid_recv_is_named_in_peer_lost(t: Transport) {
 /// and the survivor fails with `PeerLost` naming it, long before the op's timeout (20 s).
 pub(super) fn a_stopped_peer_is_named_in_peer_lost(t: Transport) {
     let mark = Mark::new("mark");
-    let mut kids = against_a_victim(t, "survivor", &mark, ("RUCCL_PEER_SILENCE", "1"));
+    let mut kids = against_a_victim(t, "survivor", &mark, &[("RUCCL_PEER_SILENCE", "1")]);
     mark.wait(GROUP_DEADLINE, "the victim never passed its barrier");
     kids.stop("rank1");
     kids.wait_for(&["rank0"]);
 }
 
+/// A peer process that is alive but never calls the collective: named in the warnings of the
+/// slow wait and in the `Timeout`, from what its process answers when asked.
 pub(super) fn a_silent_peer_is_named_in_the_timeout(t: Transport) {
     let mark = Mark::new("mark");
-    let mut kids = against_a_victim(t, "waiter", &mark, ("RUCCL_TIMEOUT", "2"));
+    let mut kids = against_a_victim(t, "waiter", &mark, &[("RUCCL_TIMEOUT", "2"), ("RUCCL_WARN_AFTER", "0.5")]);
     kids.wait_for(&["rank0"]);
 }
 
 /// Starts rank 0 as `role` and rank 1 as a `victim` (2 ranks), with `extra` set for both.
-fn against_a_victim(t: Transport, role: &str, mark: &Mark, extra: (&'static str, &str)) -> Kids {
+fn against_a_victim(t: Transport, role: &str, mark: &Mark, extra: &[(&'static str, &str)]) -> Kids {
     let id = UniqueId::new().unwrap();
     let mut kids = Kids::new(t);
     for (r, role) in [(0, role), (1, "victim")] {
         let mut env = ranks_env(&id, 2, &[r]);
-        env.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), mark.env(), (extra.0, extra.1.into())]);
+        env.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), mark.env()]);
+        env.extend(extra.iter().map(|&(k, v)| (k, v.to_string())));
         kids.spawn(&format!("rank{r}"), role, &env);
     }
     kids

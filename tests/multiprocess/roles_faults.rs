@@ -73,7 +73,21 @@ pub(super) fn waiter_child() -> Result<(), String> {
     comm.barrier().map_err(|e| e.to_string())?;
     let mut t = Tensor::from_slice(&HostDevice::default(), &[1.0f32; 64], &[64]).map_err(|e| e.to_string())?;
     let answered = format!("rank {victim}: (another process) idle; last finished op #0 barrier");
-    match comm.all_reduce(&mut t, ReduceOp::Sum) {
+    // The slow wait's warnings (`RUCCL_WARN_AFTER`) ask the victim's process too, and name it.
+    #[cfg(feature = "tracing")]
+    let log = crate::capture::Capture::default();
+    #[cfg(feature = "tracing")]
+    let result = log.during(|| comm.all_reduce(&mut t, ReduceOp::Sum));
+    #[cfg(not(feature = "tracing"))]
+    let result = comm.all_reduce(&mut t, ReduceOp::Sum);
+    #[cfg(feature = "tracing")]
+    {
+        let warned = format!("rank(s) {victim} have not reached op #1 yet");
+        if !log.messages().iter().any(|m| m.contains(&warned)) {
+            return Err(format!("no warning says {warned:?}: {:?}", log.messages()));
+        }
+    }
+    match result {
         Err(e) if e.kind() == ErrorKind::Timeout && e.to_string().contains(&format!("rank {victim}")) => {
             println!("expected: {e:?}");
             let said = format!(
