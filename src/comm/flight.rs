@@ -6,7 +6,7 @@ pub(crate) mod heard;
 mod ring;
 
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::Algorithm;
@@ -104,7 +104,8 @@ struct Slot(Mutex<RankStatus>);
 #[derive(Debug)]
 pub(crate) struct Board {
     /// Per rank; `None` for a rank of another process (its state is not known here).
-    ranks: Vec<Option<Slot>>,
+    /// Shared with the views that answer other processes ([`view`](Self::view)).
+    ranks: Arc<[Option<Slot>]>,
     /// How long a wait lasts before it logs which ranks are behind (see `comm::watch`).
     warn_after: Duration,
 }
@@ -121,6 +122,12 @@ impl Board {
     pub(crate) fn with_local(local: &[bool], warn_after: Duration) -> Self {
         let ranks = local.iter().map(|&l| l.then(Slot::default)).collect();
         Board { ranks, warn_after }
+    }
+
+    /// Another handle on the same ranks' records (what a peer process's question is answered
+    /// from, on the transport's reader threads).
+    pub(crate) fn view(&self) -> Board {
+        Board { ranks: self.ranks.clone(), warn_after: self.warn_after }
     }
 
     /// The ranks of other processes (whose state is known only from what they answer).

@@ -52,7 +52,7 @@ pub(crate) struct Shared {
     pub(crate) name: String,
     pub(crate) world: usize,
     pub(crate) link: Link,
-    pub(crate) board: Arc<Board>,
+    pub(crate) board: Board,
     config: CommConfig,
     /// Every rank's device, type-erased: how a rank learns what its peers' devices reach.
     devices: Vec<Arc<dyn Any + Send + Sync>>,
@@ -93,7 +93,7 @@ impl Shared {
             id,
             world,
             link,
-            board: Arc::new(Board::new(world, config.warn_after())),
+            board: Board::new(world, config.warn_after()),
             config,
             instance,
         }

@@ -186,22 +186,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             return Ok(Some(Blocked::Reading(p, held)));
         }
         match self.own_part(desc)? {
-            Some(span) if matches!(self.bufs.input, Binding::Blocks { .. }) => {
-                // An input list (scatter, reduce_scatter, all_to_all of lists): its blocks,
-                // one after the other, as the tensor form's one input holds them.
-                let mut part = [0u8; SLOT_BYTES];
-                let (block, bytes) = (desc.count, span.len * size);
-                let Some(part) = part.get_mut(..bytes) else {
-                    return Err(CollectiveError::protocol(format!(
-                        "an exchanged part of {bytes} bytes, more than a slot holds ({SLOT_BYTES})"
-                    )));
-                };
-                for (k, dst) in part.chunks_mut((block * size).max(1)).enumerate() {
-                    let (mem, off, len) = self.host(Span::new(Slot::Input, span.off + k * block, block), size)?;
-                    dst.copy_from_slice(&mem.read(off, len)?);
-                }
-                slots.publish(me, seq, fp, part);
-            }
+            Some(span) if matches!(self.bufs.input, Binding::Blocks { .. }) => self.publish_list(slots, span, size)?,
             Some(span) => {
                 let (mem, off, len) = self.host(span, size)?;
                 slots.publish(me, seq, fp, &mem.read(off, len)?);
@@ -240,6 +225,29 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             }
         }
         Ok(None)
+    }
+
+    /// Publishes an input list's part (scatter, reduce_scatter, all_to_all of lists): its
+    /// blocks, one after the other, as the tensor form's one input holds them. Out of line:
+    /// its slot-sized buffer would otherwise enlarge the frame of every op's publish (a stack
+    /// probe and colder stack lines per call: a 16-byte broadcast measured ~20% slower).
+    #[cold]
+    #[inline(never)]
+    fn publish_list(&self, slots: &Slots, span: Span, size: usize) -> Result<()> {
+        let v = &self.view;
+        let mut part = [0u8; SLOT_BYTES];
+        let (block, bytes) = (v.fp.desc.count, span.len * size);
+        let Some(part) = part.get_mut(..bytes) else {
+            return Err(CollectiveError::protocol(format!(
+                "an exchanged part of {bytes} bytes, more than a slot holds ({SLOT_BYTES})"
+            )));
+        };
+        for (k, dst) in part.chunks_mut((block * size).max(1)).enumerate() {
+            let (mem, off, len) = self.host(Span::new(Slot::Input, span.off + k * block, block), size)?;
+            dst.copy_from_slice(&mem.read(off, len)?);
+        }
+        slots.publish(v.rank, v.seq, &self.words, part);
+        Ok(())
     }
 
     /// Once every part this rank's result reads has arrived (`Some(the part it waits for)`

@@ -122,10 +122,9 @@ fn build(
     }
     let instance = Instance::claim(&mut registry(), id, table.nonce);
     let mut shared = Shared::new(id.clone(), world, config.clone(), instance, devices, Link::Tcp(Arc::new(mesh)));
-    let board = Arc::new(super::super::flight::Board::with_local(local, config.warn_after()));
+    shared.board = super::super::flight::Board::with_local(local, config.warn_after());
     // A peer's timeout asks this process's ranks what they are doing (over the connection).
-    let answers = board.clone();
+    let answers = shared.board.view();
     shared.link.set_flight(&tcp::FlightSource(Arc::new(move |r| answers.answer(r))));
-    shared.board = board;
     Ok(Arc::new(shared))
 }
