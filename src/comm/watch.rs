@@ -79,8 +79,9 @@ pub(crate) fn warn_op(ctx: View<'_>, peer: Rank, what: &str, waited: Duration) {
         }
         // Ranks of other processes are asked (briefly: the op goes on waiting meanwhile).
         let heard = c.hear_remote(ASK_WAIT);
+        // (This rank is never one of them: its own record is on the board.)
         let silent: Vec<String> = (c.shared.board.remote_ranks().into_iter())
-            .filter(|&r| r != c.rank && !heard.iter().any(|h| h.rank == r))
+            .filter(|&r| !heard.iter().any(|h| h.rank == r))
             .map(|r| r.to_string())
             .collect();
         let behind = c.shared.board.not_reached(c.seq, &heard);

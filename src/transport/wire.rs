@@ -12,7 +12,7 @@
 //! | 8..24 | communicator id (the `UniqueId`'s random bytes) |
 //! | 24..28 | source rank |
 //! | 28..32 | message index (data); world size (hello, register, table); messages taken (credit) |
-//! | 32..40 | sequence number (data); bytes granted (credit); the rank called (hello) |
+//! | 32..40 | sequence number (data); bytes granted (credit); the rank called (hello); the query's number (flight-recorder query and its answer) |
 //! | 40..48 | body length in bytes |
 //! | 48..96 | op fingerprint (data frames; zero otherwise), see [`put_fingerprint`] |
 //!
@@ -28,7 +28,7 @@ use crate::types::{DType, ReduceOp};
 /// The first four bytes of every frame.
 pub(crate) const MAGIC: [u8; 4] = *b"RCCL";
 /// The protocol version this build speaks (and the only one it accepts).
-pub(crate) const VERSION: u16 = 1;
+pub(crate) const VERSION: u16 = 2;
 /// The length of a frame header.
 pub(crate) const HEADER_LEN: usize = 96;
 /// The longest body of a control frame (an abort's message, a flight recorder's answer).
@@ -235,7 +235,8 @@ pub(crate) struct FrameHeader {
     pub kind: FrameKind,
     pub comm: [u8; 16],
     pub from: u32,
-    /// Data: the op's sequence number; credit: the bytes granted; otherwise 0.
+    /// Data: the op's sequence number; credit: the bytes granted; hello: the rank called;
+    /// flight-recorder query and answer: the query's number; otherwise 0.
     pub seq: u64,
     pub p2p: bool,
     /// Data: the message index; hello: the world size; credit: messages taken; otherwise 0.
@@ -443,6 +444,8 @@ fn decode(b: &[u8; HEADER_LEN], limits: Limits, memo: Option<&mut FpMemo>) -> Re
         FrameKind::Hello => (true, true),
         FrameKind::Register | FrameKind::Table => (false, true),
         FrameKind::Credit => (true, true),
+        // A flight-recorder query's number, which its answer repeats.
+        FrameKind::FlightQuery | FrameKind::FlightAnswer => (true, false),
         _ => (false, false),
     };
     if kind != FrameKind::Data && p2p {

@@ -152,7 +152,9 @@ fn random_header(rng: &mut Rng, max_data: u64) -> FrameHeader {
             h.fp = Some(random_desc(rng).fingerprint());
             h.len = rng.below(max_data + 1);
         }
-        FrameKind::Abort | FrameKind::FlightAnswer => h.len = rng.below(MAX_CONTROL + 1),
+        FrameKind::Abort => h.len = rng.below(MAX_CONTROL + 1),
+        FrameKind::FlightAnswer => (h.seq, h.len) = (rng.next(), rng.below(MAX_CONTROL + 1)),
+        FrameKind::FlightQuery => h.seq = rng.next(),
         FrameKind::Hello => (h.seq, h.index) = (rng.next(), rng.next() as u32),
         FrameKind::Register => (h.index, h.len) = (rng.next() as u32, rng.below(MAX_CONTROL + 1)),
         FrameKind::Table => (h.index, h.len) = (rng.next() as u32, rng.below(MAX_TABLE + 1)),
@@ -166,7 +168,8 @@ fn same(a: &FrameHeader, b: &FrameHeader) -> bool {
     (a.kind, a.comm, a.from, a.seq, a.p2p, a.index, a.len) == (b.kind, b.comm, b.from, b.seq, b.p2p, b.index, b.len)
         && match (&a.fp, &b.fp) {
             (None, None) => true,
-            (Some(x), Some(y)) => x.desc == y.desc,
+            // By bits: a mutated scalar may be a NaN, which `OpDesc`'s `==` calls unequal to itself.
+            (Some(x), Some(y)) => x.words() == y.words(),
             _ => false,
         }
 }
@@ -226,9 +229,9 @@ fn named_errors() {
     let e = CollectiveError::from(e);
     assert_eq!(e.kind(), ErrorKind::Protocol);
     assert!(e.message().contains("101 bytes"), "{e}");
-    b[4] = 2;
+    b[4] = 1;
     let e = CollectiveError::from(decode_header(&b, limits).unwrap_err());
-    assert!(e.message().contains("version 2") && e.message().contains("version 1"), "{e}");
+    assert!(e.message().contains("version 1") && e.message().contains("version 2"), "{e}");
     b[0] = b'G';
     assert!(matches!(decode_header(&b, limits), Err(WireError::Magic(_))));
     // Another protocol's bytes read as text; others as hex.

@@ -182,16 +182,23 @@ impl Endpoint {
         self.ring();
     }
 
-    /// A peer asked for this rank's flight recorder: the answer goes back on its connection
-    /// (none before the communicator set what to answer).
-    fn answer_flight(&self, p: &Peer) {
+    /// A peer asked for this rank's flight recorder (query number `asked`): the answer goes
+    /// back on its connection, carrying the query's number (none before the communicator set
+    /// what to answer).
+    fn answer_flight(&self, p: &Peer, asked: u64) {
         let Some(body) = self.flight.get().and_then(|f| (f.0)(self.rank)) else { return };
         let body = &body[..body.len().min(wire::MAX_CONTROL as usize)];
-        p.push_control(self.control(FrameKind::FlightAnswer, body));
+        p.push_control(self.control_numbered(FrameKind::FlightAnswer, asked, body));
     }
 
     fn control(&self, kind: FrameKind, body: &[u8]) -> Vec<u8> {
-        let h = FrameHeader::control(kind, self.comm, self.rank as u32, body.len() as u64);
+        self.control_numbered(kind, 0, body)
+    }
+
+    /// A control frame whose sequence field carries `seq` (a flight-recorder query's number,
+    /// which its answer repeats).
+    fn control_numbered(&self, kind: FrameKind, seq: u64, body: &[u8]) -> Vec<u8> {
+        let h = FrameHeader { seq, ..FrameHeader::control(kind, self.comm, self.rank as u32, body.len() as u64) };
         let mut f = wire::encode_header(&h).to_vec();
         f.extend_from_slice(body);
         f
@@ -493,19 +500,25 @@ impl Mesh {
         if asked.is_empty() {
             return Vec::new();
         }
-        let query = e.control(FrameKind::FlightQuery, &[]);
+        // Each query has a number of its own, which the answer repeats: an answer to an
+        // earlier query that came too late for it (after its wait ended) is not taken for
+        // this one's.
+        static QUERIES: AtomicU64 = AtomicU64::new(0);
+        let n = QUERIES.fetch_add(1, Ordering::Relaxed) + 1;
+        let query = e.control_numbered(FrameKind::FlightQuery, n, &[]);
         for p in &asked {
-            *lock(&p.answer) = None;
             p.push_control(query.clone());
         }
         // The reader tasks take the answers (this rank may have read some sockets itself).
         arm_readers();
         let until = Instant::now() + wait;
-        let pending = || asked.iter().any(|p| lock(&p.answer).is_none() && !p.gone.load(Ordering::SeqCst));
+        let answered = |p: &Peer| lock(&p.answer).as_ref().is_some_and(|(of, _)| *of == n);
+        let pending = || asked.iter().any(|p| !answered(p) && !p.gone.load(Ordering::SeqCst));
         while pending() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
-        asked.iter().filter_map(|p| lock(&p.answer).take().map(|a| (p.rank, a))).collect()
+        let take = |p: &Peer| lock(&p.answer).take_if(|(of, _)| *of == n).map(|(_, a)| (p.rank, a));
+        asked.iter().filter_map(|p| take(p)).collect()
     }
 
     /// Whether both ranks live in this process and share memory (never, over TCP).

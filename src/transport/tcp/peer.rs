@@ -131,9 +131,9 @@ pub(crate) struct Peer {
     /// Data goes through a segment shared with the peer's process (the socket carries the
     /// rest).
     pub(super) shm: Option<Arc<shm_io::ShmPeer>>,
-    /// The peer's flight-recorder answer (`FlightAnswer`), once one came after this rank
-    /// asked ([`Mesh::ask_flight`](super::Mesh::ask_flight)).
-    pub(super) answer: Mutex<Option<Vec<u8>>>,
+    /// The peer's latest flight-recorder answer (`FlightAnswer`) and the number of the query
+    /// it answers ([`Mesh::ask_flight`](super::Mesh::ask_flight) takes only its own).
+    pub(super) answer: Mutex<Option<(u64, Vec<u8>)>>,
 }
 
 impl Peer {

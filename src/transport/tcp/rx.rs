@@ -69,10 +69,11 @@ enum Body {
         bytes: Vec<u8>,
         len: usize,
     },
-    /// A peer's flight-recorder answer.
+    /// A peer's flight-recorder answer to query number `asked`.
     Answer {
         bytes: Vec<u8>,
         len: usize,
+        asked: u64,
     },
 }
 
@@ -80,7 +81,7 @@ impl Body {
     fn remaining(&self) -> usize {
         match self {
             Body::Data { len, filled, .. } => len - filled,
-            Body::Abort { bytes, len } | Body::Answer { bytes, len } => len - bytes.len(),
+            Body::Abort { bytes, len } | Body::Answer { bytes, len, .. } => len - bytes.len(),
         }
     }
 
@@ -236,7 +237,9 @@ impl Rx {
                 self.body = Some(Body::Data { header, mem, len, filled: 0 });
             }
             FrameKind::Abort => self.body = Some(Body::Abort { bytes: Vec::with_capacity(len), len }),
-            FrameKind::FlightAnswer => self.body = Some(Body::Answer { bytes: Vec::with_capacity(len), len }),
+            FrameKind::FlightAnswer => {
+                self.body = Some(Body::Answer { bytes: Vec::with_capacity(len), len, asked: h.seq });
+            }
             FrameKind::Credit => {
                 // Only a writer with data queued may be waiting for credits (waking it for
                 // nothing costs a runtime thread's wake-up per small op).
@@ -253,7 +256,7 @@ impl Rx {
             }
             FrameKind::Goodbye => return Err(End::Goodbye),
             FrameKind::Heartbeat => {}
-            FrameKind::FlightQuery => e.answer_flight(p),
+            FrameKind::FlightQuery => e.answer_flight(p, h.seq),
             FrameKind::Hello => return Err(End::Protocol("a second hello".into())),
             FrameKind::Register | FrameKind::Table => {
                 return Err(End::Protocol(format!("a rendezvous {:?} frame on a mesh connection", h.kind)));
@@ -276,8 +279,8 @@ fn finish(e: &Endpoint, p: &Peer, body: Body) -> Result<(), End> {
             e.set_poison(err);
             e.tell();
         }
-        Body::Answer { bytes, .. } => {
-            *lock(&p.answer) = Some(bytes);
+        Body::Answer { bytes, asked, .. } => {
+            *lock(&p.answer) = Some((asked, bytes));
             e.ring();
         }
     }

@@ -39,3 +39,25 @@ fn strangers_get_protocol_errors() {
     // Truncated: the peer closes mid-hello.
     assert_eq!(hello_from(&hello([7; 16], 2, 0, 4)[..40]).unwrap_err().kind(), ErrorKind::Io);
 }
+
+/// An answer that comes after its query stopped waiting is not taken for the next query's:
+/// each query has a number, which its answer repeats.
+#[test]
+fn a_late_flight_answer_is_not_taken_for_the_next_query() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mesh = loopback([3; 16], 2, Duration::from_secs(60), deadline).unwrap();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&answered);
+    mesh.set_flight(&crate::transport::tcp::FlightSource(Arc::new(move |_| {
+        let k = count.fetch_add(1, Ordering::SeqCst);
+        // Rank 1 is slow to answer: the first answer comes after its asker stopped waiting,
+        // and the second one a while after the first.
+        std::thread::sleep(Duration::from_millis(if k == 0 { 400 } else { 200 }));
+        Some(format!("answer {k}").into_bytes())
+    })));
+    assert!(mesh.ask_flight(0, &[1], Duration::from_millis(50)).is_empty());
+    // The first answer arrives while the second query waits: not its answer.
+    assert_eq!(mesh.ask_flight(0, &[1], Duration::from_secs(10)), vec![(1, b"answer 1".to_vec())]);
+    assert_eq!(answered.load(Ordering::SeqCst), 2);
+}
