@@ -250,7 +250,27 @@ impl HostMem {
         self.block.words.as_slice().as_ptr().cast::<u8>().cast_mut()
     }
 
+    /// Registers `b` (in bounds or not): inline, the usual case — no live guard, and `b` fits
+    /// the solo word — and out of line, everything else ([`acquire_slow`](Self::acquire_slow)).
+    #[inline]
     fn acquire(&self, off: usize, len: usize, write: bool) -> Result<Borrow> {
+        let b = Borrow { off, len, write };
+        // Acquire: the accesses of the guard released before (its Release in `unregister`)
+        // happen before ours.
+        if len != 0
+            && self.check(off, len)
+            && let Some(code) = b.encode()
+            && self.block.solo.compare_exchange(EMPTY, code, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            return Ok(b);
+        }
+        self.acquire_slow(b)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn acquire_slow(&self, b: Borrow) -> Result<Borrow> {
+        let Borrow { off, len, .. } = b;
         if !self.check(off, len) {
             return Err(CollectiveError::device(format!(
                 "range {off}..{} is outside a {}-byte host buffer",
@@ -258,19 +278,11 @@ impl HostMem {
                 self.block.len
             )));
         }
-        let b = Borrow { off, len, write };
         if len == 0 {
             return Ok(b);
         }
         let solo = &self.block.solo;
         let code = b.encode();
-        // The usual case: no live guard, and this one fits the solo word. Acquire: the
-        // accesses of the guard released before (its Release below) happen before ours.
-        if let Some(code) = code
-            && solo.compare_exchange(EMPTY, code, Ordering::Acquire, Ordering::Relaxed).is_ok()
-        {
-            return Ok(b);
-        }
         let mut live = self.block.borrows.lock().unwrap_or_else(|e| e.into_inner());
         let mut seen = solo.load(Ordering::Acquire);
         loop {
@@ -313,17 +325,24 @@ impl HostMem {
         Ok(b)
     }
 
+    /// Lets `b` go: inline when it is the solo guard, out of line when listed.
+    #[inline]
     fn unregister(&self, b: Borrow) {
-        if b.len == 0 {
-            return;
-        }
-        let solo = &self.block.solo;
         // Release: our accesses happen before those of the next guard to take the range.
-        if let Some(code) = b.encode()
-            && solo.compare_exchange(code, EMPTY, Ordering::Release, Ordering::Relaxed).is_ok()
+        if b.len == 0
+            || b.encode().is_some_and(|code| {
+                self.block.solo.compare_exchange(code, EMPTY, Ordering::Release, Ordering::Relaxed).is_ok()
+            })
         {
             return;
         }
+        self.unregister_slow(b);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unregister_slow(&self, b: Borrow) {
+        let solo = &self.block.solo;
         // Not the solo guard, so `solo` is LISTED with `b` in the list, and stays so while we
         // hold the lock.
         let mut live = self.block.borrows.lock().unwrap_or_else(|e| e.into_inner());
@@ -340,6 +359,7 @@ impl HostMem {
     ///
     /// # Errors
     /// `Device` when the range is out of bounds or overlaps a live write.
+    #[inline]
     pub fn read(&self, off: usize, len: usize) -> Result<ReadGuard<'_>> {
         let borrow = self.acquire(off, len, false)?;
         // SAFETY: in bounds (checked by `acquire`); no live write overlaps the range and none
@@ -353,6 +373,7 @@ impl HostMem {
     ///
     /// # Errors
     /// `Device` when the range is out of bounds or overlaps a live read or write.
+    #[inline]
     pub fn write(&self, off: usize, len: usize) -> Result<WriteGuard<'_>> {
         let borrow = self.acquire(off, len, true)?;
         // SAFETY: in bounds; no other live access overlaps the range, and none can start
@@ -430,6 +451,7 @@ impl Deref for ReadGuard<'_> {
 }
 
 impl Drop for ReadGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.mem.unregister(self.borrow);
     }
@@ -456,6 +478,7 @@ impl DerefMut for WriteGuard<'_> {
 }
 
 impl Drop for WriteGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.mem.unregister(self.borrow);
     }

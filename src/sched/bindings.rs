@@ -62,6 +62,7 @@ impl<B: Clone> Bindings<B> {
 
 impl<B> Bindings<B> {
     /// Where `s` lies, borrowed: (buffer, byte offset, byte length, memory id).
+    #[inline]
     pub(super) fn locate(&self, s: Span, size: usize) -> Result<(&B, usize, usize, usize)> {
         let b = match s.slot {
             Slot::Input => &self.input,
@@ -75,12 +76,22 @@ impl<B> Bindings<B> {
                 let (k, inner) = if *block == 0 { (0, 0) } else { (off / block, off % block) };
                 match bufs.get(k) {
                     Some((buf, id)) if inner + len <= *block || len == 0 => Ok((buf, inner, len, *id)),
-                    _ => Err(CollectiveError::protocol(format!(
-                        "plan span {s:?} does not fit a block of the list of tensors bound to it"
-                    ))),
+                    _ => Err(misfit(s)),
                 }
             }
-            Binding::Unbound => Err(CollectiveError::protocol(format!("plan uses unbound slot {:?}", s.slot))),
+            Binding::Unbound => Err(unbound(s)),
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn misfit(s: Span) -> CollectiveError {
+    CollectiveError::protocol(format!("plan span {s:?} does not fit a block of the list of tensors bound to it"))
+}
+
+#[cold]
+#[inline(never)]
+fn unbound(s: Span) -> CollectiveError {
+    CollectiveError::protocol(format!("plan uses unbound slot {:?}", s.slot))
 }

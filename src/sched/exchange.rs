@@ -193,15 +193,18 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             }
             None => slots.publish(me, seq, fp, &[]),
         }
-        // Only peers whose results read this part wait for it (non-roots' parts of
-        // broadcast and scatter are read by nobody).
-        let read = desc.shape.is_some()
-            || !matches!(desc.kind, OpKind::Broadcast | OpKind::Scatter)
-            || desc.root.unwrap_or(0) == me;
-        if read {
-            v.shared.link.wake_peers(me);
-        }
-        if self.reads == Reads::Own {
+        if self.reads != Reads::Own {
+            // Only peers whose results read this part wait for it (non-roots' parts of
+            // broadcast and scatter are read by nobody). A rank that waits for no peer
+            // (below) wakes them once, in `collect`, which follows at once: for the part and
+            // the finish together.
+            let read = desc.shape.is_some()
+                || !matches!(desc.kind, OpKind::Broadcast | OpKind::Scatter)
+                || desc.root.unwrap_or(0) == me;
+            if read {
+                v.shared.link.wake_peers(me);
+            }
+        } else {
             // This rank waits for no peer: it checks the peers that have published already,
             // after a fence that pairs with theirs. Of two such ranks, at least one sees the
             // other's part here (each stores its part, fences, then loads the other's), and
@@ -216,10 +219,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             // mutually checking ranks, and an undetected disagreement would need two ranks
             // tied to the same ones to differ. If it does not agree, it finds out itself.
             // (Ranks that all call themselves non-roots wait for ranks that disagree.)
-            // (A part someone reads was followed by `wake_peers`, whose fence is this one.)
-            if !read {
-                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            }
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             if let Some(p) = (0..n).find(|&p| p != me && slots.disagrees(p, seq, fp)) {
                 return Err(self.part_mismatch(p));
             }
