@@ -176,30 +176,28 @@ pub(crate) fn validate<'a, D: Device, B>(
         return Err(fail(format!("PreMulSum scalar {s} is not finite")));
     }
     // Devices and dtypes: every tensor's, named as an error names it.
-    let named = |what: &'static str, list: bool| move |(k, t): (usize, &'a Tensor<D>)| (what, list.then_some(k), t);
-    let list = |x: &Tensors<'a, D>| matches!(x, Tensors::List(_));
-    let tensors = (call.input.tensors().iter().enumerate().map(named("input", list(&call.input))))
-        .chain(call.output.tensors().iter().enumerate().map(named("output", list(&call.output))));
     let mut dtype: Option<(DType, Name)> = None;
-    for (what, k, t) in tensors {
-        if !t.device().same_device(device) {
-            return Err(fail(format!(
-                "{} is on {} but this communicator's device is {}",
-                Name(what, k),
-                t.device().describe(),
-                device.describe()
-            )));
-        }
-        match dtype {
-            None => dtype = Some((t.dtype(), Name(what, k))),
-            Some((d, first)) if d != t.dtype() => {
+    for (what, x) in [("input", &call.input), ("output", &call.output)] {
+        let list = matches!(x, Tensors::List(_));
+        for (k, t) in x.tensors().iter().enumerate() {
+            let name = Name(what, list.then_some(k));
+            if !t.device().same_device(device) {
                 return Err(fail(format!(
-                    "dtypes differ: {first} is {d} but {} is {} (an op's tensors all hold one dtype)",
-                    Name(what, k),
-                    t.dtype()
+                    "{name} is on {} but this communicator's device is {}",
+                    t.device().describe(),
+                    device.describe()
                 )));
             }
-            _ => {}
+            match dtype {
+                None => dtype = Some((t.dtype(), name)),
+                Some((d, first)) if d != t.dtype() => {
+                    return Err(fail(format!(
+                        "dtypes differ: {first} is {d} but {name} is {} (an op's tensors all hold one dtype)",
+                        t.dtype()
+                    )));
+                }
+                _ => {}
+            }
         }
     }
     let dtype = dtype.map_or(DType::U8, |(d, _)| d);
@@ -210,11 +208,7 @@ pub(crate) fn validate<'a, D: Device, B>(
         _ => None,
     };
     let need = |what: &str, got: Option<usize>, want: usize| -> Result<()> {
-        match got {
-            Some(g) if g == want => Ok(()),
-            Some(g) => Err(fail(format!("{what} has {g} elements, expected {want}"))),
-            None => Err(fail(format!("{what} is required on this rank"))),
-        }
+        if got == Some(want) { Ok(()) } else { Err(fail(missing(what, got, want))) }
     };
     // A list: one tensor per rank, each of `c` elements (`whose`: where `c` comes from).
     let per_rank = |what: &'static str, l: &[Tensor<D>], c: usize, whose: &str| -> Result<()> {
@@ -365,6 +359,17 @@ pub(crate) fn validate<'a, D: Device, B>(
     Ok((desc, Io { input, output, input_elems: in_n.unwrap_or(0), blocks }))
 }
 
+/// What is wrong with `what`, which has `got` elements (`None`: no tensor) where the call
+/// needs `want`.
+#[cold]
+#[inline(never)]
+fn missing(what: &str, got: Option<usize>, want: usize) -> String {
+    match got {
+        Some(g) => format!("{what} has {g} elements, expected {want}"),
+        None => format!("{what} is required on this rank"),
+    }
+}
+
 /// A tensor of a call as errors name it: `input`, `output`, or entry `k` of a list
 /// (`input[2]`).
 #[derive(Clone, Copy)]
@@ -425,6 +430,7 @@ fn uneven<D: Device>(call: &Call<'_, D>, rank: Rank, world: usize) -> std::resul
 }
 
 /// Whether two tensors on `device` share at least one byte (judged by memory, its `mem_id`).
+#[inline]
 pub(crate) fn overlaps<D: Device>(device: &D, a: &Tensor<D>, b: &Tensor<D>) -> bool {
     let end = |t: &Tensor<D>| t.byte_offset() + t.byte_len();
     a.byte_len() > 0
@@ -440,33 +446,42 @@ pub(crate) fn overlaps<D: Device>(device: &D, a: &Tensor<D>, b: &Tensor<D>) -> b
 /// for all_gather / gather (input inside the output) and reduce_scatter / scatter (output
 /// inside the input), as NCCL defines in place — runs in place (`Ok(true)`). Any other
 /// overlap would let the op overwrite bytes it still has to read: an error naming the two.
+#[inline]
 fn aliasing<D: Device>(call: &Call<'_, D>, rank: Rank, device: &D) -> std::result::Result<bool, String> {
-    let start = |t: &Tensor<D>| t.byte_offset();
-    let overlap = |a: &Tensor<D>, b: &Tensor<D>| overlaps(device, a, b);
-    match (call.input, call.output) {
+    match (&call.input, &call.output) {
         (Input::List(_), _) | (_, Output::List(_)) => list_aliasing(call, rank, device),
-        (Input::One(x), Output::One(y)) if overlap(x, y) => {
-            // Where the in-place form keeps the data: block `rank` of the larger tensor (a
-            // caller's tensors all start at byte 0: there, only on rank 0), or the input itself.
-            let exact = match call.kind {
-                OpKind::AllGather | OpKind::Gather => start(x) == start(y) + rank * x.byte_len(),
-                OpKind::ReduceScatter | OpKind::Scatter => start(y) == start(x) + rank * y.byte_len(),
-                _ => start(x) == start(y) && x.byte_len() == y.byte_len(),
-            };
-            if exact {
-                Ok(true)
-            } else {
-                Err(format!(
-                    "the output overlaps the input without being where the in-place form of {} keeps it (same \
-                     memory, {} and {} bytes): pass the same tensor for an in-place call, or disjoint tensors",
-                    call.kind.name(),
-                    x.byte_len(),
-                    y.byte_len()
-                ))
-            }
-        }
+        (Input::One(x), Output::One(y)) if overlaps(device, x, y) => aliased_one(call, rank, x, y),
         _ => Ok(false),
     }
+}
+
+/// [`aliasing`] of a call whose input and output are one tensor each, and overlap: in place
+/// where the in-place form keeps the data, block `rank` of the larger tensor (a caller's
+/// tensors all start at byte 0: there, only on rank 0) or the input itself; an error
+/// otherwise.
+#[inline(never)]
+fn aliased_one<D: Device>(
+    call: &Call<'_, D>,
+    rank: Rank,
+    x: &Tensor<D>,
+    y: &Tensor<D>,
+) -> std::result::Result<bool, String> {
+    let start = |t: &Tensor<D>| t.byte_offset();
+    let exact = match call.kind {
+        OpKind::AllGather | OpKind::Gather => start(x) == start(y) + rank * x.byte_len(),
+        OpKind::ReduceScatter | OpKind::Scatter => start(y) == start(x) + rank * y.byte_len(),
+        _ => start(x) == start(y) && x.byte_len() == y.byte_len(),
+    };
+    if exact {
+        return Ok(true);
+    }
+    Err(format!(
+        "the output overlaps the input without being where the in-place form of {} keeps it (same memory, {} \
+         and {} bytes): pass the same tensor for an in-place call, or disjoint tensors",
+        call.kind.name(),
+        x.byte_len(),
+        y.byte_len()
+    ))
 }
 
 /// [`aliasing`] of a call with a list. Outputs never share memory with each other (inputs,
