@@ -36,6 +36,7 @@
 //! runtime shared by the process; ranks talk to them through mutexes, atomics, `Notify` and
 //! the ranks' doorbells — never across an `.await` with a lock held.
 
+mod flight;
 pub(crate) mod inbox;
 mod io;
 mod peer;
@@ -52,6 +53,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+pub(crate) use flight::{FLIGHT_WAIT, FlightSource};
 pub(crate) use peer::arm_readers;
 use peer::{OutMsg, Peer};
 
@@ -102,20 +104,6 @@ pub(crate) struct Endpoint {
     /// communicator once its board exists; unanswered until then).
     flight: std::sync::OnceLock<FlightSource>,
 }
-
-/// A rank's flight-recorder answer, as the communicator renders it for a peer of another
-/// process (the transport only carries the bytes).
-#[derive(Clone)]
-pub(crate) struct FlightSource(pub(crate) Arc<dyn Fn(Rank) -> Option<Vec<u8>> + Send + Sync>);
-
-impl std::fmt::Debug for FlightSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("FlightSource")
-    }
-}
-
-/// How long a timeout report waits for the peers' flight-recorder answers.
-pub(crate) const FLIGHT_WAIT: Duration = Duration::from_secs(1);
 
 impl Endpoint {
     /// How often an idle connection sends a heartbeat: four within the silence limit.
@@ -180,15 +168,6 @@ impl Endpoint {
         }
         self.failed.store(true, Ordering::SeqCst);
         self.ring();
-    }
-
-    /// A peer asked for this rank's flight recorder (query number `asked`): the answer goes
-    /// back on its connection, carrying the query's number (none before the communicator set
-    /// what to answer).
-    fn answer_flight(&self, p: &Peer, asked: u64) {
-        let Some(body) = self.flight.get().and_then(|f| (f.0)(self.rank)) else { return };
-        let body = &body[..body.len().min(wire::MAX_CONTROL as usize)];
-        p.push_control(self.control_numbered(FrameKind::FlightAnswer, asked, body));
     }
 
     fn control(&self, kind: FrameKind, body: &[u8]) -> Vec<u8> {
@@ -482,43 +461,6 @@ impl Mesh {
             drop(out);
             p.wake.notify_one();
         }
-    }
-
-    /// Sets what every rank of this mesh answers a peer that asks for its flight recorder.
-    pub(super) fn set_flight(&self, source: &FlightSource) {
-        for e in self.endpoints.iter().flatten() {
-            let _ = e.flight.set(source.clone());
-        }
-    }
-
-    /// Asks `ranks`, those of `me`'s peers that are still connected, for their flight
-    /// recorders and waits up to `wait` for the answers: (rank, answer) for each that came.
-    pub(super) fn ask_flight(&self, me: Rank, ranks: &[Rank], wait: Duration) -> Vec<(Rank, Vec<u8>)> {
-        let Some(e) = self.ep(me) else { return Vec::new() };
-        let asked: Vec<&Arc<Peer>> =
-            ranks.iter().filter_map(|&r| e.peer(r)).filter(|p| !p.gone.load(Ordering::SeqCst)).collect();
-        if asked.is_empty() {
-            return Vec::new();
-        }
-        // Each query has a number of its own, which the answer repeats: an answer to an
-        // earlier query that came too late for it (after its wait ended) is not taken for
-        // this one's.
-        static QUERIES: AtomicU64 = AtomicU64::new(0);
-        let n = QUERIES.fetch_add(1, Ordering::Relaxed) + 1;
-        let query = e.control_numbered(FrameKind::FlightQuery, n, &[]);
-        for p in &asked {
-            p.push_control(query.clone());
-        }
-        // The reader tasks take the answers (this rank may have read some sockets itself).
-        arm_readers();
-        let until = Instant::now() + wait;
-        let answered = |p: &Peer| lock(&p.answer).as_ref().is_some_and(|(of, _)| *of == n);
-        let pending = || asked.iter().any(|p| !answered(p) && !p.gone.load(Ordering::SeqCst));
-        while pending() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let take = |p: &Peer| lock(&p.answer).take_if(|(of, _)| *of == n).map(|(_, a)| (p.rank, a));
-        asked.iter().filter_map(|p| take(p)).collect()
     }
 
     /// Whether both ranks live in this process and share memory (never, over TCP).
