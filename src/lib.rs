@@ -122,6 +122,7 @@ pub mod algo;
 pub mod api;
 #[cfg(feature = "burn")]
 pub mod burn;
+mod clock;
 mod comm;
 pub mod config;
 pub mod device;

@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use super::{Binding, Bindings, Blocked, OpRun, Progress, View};
 use crate::algo::{Slot, Span};
+use crate::clock::coarse_now;
 use crate::comm::watch::WaitWatch;
 use crate::config::Algorithm;
 use crate::device::{Device, kernels};
@@ -114,10 +115,12 @@ impl<D: Device> OpRun<D> {
 /// enqueues no device work, so a failure has nothing to reclaim.
 ///
 /// It keeps the op's flight-recorder entry too. Most exchanged ops never wait: such an op
-/// gets one entry, written once it is over (one clock read, one lock). One that waits is
-/// entered as running when it first does — that clock read is its start and, for a
+/// gets one entry, written once it is over (one coarse clock read, one lock). One that waits
+/// is entered as running when it first does — that clock read is its start and, for a
 /// [`Deadline::OnWait`](super::Deadline::OnWait), its deadline's — so that a hang shows it,
-/// and finished once over. Peers that look for its call in the meantime (a mismatch's
+/// and finished once over. Its times are [`coarse_now`]'s: a tick's precision is plenty for
+/// a recorder and a deadline, and a precise read per op cost the 16-byte rooted ops with 4
+/// ranks on 2 cores about a third of their time. Peers that look for its call in the meantime (a mismatch's
 /// message) read it from its slot's words instead.
 pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> Result<()> {
     let v = ex.view;
@@ -126,12 +129,12 @@ pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> R
     let result = ex.run_through(&mut waited);
     match &waited {
         Some(w) => {
-            board.finish(v.rank, result.is_ok());
+            board.finish_at(v.rank, result.is_ok(), coarse_now());
             if result.is_ok() {
                 v.settle(&w.noted);
             }
         }
-        None => board.record(v.rank, v.seq, v.fp.desc, Algorithm::Exchange, result.is_ok(), Instant::now()),
+        None => board.record(v.rank, v.seq, v.fp.desc, Algorithm::Exchange, result.is_ok(), coarse_now()),
     }
     result.map_err(|e| {
         super::fail(v, &e);
@@ -309,12 +312,12 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             return Err(CollectiveError::protocol(format!("an exchange cannot wait for {b:?}")));
         };
         let w = waited.get_or_insert_with(|| {
-            let now = Instant::now();
+            let now = coarse_now();
             v.shared.board.start_at(v.rank, v.seq, v.fp.desc, Algorithm::Exchange, now);
             Waited { deadline: v.deadline.at_from(now), watch: None, noted: Cell::new(false) }
         });
         let link = v.link();
-        let watch = w.watch.get_or_insert_with(|| WaitWatch::new(Instant::now(), v.shared.board.warn_after()));
+        let watch = w.watch.get_or_insert_with(|| WaitWatch::new(coarse_now(), v.shared.board.warn_after()));
         let ready = || slot_ready(link, v.seq, b);
         let noted = &w.noted;
         let outcome =

@@ -1,0 +1,79 @@
+//! A clock for times that need no precision: the flight recorder's entries, a wait's
+//! deadline and its warning timer — milliseconds matter there, not nanoseconds.
+//!
+//! [`Instant::now`] reads the CPU's time-stamp counter in an ordered way, which waits for the
+//! loads before it — on the small-op path, the cache lines just written by other cores. One
+//! such read per 16-byte gather took the slots protocol alone from 0.25 to 0.40 us per op with
+//! 4 ranks on 2 cores (`benches/study/slots.rs`, PERFORMANCE.md session 23). On Linux,
+//! [`coarse_now`] reads `CLOCK_MONOTONIC_COARSE` instead (the kernel's last tick: no counter
+//! read) and places it on the [`Instant`] line.
+
+use std::time::Instant;
+
+/// Now, to within the kernel's tick (1-4 ms) either way, as an [`Instant`]: comparable with
+/// and subtractable from any other `Instant` (a difference below a tick may come out as zero:
+/// [`Instant::duration_since`] saturates).
+#[inline]
+pub(crate) fn coarse_now() -> Instant {
+    imp::now()
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+mod imp {
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    /// `CLOCK_MONOTONIC_COARSE` (the same clock as `Instant`'s, at the tick's resolution).
+    fn coarse() -> Option<Duration> {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec; the call writes nothing else.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+        let (s, ns) = (u64::try_from(ts.tv_sec).ok()?, u32::try_from(ts.tv_nsec).ok()?);
+        (rc == 0).then(|| Duration::new(s, ns))
+    }
+
+    /// An `Instant` and the coarse clock read together: the line one maps onto the other.
+    fn base() -> Option<&'static (Instant, Duration)> {
+        static BASE: OnceLock<Option<(Instant, Duration)>> = OnceLock::new();
+        BASE.get_or_init(|| {
+            let c = coarse()?;
+            Some((Instant::now(), c))
+        })
+        .as_ref()
+    }
+
+    #[inline]
+    pub(super) fn now() -> Instant {
+        match (base(), coarse()) {
+            (Some((at, c0)), Some(c)) => *at + c.saturating_sub(*c0),
+            _ => Instant::now(),
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+mod imp {
+    #[inline]
+    pub(super) fn now() -> std::time::Instant {
+        std::time::Instant::now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    /// It tracks `Instant::now` to within a few ticks, and moves forward with it.
+    #[test]
+    fn coarse_now_follows_the_clock() {
+        let tick = Duration::from_millis(50);
+        let a = super::coarse_now();
+        let now = Instant::now();
+        assert!(a.duration_since(now) < tick && now.duration_since(a) < tick, "{a:?} vs {now:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        let b = super::coarse_now();
+        assert!(b.duration_since(a) >= Duration::from_millis(50), "{:?}", b.duration_since(a));
+        let now = Instant::now();
+        assert!(b.duration_since(now) < tick && now.duration_since(b) < tick, "{b:?} vs {now:?}");
+    }
+}
