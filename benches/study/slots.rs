@@ -41,6 +41,65 @@ struct Variant {
     /// around the protocol adds: driver and state locks, the flight recorder, wake-ups).
     locks: usize,
     fences: usize,
+    /// A flight-recorder entry per op, as the board writes one: a record of ~150 bytes
+    /// written into a ring of 256 under the rank's own (padded) lock.
+    record: bool,
+    /// The clock read per op for that entry.
+    clock: Clock,
+    /// The host-memory guards: a compare-and-swap to take and one to let go of each tensor
+    /// (the input; the root's output too).
+    guards: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Clock {
+    None,
+    /// `Instant::now()`.
+    Precise,
+    /// `CLOCK_MONOTONIC_COARSE` (Linux), as `ruccl::clock` reads it.
+    Coarse,
+}
+
+#[repr(C)]
+struct Timespec {
+    sec: i64,
+    nsec: i64,
+}
+
+#[cfg(target_os = "linux")]
+unsafe extern "C" {
+    fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+}
+
+/// Nanoseconds of `CLOCK_MONOTONIC_COARSE` (6 on Linux).
+#[cfg(target_os = "linux")]
+fn coarse() -> u64 {
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { clock_gettime(6, &mut ts) };
+    ts.sec as u64 * 1_000_000_000 + ts.nsec as u64
+}
+
+#[cfg(not(target_os = "linux"))]
+fn coarse() -> u64 {
+    0
+}
+
+/// The rank's own flight-recorder ring, on lines of its own.
+#[repr(align(128))]
+struct Recorder(Mutex<(Vec<[u64; 19]>, usize)>);
+
+/// A tensor's guard word, on a line of its own.
+#[repr(align(128))]
+struct Guard(AtomicU64);
+
+impl Guard {
+    fn take(&self) {
+        assert!(self.0.compare_exchange(0, 1, Acquire, Relaxed).is_ok(), "guard taken twice");
+    }
+    fn let_go(&self) {
+        assert!(self.0.compare_exchange(1, 0, Release, Relaxed).is_ok(), "guard not held");
+    }
 }
 
 struct Slots {
@@ -75,6 +134,9 @@ fn rank(s: &Slots, me: usize, iters: u64) {
     let (v, n, root) = (&s.v, s.world, 0);
     let fp = [7u64, 1, 2, 3, 4];
     let locks: Vec<Mutex<u64>> = (0..v.locks).map(|_| Mutex::new(0)).collect();
+    let recorder = Recorder(Mutex::new((vec![[0u64; 19]; 256], 0)));
+    let (input, output) = (Guard(AtomicU64::new(0)), Guard(AtomicU64::new(0)));
+    let t0 = Instant::now();
     let mut got = [0u64; 2];
     for seq in 0..iters {
         let mine = s.head(me, seq);
@@ -86,6 +148,9 @@ fn rank(s: &Slots, me: usize, iters: u64) {
                 least = least.min(s.done(p).0[0].load(Acquire));
             }
             s.done(me).0[8].store(least, Relaxed);
+        }
+        if v.guards {
+            input.take();
         }
         if me != root || v.root_publishes {
             for (i, w) in fp.iter().enumerate() {
@@ -103,12 +168,21 @@ fn rank(s: &Slots, me: usize, iters: u64) {
                 assert!(!(theirs.0[0].load(Acquire) == seq + 1 && differs), "mismatch");
             }
         }
+        if v.guards {
+            input.let_go();
+        }
         if me == root {
+            if v.guards {
+                output.take();
+            }
             for p in (0..n).filter(|&p| p != me) {
                 let theirs = s.head(p, seq);
                 wait(v, || theirs.0[0].load(Acquire) == seq + 1);
                 assert!((0..5).all(|i| theirs.0[2 + i].load(Relaxed) == fp[i]), "mismatch");
                 got = [theirs.0[8].load(Relaxed), theirs.0[9].load(Relaxed)];
+            }
+            if v.guards {
+                output.let_go();
             }
         }
         for l in &locks {
@@ -118,6 +192,17 @@ fn rank(s: &Slots, me: usize, iters: u64) {
             fence(SeqCst);
         }
         s.done(me).0[0].store(seq + 1, Release);
+        let now = match v.clock {
+            Clock::None => 0,
+            Clock::Precise => Instant::now().duration_since(t0).as_nanos() as u64,
+            Clock::Coarse => coarse(),
+        };
+        if v.record {
+            let mut r = recorder.0.lock().unwrap_or_else(|e| e.into_inner());
+            let i = r.1;
+            r.1 = (i + 1) % 256;
+            r.0[i] = std::array::from_fn(|k| seq ^ now ^ k as u64);
+        }
     }
     std::hint::black_box(got);
 }
@@ -148,15 +233,23 @@ fn main() {
         spin: 200,
         locks: 0,
         fences: 0,
+        record: false,
+        clock: Clock::None,
+        guards: false,
     };
     let deep = Variant { name: "+ 128 slots", depth: 128, ..bare };
     let wide = Variant { name: "+ ruCCL's slot stride (33 lines)", stride: 33, ..deep };
     let root = Variant { name: "+ the root publishes its part", root_publishes: true, ..wide };
     let scan = Variant { name: "+ the non-roots' mismatch scan", scan: true, ..root };
     let memo = Variant { name: "+ busy's memo (= ruCCL's protocol)", memo: true, ..scan };
-    let around = Variant { name: "+ 3 lock/unlock pairs and 4 fences per op", locks: 3, fences: 4, ..memo };
+    let around = Variant { name: "+ 2 lock/unlock pairs and 1 fence per op", locks: 2, fences: 1, ..memo };
+    let clock = Variant { name: "+ a precise clock read per op", clock: Clock::Precise, ..around };
+    let record = Variant { name: "+ a flight-recorder entry (ruCCL before s23)", record: true, ..clock };
+    let coarse = Variant { name: "  the same, the clock coarse (ruCCL now)", clock: Clock::Coarse, ..record };
+    let guards = Variant { name: "+ the memory guards", guards: true, ..coarse };
     let yields = Variant { name: "ruCCL's protocol, yield at once (no spin)", spin: 0, ..memo };
-    let variants = [bare, deep, wide, root, scan, memo, around, yields];
+    let all_yield = Variant { name: "ruCCL's path, roughly, yield at once", spin: 0, ..guards };
+    let variants = [bare, deep, wide, root, scan, memo, around, clock, record, coarse, guards, yields, all_yield];
     let rounds = 3;
     let mut times = vec![Vec::new(); variants.len()];
     for _ in 0..rounds {
