@@ -119,9 +119,9 @@ impl<D: Device> OpRun<D> {
 /// is entered as running when it first does — that clock read is its start and, for a
 /// [`Deadline::OnWait`](super::Deadline::OnWait), its deadline's — so that a hang shows it,
 /// and finished once over. Its times are [`coarse_now`]'s: a tick's precision is plenty for
-/// a recorder and a deadline, and a precise read per op cost the 16-byte rooted ops with 4
-/// ranks on 2 cores about a third of their time. Peers that look for its call in the meantime (a mismatch's
-/// message) read it from its slot's words instead.
+/// a recorder and a deadline, and a precise read waits for the peers' lines just loaded
+/// (`crate::clock`). Peers that look for its call in the meantime (a mismatch's message)
+/// read it from its slot's words instead.
 pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> Result<()> {
     let v = ex.view;
     let board = &v.shared.board;
@@ -197,14 +197,12 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             None => slots.publish(me, seq, fp, &[]),
         }
         if self.reads != Reads::Own {
-            // Only peers whose results read this part wait for it (non-roots' parts of
-            // broadcast and scatter are read by nobody). A rank that waits for no peer
-            // (below) wakes them once, in `collect`, which follows at once: for the part and
-            // the finish together.
-            let read = desc.shape.is_some()
-                || !matches!(desc.kind, OpKind::Broadcast | OpKind::Scatter)
-                || desc.root.unwrap_or(0) == me;
-            if read {
+            // Only peers whose results read this part wait for it: non-roots' parts of
+            // broadcast and scatter are read by nobody (their roots wait for no peer, so they
+            // take the other arm, unless the op carries a shape digest and everyone waits for
+            // every part). A rank that waits for no peer (below) wakes them once, in
+            // `collect`, which follows at once: for the part and the finish together.
+            if desc.shape.is_some() || !matches!(desc.kind, OpKind::Broadcast | OpKind::Scatter) {
                 v.shared.link.wake_peers(me);
             }
         } else {
