@@ -3,16 +3,20 @@
 //! reached op #17" instead of silence.
 
 pub(crate) mod heard;
+mod quick;
 mod ring;
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::clock::coarse_now;
 use crate::config::Algorithm;
 use crate::op::{Fingerprint, OpDesc, OpKind};
+use crate::transport::slots::FP_WORDS;
 use crate::types::Rank;
 use heard::Heard;
+use quick::QuickRing;
 
 /// How many operations each rank remembers (at least as many as a rank may run ahead of
 /// its peers through exchange slots).
@@ -60,10 +64,12 @@ pub struct FlightEntry {
 
 /// A recorded op as the board keeps it: the entry, and when it ended. Its `duration` is
 /// worked out when the history is read, which keeps a clock subtraction off every op's path.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Rec {
     e: FlightEntry,
     ended: Option<Instant>,
+    /// How many quick entries of the rank came before it (where they go when read).
+    quick_before: u64,
 }
 
 impl std::ops::Deref for Rec {
@@ -74,6 +80,23 @@ impl std::ops::Deref for Rec {
 }
 
 impl Rec {
+    /// A quick entry as a record: an exchanged op that ended without waiting.
+    fn quick(q: &quick::Quick) -> Self {
+        let state = if q.ok { OpState::Done } else { OpState::Failed };
+        Rec {
+            e: FlightEntry {
+                seq: q.seq,
+                op: q.op,
+                algorithm: Algorithm::Exchange,
+                state,
+                started: q.at,
+                duration: None,
+            },
+            ended: Some(q.at),
+            quick_before: 0,
+        }
+    }
+
     /// The entry as callers see it.
     fn entry(&self) -> FlightEntry {
         let mut e = self.e.clone();
@@ -87,19 +110,62 @@ impl Rec {
 #[derive(Debug, Default)]
 struct RankStatus {
     history: ring::Ring<Rec>,
-    /// The sequence number of the latest collective issued (kept apart from `history`, which
-    /// point-to-point ops may have filled).
-    last_collective: Option<u64>,
+    /// The sequence number of the latest collective issued through the lock, and how many
+    /// quick entries came before it (kept apart from `history`, which point-to-point ops may
+    /// have filled).
+    last_collective: Option<(u64, u64)>,
     waiting: Option<String>,
     departed: bool,
+}
+
+/// What a reader sees of one rank: its history with the quick entries in their places, and
+/// its status (see [`Board::seen`]).
+struct Seen<'a> {
+    /// Oldest first, at most [`FLIGHT_DEPTH`].
+    history: Vec<Rec>,
+    last_collective: Option<u64>,
+    waiting: &'a Option<String>,
+    departed: bool,
+}
+
+impl RankStatus {
+    /// The history as a reader sees it: the locked records and `quick`'s entries, merged in
+    /// the order they were made (each locked record knows how many quick entries came before
+    /// it), the newest [`FLIGHT_DEPTH`] of them.
+    fn seen(&self, quick: &QuickRing, epoch: Instant) -> Seen<'_> {
+        let recent = quick.recent(epoch);
+        let mut history = Vec::with_capacity(self.history.len() + recent.len());
+        let mut q = recent.iter().peekable();
+        for r in self.history.iter() {
+            while let Some((_, e)) = q.next_if(|(j, _)| *j < r.quick_before) {
+                history.push(Rec::quick(e));
+            }
+            history.push(r.clone());
+        }
+        history.extend(q.map(|(_, e)| Rec::quick(e)));
+        let drop = history.len().saturating_sub(FLIGHT_DEPTH);
+        history.drain(..drop);
+        // The newest collective: a quick entry (every one is a collective) made after the
+        // newest locked one, or that one.
+        let last_collective = match (recent.last(), self.last_collective) {
+            (Some((j, e)), Some((_, before))) if *j >= before => Some(e.seq),
+            (Some((_, e)), None) => Some(e.seq),
+            (_, locked) => locked.map(|(seq, _)| seq),
+        };
+        Seen { history, last_collective, waiting: &self.waiting, departed: self.departed }
+    }
 }
 
 /// Every rank's status, shared by the ranks of one communicator.
 /// One rank's status, on cache lines of its own: every rank writes its own at every op, and
 /// neighbours sharing a line would make each op wait for the other thread's core.
+/// The quick entries beside the locked status: written without the lock, moved in under it.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-struct Slot(Mutex<RankStatus>);
+struct Slot {
+    status: Mutex<RankStatus>,
+    quick: QuickRing,
+}
 
 #[derive(Debug)]
 pub(crate) struct Board {
@@ -108,11 +174,13 @@ pub(crate) struct Board {
     ranks: Arc<[Option<Slot>]>,
     /// How long a wait lasts before it logs which ranks are behind (see `comm::watch`).
     warn_after: Duration,
+    /// What quick entries' times count from.
+    epoch: Instant,
 }
 
 impl Board {
     pub(crate) fn new(world: usize, warn_after: Duration) -> Self {
-        Board { ranks: (0..world).map(|_| Some(Slot::default())).collect(), warn_after }
+        Board { ranks: (0..world).map(|_| Some(Slot::default())).collect(), warn_after, epoch: coarse_now() }
     }
 
     /// A board for a group spanning processes: `local[r]` whether rank `r` is of this one.
@@ -121,13 +189,13 @@ impl Board {
     /// [`not_reached`](Self::not_reached)).
     pub(crate) fn with_local(local: &[bool], warn_after: Duration) -> Self {
         let ranks = local.iter().map(|&l| l.then(Slot::default)).collect();
-        Board { ranks, warn_after }
+        Board { ranks, warn_after, epoch: coarse_now() }
     }
 
     /// Another handle on the same ranks' records (what a peer process's question is answered
     /// from, on the transport's reader threads).
     pub(crate) fn view(&self) -> Board {
-        Board { ranks: self.ranks.clone(), warn_after: self.warn_after }
+        Board { ranks: self.ranks.clone(), warn_after: self.warn_after, epoch: self.epoch }
     }
 
     /// The ranks of other processes (whose state is known only from what they answer).
@@ -140,38 +208,45 @@ impl Board {
         self.warn_after
     }
 
-    fn with<R>(&self, rank: Rank, f: impl FnOnce(&mut RankStatus) -> R) -> Option<R> {
-        self.ranks.get(rank).and_then(Option::as_ref).map(|m| f(&mut m.0.lock().unwrap_or_else(|e| e.into_inner())))
+    /// `f` on `rank`'s locked status, and how many quick entries it has made so far (what a
+    /// record pushed now comes after).
+    fn with<R>(&self, rank: Rank, f: impl FnOnce(&mut RankStatus, u64) -> R) -> Option<R> {
+        let slot = self.ranks.get(rank).and_then(Option::as_ref)?;
+        let mut s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
+        Some(f(&mut s, slot.quick.written()))
+    }
+
+    /// `f` on what a reader sees of `rank` ([`Seen`]: the quick entries merged in).
+    fn seen<R>(&self, rank: Rank, f: impl FnOnce(&Seen<'_>) -> R) -> Option<R> {
+        let slot = self.ranks.get(rank).and_then(Option::as_ref)?;
+        let s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
+        Some(f(&s.seen(&slot.quick, self.epoch)))
     }
 
     /// Starts `rank`'s entry for op `seq` at `now`, a time the caller read (one clock read
     /// for a whole group, or for an op's deadline and its entry).
     pub(crate) fn start_at(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm, now: Instant) {
-        self.with(rank, |s| {
+        self.with(rank, |s, quick_before| {
             if op.kind.is_collective() {
-                s.last_collective = Some(seq);
+                s.last_collective = Some((seq, quick_before));
             }
             s.history.push(Rec {
                 e: FlightEntry { seq, op, algorithm, state: OpState::Running, started: now, duration: None },
                 ended: None,
+                quick_before,
             });
         });
     }
 
-    /// Records `rank`'s op `seq` at once as over (`ok` or failed), at `now`: the one entry of
-    /// an exchanged op that never waited (one lock and one clock read per op instead of two
-    /// of each; such an op ends within a microsecond or so of its start).
-    pub(crate) fn record(&self, rank: Rank, seq: u64, op: OpDesc, algorithm: Algorithm, ok: bool, now: Instant) {
-        self.with(rank, |s| {
-            if op.kind.is_collective() {
-                s.last_collective = Some(seq);
-            }
-            let state = if ok { OpState::Done } else { OpState::Failed };
-            s.history.push(Rec {
-                e: FlightEntry { seq, op, algorithm, state, started: now, duration: None },
-                ended: Some(now),
-            });
-        });
+    /// Records `rank`'s exchanged op `seq` (its fingerprint `words`) at once as over (`ok` or
+    /// failed), at `now`: the one entry of an exchanged op that never waited, written without
+    /// a lock ([`QuickRing`]) and moved into the history by the next access. Only the thread
+    /// running `rank`'s ops calls it; such an op ends within a microsecond or so of its start.
+    #[inline]
+    pub(crate) fn record(&self, rank: Rank, seq: u64, words: &[u64; FP_WORDS], in_place: bool, ok: bool, now: Instant) {
+        if let Some(slot) = self.ranks.get(rank).and_then(Option::as_ref) {
+            slot.quick.push(seq, words, in_place, ok, now.saturating_duration_since(self.epoch));
+        }
     }
 
     pub(crate) fn finish(&self, rank: Rank, ok: bool) {
@@ -190,7 +265,7 @@ impl Board {
     }
 
     fn finish_with(&self, rank: Rank, ok: bool, took: impl FnOnce(&mut Rec)) {
-        self.with(rank, |s| {
+        self.with(rank, |s, _| {
             s.waiting = None;
             if let Some(r) = s.history.back_mut() {
                 r.e.state = if ok { OpState::Done } else { OpState::Failed };
@@ -200,20 +275,20 @@ impl Board {
     }
 
     pub(crate) fn set_waiting(&self, rank: Rank, what: Option<String>) {
-        self.with(rank, |s| s.waiting = what);
+        self.with(rank, |s, _| s.waiting = what);
     }
 
     pub(crate) fn depart(&self, rank: Rank) {
-        self.with(rank, |s| s.departed = true);
+        self.with(rank, |s, _| s.departed = true);
     }
 
     pub(crate) fn history(&self, rank: Rank) -> Vec<FlightEntry> {
-        self.with(rank, |s| s.history.iter().map(Rec::entry).collect()).unwrap_or_default()
+        self.seen(rank, |s| s.history.iter().map(Rec::entry).collect()).unwrap_or_default()
     }
 
     /// What `peer` called as collective op `seq`, if it got that far and still remembers.
     pub(crate) fn collective_at(&self, peer: Rank, seq: u64) -> Option<Fingerprint> {
-        self.with(peer, |s| {
+        self.seen(peer, |s| {
             s.history.iter().rev().find(|e| e.seq == seq && e.op.kind.is_collective()).map(|e| e.op.fingerprint())
         })
         .flatten()
@@ -226,9 +301,9 @@ impl Board {
     /// side of it, nothing can be told (`None`): the op's timeout still names `rank`.
     pub(crate) fn p2p_unmatched_with(&self, rank: Rank, me: Rank) -> Option<OpDesc> {
         let (seq, theirs) = self
-            .with(rank, |s| {
+            .seen(rank, |s| {
                 s.history
-                    .back()
+                    .last()
                     .filter(|e| e.state == OpState::Running && !e.op.kind.is_collective() && e.op.peer == Some(me))
                     .map(|e| (e.seq, e.op))
             })
@@ -238,7 +313,7 @@ impl Board {
             OpKind::Recv => OpKind::Send,
             _ => return None,
         };
-        let issued = self.with(me, |s| {
+        let issued = self.seen(me, |s| {
             let found = s.history.iter().any(|e| e.op.kind == mirror && e.op.peer == Some(rank) && e.seq == seq);
             found || s.history.len() == FLIGHT_DEPTH
         })?;
@@ -262,7 +337,7 @@ impl Board {
                 let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
                 let remote = Heard::of(heard, culprit).map(|h| format!("in another process, it reports: {}", h.line));
                 let detail = remote.unwrap_or_else(|| {
-                    self.with(culprit, |s| {
+                    self.seen(culprit, |s| {
                         let last = s
                             .last_collective
                             .and_then(|l| s.history.iter().rev().find(|e| e.seq == l && e.op.kind.is_collective()));
@@ -293,7 +368,7 @@ impl Board {
         // is taken (two ranks blame each other at once).
         let i_receive = self.receiving_from(me, peer);
         let why = self
-            .with(peer, |s| match (s.history.back(), &s.waiting) {
+            .seen(peer, |s| match (s.history.last(), s.waiting) {
                 (None, _) => format!("rank {peer} has not issued any operation"),
                 (Some(e), Some(w)) if e.state == OpState::Running => {
                     // Waits are described as "rank N to ...", N being the awaited rank.
@@ -348,9 +423,9 @@ impl Board {
 
     /// Whether `rank`'s running op is a receive from `peer`.
     fn receiving_from(&self, rank: Rank, peer: Rank) -> bool {
-        self.with(rank, |s| {
+        self.seen(rank, |s| {
             s.history
-                .back()
+                .last()
                 .is_some_and(|e| e.state == OpState::Running && e.op.kind == OpKind::Recv && e.op.peer == Some(peer))
         }) == Some(true)
     }
@@ -367,13 +442,13 @@ impl Board {
     /// The number of `rank`'s last collective (`Some(None)`: none yet), from its slot or
     /// what it answered; `None` when not known.
     fn last_collective(&self, rank: Rank, heard: &[Heard]) -> Option<Option<u64>> {
-        self.with(rank, |s| s.last_collective).or_else(|| Heard::of(heard, rank).map(|h| h.last_collective))
+        self.seen(rank, |s| s.last_collective).or_else(|| Heard::of(heard, rank).map(|h| h.last_collective))
     }
 
     /// What `rank` answers a peer of another process that asks (a [`Heard`], encoded);
     /// `None` for a rank this board does not know.
     pub(crate) fn answer(&self, rank: Rank) -> Option<Vec<u8>> {
-        let last = self.with(rank, |s| s.last_collective)?;
+        let last = self.seen(rank, |s| s.last_collective)?;
         Some(heard::encode(last, &self.line(rank, Instant::now())?))
     }
 
@@ -394,9 +469,9 @@ impl Board {
 
     /// `rank`'s line of the report, at `now`; `None` for a rank of another process.
     fn line(&self, rank: Rank, now: Instant) -> Option<String> {
-        self.with(rank, |s| {
+        self.seen(rank, |s| {
             let mut l = String::new();
-            match s.history.back() {
+            match s.history.last() {
                 None => l.push_str("has not issued any operation"),
                 Some(e) => {
                     let ago = now.saturating_duration_since(e.started).as_secs_f64();
@@ -409,7 +484,7 @@ impl Board {
                     };
                 }
             }
-            if let Some(w) = &s.waiting {
+            if let Some(w) = s.waiting {
                 let _ = write!(l, ", waiting for {w}");
             }
             if s.departed {

@@ -64,6 +64,60 @@ impl Reads {
             _ => Reads::Every,
         }
     }
+
+    /// The root whose part, once there, spares `me` publishing its own: a non-root of
+    /// broadcast or scatter other than the hub (see [`Looks`]).
+    fn lazy(self, me: Rank) -> Option<Rank> {
+        match self {
+            Reads::Root(r) if me != HUB => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Which peers' slots `me` looks at once it has published (after a fence), besides those
+    /// it waits for; see [`Looks`].
+    fn looks(self, me: Rank) -> Looks {
+        match self {
+            Reads::Every => Looks::None,
+            _ if me == HUB => Looks::All,
+            Reads::Own | Reads::Root(_) => Looks::Hub,
+        }
+    }
+}
+
+/// The rank every exchanged op's check goes through: a rank that all ranks agree on whatever
+/// op each of them called (a root would not do: ranks that disagree may name different ones).
+const HUB: Rank = 0;
+
+/// What a rank checks, right after publishing and a fence, so that ranks that disagree on an
+/// op never all finish it silently, and a rank that waits for a part that never comes is
+/// woken by a peer that saw the disagreement. Every rank's fingerprint is compared, directly
+/// or through agreeing ranks, with the hub's, which always publishes:
+/// - a rank that waits for every part compares the hub's (or, being the hub, everyone's);
+/// - a rank other than the hub that waits for no part (`Reads::Own`) looks at the hub's slot
+///   ([`Looks::Hub`]), and the hub, unless it waits for every part, looks at every slot
+///   ([`Looks::All`]): each stores its part, fences, then loads the other's, so at least one
+///   of the two sees the other's part (which stays in its slot until every peer finished the
+///   op);
+/// - a non-root of broadcast or scatter (`Reads::Root(r)`) other than the hub whose root's
+///   part is there when it starts compares that part alone and publishes nothing
+///   ([`Reads::lazy`]): if they agree, the root really is a root of broadcast or scatter,
+///   which is checked against the hub as above. One whose root's part is not there yet
+///   publishes and looks at the hub like a rank that waits for no part (its root may never
+///   publish: a rank that disagrees and found its own root's part), then waits.
+///
+/// Non-roots of reduce and gather so load one line another core writes, not `n - 1`, and
+/// the usual non-root of broadcast and scatter stores none that its root must load; the hub
+/// pays for everyone. `exchange_tests` checks the rule against every order in which 3 and 4
+/// ranks reach the op, over every combination of their calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Looks {
+    /// Nothing beyond its waits.
+    None,
+    /// The hub's slot.
+    Hub,
+    /// Every peer's slot.
+    All,
 }
 
 /// One rank's exchanged op, borrowed: what the exchange reads and writes. Its buffers are
@@ -115,7 +169,7 @@ impl<D: Device> OpRun<D> {
 /// enqueues no device work, so a failure has nothing to reclaim.
 ///
 /// It keeps the op's flight-recorder entry too. Most exchanged ops never wait: such an op
-/// gets one entry, written once it is over (one coarse clock read, one lock). One that waits
+/// gets one entry, written once it is over (one coarse clock read, no lock: `Board::record`). One that waits
 /// is entered as running when it first does — that clock read is its start and, for a
 /// [`Deadline::OnWait`](super::Deadline::OnWait), its deadline's — so that a hang shows it,
 /// and finished once over. Its times are [`coarse_now`]'s: a tick's precision is plenty for
@@ -134,7 +188,7 @@ pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> R
                 v.settle(&w.noted);
             }
         }
-        None => board.record(v.rank, v.seq, v.fp.desc, Algorithm::Exchange, result.is_ok(), coarse_now()),
+        None => board.record(v.rank, v.seq, &ex.words, v.fp.desc.in_place, result.is_ok(), coarse_now()),
     }
     result.map_err(|e| {
         super::fail(v, &e);
@@ -177,14 +231,18 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             .ok_or_else(|| CollectiveError::protocol("an exchanged op ran between ranks that share no exchange slots"))
     }
 
-    /// Publishes this rank's part, once its slot is free: `Some(what it waits for)` while a
-    /// peer still reads what the slot holds.
+    /// Publishes this rank's part, once its slot is free (`Some(what it waits for)` while a
+    /// peer still reads what the slot holds), and checks what [`Looks`] says; a non-root of
+    /// broadcast or scatter whose root's part is there publishes nothing ([`Reads::lazy`]).
     pub(super) fn publish(&self, size: usize) -> Result<Option<Blocked>> {
         let v = &self.view;
         let (me, seq, n) = (v.rank, v.seq, v.shared.world);
         let desc = &v.fp.desc;
         let fp = &self.words;
         let slots = self.slots()?;
+        if self.reads.lazy(me).is_some_and(|r| slots.arrived(r, seq)) {
+            return Ok(None);
+        }
         if let Some((p, held)) = slots.busy(me, seq) {
             return Ok(Some(Blocked::Reading(p, held)));
         }
@@ -198,31 +256,27 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         }
         if self.reads != Reads::Own {
             // Only peers whose results read this part wait for it: non-roots' parts of
-            // broadcast and scatter are read by nobody (their roots wait for no peer, so they
-            // take the other arm, unless the op carries a shape digest and everyone waits for
-            // every part). A rank that waits for no peer (below) wakes them once, in
-            // `collect`, which follows at once: for the part and the finish together.
+            // broadcast and scatter are waited for by nobody (their roots wait for no peer,
+            // unless the op carries a shape digest and everyone waits for every part; the
+            // hub's look below does not wait). A rank that waits for no peer wakes them once,
+            // in `collect`, which follows at once: for the part and the finish together.
             if desc.shape.is_some() || !matches!(desc.kind, OpKind::Broadcast | OpKind::Scatter) {
                 v.shared.link.wake_peers(me);
             }
-        } else {
-            // This rank waits for no peer: it checks the peers that have published already,
-            // after a fence that pairs with theirs. Of two such ranks, at least one sees the
-            // other's part here (each stores its part, fences, then loads the other's), and
-            // a part stays in its slot until every peer finished this op, so every
-            // disagreeing pair of them is caught by one of its two ranks; the other learns on
-            // its next call. A rank that waits for every part checks them all as they arrive.
-            //
-            // A non-root of broadcast or scatter waits for its root's part alone, and checks
-            // no other (no fence, no look at lines other cores write): if it agrees with that
-            // rank, that rank is a root of broadcast or scatter and checks as above, so every
-            // rank is tied by checked agreements to one that waits for all or to these
-            // mutually checking ranks, and an undetected disagreement would need two ranks
-            // tied to the same ones to differ. If it does not agree, it finds out itself.
-            // (Ranks that all call themselves non-roots wait for ranks that disagree.)
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            if let Some(p) = (0..n).find(|&p| p != me && slots.disagrees(p, seq, fp)) {
-                return Err(self.part_mismatch(p));
+        }
+        match self.reads.looks(me) {
+            Looks::None => {}
+            Looks::Hub => {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                if slots.disagrees(HUB, seq, fp) {
+                    return Err(self.part_mismatch(HUB));
+                }
+            }
+            Looks::All => {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                if let Some(p) = (0..n).find(|&p| p != me && slots.disagrees(p, seq, fp)) {
+                    return Err(self.part_mismatch(p));
+                }
             }
         }
         Ok(None)
@@ -482,3 +536,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         c.mismatch(peer, &super::called(&theirs, false, c.seq))
     }
 }
+
+#[cfg(test)]
+#[path = "exchange_tests.rs"]
+mod tests;

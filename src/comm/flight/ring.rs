@@ -42,12 +42,6 @@ impl<T> Ring<T> {
         self.recs.len()
     }
 
-    /// The newest record.
-    #[inline]
-    pub(super) fn back(&self) -> Option<&T> {
-        self.recs.get(self.newest()?)
-    }
-
     /// The newest record, to update.
     #[inline]
     pub(super) fn back_mut(&mut self) -> Option<&mut T> {
@@ -77,10 +71,10 @@ mod tests {
     #[test]
     fn keeps_the_newest_in_order() {
         let mut r = Ring::default();
-        assert!(r.back().is_none() && r.len() == 0);
+        assert!(r.back_mut().is_none() && r.len() == 0);
         for i in 0..FLIGHT_DEPTH + 5 {
             r.push(i);
-            assert_eq!(r.back(), Some(&i));
+            assert_eq!(r.back_mut().copied(), Some(i));
             let all: Vec<usize> = r.iter().copied().collect();
             let first = (i + 1).saturating_sub(FLIGHT_DEPTH);
             assert_eq!(all, (first..=i).collect::<Vec<_>>());
