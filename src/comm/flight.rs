@@ -10,7 +10,6 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::clock::coarse_now;
 use crate::config::Algorithm;
 use crate::op::{Fingerprint, OpDesc, OpKind};
 use crate::transport::slots::FP_WORDS;
@@ -132,8 +131,8 @@ impl RankStatus {
     /// The history as a reader sees it: the locked records and `quick`'s entries, merged in
     /// the order they were made (each locked record knows how many quick entries came before
     /// it), the newest [`FLIGHT_DEPTH`] of them.
-    fn seen(&self, quick: &QuickRing, epoch: Instant) -> Seen<'_> {
-        let recent = quick.recent(epoch);
+    fn seen(&self, quick: &QuickRing) -> Seen<'_> {
+        let recent = quick.recent();
         let mut history = Vec::with_capacity(self.history.len() + recent.len());
         let mut q = recent.iter().peekable();
         for r in self.history.iter() {
@@ -174,13 +173,11 @@ pub(crate) struct Board {
     ranks: Arc<[Option<Slot>]>,
     /// How long a wait lasts before it logs which ranks are behind (see `comm::watch`).
     warn_after: Duration,
-    /// What quick entries' times count from.
-    epoch: Instant,
 }
 
 impl Board {
     pub(crate) fn new(world: usize, warn_after: Duration) -> Self {
-        Board { ranks: (0..world).map(|_| Some(Slot::default())).collect(), warn_after, epoch: coarse_now() }
+        Board { ranks: (0..world).map(|_| Some(Slot::default())).collect(), warn_after }
     }
 
     /// A board for a group spanning processes: `local[r]` whether rank `r` is of this one.
@@ -189,13 +186,13 @@ impl Board {
     /// [`not_reached`](Self::not_reached)).
     pub(crate) fn with_local(local: &[bool], warn_after: Duration) -> Self {
         let ranks = local.iter().map(|&l| l.then(Slot::default)).collect();
-        Board { ranks, warn_after, epoch: coarse_now() }
+        Board { ranks, warn_after }
     }
 
     /// Another handle on the same ranks' records (what a peer process's question is answered
     /// from, on the transport's reader threads).
     pub(crate) fn view(&self) -> Board {
-        Board { ranks: self.ranks.clone(), warn_after: self.warn_after, epoch: self.epoch }
+        Board { ranks: self.ranks.clone(), warn_after: self.warn_after }
     }
 
     /// The ranks of other processes (whose state is known only from what they answer).
@@ -220,7 +217,7 @@ impl Board {
     fn seen<R>(&self, rank: Rank, f: impl FnOnce(&Seen<'_>) -> R) -> Option<R> {
         let slot = self.ranks.get(rank).and_then(Option::as_ref)?;
         let s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
-        Some(f(&s.seen(&slot.quick, self.epoch)))
+        Some(f(&s.seen(&slot.quick)))
     }
 
     /// Starts `rank`'s entry for op `seq` at `now`, a time the caller read (one clock read
@@ -239,13 +236,14 @@ impl Board {
     }
 
     /// Records `rank`'s exchanged op `seq` (its fingerprint `words`) at once as over (`ok` or
-    /// failed), at `now`: the one entry of an exchanged op that never waited, written without
+    /// failed), at `now` (a [`coarse_raw`](crate::clock::coarse_raw) reading): the one entry of
+    /// an exchanged op that never waited, written without
     /// a lock ([`QuickRing`]) and moved into the history by the next access. Only the thread
     /// running `rank`'s ops calls it; such an op ends within a microsecond or so of its start.
     #[inline]
-    pub(crate) fn record(&self, rank: Rank, seq: u64, words: &[u64; FP_WORDS], in_place: bool, ok: bool, now: Instant) {
+    pub(crate) fn record(&self, rank: Rank, seq: u64, words: &[u64; FP_WORDS], in_place: bool, ok: bool, now: u64) {
         if let Some(slot) = self.ranks.get(rank).and_then(Option::as_ref) {
-            slot.quick.push(seq, words, in_place, ok, now.saturating_duration_since(self.epoch));
+            slot.quick.push(seq, words, in_place, ok, now);
         }
     }
 
@@ -288,10 +286,10 @@ impl Board {
 
     /// What `peer` called as collective op `seq`, if it got that far and still remembers.
     pub(crate) fn collective_at(&self, peer: Rank, seq: u64) -> Option<Fingerprint> {
-        self.seen(peer, |s| {
-            s.history.iter().rev().find(|e| e.seq == seq && e.op.kind.is_collective()).map(|e| e.op.fingerprint())
-        })
-        .flatten()
+        let slot = self.ranks.get(peer).and_then(Option::as_ref)?;
+        let s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
+        let locked = s.history.iter().rev().find(|e| e.seq == seq && e.op.kind.is_collective());
+        locked.map(|e| e.op).or_else(|| slot.quick.find(seq).map(|q| q.op)).map(|d| d.fingerprint())
     }
 
     /// The point-to-point op with `me` that `rank` is running now and that `me` has not
@@ -300,10 +298,15 @@ impl Board {
     /// finished by `rank`, not mismatched. When `me`'s recorded history is full and holds no
     /// side of it, nothing can be told (`None`): the op's timeout still names `rank`.
     pub(crate) fn p2p_unmatched_with(&self, rank: Rank, me: Rank) -> Option<OpDesc> {
+        // Looked up in the locked records alone (a wait's check, run often: no merge): a
+        // send or receive is never a quick entry, and one with quick entries after it is not
+        // the rank's newest op.
         let (seq, theirs) = self
-            .seen(rank, |s| {
+            .with(rank, |s, quick| {
                 s.history
-                    .last()
+                    .iter()
+                    .next_back()
+                    .filter(|e| e.quick_before == quick)
                     .filter(|e| e.state == OpState::Running && !e.op.kind.is_collective() && e.op.peer == Some(me))
                     .map(|e| (e.seq, e.op))
             })
@@ -313,9 +316,10 @@ impl Board {
             OpKind::Recv => OpKind::Send,
             _ => return None,
         };
-        let issued = self.seen(me, |s| {
+        // Full: the merged history holds FLIGHT_DEPTH records, some older ones gone.
+        let issued = self.with(me, |s, quick| {
             let found = s.history.iter().any(|e| e.op.kind == mirror && e.op.peer == Some(rank) && e.seq == seq);
-            found || s.history.len() == FLIGHT_DEPTH
+            found || s.history.len() as u64 + quick >= FLIGHT_DEPTH as u64
         })?;
         (!issued).then_some(theirs)
     }

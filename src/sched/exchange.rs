@@ -188,7 +188,7 @@ pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> R
                 v.settle(&w.noted);
             }
         }
-        None => board.record(v.rank, v.seq, &ex.words, v.fp.desc.in_place, result.is_ok(), coarse_now()),
+        None => board.record(v.rank, v.seq, &ex.words, v.fp.desc.in_place, result.is_ok(), crate::clock::coarse_raw()),
     }
     result.map_err(|e| {
         super::fail(v, &e);

@@ -112,7 +112,7 @@ impl Fabric {
     pub(super) fn wake_peers(&self, me: Rank) {
         // One fence for every doorbell (see `Event::ring_fenced`), and one look while nobody
         // in this process sleeps (see `anyone_parked`).
-        std::sync::atomic::fence(Ordering::SeqCst);
+        super::wait::ringer_fence();
         if !super::wait::anyone_parked() {
             return;
         }

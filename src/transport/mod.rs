@@ -323,8 +323,9 @@ impl Link {
 
     /// Wakes every rank but `me` that waits on this link (one ring of the process-wide
     /// doorbell for all of them; peers in other processes through their pair's reader).
-    /// Takes a `SeqCst` fence before it looks at anything of the peers', which a caller may
-    /// count on (an exchange's publish does).
+    /// Orders the caller's stores before its looks at whether peers sleep; between threads of
+    /// one process that may be only the ringer's half of an asymmetric fence
+    /// ([`wait::ringer_fence`]): callers must not count on it for anything else.
     pub(crate) fn wake_peers(&self, me: Rank) {
         match self {
             Link::InProc(f) => f.wake_peers(me),

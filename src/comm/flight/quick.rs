@@ -14,7 +14,7 @@
 //! skipped.
 
 use std::sync::atomic::{AtomicU64, Ordering, fence};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::FLIGHT_DEPTH;
 use crate::op::{Fingerprint, OpDesc};
@@ -24,7 +24,7 @@ use crate::transport::slots::FP_WORDS;
 /// still show is ever overwritten before it is moved.
 const DEPTH: usize = FLIGHT_DEPTH;
 
-/// Words of an entry: sequence number, flags, nanoseconds since the board's epoch, the op's
+/// Words of an entry: sequence number, flags, when it ended (a raw coarse reading), the op's
 /// fingerprint words.
 const WORDS: usize = 3 + FP_WORDS;
 
@@ -66,17 +66,16 @@ impl Default for QuickRing {
 }
 
 impl QuickRing {
-    /// Writes an entry: op `seq` (its fingerprint `words`, in place or not) ended `ok`, `at`
-    /// after the board's epoch. Called only by the thread running the rank's ops (see the
-    /// module).
+    /// Writes an entry: op `seq` (its fingerprint `words`, in place or not) ended `ok` at
+    /// `at` (a [`coarse_raw`](crate::clock::coarse_raw) reading). Called only by the thread
+    /// running the rank's ops (see the module).
     #[inline]
-    pub(super) fn push(&self, seq: u64, words: &[u64; FP_WORDS], in_place: bool, ok: bool, at: Duration) {
+    pub(super) fn push(&self, seq: u64, words: &[u64; FP_WORDS], in_place: bool, ok: bool, at: u64) {
         let j = self.written.load(Ordering::Relaxed);
         self.begun.store(j + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         let Some(e) = self.entries.get((j % DEPTH as u64) as usize) else { return };
         let flags = if ok { OK } else { 0 } | if in_place { IN_PLACE } else { 0 };
-        let at = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
         for (w, v) in e.0.iter().zip([seq, flags, at].iter().chain(words)) {
             w.store(*v, Ordering::Relaxed);
         }
@@ -88,9 +87,24 @@ impl QuickRing {
         self.written.load(Ordering::Acquire)
     }
 
+    /// The entry of op `seq` among the newest, if there is one (one op's lookup: a wait's
+    /// mismatch check, which must not copy the whole ring).
+    pub(super) fn find(&self, seq: u64) -> Option<Quick> {
+        let written = self.written.load(Ordering::Acquire);
+        (written.saturating_sub(DEPTH as u64)..written).rev().find_map(|j| {
+            let e = &self.entries[(j % DEPTH as u64) as usize];
+            if e.0[0].load(Ordering::Relaxed) != seq {
+                return None;
+            }
+            let w: [u64; WORDS] = std::array::from_fn(|i| e.0[i].load(Ordering::Relaxed));
+            fence(Ordering::Acquire);
+            (j + DEPTH as u64 >= self.begun.load(Ordering::Relaxed)).then(|| decode(&w)).flatten()
+        })
+    }
+
     /// The newest entries (at most [`DEPTH`]), oldest first, each with its number (entries
-    /// counted from the ring's start); `epoch` is the board's.
-    pub(super) fn recent(&self, epoch: Instant) -> Vec<(u64, Quick)> {
+    /// counted from the ring's start).
+    pub(super) fn recent(&self) -> Vec<(u64, Quick)> {
         let written = self.written.load(Ordering::Acquire);
         let lo = written.saturating_sub(DEPTH as u64);
         let copied: Vec<[u64; WORDS]> = (lo..written)
@@ -105,14 +119,17 @@ impl QuickRing {
         (lo..written)
             .zip(copied)
             .filter(|(j, _)| j + DEPTH as u64 >= begun)
-            .filter_map(|(j, w)| {
-                let fp: [u64; FP_WORDS] = std::array::from_fn(|i| w[3 + i]);
-                let mut op = Fingerprint::desc_of_words(&fp)?;
-                op.in_place = w[1] & IN_PLACE != 0;
-                Some((j, Quick { seq: w[0], op, ok: w[1] & OK != 0, at: epoch + Duration::from_nanos(w[2]) }))
-            })
+            .filter_map(|(j, w)| Some((j, decode(&w)?)))
             .collect()
     }
+}
+
+/// An entry's words as a [`Quick`]; `None` for words no collective produces.
+fn decode(w: &[u64; WORDS]) -> Option<Quick> {
+    let fp: [u64; FP_WORDS] = std::array::from_fn(|i| w[3 + i]);
+    let mut op = Fingerprint::desc_of_words(&fp)?;
+    op.in_place = w[1] & IN_PLACE != 0;
+    Some(Quick { seq: w[0], op, ok: w[1] & OK != 0, at: crate::clock::at_raw(w[2]) })
 }
 
 #[cfg(test)]
@@ -129,57 +146,65 @@ mod tests {
 
     #[test]
     fn entries_come_back_in_order() {
-        let (ring, epoch) = (QuickRing::default(), Instant::now());
+        let ring = QuickRing::default();
         let words = |c| op(c).fingerprint().words();
-        ring.push(0, &words(1), false, true, Duration::from_micros(5));
-        ring.push(1, &words(2), true, false, Duration::from_micros(7));
+        let (t0, t1) = (crate::clock::coarse_raw(), crate::clock::coarse_raw() + 7_000);
+        ring.push(0, &words(1), false, true, t0);
+        ring.push(1, &words(2), true, false, t1);
         assert_eq!(ring.written(), 2);
         let mut in_place = op(2);
         in_place.in_place = true;
         assert_eq!(
-            ring.recent(epoch),
+            ring.recent(),
             vec![
-                (0, Quick { seq: 0, op: op(1), ok: true, at: epoch + Duration::from_micros(5) }),
-                (1, Quick { seq: 1, op: in_place, ok: false, at: epoch + Duration::from_micros(7) }),
+                (0, Quick { seq: 0, op: op(1), ok: true, at: crate::clock::at_raw(t0) }),
+                (1, Quick { seq: 1, op: in_place, ok: false, at: crate::clock::at_raw(t1) }),
             ]
         );
+        assert_eq!(ring.find(1).map(|q| q.op), Some(in_place));
+        assert_eq!(ring.find(2), None);
     }
 
     #[test]
     fn a_reader_gets_the_newest_depth() {
-        let (ring, epoch) = (QuickRing::default(), Instant::now());
+        let ring = QuickRing::default();
         let total = DEPTH as u64 * 3 + 5;
         for s in 0..total {
-            ring.push(s, &op(4).fingerprint().words(), false, true, Duration::ZERO);
+            ring.push(s, &op(4).fingerprint().words(), false, true, 0);
         }
-        let got = ring.recent(epoch);
+        let got = ring.recent();
         assert_eq!(ring.written(), total);
         assert_eq!(
             got.iter().map(|(_, q)| q.seq).collect::<Vec<_>>(),
             (total - DEPTH as u64..total).collect::<Vec<_>>()
         );
         assert!(got.iter().all(|(j, q)| *j == q.seq));
+        assert_eq!(ring.find(total - 1).map(|q| q.seq), Some(total - 1));
+        assert_eq!(ring.find(total - DEPTH as u64 - 1), None, "overwritten");
     }
 
     /// A reader beside a writer that laps the ring: whatever it gets decodes to what was
     /// written (no torn entry), in order.
     #[test]
     fn a_reader_beside_a_writer_gets_no_torn_entry() {
-        let (ring, epoch) = (QuickRing::default(), Instant::now());
+        let ring = QuickRing::default();
         let n: u64 = if cfg!(miri) { 300 } else { 200_000 };
         std::thread::scope(|s| {
             s.spawn(|| {
                 for seq in 0..n {
                     // The count follows the sequence number: a torn entry would mix them.
-                    ring.push(seq, &op(seq as usize).fingerprint().words(), false, true, Duration::ZERO);
+                    ring.push(seq, &op(seq as usize).fingerprint().words(), false, true, 0);
                 }
             });
             while ring.written() < n {
                 let mut last = None;
-                for (j, q) in ring.recent(epoch) {
+                for (j, q) in ring.recent() {
                     assert_eq!((q.op.count as u64, q.seq), (j, j), "a torn entry");
                     assert!(last.is_none_or(|l| j > l), "out of order");
                     last = Some(j);
+                }
+                if let Some(l) = last {
+                    assert!(ring.find(l).is_none_or(|q| q.op.count as u64 == l), "a torn entry found");
                 }
             }
         });

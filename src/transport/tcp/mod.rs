@@ -479,8 +479,6 @@ impl Mesh {
     /// root may, would be poked for every peer's op otherwise: see `Endpoint::polls`).
     pub(super) fn wake_peers(&self, me: Rank) {
         let Some(e) = self.ep(me) else {
-            // The fence callers count on (see `Link::wake_peers`).
-            std::sync::atomic::fence(Ordering::SeqCst);
             return;
         };
         e.polls();
