@@ -24,6 +24,7 @@ mod drive;
 mod exchange;
 mod failure;
 mod recv;
+mod rule;
 mod staging;
 
 use std::sync::Arc;

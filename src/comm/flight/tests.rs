@@ -1,0 +1,75 @@
+//! The board: what readers see of ranks' records.
+
+use super::*;
+use crate::op::OpKind;
+use crate::types::DType;
+
+/// Entries recorded without the lock (exchanged ops that never waited) read back in the
+/// order the ops ran, between locked ones; the newest collective, a lookup by number and
+/// the report line see them; a history past its depth keeps the newest.
+#[test]
+fn quick_entries_read_back_in_order_among_locked_ones() {
+    let b = Board::new(2, Duration::from_secs(1));
+    let coll = |count| {
+        let mut d = OpDesc::new(OpKind::AllReduce, DType::F32, count);
+        d.op = Some(crate::types::ReduceOp::Sum);
+        d
+    };
+    let mut send = OpDesc::new(OpKind::Send, DType::U8, 1);
+    send.peer = Some(1);
+    let quick =
+        |seq: u64, count| b.record(0, seq, &coll(count).fingerprint().words(), false, true, crate::clock::coarse_raw());
+    quick(0, 1);
+    quick(1, 2);
+    b.start_at(0, 2, coll(3), Algorithm::Ring, Instant::now());
+    b.finish(0, true);
+    quick(3, 4);
+    b.start_at(0, 0, send, Algorithm::Auto, Instant::now());
+    let h = b.history(0);
+    let got: Vec<(u64, OpKind, usize, OpState)> = h.iter().map(|e| (e.seq, e.op.kind, e.op.count, e.state)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, OpKind::AllReduce, 1, OpState::Done),
+            (1, OpKind::AllReduce, 2, OpState::Done),
+            (2, OpKind::AllReduce, 3, OpState::Done),
+            (3, OpKind::AllReduce, 4, OpState::Done),
+            (0, OpKind::Send, 1, OpState::Running),
+        ]
+    );
+    assert!(h.iter().take(2).all(|e| e.algorithm == Algorithm::Exchange && e.duration == Some(Duration::ZERO)));
+    // The newest collective is the quick #3 (after the locked #2), a send is no collective.
+    assert_eq!(b.not_reached(4, &[]), vec![0, 1]);
+    assert_eq!(b.not_reached(3, &[]), vec![1]);
+    assert_eq!(b.collective_at(0, 1).map(|f| f.desc.count), Some(2));
+    assert_eq!(b.collective_at(0, 2).map(|f| f.desc.count), Some(3));
+    assert!(b.collective_at(0, 4).is_none());
+    assert!(b.report("c", &[]).contains("rank 0: in op #0 send"), "{}", b.report("c", &[]));
+    b.finish(0, true);
+    quick(4, 5);
+    assert!(b.report("c", &[]).contains("last finished op #4 all_reduce(sum, 5 x f32)"), "{}", b.report("c", &[]));
+    // Past the depth: the newest FLIGHT_DEPTH of both kinds, in order.
+    for seq in 5..5 + FLIGHT_DEPTH as u64 {
+        quick(seq, 1);
+    }
+    let h = b.history(0);
+    assert_eq!(h.len(), FLIGHT_DEPTH);
+    assert!(h.windows(2).all(|w| w[0].seq < w[1].seq), "in order");
+    assert_eq!(h.last().map(|e| e.seq), Some(4 + FLIGHT_DEPTH as u64));
+}
+
+#[test]
+fn not_reached_counts_collectives_only() {
+    let b = Board::new(3, Duration::from_secs(1));
+    let (coll, p2p) = (OpDesc::new(OpKind::Barrier, DType::U8, 0), OpDesc::new(OpKind::Send, DType::U8, 1));
+    assert_eq!(b.not_reached(0, &[]), vec![0, 1, 2]);
+    b.start_at(0, 0, coll, Algorithm::Auto, Instant::now());
+    b.finish(0, true);
+    b.start_at(0, 1, coll, Algorithm::Auto, Instant::now());
+    b.start_at(1, 0, coll, Algorithm::Auto, Instant::now());
+    // Rank 2's send #5 is not collective op #5.
+    b.start_at(2, 5, p2p, Algorithm::Auto, Instant::now());
+    assert_eq!(b.not_reached(0, &[]), vec![2]);
+    assert_eq!(b.not_reached(1, &[]), vec![1, 2]);
+    assert_eq!(b.warn_after(), Duration::from_secs(1));
+}
