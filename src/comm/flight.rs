@@ -158,7 +158,8 @@ impl RankStatus {
 /// Every rank's status, shared by the ranks of one communicator.
 /// One rank's status, on cache lines of its own: every rank writes its own at every op, and
 /// neighbours sharing a line would make each op wait for the other thread's core.
-/// The quick entries beside the locked status: written without the lock, moved in under it.
+/// Beside the locked status, the rank's quick entries: written without the lock, merged
+/// with the locked records when read.
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct Slot {
@@ -236,10 +237,10 @@ impl Board {
     }
 
     /// Records `rank`'s exchanged op `seq` (its fingerprint `words`) at once as over (`ok` or
-    /// failed), at `now` (a [`coarse_raw`](crate::clock::coarse_raw) reading): the one entry of
-    /// an exchanged op that never waited, written without
-    /// a lock ([`QuickRing`]) and moved into the history by the next access. Only the thread
-    /// running `rank`'s ops calls it; such an op ends within a microsecond or so of its start.
+    /// failed), at `now` (a [`coarse_raw`](crate::clock::coarse_raw) reading): the one entry
+    /// of an exchanged op that never waited (such an op ends within a microsecond or so of its
+    /// start), written without a lock ([`QuickRing`]) and merged with the locked records when
+    /// read. Only the thread running `rank`'s ops calls it.
     #[inline]
     pub(crate) fn record(&self, rank: Rank, seq: u64, words: &[u64; FP_WORDS], in_place: bool, ok: bool, now: u64) {
         if let Some(slot) = self.ranks.get(rank).and_then(Option::as_ref) {

@@ -5,7 +5,8 @@
 //! same op, checks their fingerprints, and computes its own result from the parts — in rank
 //! order, so every rank gets the same bits. A rank whose result reads no peer's part (a root
 //! of broadcast or scatter, a non-root of reduce or gather) does not wait: it runs ahead, up
-//! to the slots' depth, and a mismatch it did not see is reported on its next call. Only
+//! to the slots' depth, and a mismatch it did not see is reported on its next call. Whom a
+//! rank waits for, whose slots it looks at and when it need not publish is `rule.rs`'s. Only
 //! devices whose buffers are host memory and whose kernels are the host's run it
 //! ([`Device::host_memory`]); the communicator decides, the same way on every rank.
 //!
@@ -82,8 +83,8 @@ impl<D: Device> OpRun<D> {
 /// enqueues no device work, so a failure has nothing to reclaim.
 ///
 /// It keeps the op's flight-recorder entry too. Most exchanged ops never wait: such an op
-/// gets one entry, written once it is over (one coarse clock read, no lock: `Board::record`). One that waits
-/// is entered as running when it first does — that clock read is its start and, for a
+/// gets one entry, written once it is over (one coarse clock read and no lock:
+/// `Board::record`). One that waits is entered as running when it first does — that clock read is its start and, for a
 /// [`Deadline::OnWait`](super::Deadline::OnWait), its deadline's — so that a hang shows it,
 /// and finished once over. Its times are [`coarse_now`]'s: a tick's precision is plenty for
 /// a recorder and a deadline, and a precise read waits for the peers' lines just loaded
@@ -177,19 +178,16 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
                 v.shared.link.wake_peers(me);
             }
         }
-        match self.reads.looks(me) {
-            Looks::None => {}
-            Looks::Hub => {
-                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-                if slots.disagrees(HUB, seq, fp) {
-                    return Err(self.part_mismatch(HUB));
-                }
-            }
-            Looks::All => {
-                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-                if let Some(p) = (0..n).find(|&p| p != me && slots.disagrees(p, seq, fp)) {
-                    return Err(self.part_mismatch(p));
-                }
+        // The slots this rank looks at (see `Looks`), after a fence that pairs with theirs.
+        let look = match self.reads.looks(me) {
+            Looks::None => None,
+            Looks::Hub => Some(HUB..HUB + 1),
+            Looks::All => Some(0..n),
+        };
+        if let Some(peers) = look {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            if let Some(p) = peers.filter(|&p| p != me).find(|&p| slots.disagrees(p, seq, fp)) {
+                return Err(self.part_mismatch(p));
             }
         }
         Ok(None)
