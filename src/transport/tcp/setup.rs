@@ -204,7 +204,7 @@ fn endpoints(
             event: Event::default(),
             failed: AtomicBool::new(false),
             poison: Mutex::new(None),
-            told: AtomicBool::new(false),
+            told: Mutex::new(false),
             silence,
             shm: shm_peers,
             polls_at: AtomicU64::new(u64::MAX),
