@@ -1,8 +1,9 @@
 //! The lock-free part of a rank's flight recorder: the entries of exchanged ops that never
 //! waited (most small ops), written by the thread running the rank's ops with plain stores —
 //! no lock, no read-modify-write — and merged with the locked records only when someone reads
-//! the history (each locked record knows how many quick entries came before it). A lock pair
-//! per op cost 4 ranks on one core ~15% of a 16-byte rooted op (PERFORMANCE.md, session 24).
+//! the history (each locked record knows how many quick entries came before it). The locked
+//! entry (a lock pair, a record pushed, a clock subtraction) cost 4 ranks on one core ~13% of
+//! a 16-byte rooted op (PERFORMANCE.md, session 24).
 //!
 //! One writer at a time: a rank's exchanged ops run one after the other, each under the
 //! rank's driving lock, so consecutive writers are ordered by it. Readers may run at any
@@ -21,7 +22,7 @@ use crate::op::{Fingerprint, OpDesc};
 use crate::transport::slots::FP_WORDS;
 
 /// Entries the ring holds: as many as the history keeps, so that nothing a reader could
-/// still show is ever overwritten before it is moved.
+/// still show is overwritten before it is read.
 const DEPTH: usize = FLIGHT_DEPTH;
 
 /// Words of an entry: sequence number, flags, when it ended (a raw coarse reading), the op's
