@@ -36,13 +36,20 @@ mod imp {
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};
 
-    /// `CLOCK_MONOTONIC_COARSE` (the same clock as `Instant`'s, at the tick's resolution).
-    fn coarse() -> Option<Duration> {
+    /// `CLOCK_MONOTONIC_COARSE` (the same clock as `Instant`'s, at the tick's resolution):
+    /// seconds and nanoseconds.
+    #[inline]
+    fn coarse_ts() -> Option<(u64, u32)> {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: `ts` is a valid, writable timespec; the call writes nothing else.
         let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
         let (s, ns) = (u64::try_from(ts.tv_sec).ok()?, u32::try_from(ts.tv_nsec).ok()?);
-        (rc == 0).then(|| Duration::new(s, ns))
+        (rc == 0).then_some((s, ns))
+    }
+
+    /// [`coarse_ts`] as a `Duration`.
+    fn coarse() -> Option<Duration> {
+        coarse_ts().map(|(s, ns)| Duration::new(s, ns))
     }
 
     /// An `Instant` and the coarse clock read together: the line one maps onto the other.
@@ -64,16 +71,11 @@ mod imp {
     }
 
     /// The coarse clock in nanoseconds (0 if it cannot be read: such readings map to the
-    /// start of the line, never to a panic).
+    /// start of the line, never to a panic). The same reading as `coarse`'s, without building
+    /// a `Duration`.
     #[inline]
     pub(super) fn raw() -> u64 {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: as in `coarse`.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-        if rc != 0 {
-            return 0;
-        }
-        (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+        coarse_ts().map_or(0, |(s, ns)| s.wrapping_mul(1_000_000_000).wrapping_add(u64::from(ns)))
     }
 
     pub(super) fn at_raw(raw: u64) -> Instant {

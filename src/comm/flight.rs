@@ -206,17 +206,22 @@ impl Board {
         self.warn_after
     }
 
+    /// `rank`'s slot (`None` for a rank of another process, or past the world).
+    fn slot(&self, rank: Rank) -> Option<&Slot> {
+        self.ranks.get(rank).and_then(Option::as_ref)
+    }
+
     /// `f` on `rank`'s locked status, and how many quick entries it has made so far (what a
     /// record pushed now comes after).
     fn with<R>(&self, rank: Rank, f: impl FnOnce(&mut RankStatus, u64) -> R) -> Option<R> {
-        let slot = self.ranks.get(rank).and_then(Option::as_ref)?;
+        let slot = self.slot(rank)?;
         let mut s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
         Some(f(&mut s, slot.quick.written()))
     }
 
     /// `f` on what a reader sees of `rank` ([`Seen`]: the quick entries merged in).
     fn seen<R>(&self, rank: Rank, f: impl FnOnce(&Seen<'_>) -> R) -> Option<R> {
-        let slot = self.ranks.get(rank).and_then(Option::as_ref)?;
+        let slot = self.slot(rank)?;
         let s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
         Some(f(&s.seen(&slot.quick)))
     }
@@ -243,7 +248,7 @@ impl Board {
     /// read. Only the thread running `rank`'s ops calls it.
     #[inline]
     pub(crate) fn record(&self, rank: Rank, seq: u64, words: &[u64; FP_WORDS], in_place: bool, ok: bool, now: u64) {
-        if let Some(slot) = self.ranks.get(rank).and_then(Option::as_ref) {
+        if let Some(slot) = self.slot(rank) {
             slot.quick.push(seq, words, in_place, ok, now);
         }
     }
@@ -287,7 +292,7 @@ impl Board {
 
     /// What `peer` called as collective op `seq`, if it got that far and still remembers.
     pub(crate) fn collective_at(&self, peer: Rank, seq: u64) -> Option<Fingerprint> {
-        let slot = self.ranks.get(peer).and_then(Option::as_ref)?;
+        let slot = self.slot(peer)?;
         let s = slot.status.lock().unwrap_or_else(|e| e.into_inner());
         let locked = s.history.iter().rev().find(|e| e.seq == seq && e.op.kind.is_collective());
         locked.map(|e| e.op).or_else(|| slot.quick.find(seq).map(|q| q.op)).map(|d| d.fingerprint())

@@ -75,7 +75,7 @@ impl QuickRing {
         let j = self.written.load(Ordering::Relaxed);
         self.begun.store(j + 1, Ordering::Relaxed);
         fence(Ordering::Release);
-        let Some(e) = self.entries.get((j % DEPTH as u64) as usize) else { return };
+        let e = self.entry(j);
         let flags = if ok { OK } else { 0 } | if in_place { IN_PLACE } else { 0 };
         for (w, v) in e.0.iter().zip([seq, flags, at].iter().chain(words)) {
             w.store(*v, Ordering::Relaxed);
@@ -93,14 +93,31 @@ impl QuickRing {
     pub(super) fn find(&self, seq: u64) -> Option<Quick> {
         let written = self.written.load(Ordering::Acquire);
         (written.saturating_sub(DEPTH as u64)..written).rev().find_map(|j| {
-            let e = &self.entries[(j % DEPTH as u64) as usize];
-            if e.0[0].load(Ordering::Relaxed) != seq {
+            if self.entry(j).0[0].load(Ordering::Relaxed) != seq {
                 return None;
             }
-            let w: [u64; WORDS] = std::array::from_fn(|i| e.0[i].load(Ordering::Relaxed));
+            let w = self.copy(j);
             fence(Ordering::Acquire);
-            (j + DEPTH as u64 >= self.begun.load(Ordering::Relaxed)).then(|| decode(&w)).flatten()
+            self.intact(j, self.begun.load(Ordering::Relaxed)).then(|| decode(&w)).flatten()
         })
+    }
+
+    /// Where entry `j` (counted from the ring's start) lives.
+    fn entry(&self, j: u64) -> &Entry {
+        &self.entries[(j % DEPTH as u64) as usize]
+    }
+
+    /// Entry `j`'s words as they are now (check [`intact`](Self::intact) after an acquire
+    /// fence before trusting them).
+    fn copy(&self, j: u64) -> [u64; WORDS] {
+        let e = self.entry(j);
+        std::array::from_fn(|i| e.0[i].load(Ordering::Relaxed))
+    }
+
+    /// Whether entry `j`, copied before `begun` was read, is whole: no newer entry in its
+    /// place (`j + DEPTH`) had been begun.
+    fn intact(&self, j: u64, begun: u64) -> bool {
+        j + DEPTH as u64 >= begun
     }
 
     /// The newest entries (at most [`DEPTH`]), oldest first, each with its number (entries
@@ -108,18 +125,12 @@ impl QuickRing {
     pub(super) fn recent(&self) -> Vec<(u64, Quick)> {
         let written = self.written.load(Ordering::Acquire);
         let lo = written.saturating_sub(DEPTH as u64);
-        let copied: Vec<[u64; WORDS]> = (lo..written)
-            .map(|j| {
-                let e = &self.entries[(j % DEPTH as u64) as usize];
-                std::array::from_fn(|i| e.0[i].load(Ordering::Relaxed))
-            })
-            .collect();
+        let copied: Vec<[u64; WORDS]> = (lo..written).map(|j| self.copy(j)).collect();
         fence(Ordering::Acquire);
-        // An entry `j` is intact unless entry `j + DEPTH` (same place) was begun.
         let begun = self.begun.load(Ordering::Relaxed);
         (lo..written)
             .zip(copied)
-            .filter(|(j, _)| j + DEPTH as u64 >= begun)
+            .filter(|(j, _)| self.intact(*j, begun))
             .filter_map(|(j, w)| Some((j, decode(&w)?)))
             .collect()
     }
