@@ -341,7 +341,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         let mut w = mem.write(o, len)?;
         for (q, block) in w.chunks_mut(len / n).enumerate() {
             if !slots.read(q, self.view.seq, off, block) {
-                return Err(self.short_part(q));
+                return Err(self.past_slot(q));
             }
         }
         Ok(())
@@ -354,7 +354,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             return Ok(());
         }
         let mut w = mem.write(o, len)?;
-        if slots.read(q, self.view.seq, off, &mut w) { Ok(()) } else { Err(self.short_part(q)) }
+        if slots.read(q, self.view.seq, off, &mut w) { Ok(()) } else { Err(self.past_slot(q)) }
     }
 
     /// `dst` = the reduction, in rank order, of bytes `off..` of every rank's part.
@@ -383,7 +383,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         let parts = &mut bytemuck::cast_slice_mut::<u64, u8>(buf)[..n * len];
         for (q, p) in parts.chunks_mut(len).enumerate() {
             if !slots.read(q, self.view.seq, off, p) {
-                return Err(self.short_part(q));
+                return Err(self.past_slot(q));
             }
         }
         let (first, rest) = parts.split_at(len);
@@ -426,8 +426,8 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
 
     #[cold]
     #[inline(never)]
-    fn short_part(&self, q: Rank) -> CollectiveError {
-        CollectiveError::protocol(format!("rank {q}'s part of op #{} is shorter than its op needs", self.view.seq))
+    fn past_slot(&self, q: Rank) -> CollectiveError {
+        CollectiveError::protocol(format!("rank {q}'s part of op #{} reaches past its exchange slot", self.view.seq))
             .with_peer(q)
     }
 

@@ -16,9 +16,9 @@
 //!
 //! The layout holds no pointers, only words indexed by rank and sequence number, so it can
 //! live in memory other processes map ([`Slots::over`] any store of [`Line`]s, e.g. a shared
-//! segment): then the words a peer wrote are not trusted. A length past [`SLOT_BYTES`] is
-//! clamped before it indexes anything (garbage never panics), and since the sequence word is
-//! stored last, a slot a peer left half-written (it crashed mid-publish) never reads as
+//! segment): then the words a peer wrote are not trusted. No word a peer wrote indexes
+//! anything (garbage never panics, and no read leaves the slot), and since the sequence word
+//! is stored last, a slot a peer left half-written (it crashed mid-publish) never reads as
 //! arrived.
 
 use std::ops::Deref;
@@ -45,9 +45,18 @@ const _: () = assert!(DEPTH <= crate::FLIGHT_DEPTH);
 /// Words of an op fingerprint (see [`Fingerprint::words`](crate::op::Fingerprint::words)).
 pub(crate) const FP_WORDS: usize = 5;
 
-/// Header words before the part: sequence number + 1 (0: never written), part length in
-/// bytes, fingerprint, padding.
-const HEAD: usize = 8;
+/// Where a slot's fingerprint starts: after the sequence number + 1 (word 0; 0: never written).
+const FP_AT: usize = 1;
+
+/// Header words before the part: the sequence number and the fingerprint, nothing else, so
+/// that a part of up to 16 bytes (every 16-byte rooted op's) shares the header's 64-byte line
+/// and a reader loads one line a peer wrote, not two. No length word: the fingerprint, which
+/// a reader checks before it reads a part, fixes every part's length. Cut from 8 words (with a
+/// length and padding), 16-byte broadcast and scatter with 4 ranks on 2 cores took 20% less
+/// time (PERFORMANCE.md, session 25). Changing it changes what processes of one host share:
+/// [`wire::VERSION`](super::wire::VERSION).
+const HEAD: usize = FP_AT + FP_WORDS;
+const _: () = assert!(HEAD + 2 <= 8, "a 16-byte part shares the header's line");
 
 /// The word of a rank's `done` line where [`Slots::busy`] remembers how far every peer has
 /// finished: in the line's second half, away from word 0, which the peers read.
@@ -219,9 +228,8 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
     pub(crate) fn publish(&self, me: Rank, seq: u64, fp: &[u64; FP_WORDS], part: &[u8]) {
         let slot = self.slot(me, seq);
         let part = &part[..part.len().min(SLOT_BYTES)];
-        word(slot, 1).store(part.len() as u64, Ordering::Relaxed);
         for (i, w) in fp.iter().enumerate() {
-            word(slot, 2 + i).store(*w, Ordering::Relaxed);
+            word(slot, FP_AT + i).store(*w, Ordering::Relaxed);
         }
         // Whole words first (fixed-size copies, no `memcpy` call), then the tail.
         let words = part.chunks_exact(8);
@@ -248,7 +256,7 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
     /// what a mismatch names when the peer's call is not in this process's flight recorder.
     pub(crate) fn fingerprint(&self, peer: Rank, seq: u64) -> [u64; FP_WORDS] {
         let slot = self.slot(peer, seq);
-        std::array::from_fn(|i| word(slot, 2 + i).load(Ordering::Relaxed))
+        std::array::from_fn(|i| word(slot, FP_AT + i).load(Ordering::Relaxed))
     }
 
     /// Whether `peer` published op `seq` with fingerprint `fp` (once it
@@ -256,7 +264,7 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
     #[inline]
     pub(crate) fn agrees(&self, peer: Rank, seq: u64, fp: &[u64; FP_WORDS]) -> bool {
         let slot = self.slot(peer, seq);
-        fp.iter().enumerate().all(|(i, w)| word(slot, 2 + i).load(Ordering::Relaxed) == *w)
+        fp.iter().enumerate().all(|(i, w)| word(slot, FP_AT + i).load(Ordering::Relaxed) == *w)
     }
 
     /// Whether `peer` has published op `seq` with another fingerprint than `fp`
@@ -265,17 +273,16 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
     pub(crate) fn disagrees(&self, peer: Rank, seq: u64, fp: &[u64; FP_WORDS]) -> bool {
         let slot = self.slot(peer, seq);
         word(slot, 0).load(Ordering::Acquire) == seq + 1
-            && fp.iter().enumerate().any(|(i, w)| word(slot, 2 + i).load(Ordering::Relaxed) != *w)
+            && fp.iter().enumerate().any(|(i, w)| word(slot, FP_AT + i).load(Ordering::Relaxed) != *w)
     }
 
     /// Copies `out.len()` bytes of `peer`'s part of op `seq` from byte `off` into `out`;
-    /// false, copying nothing, when its part is shorter. The part's length word is the
-    /// peer's: one past [`SLOT_BYTES`] (garbage in a shared mapping) is clamped to it, so
-    /// no index leaves the slot.
+    /// false, copying nothing, when they would reach past [`SLOT_BYTES`]. What lies within
+    /// the part is for the caller to know: the fingerprint it agreed on fixes the part's
+    /// length.
     pub(crate) fn read(&self, peer: Rank, seq: u64, off: usize, out: &mut [u8]) -> bool {
         let slot = self.slot(peer, seq);
-        let len = (word(slot, 1).load(Ordering::Relaxed)).min(SLOT_BYTES as u64) as usize;
-        if off.checked_add(out.len()).is_none_or(|end| end > len) {
+        if off.checked_add(out.len()).is_none_or(|end| end > SLOT_BYTES) {
             return false;
         }
         let load = |w: usize| word(slot, w).load(Ordering::Relaxed).to_le_bytes();

@@ -27,8 +27,10 @@ use crate::types::{DType, ReduceOp};
 
 /// The first four bytes of every frame.
 pub(crate) const MAGIC: [u8; 4] = *b"RCCL";
-/// The protocol version this build speaks (and the only one it accepts).
-pub(crate) const VERSION: u16 = 2;
+/// The protocol version this build speaks (and the only one it accepts). It covers what
+/// processes of one host share besides frames: the exchange slots' layout
+/// (`transport::slots`; 3: their header lost its length word).
+pub(crate) const VERSION: u16 = 3;
 /// The length of a frame header.
 pub(crate) const HEADER_LEN: usize = 96;
 /// The longest body of a control frame (an abort's message, a flight recorder's answer).
