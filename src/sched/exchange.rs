@@ -46,12 +46,15 @@ pub(crate) struct Exchange<'a, D: Device, B: Borrow<D::Buffer> = <D as Device>::
     slots: Option<&'a Slots>,
     /// Whose parts this rank's result reads (worked out once per op).
     reads: Reads,
+    /// Whether this rank publishes nothing ([`Reads::quiet`]): its own part is read from its
+    /// input.
+    quiet: bool,
 }
 
 impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
     pub(crate) fn new(dev: &'a D, bufs: &'a Bindings<B>, view: View<'a>) -> Self {
-        let reads = Reads::of(&view.fp.desc, view.rank);
-        Exchange { dev, bufs, view, words: view.fp.words(), slots: view.shared.link.slots(), reads }
+        let (reads, quiet) = (Reads::of(&view.fp.desc, view.rank), Reads::quiet(&view.fp.desc, view.rank));
+        Exchange { dev, bufs, view, words: view.fp.words(), slots: view.shared.link.slots(), reads, quiet }
     }
 }
 
@@ -147,8 +150,12 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
 
     /// Publishes this rank's part, once its slot is free (`Some(what it waits for)` while a
     /// peer still reads what the slot holds), and checks what [`Looks`] says; a non-root of
-    /// broadcast or scatter whose root's part is there publishes nothing ([`Reads::lazy`]).
+    /// broadcast or scatter whose root's part is there publishes nothing ([`Reads::lazy`]),
+    /// nor does the hub as the root of reduce or gather ([`Reads::quiet`]).
     pub(super) fn publish(&self, size: usize) -> Result<Option<Blocked>> {
+        if self.quiet {
+            return Ok(None);
+        }
         let v = &self.view;
         let (me, seq, n) = (v.rank, v.seq, v.shared.world);
         let desc = &v.fp.desc;
@@ -340,11 +347,32 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         }
         let mut w = mem.write(o, len)?;
         for (q, block) in w.chunks_mut(len / n).enumerate() {
-            if !slots.read(q, self.view.seq, off, block) {
-                return Err(self.past_slot(q));
-            }
+            self.part_into(slots, q, off, block, size)?;
         }
         Ok(())
+    }
+
+    /// `out` = bytes `off..` of `q`'s part: from `q`'s slot, or this rank's input when `q` is
+    /// this rank and it published nothing ([`Reads::quiet`]).
+    fn part_into(&self, slots: &Slots, q: Rank, off: usize, out: &mut [u8], size: usize) -> Result<()> {
+        if q == self.view.rank && self.quiet {
+            let desc = &self.view.fp.desc;
+            if desc.in_place && desc.kind == OpKind::Gather {
+                // The input is this rank's block of the output: already where it belongs.
+                return Ok(());
+            }
+            let (mem, o, len) = self.host(Span::new(Slot::Input, 0, desc.count), size)?;
+            if off.checked_add(out.len()).is_none_or(|end| end > len) {
+                return Err(CollectiveError::protocol(format!(
+                    "bytes {off}..+{} of this rank's own part of op #{}, which has {len}",
+                    out.len(),
+                    self.view.seq
+                )));
+            }
+            out.copy_from_slice(&mem.read(o + off, out.len())?);
+            return Ok(());
+        }
+        if slots.read(q, self.view.seq, off, out) { Ok(()) } else { Err(self.past_slot(q)) }
     }
 
     /// `dst` = bytes `off..` of `q`'s part.
@@ -354,7 +382,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             return Ok(());
         }
         let mut w = mem.write(o, len)?;
-        if slots.read(q, self.view.seq, off, &mut w) { Ok(()) } else { Err(self.past_slot(q)) }
+        self.part_into(slots, q, off, &mut w, size)
     }
 
     /// `dst` = the reduction, in rank order, of bytes `off..` of every rank's part.
@@ -368,24 +396,27 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         // as large as they need (zeroing a 1 KiB buffer per op cost a 16-byte reduce ~80
         // instructions), else on the heap.
         let words = (self.view.shared.world * len).div_ceil(8);
-        let mut w = mem.write(o, len)?;
+        let out = (&*mem, o, len);
         match words {
-            0..=16 => self.reduce_into(slots, &mut [0u64; 16][..words], off, len, &mut w),
-            17..=128 => self.reduce_into(slots, &mut [0u64; 128][..words], off, len, &mut w),
-            _ => self.reduce_into(slots, &mut vec![0u64; words], off, len, &mut w),
+            0..=16 => self.reduce_into(slots, &mut [0u64; 16][..words], off, out),
+            17..=128 => self.reduce_into(slots, &mut [0u64; 128][..words], off, out),
+            _ => self.reduce_into(slots, &mut vec![0u64; words], off, out),
         }
     }
 
-    /// [`reduce_parts`](Self::reduce_parts) into `out` (`len` bytes), the parts copied into
-    /// `buf` first.
-    fn reduce_into(&self, slots: &Slots, buf: &mut [u64], off: usize, len: usize, out: &mut [u8]) -> Result<()> {
+    /// [`reduce_parts`](Self::reduce_parts) into bytes `o..o + len` of `mem`, the parts copied
+    /// into `buf` first: all of them before the output is written, since a quiet root's own
+    /// part is its input, which is its output in place.
+    fn reduce_into(&self, slots: &Slots, buf: &mut [u64], off: usize, out: (&HostMem, usize, usize)) -> Result<()> {
+        let (mem, o, len) = out;
         let n = self.view.shared.world;
+        let size = self.view.fp.desc.dtype.size();
         let parts = &mut bytemuck::cast_slice_mut::<u64, u8>(buf)[..n * len];
         for (q, p) in parts.chunks_mut(len).enumerate() {
-            if !slots.read(q, self.view.seq, off, p) {
-                return Err(self.past_slot(q));
-            }
+            self.part_into(slots, q, off, p, size)?;
         }
+        let mut guard = mem.write(o, len)?;
+        let out: &mut [u8] = &mut guard;
         let (first, rest) = parts.split_at(len);
         // The other parts' slices: in an array when few (no collect per op).
         let mut few: [&[u8]; 8] = [&[]; 8];

@@ -48,6 +48,21 @@ impl Reads {
         }
     }
 
+    /// Whether `me` publishes nothing at all for `desc`: the hub as the root of reduce or
+    /// gather (without a shape digest). It waits for every part, so it compares every peer's
+    /// call itself, and no peer that agrees with it reads its part (its own part comes from
+    /// its input). Its slot is then not rewritten op after op, and the non-roots' look at it
+    /// loads a line nobody wrote since they last loaded it, instead of one the root's core has
+    /// just taken back. Only the hub: other ranks may all think themselves roots, and a root
+    /// that published nothing would leave every such root waiting for parts that never come,
+    /// with nobody comparing anything (`rule_tests` finds that order).
+    pub(super) fn quiet(desc: &OpDesc, me: Rank) -> bool {
+        me == HUB
+            && desc.shape.is_none()
+            && matches!(desc.kind, OpKind::Reduce | OpKind::Gather)
+            && desc.root.unwrap_or(0) == me
+    }
+
     /// Which peers' slots `me` looks at once it has published (after a fence), besides those
     /// it waits for; see [`Looks`].
     pub(super) fn looks(self, me: Rank) -> Looks {
@@ -61,12 +76,15 @@ impl Reads {
 
 /// The rank every exchanged op's check goes through: a rank that all ranks agree on whatever
 /// op each of them called (a root would not do: ranks that disagree may name different ones).
+/// It publishes its part, unless it is the quiet root of reduce or gather ([`Reads::quiet`]),
+/// which waits for every part and so compares every peer's call itself.
 pub(super) const HUB: Rank = 0;
 
 /// What a rank checks, right after publishing and a fence, so that ranks that disagree on an
 /// op never all finish it silently, and a rank that waits for a part that never comes is
 /// woken by a peer that saw the disagreement. Every rank's fingerprint is compared, directly
-/// or through agreeing ranks, with the hub's, which always publishes:
+/// or through agreeing ranks, with the hub's, which publishes unless it waits for every part
+/// and no peer reads its own ([`Reads::quiet`]):
 /// - a rank that waits for every part compares the hub's (or, being the hub, everyone's);
 /// - a rank other than the hub that waits for no part (`Reads::Own`) looks at the hub's slot
 ///   ([`Looks::Hub`]), and the hub, unless it waits for every part, looks at every slot

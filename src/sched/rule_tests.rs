@@ -3,7 +3,9 @@
 //! shape-digest op) and of 4 ranks (one count), ranks that disagree are always caught by at
 //! least one rank.
 //!
-//! The model: ranks reach the op in some order. A lazy rank ([`Reads::lazy`]) whose root
+//! The model: ranks reach the op in some order. A quiet rank ([`Reads::quiet`]: the hub as the
+//! root of reduce or gather) publishes nothing and looks at nothing (it waits for every part).
+//! A lazy rank ([`Reads::lazy`]) whose root
 //! published before it publishes nothing and compares its root's part; every other rank
 //! publishes, then looks at the slots its rule names, and a look at `p` sees `p`'s part only
 //! if `p` published first. A rank compares every part it waits for that is ever published
@@ -73,12 +75,23 @@ fn orders(n: usize) -> Vec<Vec<Rank>> {
 /// Whether some rank sees a disagreement when the ranks reach the op in `order` and look at
 /// the slots `rule` names ([`Reads::looks`], or a rule the tests break on purpose).
 fn caught(called: &[&OpDesc], order: &[Rank], rule: fn(Reads, Rank) -> Looks) -> bool {
+    caught_with(called, order, rule, Reads::quiet)
+}
+
+/// [`caught`], with `quiet` saying which ranks publish nothing ([`Reads::quiet`], or a rule
+/// the tests break on purpose).
+fn caught_with(
+    called: &[&OpDesc],
+    order: &[Rank],
+    rule: fn(Reads, Rank) -> Looks,
+    quiet: fn(&OpDesc, Rank) -> bool,
+) -> bool {
     let n = called.len();
     let mut published = vec![None; n];
     let mut looked = vec![vec![]; n];
     for (at, &me) in order.iter().enumerate() {
         let reads = Reads::of(called[me], me);
-        if reads.lazy(me).is_some_and(|r| published[r].is_some()) {
+        if quiet(called[me], me) || reads.lazy(me).is_some_and(|r| published[r].is_some()) {
             continue;
         }
         published[me] = Some(at);
@@ -158,4 +171,23 @@ fn the_model_catches_a_rule_that_looks_at_too_little() {
     assert!(!caught(&called, &[0, 1, 2], blind_non_roots));
     let blind_hub = |r: Reads, me| if me == HUB { Looks::None } else { r.looks(me) };
     assert!(!caught(&called, &[2, 1, 0], blind_hub));
+}
+
+/// The quiet rule is the hub's alone: were every root of reduce or gather quiet, three ranks
+/// that each reduce to themselves would all wait for parts nobody publishes, and nobody would
+/// compare anything.
+#[test]
+fn only_the_hub_may_be_a_quiet_root() {
+    let reduce_to = |root| {
+        let mut d = OpDesc::new(OpKind::Reduce, DType::F32, 1);
+        d.root = Some(root);
+        d.op = Some(ReduceOp::Sum);
+        d
+    };
+    let (a, b, c) = (reduce_to(0), reduce_to(1), reduce_to(2));
+    let called = [&a, &b, &c];
+    assert!(caught(&called, &[2, 1, 0], Reads::looks));
+    let every_root_quiet =
+        |d: &OpDesc, me| matches!(d.kind, OpKind::Reduce | OpKind::Gather) && d.root == Some(me) && d.shape.is_none();
+    assert!(!caught_with(&called, &[2, 1, 0], Reads::looks, every_root_quiet));
 }

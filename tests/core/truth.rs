@@ -64,6 +64,38 @@ pub fn root_mismatch_reaches_every_rank<D: TestDevice>() {
     }
 }
 
+/// Rank 0 is the root of a reduce or gather — which waits for every part and publishes none
+/// of its own — while every other rank calls another op with root 0 (the other of reduce and
+/// gather, a broadcast, a scatter) or an all_reduce: every rank gets `Mismatch`, from that call
+/// or from its next one. The non-roots that wait for nothing look at rank 0's slot and find
+/// nothing there; rank 0 is the one that sees their calls. World sizes 2 to 5.
+pub fn quiet_root_mismatch_reaches_every_rank<D: TestDevice>() {
+    for world in 2..=5 {
+        for (root_op, other) in [(1, 2), (2, 1), (1, 0), (2, 3), (1, 4), (2, 4)] {
+            run::<D, _>(world, &Opts::timed(Duration::from_secs(10)), |ctx| {
+                let r = ctx.rank;
+                let what = format!("world {world}, rank 0 calls op {root_op}, the others op {other}, rank {r}");
+                let which = if r == 0 { root_op } else { other };
+                let result = if which == 4 {
+                    let mut t = ctx.tensor(&[r as i32; 6]);
+                    ctx.comm.all_reduce(&mut t, ReduceOp::Sum)
+                } else {
+                    rooted_call(ctx, which, world)
+                };
+                let e = match result {
+                    Err(e) => e,
+                    Ok(()) => {
+                        let e = ctx.comm.barrier().expect_err("the call after an unseen mismatch must fail");
+                        assert!(e.message().contains("op #0"), "{what}: {e}");
+                        e
+                    }
+                };
+                assert_eq!(e.kind(), ErrorKind::Mismatch, "{what}: {e}");
+            });
+        }
+    }
+}
+
 /// Every rank names the next one as the root of a broadcast or scatter, so each is a
 /// non-root of its own call waiting for a rank that is not the root it named: every rank gets
 /// `Mismatch` naming the roots (a non-root checks only its root's part; here each such part
