@@ -5,10 +5,9 @@
 //!
 //! The model: ranks reach the op in some order. A quiet rank ([`Reads::quiet`]: the hub as the
 //! root of reduce or gather) publishes nothing and looks at nothing (it waits for every part).
-//! A lazy rank ([`Reads::lazy`]) whose root
-//! published before it publishes nothing and compares its root's part; every other rank
-//! publishes, then looks at the slots its rule names, and a look at `p` sees `p`'s part only
-//! if `p` published first. A rank compares every part it waits for that is ever published
+//! A lazy rank ([`Reads::lazy`]) whose root published before it publishes nothing and
+//! compares its root's part; every other rank publishes, then looks at the slots its rule
+//! names, and a look at `p` sees `p`'s part only if `p` published first. A rank compares every part it waits for that is ever published
 //! (a part never published leaves it waiting: only a peer that sees a disagreement ends
 //! that wait, so such a wait counts for nothing). Looks change nothing another rank does, and
 //! looking as early as possible, right after one's own publish, sees the least, so the orders
