@@ -7,11 +7,12 @@
 //! root of reduce or gather) publishes nothing and looks at nothing (it waits for every part).
 //! A lazy rank ([`Reads::lazy`]) whose root published before it publishes nothing and
 //! compares its root's part; every other rank publishes, then looks at the slots its rule
-//! names, and a look at `p` sees `p`'s part only if `p` published first. A rank compares every part it waits for that is ever published
-//! (a part never published leaves it waiting: only a peer that sees a disagreement ends
-//! that wait, so such a wait counts for nothing). Looks change nothing another rank does, and
-//! looking as early as possible, right after one's own publish, sees the least, so the orders
-//! that matter are the `n!` orders in which ranks reach the op.
+//! names, and a look at `p` sees `p`'s part only if `p` published first. A rank compares
+//! every part it waits for that is ever published (a part never published leaves it waiting:
+//! only a peer that sees a disagreement ends that wait, so such a wait counts for nothing).
+//! Looks change nothing another rank does, and looking as early as possible, right after
+//! one's own publish, sees the least, so the orders that matter are the `n!` orders in which
+//! ranks reach the op.
 
 use super::{HUB, Looks, Reads};
 use crate::op::{OpDesc, OpKind};
