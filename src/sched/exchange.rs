@@ -87,11 +87,11 @@ impl<D: Device> OpRun<D> {
 ///
 /// It keeps the op's flight-recorder entry too. Most exchanged ops never wait: such an op
 /// gets one entry, written once it is over (one coarse clock read and no lock:
-/// `Board::record`). One that waits is entered as running when it first does — that clock read is its start and, for a
-/// [`Deadline::OnWait`](super::Deadline::OnWait), its deadline's — so that a hang shows it,
-/// and finished once over. Its times are [`coarse_now`]'s: a tick's precision is plenty for
-/// a recorder and a deadline, and a precise read waits for the peers' lines just loaded
-/// (`crate::clock`). Peers that look for its call in the meantime (a mismatch's message)
+/// `Board::record`). One that waits is entered as running when it first does — that clock
+/// read is its start and, for a [`Deadline::OnWait`](super::Deadline::OnWait), its
+/// deadline's — so that a hang shows it, and finished once over. Its times are
+/// [`coarse_now`]'s: a tick's precision is plenty for a recorder and a deadline, and a precise
+/// read waits for the peers' lines just loaded (`crate::clock`). Peers that look for its call in the meantime (a mismatch's message)
 /// read it from its slot's words instead.
 pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> Result<()> {
     let v = ex.view;
@@ -361,7 +361,11 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
                 // The input is this rank's block of the output: already where it belongs.
                 return Ok(());
             }
-            let (mem, o, len) = self.host(Span::new(Slot::Input, 0, desc.count), size)?;
+            // What it would have published (`own_part`: its input, for reduce and gather).
+            let Some(span) = self.own_part(desc)? else {
+                return Err(CollectiveError::protocol(format!("{} has no part of its own to read", desc.kind.name())));
+            };
+            let (mem, o, len) = self.host(span, size)?;
             if off.checked_add(out.len()).is_none_or(|end| end > len) {
                 return Err(CollectiveError::protocol(format!(
                     "bytes {off}..+{} of this rank's own part of op #{}, which has {len}",
