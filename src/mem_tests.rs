@@ -1,6 +1,7 @@
 //! The host memory's tests: blocks inline and on the heap, zeroed and aligned allocation, the
 //! guards' refusals (a write overlapping any live access, a read overlapping a live write),
-//! the lock-free single guard's hand-over to the listed guards, and clones on several threads.
+//! the lock-free single guard's hand-over to the listed guards, clones on several threads, and
+//! unregistered writes under a `Sole` proof (only for the one handle, held exclusively).
 
 use super::*;
 
@@ -155,4 +156,63 @@ fn impossible_sizes_are_errors_not_aborts() {
     assert!(HostMem::zeroed(usize::MAX).is_err());
     #[cfg(not(miri))]
     assert!(HostMem::zeroed(1 << 50).is_err());
+}
+
+#[test]
+fn a_sole_write_registers_nothing_and_only_for_the_one_handle() {
+    let mut m = HostMem::zeroed(16).unwrap();
+    let other = HostMem::zeroed(16).unwrap();
+    let (m_ref, sole) = lend_sole(&mut m, |m| m);
+    {
+        // The only handle, held exclusively: nothing registered.
+        let mut w = m_ref.write_sole(sole, 0, 8).unwrap();
+        w.copy_from_slice(&[1; 8]);
+        assert_eq!(m_ref.block.solo.load(Ordering::Relaxed), EMPTY);
+    }
+    // The proof names another block: the write registers, as `write` does.
+    let w = other.write_sole(sole, 0, 8).unwrap();
+    assert_ne!(other.block.solo.load(Ordering::Relaxed), EMPTY);
+    drop(w);
+    // A live guard on the block: registered, and a conflict is refused as ever.
+    let r = m_ref.read(0, 4).unwrap();
+    assert!(m_ref.write_sole(sole, 2, 4).is_err());
+    drop(r);
+    // Out of bounds: refused.
+    assert!(m_ref.write_sole(sole, 12, 8).is_err());
+    assert_eq!(&*m_ref.read(0, 8).unwrap(), &[1; 8]);
+}
+
+#[test]
+fn a_sole_write_registers_when_another_handle_exists() {
+    let mut m = HostMem::zeroed(16).unwrap();
+    let clone = m.clone();
+    let (m_ref, sole) = lend_sole(&mut m, |m| m);
+    // A second handle can read or write the block meanwhile: the proof does not hold, and
+    // the guards keep the accesses apart.
+    let w = m_ref.write_sole(sole, 0, 8).unwrap();
+    assert!(clone.read(4, 4).is_err(), "a read overlapping the write must be refused");
+    assert!(clone.read(8, 4).is_ok());
+    drop(w);
+    assert!(clone.read(4, 4).is_ok());
+    // Once the other handle is gone (on another thread, after its accesses), the write
+    // registers nothing again.
+    std::thread::spawn(move || {
+        clone.write(0, 16).unwrap().fill(3);
+    })
+    .join()
+    .unwrap();
+    let w = m_ref.write_sole(sole, 0, 16).unwrap();
+    assert_eq!(&*w, &[3; 16]);
+    assert_eq!(m_ref.block.solo.load(Ordering::Relaxed), EMPTY);
+}
+
+#[test]
+fn no_proof_for_a_value_that_holds_no_host_memory() {
+    let mut v = 5u32;
+    let (_, sole) = lend_sole(&mut v, |v| v);
+    let m = HostMem::zeroed(8).unwrap();
+    let w = m.write_sole(sole, 0, 8).unwrap();
+    assert_ne!(m.block.solo.load(Ordering::Relaxed), EMPTY);
+    drop(w);
+    assert!(Sole::none().block.is_none());
 }

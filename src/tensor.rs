@@ -174,6 +174,13 @@ impl<D: Device> Tensor<D> {
         &self.device
     }
 
+    /// This tensor, shared, with the proof that the caller holds it exclusively for as long
+    /// ([`Sole`](crate::mem::Sole)): an op's exchange writes its output without registering
+    /// the write when the tensor's buffer is the only handle on its block.
+    pub(crate) fn lend_sole(&mut self) -> (&Self, crate::mem::Sole<'_>) {
+        crate::mem::lend_sole(self, |t| &mut t.buf)
+    }
+
     /// The underlying device buffer.
     pub fn buffer(&self) -> &D::Buffer {
         &self.buf

@@ -6,6 +6,7 @@ use super::Communicator;
 use super::validate::Call;
 use crate::device::Device;
 use crate::error::Result;
+use crate::mem::Sole;
 use crate::tensor::Tensor;
 use crate::types::{Rank, ReduceOp};
 
@@ -66,7 +67,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather_into_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
-        self.submit(Call::all_gather_into_tensor(output, input))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::all_gather_into_tensor(output, input) })
     }
 
     /// In-place all-gather: this rank's contribution is already in block `rank` of `output`
@@ -96,7 +98,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_gather_into_tensor_in_place(&self, output: &mut Tensor<D>) -> Result<()> {
-        self.submit(Call::all_gather_into_tensor_in_place(output))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::all_gather_into_tensor_in_place(output) })
     }
 
     /// Reduces `input` (`world_size * output.numel()` elements) across ranks and leaves block
@@ -125,7 +128,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce_scatter_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
-        self.submit(Call::reduce_scatter_tensor(output, input, op))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::reduce_scatter_tensor(output, input, op) })
     }
 
     /// In-place reduce-scatter: `tensor` holds `world_size` blocks; afterwards block `rank`
@@ -153,7 +157,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce_scatter_tensor_in_place(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
-        self.submit(Call::reduce_scatter_tensor_in_place(tensor, op))
+        let (tensor, sole) = tensor.lend_sole();
+        self.submit(Call { sole, ..Call::reduce_scatter_tensor_in_place(tensor, op) })
     }
 
     /// Splits `input` into `world_size` equal blocks, sends block `k` to rank `k`, and
@@ -185,7 +190,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_to_all_single(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
-        self.submit(Call::all_to_all_single(output, input))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::all_to_all_single(output, input) })
     }
 
     /// In-place all_to_all (stages in scratch memory the blocks that would be overwritten
@@ -214,7 +220,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_to_all_single_in_place(&self, tensor: &mut Tensor<D>) -> Result<()> {
-        self.submit(Call::all_to_all_single_in_place(tensor))
+        let (tensor, sole) = tensor.lend_sole();
+        self.submit(Call { sole, ..Call::all_to_all_single_in_place(tensor) })
     }
 
     /// all_to_all with blocks of different sizes (`torch.distributed.all_to_all_single` with
@@ -292,7 +299,11 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn gather(&self, output: Option<&mut Tensor<D>>, input: &Tensor<D>, root: Rank) -> Result<()> {
-        self.submit(Call::gather(self.rank, output.map(|o| &*o), input, root))
+        let (output, sole) = output.map_or((None, Sole::none()), |o| {
+            let (o, sole) = o.lend_sole();
+            (Some(o), sole)
+        });
+        self.submit(Call { sole, ..Call::gather(self.rank, output, input, root) })
     }
 
     /// Sends block `k` of the root's `input` to rank `k`'s `output`
@@ -322,6 +333,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn scatter(&self, output: &mut Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<()> {
-        self.submit(Call::scatter(self.rank, output, input, root))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::scatter(self.rank, output, input, root) })
     }
 }

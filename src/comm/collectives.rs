@@ -41,7 +41,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
-        self.submit(Call::all_reduce(tensor, op))
+        let (tensor, sole) = tensor.lend_sole();
+        self.submit(Call { sole, ..Call::all_reduce(tensor, op) })
     }
 
     /// Out-of-place all_reduce (`ncclAllReduce` with distinct buffers): `output` (same element
@@ -70,7 +71,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn all_reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
-        self.submit(Call::all_reduce_into(output, input, op))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::all_reduce_into(output, input, op) })
     }
 
     /// Copies `tensor` of rank `root` into `tensor` on every rank (`torch.distributed.broadcast`).
@@ -98,7 +100,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn broadcast(&self, tensor: &mut Tensor<D>, root: Rank) -> Result<()> {
-        self.submit(Call::broadcast(tensor, root))
+        let (tensor, sole) = tensor.lend_sole();
+        self.submit(Call { sole, ..Call::broadcast(tensor, root) })
     }
 
     /// Out-of-place broadcast (`ncclBroadcast`): the root's `input` lands in every rank's
@@ -133,7 +136,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn broadcast_into(&self, output: &mut Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<()> {
-        self.submit(Call::broadcast_into(self.rank, output, input, root))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::broadcast_into(self.rank, output, input, root) })
     }
 
     /// Reduces `tensor` across ranks into `tensor` on `root` (`torch.distributed.reduce`);
@@ -161,7 +165,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
-        self.submit(Call::reduce(tensor, op, root))
+        let (tensor, sole) = tensor.lend_sole();
+        self.submit(Call { sole, ..Call::reduce(tensor, op, root) })
     }
 
     /// Out-of-place reduce (`ncclReduce`): `output` is written on `root` only.
@@ -189,7 +194,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
-        self.submit(Call::reduce_into(output, input, op, root))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::reduce_into(output, input, op, root) })
     }
 
     /// Returns once every rank has called `barrier` (`torch.distributed.barrier`).

@@ -13,27 +13,25 @@ use super::validate::Io;
 use super::{Communicator, Local};
 use crate::device::Device;
 use crate::error::Result;
+use crate::mem::Sole;
 use crate::op::OpDesc;
 use crate::sched::{self, Binding, Bindings, Exchange, View};
 use crate::trace::debug_event;
 
 impl<D: Device> Communicator<D> {
     /// Runs an exchanged op that [`check`](Self::check) accepted, on this thread. The caller
-    /// holds the rank's driver and its state (`local`, let go once the op has its number),
-    /// and nothing is queued ahead (issue order).
+    /// holds the rank's state (`local`, held until the op is over: see `submit`'s lean path),
+    /// and no op of the rank is in flight.
     pub(super) fn run_exchanged(
         &self,
         mut local: MutexGuard<'_, Local<D>>,
         desc: OpDesc,
         io: Io<&D::Buffer>,
+        sole: Sole<'_>,
     ) -> Result<()> {
         let (rank, shared) = (self.rank, &*self.shared);
-        let seq = {
-            self.admit(&mut local, &desc)?;
-            let seq = next_seq(&mut local, &desc);
-            drop(local);
-            seq
-        };
+        self.admit(&mut local, &desc)?;
+        let seq = next_seq(&mut local, &desc);
         let fp = desc.fingerprint();
         let view = View {
             rank,
@@ -46,11 +44,11 @@ impl<D: Device> Communicator<D> {
             shared,
         };
         let bufs = Bindings { input: io.input, output: io.output, scratch: Binding::Unbound };
-        let result = sched::run_exchange(&Exchange::new(&self.device, &bufs, view));
+        let result = sched::run_exchange(&Exchange::new(&self.device, &bufs, view, sole));
         debug_event!(rank, seq, ok = result.is_ok(), "exchange done");
         result.map_err(|e| {
             let e = e.with_rank(rank).with_op(desc.to_string()).with_seq(seq);
-            self.lock().failed = Some(e.clone());
+            local.failed = Some(e.clone());
             e
         })
     }

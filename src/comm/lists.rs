@@ -82,7 +82,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn scatter_from_list(&self, output: &mut Tensor<D>, inputs: Option<&[Tensor<D>]>, root: Rank) -> Result<()> {
-        self.submit(Call::scatter_from_list(self.rank, output, inputs, root))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::scatter_from_list(self.rank, output, inputs, root) })
     }
 
     /// Reduces every rank's `inputs[k]` into rank `k`'s `output`
@@ -117,7 +118,8 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn reduce_scatter(&self, output: &mut Tensor<D>, inputs: &[Tensor<D>], op: ReduceOp) -> Result<()> {
-        self.submit(Call::reduce_scatter(output, inputs, op))
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { sole, ..Call::reduce_scatter(output, inputs, op) })
     }
 
     /// Sends `inputs[k]` to rank `k` and receives rank `k`'s into `outputs[k]`

@@ -113,9 +113,16 @@ impl std::ops::Deref for RankShared {
     }
 }
 
-/// Per-rank state, locked for the duration of one op.
+/// Per-rank state: locked while an op is numbered and prepared, when it completes, and for
+/// the whole of a blocking exchanged op that [`submit`](Communicator::submit) runs on its
+/// lean path (which takes no other lock).
 pub(crate) struct Local<D: Device> {
     seq: u64,
+    /// This rank's ops that have a number and have not completed: queued or running
+    /// non-blocking ops, a blocking op being driven (outside this lock), a group's ops. Counted
+    /// up when an op is prepared, down when it completes, both under this lock; while it is 0
+    /// and the lock is held, no op of this rank runs anywhere and none can be numbered.
+    in_flight: usize,
     p2p_sent: Vec<u64>,
     p2p_received: Vec<u64>,
     splits: u64,
@@ -349,6 +356,7 @@ impl<D: Device> Communicator<D> {
             });
         let local = Arc::new(Mutex::new(Local {
             seq: 0,
+            in_flight: 0,
             p2p_sent: vec![0; world],
             p2p_received: vec![0; world],
             splits: 0,
@@ -427,9 +435,17 @@ impl<D: Device> Communicator<D> {
         Aborter { shared: self.shared.clone(), rank: self.rank }
     }
 
-    /// Whether this communicator can still run operations.
+    /// Whether this communicator can still run operations. Never waits for an op another
+    /// thread is running on it (that op's own failure, if any, shows once it is over).
     pub fn is_usable(&self) -> bool {
-        self.shared.link.poisoned(self.rank).is_none() && self.lock().failed.is_none()
+        if self.shared.link.poisoned(self.rank).is_some() {
+            return false;
+        }
+        match self.local.try_lock() {
+            Ok(local) => local.failed.is_none(),
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner().failed.is_none(),
+            Err(std::sync::TryLockError::WouldBlock) => true,
+        }
     }
 
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Local<D>> {

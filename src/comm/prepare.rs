@@ -22,19 +22,35 @@ use crate::types::{Rank, ReduceOp, Scale};
 impl<D: Device> Communicator<D> {
     /// The single path from a public method to the scheduler: prepares the op and drives it
     /// on the calling thread (or, with shared progress, hands it to the progress thread and
-    /// waits). The rank's state stays locked until the op is over, so calls on one
+    /// waits). The rank's driver stays locked until the op is over, so calls on one
     /// communicator run one at a time, in the order they were made.
+    ///
+    /// The lean path: an exchanged op (a small op between threads, or processes sharing
+    /// slots) while none of this rank's ops is in flight ([`Local::in_flight`]) takes the
+    /// rank's state lock alone and holds it until the op is over: no op of the rank can run
+    /// meanwhile (a driver has none to run, and numbering one takes the lock). One lock pair
+    /// instead of two (the driver's and the state's): each is a locked read-modify-write,
+    /// and four cost 4 ranks on 2 cores ~15% of a 16-byte rooted op (PERFORMANCE.md, session
+    /// 26).
     pub(super) fn submit(&self, call: Call<'_, D>) -> Result<()> {
         if self.engine.shared_progress {
             return self.issue(call)?.wait();
+        }
+        let (desc, io) = self.check_lent(&call)?;
+        let exchanged = self.exchanges(&desc).is_some() && !matches!(desc.op, Some(ReduceOp::PreMulSum(_)));
+        if exchanged {
+            let local = self.lock();
+            if local.in_flight == 0 {
+                return self.run_exchanged(local, desc, io, call.sole);
+            }
+            // Let go before taking the driver: the driver is always taken first.
+            drop(local);
         }
         let mut current = self.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
         // Non-blocking ops issued earlier run first (issue order).
         if self.engine.has_queued(&current) {
             self.engine.drain(&mut current);
         }
-        let (desc, io) = self.check_lent(&call)?;
-        let exchanged = self.exchanges(&desc).is_some() && !matches!(desc.op, Some(ReduceOp::PreMulSum(_)));
         let mut local = loop {
             // Another thread may have issued an op since (it takes its sequence number and
             // queues the op under the rank's state lock): that one runs first too, or this
@@ -49,7 +65,7 @@ impl<D: Device> Communicator<D> {
         if exchanged {
             // Nothing is queued ahead: an exchange runs at once, without an `OpRun`, on the
             // call's own buffers.
-            return self.run_exchanged(local, desc, io);
+            return self.run_exchanged(local, desc, io, call.sole);
         }
         let io = validate::Io {
             input: io.input.cloned(),
@@ -240,6 +256,8 @@ impl<D: Device> Communicator<D> {
         };
         let stage = if owns_staging { local.staging.take() } else { None };
         let run = OpRun::new(dev.clone(), plan, bufs, ctx, stage, self.reach.clone(), prologue);
+        // Every prepared op ends in `complete`, which counts it down.
+        local.in_flight += 1;
         Ok(Prepared { run, issued })
     }
 
@@ -300,6 +318,7 @@ pub(crate) fn complete<D: Device>(
     result: Result<()>,
 ) -> Result<()> {
     let (desc, seq) = (op.run.ctx.fp.desc, op.run.ctx.seq);
+    local.in_flight = local.in_flight.saturating_sub(1);
     if let Some(mut stage) = op.run.take_staging() {
         stage.trim();
         local.staging = Some(stage);

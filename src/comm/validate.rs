@@ -5,6 +5,7 @@
 
 use crate::device::Device;
 use crate::error::{CollectiveError, Result};
+use crate::mem::Sole;
 use crate::op::{OpDesc, OpKind};
 use crate::sched::Binding;
 use crate::tensor::Tensor;
@@ -73,6 +74,9 @@ pub(crate) struct Call<'a, D: Device> {
     /// `all_to_all_single_with_splits`'s output and input splits (rows of dimension 0 per
     /// peer), in torch's order.
     pub splits: Option<[&'a [usize]; 2]>,
+    /// The caller's proof that it holds the output exclusively (a blocking method's `&mut`
+    /// output: [`Tensor::lend_sole`]); an exchange then writes it without registering.
+    pub sole: Sole<'a>,
 }
 
 impl<'a, D: Device> Call<'a, D> {
@@ -87,6 +91,7 @@ impl<'a, D: Device> Call<'a, D> {
             in_place: false,
             tags: Tags::default(),
             splits: None,
+            sole: Sole::none(),
         }
     }
 }

@@ -28,7 +28,7 @@ use crate::comm::watch::WaitWatch;
 use crate::config::Algorithm;
 use crate::device::{Device, kernels};
 use crate::error::{CollectiveError, Result};
-use crate::mem::HostMem;
+use crate::mem::{HostMem, Sole};
 use crate::op::{OpDesc, OpKind};
 use crate::transport::Link;
 use crate::transport::slots::{FP_WORDS, SLOT_BYTES, Slots};
@@ -49,12 +49,14 @@ pub(crate) struct Exchange<'a, D: Device, B: Borrow<D::Buffer> = <D as Device>::
     /// Whether this rank publishes nothing ([`Reads::quiet`]): its own part is read from its
     /// input.
     quiet: bool,
+    /// The caller's proof that it holds the output exclusively (writes skip registering).
+    sole: Sole<'a>,
 }
 
 impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
-    pub(crate) fn new(dev: &'a D, bufs: &'a Bindings<B>, view: View<'a>) -> Self {
+    pub(crate) fn new(dev: &'a D, bufs: &'a Bindings<B>, view: View<'a>, sole: Sole<'a>) -> Self {
         let (reads, quiet) = (Reads::of(&view.fp.desc, view.rank), Reads::quiet(&view.fp.desc, view.rank));
-        Exchange { dev, bufs, view, words: view.fp.words(), slots: view.shared.link.slots(), reads, quiet }
+        Exchange { dev, bufs, view, words: view.fp.words(), slots: view.shared.link.slots(), reads, quiet, sole }
     }
 }
 
@@ -65,7 +67,7 @@ impl<D: Device> OpRun<D> {
         if !self.inflight.is_empty() {
             return Ok(Progress::Blocked(Blocked::Device));
         }
-        let ex = Exchange::new(&self.dev, &self.bufs, self.ctx.view());
+        let ex = Exchange::new(&self.dev, &self.bufs, self.ctx.view(), Sole::none());
         if !self.exchanged {
             if let Some(b) = ex.publish(size)? {
                 return Ok(Progress::Blocked(b));
@@ -345,7 +347,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         if len == 0 {
             return Ok(());
         }
-        let mut w = mem.write(o, len)?;
+        let mut w = mem.write_sole(self.sole, o, len)?;
         for (q, block) in w.chunks_mut(len / n).enumerate() {
             self.part_into(slots, q, off, block, size)?;
         }
@@ -385,7 +387,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         if len == 0 {
             return Ok(());
         }
-        let mut w = mem.write(o, len)?;
+        let mut w = mem.write_sole(self.sole, o, len)?;
         self.part_into(slots, q, off, &mut w, size)
     }
 
@@ -419,7 +421,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         for (q, p) in parts.chunks_mut(len).enumerate() {
             self.part_into(slots, q, off, p, size)?;
         }
-        let mut guard = mem.write(o, len)?;
+        let mut guard = mem.write_sole(self.sole, o, len)?;
         let out: &mut [u8] = &mut guard;
         let (first, rest) = parts.split_at(len);
         // The other parts' slices: in an array when few (no collect per op).

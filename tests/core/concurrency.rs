@@ -1,6 +1,7 @@
 //! Many operations and many communicators: 1,000 consecutive small collectives on one
 //! communicator, and several communicators driven from the same rank threads, both
-//! interleaved on one thread and concurrently from several threads per rank.
+//! interleaved on one thread and concurrently from several threads per rank; asking whether
+//! a communicator is usable while another thread's op on it waits.
 
 use ruccl::{CommConfig, Communicator, ReduceOp, UniqueId};
 
@@ -24,6 +25,34 @@ pub fn thousand_small_all_reduces<D: TestDevice>() {
         }
         let log = ctx.comm.flight_recorder();
         assert_eq!(log.last().map(|e| e.seq), Some(rounds as u64 - 1), "flight recorder: {log:?}");
+    });
+}
+
+/// `is_usable` from another thread never waits for an op running on the communicator (a
+/// small blocking op holds the rank's state lock while it runs): rank 1 asks while its
+/// broadcast waits for rank 0, which joins only after the answer. Were the question to wait
+/// for the op, the op would wait out its timeout and the answer would be `false`.
+pub fn is_usable_never_waits_for_a_running_op<D: TestDevice>() {
+    let opts = Opts { shuffle: false, ..Opts::default() };
+    let answered = std::sync::Barrier::new(2);
+    run::<D, _>(2, &opts, |ctx| {
+        let mut t = ctx.tensor(&[ctx.rank as u32 + 7; 4]);
+        if ctx.rank == 0 {
+            answered.wait();
+            ctx.ok(ctx.comm.broadcast(&mut t, 0), "broadcast");
+            return;
+        }
+        let comm = &ctx.comm;
+        std::thread::scope(|s| {
+            let waiting = s.spawn(|| comm.broadcast(&mut t, 0));
+            // Give the broadcast time to start waiting (the answer must be `true` either way).
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let usable = comm.is_usable();
+            answered.wait();
+            assert!(usable, "rank 1: unusable while its broadcast waits for rank 0");
+            ctx.ok(waiting.join().expect("the broadcast's thread"), "broadcast");
+        });
+        ctx.check(&t, &[7u32; 4], "broadcast");
     });
 }
 

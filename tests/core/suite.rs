@@ -167,6 +167,7 @@ macro_rules! core_suite {
                 p2p::p2p_interleaved_with_collectives,
                 concurrency::thousand_small_all_reduces,
                 concurrency::one_communicator_from_two_threads,
+                concurrency::is_usable_never_waits_for_a_running_op,
                 grouped::group_beside_a_thread_issuing_works,
                 grouped::group_refuses_unmatched_sends_to_self,
                 grouped::group_self_copy_after_earlier_works,
