@@ -180,24 +180,30 @@ pub(crate) fn validate<'a, D: Device, B>(
     {
         return Err(fail(format!("PreMulSum scalar {s} is not finite")));
     }
-    // Devices and dtypes: every tensor's, named as an error names it.
-    let mut dtype: Option<(DType, Name)> = None;
-    for (what, x) in [("input", &call.input), ("output", &call.output)] {
+    // Devices and dtypes: every tensor's, named as an error names it. What the first tensor
+    // was is kept as plain numbers (which side, which index) and named only for an error: a
+    // `Name` copied per tensor out of the array below, just written, stalled a 16-byte op's
+    // validation on a failed store forward (~5% of a rooted op with 4 ranks on one core).
+    let name = |output: bool, list: bool, k: usize| Name(if output { "output" } else { "input" }, list.then_some(k));
+    let mut dtype: Option<(DType, bool, bool, usize)> = None;
+    for (output, x) in [(false, &call.input), (true, &call.output)] {
         let list = matches!(x, Tensors::List(_));
         for (k, t) in x.tensors().iter().enumerate() {
-            let name = Name(what, list.then_some(k));
             if !t.device().same_device(device) {
                 return Err(fail(format!(
-                    "{name} is on {} but this communicator's device is {}",
+                    "{} is on {} but this communicator's device is {}",
+                    name(output, list, k),
                     t.device().describe(),
                     device.describe()
                 )));
             }
             match dtype {
-                None => dtype = Some((t.dtype(), name)),
-                Some((d, first)) if d != t.dtype() => {
+                None => dtype = Some((t.dtype(), output, list, k)),
+                Some((d, o, l, i)) if d != t.dtype() => {
                     return Err(fail(format!(
-                        "dtypes differ: {first} is {d} but {name} is {} (an op's tensors all hold one dtype)",
+                        "dtypes differ: {} is {d} but {} is {} (an op's tensors all hold one dtype)",
+                        name(o, l, i),
+                        name(output, list, k),
                         t.dtype()
                     )));
                 }
@@ -205,7 +211,7 @@ pub(crate) fn validate<'a, D: Device, B>(
             }
         }
     }
-    let dtype = dtype.map_or(DType::U8, |(d, _)| d);
+    let dtype = dtype.map_or(DType::U8, |(d, ..)| d);
     let is_root = call.root == Some(rank);
     let in_n = call.input.numel();
     let out_one = match &call.output {

@@ -96,7 +96,7 @@ impl<D: Device> OpRun<D> {
 /// read waits for the peers' lines just loaded (`crate::clock`). Peers that look for its call in the meantime (a mismatch's message)
 /// read it from its slot's words instead.
 pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> Result<()> {
-    let v = ex.view;
+    let v = &ex.view;
     let board = &v.shared.board;
     let mut waited = None;
     let result = ex.run_through(&mut waited);
@@ -110,7 +110,7 @@ pub(crate) fn run<D: Device, B: Borrow<D::Buffer>>(ex: &Exchange<'_, D, B>) -> R
         None => board.record(v.rank, v.seq, &ex.words, v.fp.desc.in_place, result.is_ok(), crate::clock::coarse_raw()),
     }
     result.map_err(|e| {
-        super::fail(v, &e);
+        super::fail(*v, &e);
         e.at_seq(v.seq)
     })
 }
