@@ -5,16 +5,15 @@
 //! entry (a lock pair, a record pushed, a clock subtraction) cost 4 ranks on one core ~13% of
 //! a 16-byte rooted op (PERFORMANCE.md, session 24).
 //!
-//! One writer at a time: a rank's exchanged ops run one after the other, each under the
-//! rank's driving lock or (the blocking lean path, `Communicator::submit`) its state lock
-//! with no other op in flight; either way consecutive writers are ordered by those locks
-//! (an op in flight completes under the state lock before the lean path can take it). Readers may run at any
-//! time, under the status lock. The ring is a sequence lock over its entries: the writer
-//! counts an entry begun before it writes the entry's words and written after; a reader
-//! copies the entries written, then (after an acquire fence) reads how many were begun, and
-//! keeps only those no newer entry can have started to overwrite. Every word is an atomic, so
-//! a torn entry is discarded, never undefined; words that decode to no collective are
-//! skipped.
+//! One writer at a time: a rank's exchanged ops run one after the other, each under the rank's
+//! driving lock or (the blocking lean path, `Communicator::submit`) its state lock with no other op
+//! in flight; either way consecutive writers are ordered by those locks (an op in flight completes
+//! under the state lock before the lean path can take it). Readers may run at any time, under the
+//! status lock. The ring is a sequence lock over its entries: the writer counts an entry begun
+//! before it writes the entry's words and written after; a reader copies the entries written, then
+//! (after an acquire fence) reads how many were begun, and keeps only those no newer entry can have
+//! started to overwrite. Every word is an atomic, so a torn entry is discarded, never undefined;
+//! words that decode to no collective are skipped.
 
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::Instant;
