@@ -181,6 +181,14 @@ impl<D: Device> Tensor<D> {
         crate::mem::lend_sole(self, |t| &mut t.buf)
     }
 
+    /// [`lend_sole`](Self::lend_sole) for an output only some ranks pass (gather's root).
+    pub(crate) fn lend_sole_opt(t: Option<&mut Self>) -> (Option<&Self>, crate::mem::Sole<'_>) {
+        t.map_or((None, crate::mem::Sole::none()), |t| {
+            let (t, sole) = t.lend_sole();
+            (Some(t), sole)
+        })
+    }
+
     /// The underlying device buffer.
     pub fn buffer(&self) -> &D::Buffer {
         &self.buf

@@ -6,7 +6,6 @@ use super::Communicator;
 use super::validate::Call;
 use crate::device::Device;
 use crate::error::Result;
-use crate::mem::Sole;
 use crate::tensor::Tensor;
 use crate::types::{Rank, ReduceOp};
 
@@ -299,10 +298,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn gather(&self, output: Option<&mut Tensor<D>>, input: &Tensor<D>, root: Rank) -> Result<()> {
-        let (output, sole) = output.map_or((None, Sole::none()), |o| {
-            let (o, sole) = o.lend_sole();
-            (Some(o), sole)
-        });
+        let (output, sole) = Tensor::lend_sole_opt(output);
         self.submit(Call { sole, ..Call::gather(self.rank, output, input, root) })
     }
 

@@ -79,12 +79,15 @@ impl<D: Device> Tagged<'_, D> {
 
     /// [`Communicator::all_reduce`] (in place), tagged.
     pub(crate) fn all_reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp) -> Result<()> {
-        self.submit(Call::all_reduce(tensor, op))
+        let (tensor, sole) = tensor.lend_sole();
+        self.submit(Call { sole, ..Call::all_reduce(tensor, op) })
     }
 
     /// [`Communicator::all_reduce_into`], tagged.
     pub(crate) fn all_reduce_into(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
+        let (output, sole) = output.lend_sole();
         self.submit(Call {
+            sole,
             input: Input::One(input),
             output: Output::One(output),
             op: Some(op),
@@ -100,7 +103,9 @@ impl<D: Device> Tagged<'_, D> {
         op: ReduceOp,
         root: Rank,
     ) -> Result<()> {
+        let (output, sole) = output.lend_sole();
         self.submit(Call {
+            sole,
             input: Input::One(input),
             output: Output::One(output),
             op: Some(op),
@@ -111,13 +116,15 @@ impl<D: Device> Tagged<'_, D> {
 
     /// [`Communicator::reduce`] (in place), tagged.
     pub(crate) fn reduce(&self, tensor: &mut Tensor<D>, op: ReduceOp, root: Rank) -> Result<()> {
-        self.submit(Call::reduce(tensor, op, root))
+        let (tensor, sole) = tensor.lend_sole();
+        self.submit(Call { sole, ..Call::reduce(tensor, op, root) })
     }
 
     /// [`Communicator::broadcast`] (in place), tagged.
     pub(crate) fn broadcast(&self, tensor: &mut Tensor<D>, root: Rank) -> Result<()> {
-        let t: &Tensor<D> = tensor;
+        let (t, sole) = tensor.lend_sole();
         self.submit(Call {
+            sole,
             input: Input::One(t),
             output: Output::One(t),
             root: Some(root),
@@ -128,22 +135,32 @@ impl<D: Device> Tagged<'_, D> {
 
     /// [`Communicator::all_gather_into_tensor`], tagged.
     pub(crate) fn all_gather_into_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>) -> Result<()> {
-        self.submit(Call { input: Input::One(input), output: Output::One(output), ..Call::new(OpKind::AllGather) })
+        let (output, sole) = output.lend_sole();
+        self.submit(Call {
+            sole,
+            input: Input::One(input),
+            output: Output::One(output),
+            ..Call::new(OpKind::AllGather)
+        })
     }
 
     /// [`Communicator::gather`], tagged.
     pub(crate) fn gather(&self, output: Option<&mut Tensor<D>>, input: &Tensor<D>, root: Rank) -> Result<()> {
-        self.submit(Call { tags: self.tags, ..Call::gather(self.comm.rank, output.map(|o| &*o), input, root) })
+        let (output, sole) = Tensor::lend_sole_opt(output);
+        self.submit(Call { tags: self.tags, sole, ..Call::gather(self.comm.rank, output, input, root) })
     }
 
     /// [`Communicator::scatter`], tagged.
     pub(crate) fn scatter(&self, output: &mut Tensor<D>, input: Option<&Tensor<D>>, root: Rank) -> Result<()> {
-        self.submit(Call { tags: self.tags, ..Call::scatter(self.comm.rank, output, input, root) })
+        let (output, sole) = output.lend_sole();
+        self.submit(Call { tags: self.tags, sole, ..Call::scatter(self.comm.rank, output, input, root) })
     }
 
     /// [`Communicator::reduce_scatter_tensor`], tagged.
     pub(crate) fn reduce_scatter_tensor(&self, output: &mut Tensor<D>, input: &Tensor<D>, op: ReduceOp) -> Result<()> {
+        let (output, sole) = output.lend_sole();
         self.submit(Call {
+            sole,
             input: Input::One(input),
             output: Output::One(output),
             op: Some(op),
