@@ -45,6 +45,13 @@ fn local_failure_stops_peers_at_once() {
 }
 
 #[test]
+fn a_dtype_the_device_cannot_reduce_still_moves() {
+    for world in [1, 2, 3] {
+        movement::on_a_dtype_the_device_cannot_reduce::<staged_device::NoF64Device>(world);
+    }
+}
+
+#[test]
 fn communicator_is_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<ruccl::Communicator<ruccl::HostDevice>>();

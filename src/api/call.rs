@@ -160,7 +160,7 @@ pub(super) fn accept<B: Backend>(
     }
     let t = B::to_ruccl(tensor, &h.comm_device)?;
     let dtype = t.dtype();
-    if !B::FLOAT_DTYPES.contains(&dtype) || !h.comm_device.supports(dtype) {
+    if !B::FLOAT_DTYPES.contains(&dtype) || (op.is_some() && !h.comm_device.supports(dtype)) {
         let names: Vec<&str> = B::FLOAT_DTYPES.iter().map(|d| d.name()).collect();
         return Err(CollectiveError::new(
             ErrorKind::Unsupported,

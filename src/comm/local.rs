@@ -161,7 +161,7 @@ fn qualify<'a, D: Device>(
             || d.algorithm.is_some()
             || !same_call
             || d.in_place != desc.in_place
-            || !c.device.supports(d.dtype)
+            || (d.op.is_some() && !c.device.supports(d.dtype))
             || c.reach.iter().any(|&x| x != Reach::Same)
         {
             return None;

@@ -281,9 +281,11 @@ impl<D: Device> Communicator<D> {
             local.failed = Some(err.clone());
             return Err(err);
         }
-        if !self.device.supports(desc.dtype) {
+        // Only reductions (and their scaling) run kernels on the elements: every other op
+        // moves bytes, which any device does for any dtype.
+        if desc.op.is_some() && !self.device.supports(desc.dtype) {
             return Err(CollectiveError::unsupported(format!(
-                "{} cannot run kernels on {}",
+                "{} cannot reduce {}",
                 self.device.describe(),
                 desc.dtype
             ))

@@ -131,9 +131,11 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// How this device reaches `other`'s memory (see [`Reach`]).
     fn reach(&self, other: &Self) -> Reach;
 
-    /// Whether kernels for `dtype` can run here. Checked before any launch, so an
-    /// unsupported type is an [`Unsupported`](crate::ErrorKind::Unsupported) error rather
-    /// than silently wrong data.
+    /// Whether reductions and scaling of `dtype` can run here ([`reduce`](Device::reduce),
+    /// [`scale`](Device::scale)). Checked before a reducing op starts, so an unsupported type
+    /// is an [`Unsupported`](crate::ErrorKind::Unsupported) error rather than silently wrong
+    /// data. Ops that only move bytes (broadcast, gathers, scatters, all-to-all, send and
+    /// receive) run on every dtype and do not ask.
     fn supports(&self, dtype: DType) -> bool;
 
     /// Allocates `bytes` zeroed bytes.

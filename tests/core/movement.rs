@@ -239,3 +239,26 @@ pub fn shapes_are_free<D: TestDevice>() {
         ctx.check(&y, &want, "all_gather of 2x6 into 4x2x6");
     });
 }
+
+/// On a device that cannot reduce a dtype ([`NoF64Device`](crate::staged_device::NoF64Device)
+/// refuses `f64`), every op that only moves bytes still runs on it, bit for bit, and a
+/// reduction of it fails on every rank with `Unsupported` naming the op, before any rank
+/// waits for another; a reduction of another dtype then still runs.
+pub fn on_a_dtype_the_device_cannot_reduce<D: TestDevice>(world: usize) {
+    run::<D, _>(world, &Opts::default(), |ctx| {
+        let dt = DType::F64;
+        assert!(!ctx.dev.supports(dt) && ctx.dev.supports(DType::F32));
+        for each in [broadcast_as::<D>, all_gather_as::<D>, all_to_all_as::<D>, all_to_all_v_as::<D>, gather_as::<D>, scatter_as::<D>] {
+            each(ctx, dt);
+        }
+        for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max] {
+            let mut t = ctx.tensor_of(&vals::data(dt, ctx.rank, 5, 0));
+            let e = ctx.comm.all_reduce(&mut t, op).expect_err("an f64 all_reduce on a device that cannot reduce f64");
+            assert_eq!(e.kind(), ruccl::ErrorKind::Unsupported, "{e}");
+            assert!(e.to_string().contains("all_reduce") && e.to_string().contains("f64"), "{e}");
+        }
+        let mut t = ctx.tensor_of(&vals::data(DType::F32, ctx.rank, 5, 0));
+        ctx.ok(ctx.comm.all_reduce(&mut t, ReduceOp::Sum), "an f32 all_reduce after the refused ones");
+    });
+}
+

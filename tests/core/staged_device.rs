@@ -42,6 +42,9 @@ pub trait Policy: Send + Sync + 'static {
     /// Whether the suite runs in its short form here ([`TestDevice::short`]): fewer rounds of
     /// repeated scenarios, no longer passes that repeat a shorter pass's paths.
     const SHORT: bool = false;
+    /// A dtype this device cannot reduce ([`Device::supports`] says no), as CubeCL's CUDA
+    /// runtime once could not reduce `f64`.
+    const CANNOT_REDUCE: Option<DType> = None;
 }
 
 #[derive(Debug)]
@@ -119,6 +122,19 @@ impl Policy for OneThread {
     const SHARED_PROGRESS: bool = true;
 }
 
+/// The host device, except that it cannot reduce `f64`: every op that only moves bytes must
+/// still run on `f64`, and every reduction of `f64` must fail on every rank with
+/// `Unsupported` (see `movement::on_a_dtype_the_device_cannot_reduce`).
+#[derive(Debug)]
+pub struct NoF64;
+impl Policy for NoF64 {
+    const NAME: &'static str = "no-f64";
+    const REACH: Reach = Reach::Same;
+    const ASYNC: bool = false;
+    const HOST_VIEW: bool = true;
+    const CANNOT_REDUCE: Option<DType> = Some(DType::F64);
+}
+
 /// Scheduler steps a [`OneThreadDevice`] saw issued off the progress thread.
 static OFF_THREAD: AtomicUsize = AtomicUsize::new(0);
 
@@ -138,6 +154,7 @@ pub type AsyncDevice = TestDev<Async>;
 pub type OneThreadDevice = TestDev<OneThread>;
 pub type TcpDevice = TestDev<Tcp>;
 pub type TcpHostDevice = TestDev<TcpHost>;
+pub type NoF64Device = TestDev<NoF64>;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -183,6 +200,14 @@ impl<P: Policy> fmt::Debug for TestDev<P> {
 }
 
 impl<P: Policy> TestDev<P> {
+    /// Refuses a reduction this device cannot run, as a GPU whose runtime lacks the type.
+    fn can_reduce(&self, dtype: DType) -> Result<()> {
+        if P::CANNOT_REDUCE == Some(dtype) {
+            return Err(CollectiveError::new(ErrorKind::Unsupported, format!("{} cannot reduce {dtype}", P::NAME)));
+        }
+        Ok(())
+    }
+
     fn new(host: HostDevice) -> Self {
         let worker = P::ASYNC.then(|| {
             let (tx, rx) = channel::<Job>();
@@ -277,7 +302,7 @@ impl<P: Policy> Device for TestDev<P> {
         if self.same_device(other) { P::REACH } else { Reach::Host }
     }
     fn supports(&self, dtype: DType) -> bool {
-        self.host.supports(dtype)
+        P::CANNOT_REDUCE != Some(dtype) && self.host.supports(dtype)
     }
     fn alloc(&self, bytes: usize) -> Result<HostMem> {
         if P::FLAKY && FAIL_NEXT_ALLOC.with(|f| f.replace(false)) {
@@ -324,12 +349,14 @@ impl<P: Policy> Device for TestDev<P> {
         combine: Combine,
     ) -> Result<TestEvent> {
         self.note_thread();
+        self.can_reduce(dtype)?;
         let host: usize = srcs.iter().filter(|s| matches!(s, Source::Host(_))).map(Source::len).sum();
         self.host_bytes.fetch_add(host, Ordering::SeqCst);
         let (h, dst, acc, srcs) = (self.host, dst.clone(), acc.clone(), srcs.to_vec());
         self.enqueue(move || h.reduce(&dst, &acc, &srcs, dtype, combine).map(drop))
     }
     fn scale(&self, src: &Range<HostMem>, dst: &Range<HostMem>, dtype: DType, scale: Scale) -> Result<TestEvent> {
+        self.can_reduce(dtype)?;
         let (h, src, dst) = (self.host, src.clone(), dst.clone());
         self.enqueue(move || h.scale(&src, &dst, dtype, scale).map(drop))
     }

@@ -22,9 +22,14 @@ fn native_type<R: Runtime, T: CubePrimitive>(client: &ComputeClient<R>) -> bool 
 /// Whether kernels for `dtype` run on this client: 8- and 16-bit types always (packed into
 /// `u32` words), 32-bit types always, 64-bit types where the runtime has them (emulating
 /// 64-bit arithmetic in 32-bit words is not done).
+///
+/// CUDA has `double` on every GPU CubeCL runs on, and CubeCL's CUDA compiler writes it, but
+/// CubeCL 0.10 leaves `f64` out of the CUDA runtime's registered types (a matmul of its own
+/// failed with it): the elementwise kernels here use none of that, so `f64` counts there
+/// (the core suite on CUDA reduces `f64` bit for bit against the host).
 pub(super) fn supports<R: Runtime>(client: &ComputeClient<R>, dtype: DType) -> bool {
     match dtype {
-        DType::F64 => native_type::<R, f64>(client),
+        DType::F64 => native_type::<R, f64>(client) || R::name(client) == "cuda",
         DType::I64 => native_type::<R, i64>(client),
         DType::U64 => native_type::<R, u64>(client),
         _ => true,

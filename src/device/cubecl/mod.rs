@@ -319,10 +319,13 @@ impl<R: Runtime> CubeDevice<R> {
     }
 
     /// A device copy of host bytes (a fresh handle; CubeCL reuses its memory once dropped).
+    /// One copy here into a buffer handed to CubeCL whole; CubeCL 0.10 copies it once more
+    /// before the transfer (`create` takes a `to_vec` of it; `create_from_slice` took two).
     fn stage_in(&self, bytes: &[u8]) -> Result<CubeBuffer> {
         let mut padded = vec![0u8; pad(bytes.len())];
         padded[..bytes.len()].copy_from_slice(bytes);
-        let handle = contained(&self.inner.name, "upload", || self.client().create_from_slice(&padded))?;
+        let data = cubecl::bytes::Bytes::from_bytes_vec(padded);
+        let handle = contained(&self.inner.name, "upload", || self.client().create(data))?;
         Ok(self.wrap(handle, bytes.len()))
     }
 

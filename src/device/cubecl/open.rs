@@ -153,6 +153,16 @@ impl CubeDevice<cubecl::cuda::CudaRuntime> {
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(CollectiveError::device(format!("{name}: no NVRTC library (libnvrtc) on this machine")));
         }
+        // Asked first: CubeCL panics on its device thread for an index past the last GPU.
+        match cuda_count() {
+            Ok(n) if index < n => {}
+            Ok(n) => {
+                return Err(CollectiveError::device(format!(
+                    "{name}: this machine has {n} CUDA GPU(s), numbered from 0 (CUDA_VISIBLE_DEVICES narrows them)"
+                )));
+            }
+            Err(e) => return Err(CollectiveError::device(format!("{name}: the CUDA driver failed to start: {e}"))),
+        }
         let device = cubecl::cuda::CudaDevice { index };
         let client = contained(&name, "opening the GPU", || cubecl::cuda::CudaRuntime::client(&device))?;
         let label = format!("{name} ({})", runtime_name(&client));
@@ -160,6 +170,14 @@ impl CubeDevice<cubecl::cuda::CudaRuntime> {
             contained(&name, "asking the GPU's memory size", || cuda_memory(index))?.unwrap_or_else(host_memory);
         Ok(Self::from_client(client, &device, label, Io::handles_only(), memory))
     }
+}
+
+/// How many CUDA GPUs the driver sees.
+#[cfg(feature = "cuda")]
+fn cuda_count() -> std::result::Result<usize, cudarc::driver::DriverError> {
+    use cudarc::driver::result;
+    result::init()?;
+    Ok(usize::try_from(result::device::get_count()?).unwrap_or(0))
 }
 
 /// CUDA GPU `index`'s memory in bytes, if the driver says.
