@@ -11,6 +11,8 @@
 //! - `gpu_device/64MiB`: the reduce kernel (f32 sum, one device source) against a plain
 //!   device copy of the same bytes on the same device, and host→device upload and
 //!   device→host download through the `Device` contract (staged transfers).
+//! - `gpu_calls/{4KiB,1MiB,16MiB}`: upload, download, copy and reduce at smaller sizes, so a
+//!   fixed cost per call (launch, sync, allocation) shows apart from a per-byte one.
 //! - `gpu_all_reduce/{1MiB,64MiB,256MiB}`: all_reduce (f32 sum) across 4 ranks sharing one
 //!   device (rank threads; device payloads, no host bytes), and across 2 ranks on distinct
 //!   devices (wgpu: two devices opened on the one adapter; CUDA: GPUs 0 and 1, or GPU 0 twice

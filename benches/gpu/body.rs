@@ -116,6 +116,41 @@ fn device_ops(c: &mut Criterion) {
     g.finish();
 }
 
+/// Each `Device` call at sizes from 4 KiB up, so fixed costs (launches, syncs, allocations)
+/// show apart from per-byte ones: a 64 MiB upload that costs 40× a 1 MiB one is per-byte
+/// (host copies, pageable transfers), one that costs about the same is a fixed cost.
+fn transfers(c: &mut Criterion) {
+    let Ok(dev) = open() else { return };
+    for (bytes, label) in [(4 << 10, "4KiB"), (MIB, "1MiB"), (16 * MIB, "16MiB")] {
+        let mut g = c.benchmark_group(format!("gpu_calls/{label}"));
+        g.throughput(Throughput::Bytes(bytes as u64))
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(1));
+        let range = |b: &ruccl::device::CubeBuffer| Range::new(b.clone(), 0, bytes);
+        let (a, d) = (range(&dev.alloc(bytes).unwrap()), range(&dev.alloc(bytes).unwrap()));
+        let host = HostMem::zeroed(bytes).unwrap();
+        host.write(0, bytes).unwrap().fill(1);
+        let region = HostRegion { mem: host, off: 0, len: bytes };
+        let srcs = [Source::Device(a.clone())];
+        let calls: [(&str, &dyn Fn() -> ruccl::Result<_>); 4] = [
+            ("upload", &|| dev.upload(&d, &region)),
+            ("download", &|| dev.download(&d, &region)),
+            ("copy", &|| dev.copy(&a, &d)),
+            ("reduce f32 sum", &|| dev.reduce(&d, &d, &srcs, DType::F32, Combine::Sum)),
+        ];
+        for (name, call) in calls {
+            g.bench_function(name, |bench| {
+                bench.iter(|| {
+                    let ev = call().unwrap();
+                    dev.wait(&ev, None).unwrap();
+                })
+            });
+        }
+        g.finish();
+    }
+}
+
 /// `devs.len()` rank threads, rank `r` on `devs[r]`, repeating an f32 sum all_reduce.
 fn ranks(devs: Vec<Dev>, bytes: usize) -> RankThreads {
     let id = UniqueId::new().expect("unique id");
@@ -156,4 +191,4 @@ fn all_reduce(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, device_ops, all_reduce);
+criterion_group!(benches, device_ops, transfers, all_reduce);

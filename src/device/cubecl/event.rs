@@ -6,8 +6,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
-use std::task::{Context, Poll, Waker};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use cubecl::server::ServerError;
@@ -61,8 +61,15 @@ impl CubeEvent {
 
     /// Whether the work completed; an error when it failed. Never blocks.
     pub(super) fn poll(&self, device: &str) -> Result<bool> {
+        self.poll_waking(device, Waker::noop())
+    }
+
+    /// [`poll`](Self::poll), with `waker` woken when the work completes (where the runtime
+    /// wakes: wgpu's completion callback sends on a channel that does; CUDA's sync blocks in
+    /// its first poll instead).
+    fn poll_waking(&self, device: &str, waker: &Waker) -> Result<bool> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let mut cx = Context::from_waker(Waker::noop());
+        let mut cx = Context::from_waker(waker);
         let next = match &mut *st {
             State::Done(r) => return r.clone().map(|()| true).map_err(CollectiveError::device),
             State::Sync(f) => match f.as_mut().poll(&mut cx) {
@@ -81,22 +88,44 @@ impl CubeEvent {
         next.map(|()| true).map_err(CollectiveError::device)
     }
 
-    /// Blocks until the work completed, or `deadline` passed.
+    /// Blocks until the work completed, or `deadline` passed: parked until the runtime wakes
+    /// this thread (no sleep to round a short wait up to the timer's granularity), and looking
+    /// again at least every [`LOOK_EVERY`] in case a runtime's future never wakes.
     pub(super) fn wait(&self, device: &str, deadline: Option<Instant>) -> Result<()> {
-        let mut pause = Duration::from_micros(5);
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
         loop {
-            if self.poll(device)? {
+            if self.poll_waking(device, &waker)? {
                 return Ok(());
             }
-            if deadline.is_some_and(|t| Instant::now() >= t) {
-                return Err(CollectiveError::new(
-                    ErrorKind::Timeout,
-                    format!("{device}: device work did not finish before the deadline"),
-                ));
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_micros(200));
+            let now = Instant::now();
+            let pause = match deadline {
+                Some(t) if now >= t => {
+                    return Err(CollectiveError::new(
+                        ErrorKind::Timeout,
+                        format!("{device}: device work did not finish before the deadline"),
+                    ));
+                }
+                Some(t) => (t - now).min(LOOK_EVERY),
+                None => LOOK_EVERY,
+            };
+            std::thread::park_timeout(pause);
         }
+    }
+}
+
+/// The longest a waiting thread stays parked before it looks at its event again.
+const LOOK_EVERY: Duration = Duration::from_micros(200);
+
+/// Wakes a parked waiter.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
     }
 }
 
