@@ -13,6 +13,8 @@
 //!   device→host download through the `Device` contract (staged transfers).
 //! - `gpu_calls/{4KiB,1MiB,16MiB}`: upload, download, copy and reduce at smaller sizes, so a
 //!   fixed cost per call (launch, sync, allocation) shows apart from a per-byte one.
+//! - `cuda_upload/64MiB` (CUDA only): a 64 MiB upload's steps alone against a raw
+//!   `cuMemcpyHtoD` from pageable and page-locked memory (a diagnosis; see `cuda_upload`).
 //! - `gpu_all_reduce/{1MiB,64MiB,256MiB}`: all_reduce (f32 sum) across 4 ranks sharing one
 //!   device (rank threads; device payloads, no host bytes), and across 2 ranks on distinct
 //!   devices (wgpu: two devices opened on the one adapter; CUDA: GPUs 0 and 1, or GPU 0 twice

@@ -151,6 +151,65 @@ fn transfers(c: &mut Criterion) {
     }
 }
 
+/// CUDA only: where a 64 MiB upload's time goes (the H200 took 165 ms in `gpu_device`, where a
+/// download took 8 ms). The steps of `Device::upload` alone — CubeCL's `create` of a host
+/// buffer, with a sync — against a raw `cuMemcpyHtoD` into the same device memory from
+/// pageable and from page-locked memory: the rate a direct path into the destination's own
+/// allocation would reach. A diagnosis for a GPU session, not a path ruCCL takes.
+#[cfg(feature = "cuda")]
+fn cuda_upload(c: &mut Criterion) {
+    use cubecl::Runtime;
+    use cubecl::cuda::{CudaDevice, CudaRuntime};
+    use cudarc::driver::result as cu;
+    let Ok(dev) = open() else { return };
+    let bytes = 64 * MIB;
+    // The same CubeCL device (one server per device): its memory, and its primary context.
+    let client = CudaRuntime::client(&CudaDevice { index: 0 });
+    let buf = dev.alloc(bytes).unwrap();
+    let ptr = client.get_resource(buf.to_handle().unwrap()).unwrap().resource().ptr;
+    // SAFETY: device 0 exists (`open` succeeded); its primary context is CubeCL's.
+    unsafe { cu::ctx::set_current(cu::primary_ctx::retain(cu::device::get(0).unwrap()).unwrap()).unwrap() };
+    let host = vec![1u8; bytes];
+    // SAFETY: a fresh page-locked allocation of `bytes`, freed below.
+    let pinned_ptr = unsafe { cu::malloc_host(bytes, 0).unwrap() };
+    // SAFETY: `pinned_ptr` holds `bytes` bytes, and nothing else touches them.
+    let pinned = unsafe { std::slice::from_raw_parts_mut(pinned_ptr.cast::<u8>(), bytes) };
+    pinned.fill(1);
+    let mut g = c.benchmark_group("cuda_upload/64MiB");
+    g.throughput(Throughput::Bytes(bytes as u64))
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    g.bench_function("host copy (Vec clone)", |b| b.iter(|| std::hint::black_box(host.clone())));
+    g.bench_function("CubeCL create + sync", |b| {
+        b.iter(|| {
+            let h = client.create(cubecl::bytes::Bytes::from_bytes_vec(host.clone()));
+            cubecl::future::block_on(client.sync()).unwrap();
+            drop(h);
+        })
+    });
+    // SAFETY (both): `ptr` is `bytes` of live device memory (`buf`), and the whole context is
+    // synchronised after each copy, so no kernel overlaps it.
+    g.bench_function("raw cuMemcpyHtoD, pageable", |b| {
+        b.iter(|| unsafe {
+            cu::memcpy_htod_sync(ptr, &host).unwrap();
+            cu::ctx::synchronize().unwrap();
+        })
+    });
+    g.bench_function("raw cuMemcpyHtoD, page-locked", |b| {
+        b.iter(|| unsafe {
+            cu::memcpy_htod_sync(ptr, &*pinned).unwrap();
+            cu::ctx::synchronize().unwrap();
+        })
+    });
+    g.finish();
+    // SAFETY: allocated above by `malloc_host`, no longer used.
+    unsafe { cu::free_host(pinned_ptr).unwrap() };
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_upload(_: &mut Criterion) {}
+
 /// `devs.len()` rank threads, rank `r` on `devs[r]`, repeating an f32 sum all_reduce.
 fn ranks(devs: Vec<Dev>, bytes: usize) -> RankThreads {
     let id = UniqueId::new().expect("unique id");
@@ -191,4 +250,4 @@ fn all_reduce(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, device_ops, transfers, all_reduce);
+criterion_group!(benches, device_ops, transfers, cuda_upload, all_reduce);

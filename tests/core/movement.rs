@@ -261,4 +261,3 @@ pub fn on_a_dtype_the_device_cannot_reduce<D: TestDevice>(world: usize) {
         ctx.ok(ctx.comm.all_reduce(&mut t, ReduceOp::Sum), "an f32 all_reduce after the refused ones");
     });
 }
-
