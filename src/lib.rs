@@ -135,6 +135,8 @@ mod kernels;
 pub mod launch;
 pub mod mem;
 pub mod op;
+#[cfg(any(test, feature = "burn", feature = "wgpu", feature = "cuda"))]
+mod park;
 mod pins;
 // Also in the library's own test build, whatever the features: it pulls in nothing, and its
 // unit tests then run with every `cargo test`.

@@ -2,8 +2,8 @@
 //! them, the conversions between burn's `TensorData` and ruCCL host tensors, and blocking on
 //! burn's read futures.
 
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use ::burn::tensor::backend::Backend as BurnBackend;
 use ::burn::tensor::{DType as BurnDType, TensorData};
@@ -79,15 +79,6 @@ pub(super) fn burn_dtype(d: DType) -> Option<BurnDType> {
     })
 }
 
-/// Wakes the thread that blocks on a burn read.
-struct Unpark(std::thread::Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// Runs one of burn's read futures to completion on this thread (host backends are ready at
 /// once; a GPU backend's read wakes the thread when its data arrives), for at most the
 /// default collective timeout.
@@ -95,19 +86,15 @@ pub(super) fn block_on<T>(f: impl Future<Output = T>) -> Result<T> {
     let timeout = crate::config::CommConfig::default().timeout();
     let deadline = crate::config::deadline_after(timeout);
     let mut f = std::pin::pin!(f);
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return Ok(v);
+    let mut out = None;
+    crate::park::until(Some(deadline), Duration::MAX, |w| {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut Context::from_waker(w)) {
+            out = Some(v);
         }
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(CollectiveError::new(
-                ErrorKind::Timeout,
-                format!("a burn tensor's data was not readable within {timeout:?}"),
-            ));
-        }
-        std::thread::park_timeout(left);
-    }
+        Ok::<_, std::convert::Infallible>(out.is_some())
+    })
+    .unwrap_or_else(|never| match never {});
+    out.ok_or_else(|| {
+        CollectiveError::new(ErrorKind::Timeout, format!("a burn tensor's data was not readable within {timeout:?}"))
+    })
 }

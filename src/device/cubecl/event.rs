@@ -6,8 +6,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use cubecl::server::ServerError;
@@ -92,42 +92,18 @@ impl CubeEvent {
     /// this thread (no sleep to round a short wait up to the timer's granularity), and looking
     /// again at least every [`LOOK_EVERY`] in case a runtime's future never wakes.
     pub(super) fn wait(&self, device: &str, deadline: Option<Instant>) -> Result<()> {
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-        loop {
-            if self.poll_waking(device, &waker)? {
-                return Ok(());
-            }
-            let now = Instant::now();
-            let pause = match deadline {
-                Some(t) if now >= t => {
-                    return Err(CollectiveError::new(
-                        ErrorKind::Timeout,
-                        format!("{device}: device work did not finish before the deadline"),
-                    ));
-                }
-                Some(t) => (t - now).min(LOOK_EVERY),
-                None => LOOK_EVERY,
-            };
-            std::thread::park_timeout(pause);
+        if crate::park::until(deadline, LOOK_EVERY, |w| self.poll_waking(device, w))? {
+            return Ok(());
         }
+        Err(CollectiveError::new(
+            ErrorKind::Timeout,
+            format!("{device}: device work did not finish before the deadline"),
+        ))
     }
 }
 
 /// The longest a waiting thread stays parked before it looks at its event again.
 const LOOK_EVERY: Duration = Duration::from_micros(200);
-
-/// Wakes a parked waiter.
-struct Unpark(std::thread::Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
 
 /// Copies the wanted bytes of a completed read into host memory: the reads of a buffer's
 /// parts, one after another, less `skip` leading bytes.
