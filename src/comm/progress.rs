@@ -25,8 +25,9 @@ pub(crate) enum Pass {
     Idle,
     /// Another thread drives this rank right now (a group call).
     Busy,
-    /// The oldest op waits.
-    Blocked { deadline: Instant, on_device: bool },
+    /// The oldest op waits; `slices`: on device work that rings no doorbell (see
+    /// `OpRun::needs_slices`), so the thread looks again every [`SLICE`].
+    Blocked { deadline: Instant, slices: bool },
 }
 
 /// A rank the thread drives (an engine, type-erased over its device).
@@ -86,8 +87,8 @@ fn run() {
                 slices = true;
                 true
             }
-            Pass::Blocked { deadline, on_device } => {
-                slices |= on_device;
+            Pass::Blocked { deadline, slices: s } => {
+                slices |= s;
                 wake = Some(wake.map_or(deadline, |w| w.min(deadline)));
                 true
             }

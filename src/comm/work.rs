@@ -197,10 +197,7 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
             let Some(q) = current.0.as_mut() else { return Pass::Idle };
             match q.traced(|q| q.op.run.take_turn(&mut q.turn)) {
                 sched::Advance::Blocked => {
-                    return Pass::Blocked {
-                        deadline: q.op.run.deadline(),
-                        on_device: sched::OpRun::<D>::on_device(&q.turn),
-                    };
+                    return Pass::Blocked { deadline: q.op.run.deadline(), slices: q.op.run.needs_slices(&q.turn) };
                 }
                 sched::Advance::Done(r) => {
                     if let Some(q) = current.0.take() {

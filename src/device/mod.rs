@@ -21,6 +21,8 @@
 //! - [`read`](Device::read) and [`write`](Device::write) are blocking conveniences for
 //!   building and reading tensors; the scheduler does not use them.
 
+#[cfg(any(feature = "wgpu", feature = "cuda", test))]
+mod completion;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod cubecl;
 mod host;
@@ -223,6 +225,37 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// `Device` when that work failed.
     fn poll(&self, event: &Self::Event) -> Result<bool>;
+
+    /// [`poll`](Self::poll), and when the work has not completed, `waker` is woken once it
+    /// has — on a device that can tell ([`wakes`](Self::wakes)); the default ignores `waker`.
+    /// Never blocks. A thread that drives several ranks (group calls, the progress thread)
+    /// arms the waker and sleeps until something moves, instead of looking again in slices.
+    ///
+    /// ```
+    /// use ruccl::device::Range;
+    /// use ruccl::mem::HostRegion;
+    /// use ruccl::{Device, HostDevice};
+    /// let dev = HostDevice::default();
+    /// let buf = dev.alloc(16)?;
+    /// let src = HostRegion { mem: ruccl::mem::HostMem::zeroed(16)?, off: 0, len: 16 };
+    /// let ev = dev.upload(&Range::new(buf, 0, 16), &src)?;
+    /// // The host device completes at once; a GPU device would keep the waker.
+    /// assert!(dev.poll_waking(&ev, std::task::Waker::noop())?);
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `Device` when that work failed.
+    fn poll_waking(&self, event: &Self::Event, waker: &std::task::Waker) -> Result<bool> {
+        let _ = waker;
+        self.poll(event)
+    }
+
+    /// Whether [`poll_waking`](Self::poll_waking) wakes its waker once the work completes
+    /// (default: no). A thread waiting on a device that does not wakes every 200 µs to look.
+    fn wakes(&self) -> bool {
+        false
+    }
 
     /// Blocks until the work behind `event` has completed.
     ///

@@ -15,7 +15,8 @@ use crate::transport::Header;
 use crate::types::Rank;
 
 /// How long a thread waiting on device work sleeps between looks when it must also watch
-/// other ranks (group calls); a single op waits on the device's own event instead.
+/// other ranks (group calls) and the device does not wake it ([`Device::wakes`]); a single
+/// op waits on the device's own event instead.
 const DEVICE_SLICE: Duration = Duration::from_micros(200);
 
 /// Runs `run` to completion on this thread.
@@ -82,9 +83,22 @@ impl<D: Device> OpRun<D> {
         turn.blocked.is_none_or(|b| self.ready(b)) || self.ctx.link().is_poisoned(self.ctx.rank)
     }
 
-    /// Whether the op waits on its device (which rings no doorbell).
-    pub(crate) fn on_device(turn: &Turn) -> bool {
-        turn.blocked == Some(Blocked::Device)
+    /// Whether a thread waiting for this op must look again in slices: the op waits on its
+    /// device, which rings no doorbell ([`Device::wakes`] says no). On a device that wakes,
+    /// the doorbell's waker is armed on the awaited work instead ([`Device::poll_waking`]).
+    pub(crate) fn needs_slices(&self, turn: &Turn) -> bool {
+        turn.blocked == Some(Blocked::Device) && !self.wake_on_device()
+    }
+
+    /// Arms the doorbell's waker on the device work the op waits for; false when the device
+    /// cannot wake it.
+    fn wake_on_device(&self) -> bool {
+        if !self.dev.wakes() {
+            return false;
+        }
+        let first = self.staged_send.as_ref().map(|s| &s.event).or(self.inflight.first().map(|f| &f.event));
+        // Done or failed already: the look that follows sees it.
+        first.is_none_or(|ev| self.dev.poll_waking(ev, crate::transport::bell_waker()).is_ok())
     }
 
     /// The op's deadline.
@@ -152,9 +166,9 @@ pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>], order: &[(usize, 
             (0..runs.len()).filter(|&i| results[i].is_none()).filter_map(|i| Some((i, turns[i].blocked?))).collect();
         let now = Instant::now();
         let deadline = blocked.iter().map(|&(i, _)| runs[i].deadline()).min().unwrap_or(now);
-        // Device work rings no doorbell: then sleep in short slices.
-        let on_device = blocked.iter().any(|&(_, b)| b == Blocked::Device);
-        let wake = if on_device { deadline.min(now + DEVICE_SLICE) } else { deadline };
+        // Device work that rings no doorbell is looked at again in short slices.
+        let slices = blocked.iter().any(|&(i, b)| b == Blocked::Device && !runs[i].wake_on_device());
+        let wake = if slices { deadline.min(now + DEVICE_SLICE) } else { deadline };
         let mut failed: Option<(usize, CollectiveError)> = None;
         {
             let runs: &[&mut OpRun<D>] = runs;

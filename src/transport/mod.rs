@@ -60,6 +60,23 @@ pub(crate) fn ring_any() {
     wait::bell().ring();
 }
 
+/// A waker that rings what [`wait_any`] waits on: handed to a device that wakes
+/// ([`Device::wakes`](crate::Device::wakes)), so that a thread driving several ranks sleeps
+/// until their device work completes, not in slices.
+pub(crate) fn bell_waker() -> &'static std::task::Waker {
+    struct RingAny;
+    impl std::task::Wake for RingAny {
+        fn wake(self: std::sync::Arc<Self>) {
+            ring_any();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            ring_any();
+        }
+    }
+    static WAKER: std::sync::OnceLock<std::task::Waker> = std::sync::OnceLock::new();
+    WAKER.get_or_init(|| std::task::Waker::from(std::sync::Arc::new(RingAny)))
+}
+
 /// Travels with every message so that the receiver can tell whether the sender is running the
 /// same op (and so catch mismatched collectives instead of reading the wrong bytes).
 #[derive(Clone, Copy, Debug)]

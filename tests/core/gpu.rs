@@ -604,3 +604,47 @@ fn gpu_all_reduce_of_130_mib() {
         }
     });
 }
+
+/// Events waited for on the device's completion thread (what CUDA's always are: CubeCL's
+/// CUDA futures block in their first poll) give the same results, whether one thread per
+/// rank blocks on them, one thread drives every rank (a group call), or progress threads do
+/// (non-blocking calls); and the device wakes the threads that sleep on them.
+#[test]
+fn gpu_events_completed_on_a_thread() {
+    use ruccl::{CommConfig, Group};
+    if let Some(why) = GpuDevice::unavailable() {
+        eprintln!("SKIPPED on {}: {why}", std::any::type_name::<GpuDevice>());
+        return;
+    }
+    let dev = GpuDevice::for_rank(0).with_completion_thread();
+    assert!(dev.wakes() && dev.same_device(&GpuDevice::for_rank(0)));
+    let world = 3;
+    let comms = Communicator::init_all(vec![dev.clone(); world], CommConfig::default()).unwrap();
+    let mut ts: Vec<_> =
+        comms.iter().map(|c| Tensor::from_slice(&dev, &[c.rank() as f32 + 1.0; 33], &[33]).unwrap()).collect();
+    // One thread drives every rank.
+    let mut g = Group::new();
+    for (c, t) in comms.iter().zip(ts.iter_mut()) {
+        g.all_reduce(c, t, ReduceOp::Sum);
+    }
+    g.run().unwrap();
+    for t in &ts {
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![6.0; 33], "group all_reduce");
+    }
+    // Progress threads drive them.
+    let works: Vec<_> = comms.iter().zip(&ts).map(|(c, t)| c.all_reduce_async(t, ReduceOp::Avg).unwrap()).collect();
+    for w in works {
+        w.wait().unwrap();
+    }
+    // A thread per rank blocks.
+    std::thread::scope(|s| {
+        for (c, t) in comms.iter().zip(ts.iter_mut()) {
+            s.spawn(move || c.broadcast(t, 2).unwrap());
+        }
+    });
+    for t in &ts {
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![6.0; 33], "avg, then broadcast");
+    }
+    // A wait with a deadline, parked on the completion.
+    dev.synchronize(Some(std::time::Instant::now() + std::time::Duration::from_secs(60))).unwrap();
+}

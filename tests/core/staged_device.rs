@@ -9,13 +9,16 @@
 //!   host memory, which must be zero — the seed's "4 logical ranks on GPU 0";
 //! - [`AsyncDevice`]: like `SharedDevice`, but every operation completes later, on a worker
 //!   thread, after a small delay: a scheduler that looks at memory (or releases a message)
-//!   before the device work on it completed reads stale bytes and fails the suite.
+//!   before the device work on it completed reads stale bytes and fails the suite. It wakes
+//!   ([`Device::wakes`]): threads driving several ranks sleep until its worker wakes them,
+//!   so a wake the scheduler fails to arm ends a test at the op's deadline.
 
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use ruccl::config::Transport;
@@ -45,6 +48,9 @@ pub trait Policy: Send + Sync + 'static {
     /// A dtype this device cannot reduce ([`Device::supports`] says no), as CubeCL's CUDA
     /// runtime once could not reduce `f64`.
     const CANNOT_REDUCE: Option<DType> = None;
+    /// How long every job of an async device takes (by default most complete at once and
+    /// every fourth within 90 µs).
+    const DELAY: Option<Duration> = None;
 }
 
 #[derive(Debug)]
@@ -69,6 +75,17 @@ impl Policy for Async {
     const NAME: &'static str = "async";
     const REACH: Reach = Reach::Same;
     const ASYNC: bool = true;
+}
+
+/// [`Async`] whose every job takes longer than a waiting thread spins and yields, so that
+/// the threads driving ranks sleep on every device wait and must be woken.
+#[derive(Debug)]
+pub struct SlowAsync;
+impl Policy for SlowAsync {
+    const NAME: &'static str = "slow-async";
+    const REACH: Reach = Reach::Same;
+    const ASYNC: bool = true;
+    const DELAY: Option<Duration> = Some(Duration::from_millis(1));
 }
 
 /// The shared device with every rank its own TCP endpoint on loopback: the library must send
@@ -163,6 +180,8 @@ type Job = Box<dyn FnOnce() + Send>;
 pub struct Done {
     state: Mutex<Option<Result<()>>>,
     cv: Condvar,
+    /// Woken once the job ran ([`Device::poll_waking`]); pushed under `state`'s lock.
+    wakers: Mutex<Vec<Waker>>,
 }
 
 /// A [`TestDev`]'s event: complete at once, or when its worker ran the job.
@@ -215,7 +234,9 @@ impl<P: Policy> TestDev<P> {
                 for (n, job) in rx.into_iter().enumerate() {
                     // Every job completes on this thread, after the call returned; some of them
                     // noticeably later than others.
-                    if n % 4 == 3 {
+                    if let Some(d) = P::DELAY {
+                        std::thread::sleep(d);
+                    } else if n % 4 == 3 {
                         std::thread::sleep(Duration::from_micros(30 + (n as u64 * 37) % 60));
                     }
                     job();
@@ -252,6 +273,8 @@ impl<P: Policy> TestDev<P> {
             let r = job();
             *d.state.lock().unwrap() = Some(r);
             d.cv.notify_all();
+            let wakers = std::mem::take(&mut *d.wakers.lock().unwrap());
+            wakers.into_iter().for_each(Waker::wake);
         });
         w.tx.lock()
             .unwrap()
@@ -369,6 +392,26 @@ impl<P: Policy> Device for TestDev<P> {
             },
         }
     }
+    /// An async device wakes: its worker wakes the waker once the job ran (the group
+    /// drivers then sleep until it does, with no slices: a lost wake fails the suite at the
+    /// op's deadline).
+    fn poll_waking(&self, event: &TestEvent, waker: &Waker) -> Result<bool> {
+        let Some(d) = &event.0 else { return Ok(true) };
+        let st = d.state.lock().unwrap();
+        match &*st {
+            Some(r) => r.clone().map(|()| true),
+            None => {
+                let mut wakers = d.wakers.lock().unwrap();
+                if !wakers.iter().any(|w| w.will_wake(waker)) {
+                    wakers.push(waker.clone());
+                }
+                Ok(false)
+            }
+        }
+    }
+    fn wakes(&self) -> bool {
+        self.worker.is_some()
+    }
     fn wait(&self, event: &TestEvent, deadline: Option<Instant>) -> Result<()> {
         let Some(d) = &event.0 else { return Ok(()) };
         let mut st = d.state.lock().unwrap();
@@ -443,5 +486,52 @@ fn shared_device_never_crosses_the_host() {
             assert_eq!(ctx.dev.host_bytes() - before, 0, "rank {r}: bytes crossed host memory ({algorithm})");
             ctx.check(&y, &[3.0f32; 6], "scatter from rank 3 (its input holds 3s)");
         });
+    }
+}
+
+/// Threads that drive several ranks — a group call, the process-wide progress thread — sleep
+/// while device work runs and are woken by the device ([`Device::wakes`]); every job of this
+/// device outlasts the waiters' spinning, so every device wait sleeps. Results are exact
+/// either way; the wake is what makes them prompt (a lost one costs the bell's 20 ms park
+/// slice, which `ruccl-perf --group` on a GPU device shows, not this test).
+#[test]
+#[cfg_attr(miri, ignore = "millisecond device jobs: slow under Miri, and no unsafe code of its own")]
+fn threads_driving_ranks_sleep_until_the_device_wakes_them() {
+    use ruccl::{CommConfig, Communicator, Group, Tensor};
+    type Slow = TestDev<SlowAsync>;
+    let world = 3;
+    for shared_progress in [false, true] {
+        let devices: Vec<Slow> = (0..world).map(|_| Slow::new(HostDevice::default())).collect();
+        let config =
+            CommConfig::default().with_timeout(crate::harness::TEST_TIMEOUT).with_shared_progress(shared_progress);
+        let comms = Communicator::init_all(devices, config).unwrap();
+        let mut ts: Vec<_> = comms
+            .iter()
+            .map(|c| Tensor::from_slice(c.device(), &[c.rank() as f32 + 1.0; 64], &[64]).unwrap())
+            .collect();
+        let mut g = Group::new();
+        for (c, t) in comms.iter().zip(ts.iter_mut()) {
+            g.all_reduce(c, t, ReduceOp::Sum);
+        }
+        g.run().unwrap();
+        for t in &ts {
+            assert_eq!(
+                t.to_vec::<f32>().unwrap(),
+                vec![6.0; 64],
+                "group all_reduce (shared progress: {shared_progress})"
+            );
+        }
+        // Non-blocking calls, driven by each rank's progress thread or the shared one.
+        let works: Vec<_> = comms.iter().zip(&ts).map(|(c, t)| c.all_reduce_async(t, ReduceOp::Max).unwrap()).collect();
+        for w in works {
+            w.wait().unwrap();
+        }
+        for t in &ts {
+            assert_eq!(
+                t.to_vec::<f32>().unwrap(),
+                vec![6.0; 64],
+                "all_reduce_async (shared progress: {shared_progress})"
+            );
+        }
     }
 }

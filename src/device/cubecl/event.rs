@@ -6,12 +6,13 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use cubecl::server::ServerError;
 
+use crate::device::completion::{Completer, Completion, Job, Wakers};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::HostRegion;
 
@@ -28,12 +29,21 @@ pub(super) struct Landing {
 enum State {
     Sync(Fut<()>),
     Read(Fut<Vec<cubecl::bytes::Bytes>>, Landing),
+    /// Waited for on the device's completion thread (`device::completion`), because the
+    /// runtime's future blocks the thread that polls it (CUDA's).
+    Handed(Arc<Completion>),
+    /// What would have been handed, where no completion thread could be started: the poll
+    /// that comes first blocks on it.
+    Blocking(Job),
     Done(std::result::Result<(), String>),
 }
 
 /// The completion of work enqueued on a [`CubeDevice`](super::CubeDevice).
 pub struct CubeEvent {
     state: Mutex<State>,
+    /// Whoever polled with a waker: the runtime's future is always polled with theirs
+    /// combined, so a later poll (with the no-op waker, or another party's) drops none.
+    wakers: Arc<Wakers>,
     what: &'static str,
 }
 
@@ -44,34 +54,71 @@ impl fmt::Debug for CubeEvent {
 }
 
 impl CubeEvent {
+    fn new(state: State, what: &'static str) -> Self {
+        CubeEvent { state: Mutex::new(state), wakers: Arc::default(), what }
+    }
+
     /// Already complete.
     pub(super) fn done() -> Self {
-        CubeEvent { state: Mutex::new(State::Done(Ok(()))), what: "done" }
+        Self::new(State::Done(Ok(())), "done")
     }
 
     /// Complete when `fut` resolves.
     pub(super) fn sync(fut: Fut<()>) -> Self {
-        CubeEvent { state: Mutex::new(State::Sync(fut)), what: "sync" }
+        Self::new(State::Sync(fut), "sync")
     }
 
     /// Complete when the read resolved and its bytes were copied to `landing`.
     pub(super) fn read(fut: Fut<Vec<cubecl::bytes::Bytes>>, landing: Landing) -> Self {
-        CubeEvent { state: Mutex::new(State::Read(fut, landing)), what: "read" }
+        Self::new(State::Read(fut, landing), "read")
     }
 
-    /// Whether the work completed; an error when it failed. Never blocks.
+    /// This event, waited for on `completer`'s thread: polls never block, even where the
+    /// runtime's future would. Where no thread could be started, the first poll blocks, as
+    /// the runtime's future would.
+    pub(super) fn on_thread(self, completer: &Completer, device: &str) -> Self {
+        let what = self.what;
+        let device = device.to_string();
+        let job = Box::new(move || self.wait(&device, None).map_err(|e| e.message().to_string()));
+        match completer.hand(job) {
+            Ok(done) => Self::new(State::Handed(done), what),
+            Err(job) => Self::new(State::Blocking(job), what),
+        }
+    }
+
+    /// Whether the work completed; an error when it failed. Never blocks, but where the
+    /// runtime's future does (see [`on_thread`](Self::on_thread)).
     pub(super) fn poll(&self, device: &str) -> Result<bool> {
-        self.poll_waking(device, Waker::noop())
+        self.look(device, None)
     }
 
-    /// [`poll`](Self::poll), with `waker` woken when the work completes (where the runtime
-    /// wakes: wgpu's completion callback sends on a channel that does; CUDA's sync blocks in
-    /// its first poll instead).
-    fn poll_waking(&self, device: &str, waker: &Waker) -> Result<bool> {
+    /// [`poll`](Self::poll), with `waker` woken when the work completes (wgpu's completion
+    /// callback sends on a channel that wakes; a completion thread wakes too). Every waker a
+    /// party polled with stays armed until the work completes, whoever polls after it.
+    pub(super) fn poll_waking(&self, device: &str, waker: &Waker) -> Result<bool> {
+        self.look(device, Some(waker))
+    }
+
+    /// [`poll`](Self::poll), arming `waker` where there is one.
+    fn look(&self, device: &str, waker: Option<&Waker>) -> Result<bool> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let mut cx = Context::from_waker(waker);
+        if let Some(w) = waker
+            && matches!(*st, State::Sync(_) | State::Read(..))
+        {
+            self.wakers.add(w);
+        }
+        let all = Waker::from(self.wakers.clone());
+        let mut cx = Context::from_waker(&all);
         let next = match &mut *st {
             State::Done(r) => return r.clone().map(|()| true).map_err(CollectiveError::device),
+            State::Handed(done) => match done.poll(waker) {
+                None => return Ok(false),
+                Some(r) => r,
+            },
+            State::Blocking(_) => match std::mem::replace(&mut *st, State::Done(Ok(()))) {
+                State::Blocking(job) => job(),
+                _ => Ok(()),
+            },
             State::Sync(f) => match f.as_mut().poll(&mut cx) {
                 Poll::Pending => return Ok(false),
                 Poll::Ready(r) => r.map_err(|e| format!("{device}: device work failed: {e}")),

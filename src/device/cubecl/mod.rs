@@ -1,11 +1,18 @@
 //! The CubeCL device: the [`Device`] contract on any CubeCL runtime (wgpu, CUDA), with the
 //! kernels of `crate::kernels`.
 //!
-//! **Paths.** Ranks whose devices are the same CubeCL device ([`Reach::Same`]) pass device
-//! ranges to each other and reduce on the device: no byte crosses host memory. Ranks on
-//! distinct devices — two GPUs, or two CubeCL devices opened on one adapter — reach each
-//! other through the host ([`Reach::Host`]): the scheduler downloads into host staging and
-//! the receiving device uploads and reduces.
+//! **Paths.** Ranks whose devices are the same CubeCL device
+//! ([`Reach::Same`](super::Reach::Same)) pass device ranges to each other and reduce on the
+//! device: no byte crosses host memory. Ranks on distinct devices — two GPUs, or two CubeCL
+//! devices opened on one adapter — reach each other through the host
+//! ([`Reach::Host`](super::Reach::Host)): the scheduler downloads into host staging and the
+//! receiving device uploads and reduces.
+//!
+//! **Completion.** Events are CubeCL's futures. wgpu's never block and are woken by its poll
+//! thread; CUDA's wait on their fence inside the first poll, so a CUDA device hands them to a
+//! thread of its own (`device::completion`) and its polls never block (a download there still
+//! completes inside its call: see `contract.rs`). Either way the device wakes
+//! ([`Device::wakes`]): a thread driving several ranks sleeps until the work is done.
 //!
 //! **Order.** All work on one CubeCL device goes to one CubeCL stream (a fixed stream id,
 //! not the per-thread default), so work runs in the order it was enqueued whichever thread
@@ -17,6 +24,7 @@
 //! supported types, lengths against the largest binding, and client-side panics are
 //! contained and turned into `Device` errors.
 
+mod contract;
 mod event;
 mod io;
 mod launch;
@@ -27,7 +35,6 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use cubecl::Runtime;
 use cubecl::client::ComputeClient;
@@ -40,10 +47,10 @@ pub use open::CudaCubeDevice;
 #[cfg(feature = "wgpu")]
 pub use open::WgpuCubeDevice;
 
-use super::{Device, Range, Reach, Source};
+use super::completion::Completer;
+pub(crate) use super::completion::panic_message;
+use super::{Device, Range};
 use crate::error::{CollectiveError, Result};
-use crate::mem::{HostMem, HostRegion};
-use crate::types::{Combine, DType, Scale};
 
 /// A device buffer: CubeCL handles (one, or several parts where the buffer is larger than the
 /// runtime binds at once; see `parts`) with its length. Allocations are padded to whole 8-byte
@@ -139,6 +146,9 @@ struct Inner<R: Runtime> {
     /// Host→device transfers: queued writes and reusable scratch (see `io`; CUDA has none).
     #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     io: io::Io,
+    /// Where events are waited for when the runtime's futures block the thread that polls
+    /// them (CUDA's synchronise in their first poll): `Device::poll` never blocks.
+    completer: Option<Arc<Completer>>,
 }
 
 impl<R: Runtime> Clone for CubeDevice<R> {
@@ -166,14 +176,6 @@ fn contained<T>(device: &str, what: &str, f: impl FnOnce() -> T) -> Result<T> {
         .map_err(|p| CollectiveError::device(format!("{device}: {what} failed inside CubeCL: {}", panic_message(&*p))))
 }
 
-/// What a caught panic says (its message, or "a panic").
-pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "a panic".into())
-}
-
 /// Whether `a` and `b` of one buffer overlap without being identical.
 fn partial_overlap(a: &Range<CubeBuffer>, b: &Range<CubeBuffer>) -> bool {
     a.buf.inner.id == b.buf.inner.id && a.off != b.off && a.off < b.off + a.len && b.off < a.off + a.len
@@ -191,6 +193,9 @@ impl<R: Runtime> CubeDevice<R> {
         // every handle this device makes is created and used on that one stream.
         unsafe { client.set_stream(cubecl::stream_id::StreamId { value: STREAM }) };
         let max_binding = usize::try_from(client.properties().memory.max_page_size).unwrap_or(usize::MAX);
+        // CubeCL's CUDA futures wait on their fence inside the first poll (cubecl-cuda 0.10,
+        // `Fence::wait_sync`); wgpu's are woken by its poll thread.
+        let completer = (runtime_name(&client) == "cuda").then(|| Arc::new(Completer::new(&label)));
         CubeDevice {
             inner: Arc::new(Inner {
                 client,
@@ -201,6 +206,7 @@ impl<R: Runtime> CubeDevice<R> {
                 memory,
                 host_bytes: AtomicUsize::new(0),
                 io,
+                completer,
             }),
         }
     }
@@ -229,8 +235,21 @@ impl<R: Runtime> CubeDevice<R> {
                 memory: i.memory,
                 host_bytes: AtomicUsize::new(0),
                 io: i.io.share(),
+                completer: i.completer.clone(),
             }),
         }
+    }
+
+    /// Another handle on the same device whose events are waited for on a thread of its own
+    /// (as CUDA's always are), so that polls never block whatever the runtime's futures do: a
+    /// test hook, so that path runs where the runtime is wgpu.
+    #[doc(hidden)]
+    pub fn with_completion_thread(&self) -> Self {
+        let mut h = self.another_handle(self.inner.id, self.inner.name.clone(), self.inner.part_len);
+        if let Some(i) = Arc::get_mut(&mut h.inner) {
+            i.completer = Some(Arc::new(Completer::new(&i.name)));
+        }
+        h
     }
 
     /// Another handle on the same GPU that ruCCL treats as a distinct device: not the same
@@ -315,7 +334,15 @@ impl<R: Runtime> CubeDevice<R> {
     /// An event for everything enqueued so far.
     fn event(&self) -> Result<CubeEvent> {
         let fut = contained(&self.inner.name, "sync", || self.client().sync())?;
-        Ok(CubeEvent::sync(fut))
+        Ok(self.completed(CubeEvent::sync(fut)))
+    }
+
+    /// `ev`, waited for on the completion thread where this device has one.
+    fn completed(&self, ev: CubeEvent) -> CubeEvent {
+        match &self.inner.completer {
+            Some(c) => ev.on_thread(c, &self.inner.name),
+            None => ev,
+        }
     }
 
     /// A device copy of host bytes (a fresh handle; CubeCL reuses its memory once dropped).
@@ -358,240 +385,6 @@ fn pad(len: usize) -> usize {
 /// divides them, and they keep CubeCL's alignment), at least 256.
 fn part_len(limit: usize) -> usize {
     (limit / 256 * 256).max(256)
-}
-
-impl<R: Runtime> Device for CubeDevice<R> {
-    type Buffer = CubeBuffer;
-    type Event = CubeEvent;
-
-    fn describe(&self) -> String {
-        self.inner.name.clone()
-    }
-
-    fn same_device(&self, other: &Self) -> bool {
-        self.inner.id == other.inner.id
-    }
-
-    fn reach(&self, other: &Self) -> Reach {
-        if self.same_device(other) { Reach::Same } else { Reach::Host }
-    }
-
-    fn supports(&self, dtype: DType) -> bool {
-        launch::supports(self.client(), dtype)
-    }
-
-    fn alloc(&self, bytes: usize) -> Result<CubeBuffer> {
-        if bytes > self.inner.memory {
-            return Err(CollectiveError::device(format!(
-                "{}: cannot allocate {bytes} bytes: more than the device's {} bytes of memory",
-                self.inner.name, self.inner.memory
-            )));
-        }
-        let size = pad(bytes);
-        let part_len = self.inner.part_len;
-        let mut parts = Vec::with_capacity(size.div_ceil(part_len));
-        for first in (0..size).step_by(part_len) {
-            let part = (size - first).min(part_len);
-            let handle = contained(&self.inner.name, "allocation", || self.client().empty(part))?;
-            // CubeCL hands out reused, uninitialised memory; the contract promises zeroes.
-            launch::fill(self.client(), &handle, part / 4, 0, &self.inner.name)?;
-            parts.push(handle);
-        }
-        Ok(self.wrap_parts(parts, bytes))
-    }
-
-    fn alloc_staging(&self, bytes: usize) -> Result<HostMem> {
-        HostMem::zeroed(bytes)
-    }
-
-    fn len(&self, buf: &CubeBuffer) -> usize {
-        buf.inner.len
-    }
-
-    fn mem_id(&self, buf: &CubeBuffer) -> usize {
-        buf.inner.id
-    }
-
-    fn write(&self, dst: &CubeBuffer, off: usize, src: &[u8]) -> Result<()> {
-        let mem = HostMem::zeroed(src.len())?;
-        mem.write(0, src.len())?.copy_from_slice(src);
-        let ev = self.upload(&Range::new(dst.clone(), off, src.len()), &HostRegion { mem, off: 0, len: src.len() })?;
-        self.wait(&ev, None)
-    }
-
-    fn read(&self, src: &CubeBuffer, off: usize, dst: &mut [u8]) -> Result<()> {
-        let mem = HostMem::zeroed(dst.len())?;
-        let region = HostRegion { mem: mem.clone(), off: 0, len: dst.len() };
-        let ev = self.download(&Range::new(src.clone(), off, dst.len()), &region)?;
-        self.wait(&ev, None)?;
-        dst.copy_from_slice(&mem.read(0, dst.len())?);
-        Ok(())
-    }
-
-    fn upload(&self, dst: &Range<CubeBuffer>, src: &HostRegion) -> Result<CubeEvent> {
-        self.check_range(dst, "upload")?;
-        if src.len != dst.len {
-            return Err(CollectiveError::device(format!("upload of {} bytes into {}", src.len, dst.len)));
-        }
-        if dst.len == 0 {
-            return Ok(CubeEvent::done());
-        }
-        self.inner.host_bytes.fetch_add(dst.len, Ordering::Relaxed);
-        let bytes = src.read()?;
-        for (pos, n) in parts::pieces(&[(&dst.buf, dst.off)], dst.len, usize::MAX) {
-            let d = parts::piece(dst, pos, n);
-            self.write_bytes(&d.buf, d.off, &bytes[pos..pos + n])?;
-        }
-        self.event()
-    }
-
-    fn download(&self, src: &Range<CubeBuffer>, dst: &HostRegion) -> Result<CubeEvent> {
-        self.check_range(src, "download")?;
-        if src.len != dst.len {
-            return Err(CollectiveError::device(format!("download of {} bytes into {}", src.len, dst.len)));
-        }
-        if !dst.mem.check(dst.off, dst.len) {
-            return Err(CollectiveError::device(format!("{}: download into a bad host range", self.inner.name)));
-        }
-        if src.len == 0 {
-            return Ok(CubeEvent::done());
-        }
-        // Reads start and end on word boundaries (one read per part; pieces after the first
-        // start on a part boundary, so they join up); the event copies out the wanted bytes.
-        let mut handles = Vec::with_capacity(1);
-        for (pos, n) in parts::pieces(&[(&src.buf, src.off)], src.len, usize::MAX) {
-            let s = parts::piece(src, pos, n);
-            let start = s.off / 4 * 4;
-            let end = (s.off + n).div_ceil(4) * 4;
-            handles.push(s.buf.handle().offset_start(start as u64).offset_end((s.buf.padded() - end) as u64));
-        }
-        self.inner.host_bytes.fetch_add(src.len, Ordering::Relaxed);
-        let client = self.client().clone();
-        // The future owns its client; CubeCL enqueues the read when it is first polled,
-        // which happens right here, so the read keeps its place in the device's order.
-        let fut = Box::pin(async move { client.read_async(handles).await });
-        let ev = CubeEvent::read(fut, event::Landing { dst: dst.clone(), skip: src.off % 4 });
-        contained(&self.inner.name, "download", || ev.poll(&self.inner.name))??;
-        Ok(ev)
-    }
-
-    fn copy(&self, src: &Range<CubeBuffer>, dst: &Range<CubeBuffer>) -> Result<CubeEvent> {
-        self.check_range(src, "copy source")?;
-        self.check_range(dst, "copy destination")?;
-        if src.len != dst.len {
-            return Err(CollectiveError::device(format!("copy of {} bytes into {}", src.len, dst.len)));
-        }
-        if identical(src, dst) || src.len == 0 {
-            return Ok(CubeEvent::done());
-        }
-        if partial_overlap(src, dst) {
-            return Err(CollectiveError::device("copy between overlapping ranges"));
-        }
-        for (pos, n) in parts::pieces(&[(&src.buf, src.off), (&dst.buf, dst.off)], dst.len, usize::MAX) {
-            let (s, d) = (parts::piece(src, pos, n), parts::piece(dst, pos, n));
-            if !self.copy_queued(&s.buf, s.off, &d.buf, d.off, n)? {
-                launch::copy(self.client(), &s.buf.handle(), s.off, &d.buf.handle(), d.off, n, &self.inner.name)?;
-            }
-        }
-        self.event()
-    }
-
-    fn reduce(
-        &self,
-        dst: &Range<CubeBuffer>,
-        acc: &Range<CubeBuffer>,
-        srcs: &[Source<CubeBuffer>],
-        dtype: DType,
-        combine: Combine,
-    ) -> Result<CubeEvent> {
-        let len = dst.len;
-        self.check_range(dst, "reduce destination")?;
-        self.check_range(acc, "reduce accumulator")?;
-        if acc.len != len || srcs.iter().any(|s| s.len() != len) || !len.is_multiple_of(dtype.size()) {
-            return Err(CollectiveError::device("reduce ranges differ in length"));
-        }
-        if srcs.is_empty() {
-            return self.copy(acc, dst);
-        }
-        if partial_overlap(acc, dst) {
-            return Err(CollectiveError::device("reduce between overlapping ranges"));
-        }
-        if !self.supports(dtype) {
-            return Err(CollectiveError::unsupported(format!("{} cannot reduce {dtype}", self.inner.name)));
-        }
-        if len == 0 {
-            return Ok(CubeEvent::done());
-        }
-        for s in srcs {
-            if let Source::Device(r) = s {
-                self.check_range(r, "reduce source")?;
-                if r.buf.inner.id == dst.buf.inner.id && r.off < dst.off + len && dst.off < r.off + len {
-                    return Err(CollectiveError::device("a reduce source overlaps its destination"));
-                }
-            }
-        }
-        let mut ops = vec![(&dst.buf, dst.off), (&acc.buf, acc.off)];
-        ops.extend(srcs.iter().filter_map(|s| match s {
-            Source::Device(r) => Some((&r.buf, r.off)),
-            Source::Host(_) => None,
-        }));
-        // 16-bit floats over several sources keep a running f32 (twice the bytes) in scratch
-        // that must fit one binding too.
-        let cap = if matches!(dtype, DType::F16 | DType::BF16) && srcs.len() > 1 {
-            part_len(self.inner.max_binding / 2)
-        } else {
-            usize::MAX
-        };
-        for (pos, n) in parts::pieces(&ops, len, cap) {
-            let piece_srcs: Vec<Source<CubeBuffer>> = srcs
-                .iter()
-                .map(|s| match s {
-                    Source::Device(r) => Source::Device(parts::piece(r, pos, n)),
-                    Source::Host(h) => Source::Host(HostRegion { mem: h.mem.clone(), off: h.off + pos, len: n }),
-                })
-                .collect();
-            self.reduce_staged(&parts::piece(dst, pos, n), &parts::piece(acc, pos, n), &piece_srcs, dtype, combine)?;
-        }
-        self.event()
-    }
-
-    fn scale(&self, src: &Range<CubeBuffer>, dst: &Range<CubeBuffer>, dtype: DType, scale: Scale) -> Result<CubeEvent> {
-        self.check_range(src, "scale source")?;
-        self.check_range(dst, "scale destination")?;
-        if src.len != dst.len || !dst.len.is_multiple_of(dtype.size()) {
-            return Err(CollectiveError::device("scale ranges differ in length"));
-        }
-        if partial_overlap(src, dst) {
-            return Err(CollectiveError::device("scale between overlapping ranges"));
-        }
-        if !self.supports(dtype) {
-            return Err(CollectiveError::unsupported(format!("{} cannot scale {dtype}", self.inner.name)));
-        }
-        if dst.len == 0 {
-            return Ok(CubeEvent::done());
-        }
-        for (pos, n) in parts::pieces(&[(&src.buf, src.off), (&dst.buf, dst.off)], dst.len, usize::MAX) {
-            launch::scale(self, &parts::piece(src, pos, n), &parts::piece(dst, pos, n), dtype, scale)?;
-        }
-        self.event()
-    }
-
-    fn poll(&self, event: &CubeEvent) -> Result<bool> {
-        event.poll(&self.inner.name)
-    }
-
-    fn wait(&self, event: &CubeEvent, deadline: Option<Instant>) -> Result<()> {
-        event.wait(&self.inner.name, deadline)
-    }
-
-    fn host_view(&self, _buf: &CubeBuffer) -> Option<HostMem> {
-        None
-    }
-
-    fn synchronize(&self, deadline: Option<Instant>) -> Result<()> {
-        let ev = self.event()?;
-        self.wait(&ev, deadline)
-    }
 }
 
 /// The runtime's name for messages, with the shader path it compiles kernels to (CubeCL's
