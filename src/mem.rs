@@ -422,7 +422,7 @@ impl HostMem {
 /// holds the proof must not touch the block otherwise while a guard `write_sole` gave out
 /// without registering lives (the exchange reads every part before it writes). [`Sole::none`]
 /// proves nothing (every write registers).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Sole<'a> {
     block: Option<usize>,
     _borrow: PhantomData<&'a ()>,

@@ -8,7 +8,10 @@
 //!   observe. Work enqueued on one device handle runs in the order it was enqueued (a kernel
 //!   sees the results of the copies before it), but the host — and every other rank — may
 //!   look at the bytes only once the event has completed. The host device completes at once;
-//!   the scheduler never assumes it.
+//!   the scheduler never assumes it. A device that can wake a waiter when work completes
+//!   says so ([`wakes`](Device::wakes)) and takes its waker in
+//!   [`poll_waking`](Device::poll_waking): a thread driving several ranks then sleeps until
+//!   the device is done instead of looking again every 200 µs.
 //! - **Host memory the device reads or writes later is owned**, so the device can hold it
 //!   until the work ran: sources and destinations in host memory are [`HostRegion`]s.
 //!   [`alloc_staging`](Device::alloc_staging) gives the host memory transfers are fastest

@@ -514,24 +514,17 @@ fn threads_driving_ranks_sleep_until_the_device_wakes_them() {
             g.all_reduce(c, t, ReduceOp::Sum);
         }
         g.run().unwrap();
-        for t in &ts {
-            assert_eq!(
-                t.to_vec::<f32>().unwrap(),
-                vec![6.0; 64],
-                "group all_reduce (shared progress: {shared_progress})"
-            );
-        }
+        let check = |ts: &[Tensor<Slow>], what: &str| {
+            for t in ts {
+                assert_eq!(t.to_vec::<f32>().unwrap(), vec![6.0; 64], "{what} (shared progress: {shared_progress})");
+            }
+        };
+        check(&ts, "group all_reduce");
         // Non-blocking calls, driven by each rank's progress thread or the shared one.
         let works: Vec<_> = comms.iter().zip(&ts).map(|(c, t)| c.all_reduce_async(t, ReduceOp::Max).unwrap()).collect();
         for w in works {
             w.wait().unwrap();
         }
-        for t in &ts {
-            assert_eq!(
-                t.to_vec::<f32>().unwrap(),
-                vec![6.0; 64],
-                "all_reduce_async (shared progress: {shared_progress})"
-            );
-        }
+        check(&ts, "all_reduce_async");
     }
 }

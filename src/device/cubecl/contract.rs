@@ -120,15 +120,12 @@ impl<R: Runtime> Device for CubeDevice<R> {
             handles.push(s.buf.handle().offset_start(start as u64).offset_end((s.buf.padded() - end) as u64));
         }
         self.inner.host_bytes.fetch_add(src.len, Ordering::Relaxed);
-        let client = self.client().clone();
-        // The future owns its client; CubeCL enqueues the read when it is first polled,
-        // which happens right here, so the read keeps its place in the device's order. On
-        // CUDA that first poll also waits for the read (CubeCL's future waits on its fence
-        // inside, and the read cannot be enqueued apart from it: `read_async` borrows the
-        // client): a download there has completed when the call returns.
-        let fut = Box::pin(async move { client.read_async(handles).await });
-        let ev = CubeEvent::read(fut, event::Landing { dst: dst.clone(), skip: src.off % 4 });
-        contained(&self.inner.name, "download", || ev.poll(&self.inner.name))??;
+        // Enqueued here, on the caller's thread, so the read keeps its place in the device's
+        // order; its future waits for it (on CUDA, inside its first poll: so there it is
+        // waited for on the completion thread).
+        let fut = contained(&self.inner.name, "download", || self.client().read_async(handles))?;
+        let ev = CubeEvent::read(Box::pin(fut), event::Landing { dst: dst.clone(), skip: src.off % 4 });
+        let ev = self.completed(ev);
         Ok(ev)
     }
 

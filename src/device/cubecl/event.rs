@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use cubecl::server::ServerError;
 
-use crate::device::completion::{Completer, Completion, Job, Wakers};
+use crate::device::completion::{Completer, Completion, Job, Wakers, panic_message};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::HostRegion;
 
@@ -119,16 +120,20 @@ impl CubeEvent {
                 State::Blocking(job) => job(),
                 _ => Ok(()),
             },
-            State::Sync(f) => match f.as_mut().poll(&mut cx) {
-                Poll::Pending => return Ok(false),
-                Poll::Ready(r) => r.map_err(|e| format!("{device}: device work failed: {e}")),
+            // CubeCL's futures panic on some failures (a read whose mapping failed): that ends
+            // this event with a `Device` error, never the caller's thread.
+            State::Sync(f) => match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut cx))) {
+                Ok(Poll::Pending) => return Ok(false),
+                Ok(Poll::Ready(r)) => r.map_err(|e| format!("{device}: device work failed: {e}")),
+                Err(p) => Err(format!("{device}: device work failed inside CubeCL: {}", panic_message(&*p))),
             },
-            State::Read(f, landing) => match f.as_mut().poll(&mut cx) {
-                Poll::Pending => return Ok(false),
-                Poll::Ready(r) => match r {
+            State::Read(f, landing) => match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut cx))) {
+                Ok(Poll::Pending) => return Ok(false),
+                Ok(Poll::Ready(r)) => match r {
                     Err(e) => Err(format!("{device}: read from the device failed: {e}")),
                     Ok(bytes) => land(&bytes, landing).map_err(|e| e.to_string()),
                 },
+                Err(p) => Err(format!("{device}: a read failed inside CubeCL: {}", panic_message(&*p))),
             },
         };
         *st = State::Done(next.clone());

@@ -10,9 +10,8 @@
 //!
 //! **Completion.** Events are CubeCL's futures. wgpu's never block and are woken by its poll
 //! thread; CUDA's wait on their fence inside the first poll, so a CUDA device hands them to a
-//! thread of its own (`device::completion`) and its polls never block (a download there still
-//! completes inside its call: see `contract.rs`). Either way the device wakes
-//! ([`Device::wakes`]): a thread driving several ranks sleeps until the work is done.
+//! thread of its own (`device::completion`) and its polls never block. Either way the device
+//! wakes ([`Device::wakes`]): a thread driving several ranks sleeps until the work is done.
 //!
 //! **Order.** All work on one CubeCL device goes to one CubeCL stream (a fixed stream id,
 //! not the per-thread default), so work runs in the order it was enqueued whichever thread
@@ -130,7 +129,8 @@ pub struct CubeDevice<R: Runtime> {
 }
 
 struct Inner<R: Runtime> {
-    client: ComputeClient<R>,
+    /// One per device for the process's life (see [`static_client`]).
+    client: &'static ComputeClient<R>,
     id: DeviceId,
     name: String,
     /// Largest buffer the runtime binds to a kernel.
@@ -196,6 +196,7 @@ impl<R: Runtime> CubeDevice<R> {
         // CubeCL's CUDA futures wait on their fence inside the first poll (cubecl-cuda 0.10,
         // `Fence::wait_sync`); wgpu's are woken by its poll thread.
         let completer = (runtime_name(&client) == "cuda").then(|| Arc::new(Completer::new(&label)));
+        let client = static_client(client, device.to_id());
         CubeDevice {
             inner: Arc::new(Inner {
                 client,
@@ -227,7 +228,7 @@ impl<R: Runtime> CubeDevice<R> {
         let i = &self.inner;
         CubeDevice {
             inner: Arc::new(Inner {
-                client: i.client.clone(),
+                client: i.client,
                 id,
                 name,
                 max_binding: i.max_binding,
@@ -308,8 +309,8 @@ impl<R: Runtime> CubeDevice<R> {
         self.inner.host_bytes.load(Ordering::Relaxed)
     }
 
-    fn client(&self) -> &ComputeClient<R> {
-        &self.inner.client
+    fn client(&self) -> &'static ComputeClient<R> {
+        self.inner.client
     }
 
     fn check_range(&self, r: &Range<CubeBuffer>, what: &str) -> Result<()> {
@@ -371,6 +372,25 @@ impl<R: Runtime> CubeDevice<R> {
             }),
         }
     }
+}
+
+/// A client of device `id` that lives as long as the process — one per device and runtime,
+/// the first one asked for (clients of one device differ only in their stream, and every
+/// client here was set to [`STREAM`]), as CubeCL keeps the device itself. `read_async`'s
+/// future borrows the client it is called on, so only a `'static` client lets the read be
+/// enqueued at once, on the caller's thread, and waited for later on another
+/// (`contract.rs`'s `download`).
+fn static_client<R: Runtime>(client: ComputeClient<R>, id: DeviceId) -> &'static ComputeClient<R> {
+    type Clients = Vec<((std::any::TypeId, DeviceId), &'static (dyn std::any::Any + Send + Sync))>;
+    static CLIENTS: std::sync::Mutex<Clients> = std::sync::Mutex::new(Vec::new());
+    let key = (std::any::TypeId::of::<R>(), id);
+    let mut all = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = all.iter().filter(|(k, _)| *k == key).find_map(|(_, c)| c.downcast_ref::<ComputeClient<R>>()) {
+        return c;
+    }
+    let c: &'static ComputeClient<R> = Box::leak(Box::new(client));
+    all.push((key, c));
+    c
 }
 
 /// CubeCL's stream id for all of ruCCL's work (any value works; it names one stream).
