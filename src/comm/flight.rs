@@ -330,6 +330,41 @@ impl Board {
         (!issued).then_some(theirs)
     }
 
+    /// The rank furthest behind among those that never reached collective op `seq` (`me`
+    /// aside), and a sentence saying so; `None` when every rank got there. Ranks of other
+    /// processes count as what they answered (`heard`), if they did.
+    pub(crate) fn behind(&self, me: Rank, seq: u64, heard: &[Heard]) -> Option<(Rank, String)> {
+        let behind: Vec<Rank> = self.not_reached(seq, heard).into_iter().filter(|&r| r != me).collect();
+        // The furthest behind: the lowest last collective (none at all is lowest).
+        let culprit = behind.iter().copied().min_by_key(|&r| self.last_collective(r, heard).flatten())?;
+        let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+        let remote = Heard::of(heard, culprit).map(|h| format!("in another process, it reports: {}", h.line));
+        let detail = remote.unwrap_or_else(|| {
+            self.seen(culprit, |s| {
+                let last = s
+                    .last_collective
+                    .and_then(|l| s.history.iter().rev().find(|e| e.seq == l && e.op.kind.is_collective()));
+                let mut d = match (s.last_collective, last) {
+                    (None, _) => "it has not issued any collective".to_string(),
+                    (Some(_), Some(e)) => {
+                        format!("its last collective is op #{} {}, {}", e.seq, e.op, state_word(e.state))
+                    }
+                    (Some(l), None) => format!("its last collective is op #{l}"),
+                };
+                if s.departed {
+                    d.push_str(", and it dropped its communicator");
+                }
+                d
+            })
+            .unwrap_or_default()
+        });
+        let plural = if behind.len() > 1 { "s" } else { "" };
+        Some((
+            culprit,
+            format!("rank{plural} {list} never reached op #{seq}; rank {culprit} is furthest behind ({detail})"),
+        ))
+    }
+
     /// Who to blame when `me`, waiting on `peer` in collective op `seq` (or in a
     /// point-to-point op, `None`), times out: the root cause, not the nearest peer. Returns the
     /// rank and a sentence for the error's headline.
@@ -339,40 +374,8 @@ impl Board {
     /// what it is doing — including when it is itself waiting for `me` (a deadlock).
     /// Ranks of other processes count as what they answered (`heard`), if they did.
     pub(crate) fn blame(&self, me: Rank, peer: Rank, seq: Option<u64>, heard: &[Heard]) -> (Rank, String) {
-        if let Some(seq) = seq {
-            let behind: Vec<Rank> = self.not_reached(seq, heard).into_iter().filter(|&r| r != me).collect();
-            // The furthest behind: the lowest last collective (none at all is lowest).
-            let culprit = behind.iter().copied().min_by_key(|&r| self.last_collective(r, heard).flatten());
-            if let Some(culprit) = culprit {
-                let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-                let remote = Heard::of(heard, culprit).map(|h| format!("in another process, it reports: {}", h.line));
-                let detail = remote.unwrap_or_else(|| {
-                    self.seen(culprit, |s| {
-                        let last = s
-                            .last_collective
-                            .and_then(|l| s.history.iter().rev().find(|e| e.seq == l && e.op.kind.is_collective()));
-                        let mut d = match (s.last_collective, last) {
-                            (None, _) => "it has not issued any collective".to_string(),
-                            (Some(_), Some(e)) => {
-                                format!("its last collective is op #{} {}, {}", e.seq, e.op, state_word(e.state))
-                            }
-                            (Some(l), None) => format!("its last collective is op #{l}"),
-                        };
-                        if s.departed {
-                            d.push_str(", and it dropped its communicator");
-                        }
-                        d
-                    })
-                    .unwrap_or_default()
-                });
-                let plural = if behind.len() > 1 { "s" } else { "" };
-                return (
-                    culprit,
-                    format!(
-                        "rank{plural} {list} never reached op #{seq}; rank {culprit} is furthest behind ({detail})"
-                    ),
-                );
-            }
+        if let Some(found) = seq.and_then(|seq| self.behind(me, seq, heard)) {
+            return found;
         }
         // Read before the peer's slot is locked: one slot's lock is never held while another's
         // is taken (two ranks blame each other at once).

@@ -27,6 +27,11 @@ pub(crate) enum Deadline {
     OnWait(Duration),
 }
 
+/// What to do when an op timed out waiting on its own device, every rank having reached it.
+const DEVICE_SLOW: &str = "this rank's device did not finish the op's work in time: look for a hung or overloaded \
+     GPU (other processes on it, a driver error in the system log), or raise CommConfig::timeout (a kernel's first \
+     launch compiles it); this communicator is now aborted, create a new one";
+
 impl Deadline {
     /// The time, an [`OnWait`](Deadline::OnWait) counted from `now` (a time the caller read:
     /// one clock read for the deadline and the flight recorder).
@@ -126,8 +131,8 @@ impl View<'_> {
         answers.into_iter().map(|(r, bytes)| Heard::parse(r, &bytes)).collect()
     }
 
-    /// The `Timeout` error for a wait on `peer` (described as `what`) that reached the
-    /// deadline.
+    /// The `Timeout` error for a wait on `peer` (described as `what`; `None`: on this rank's
+    /// device) that reached the deadline.
     ///
     /// Peers in other processes are asked for their flight recorders first (over their
     /// connections, for at most [`FLIGHT_WAIT`]), before this rank's failure reaches them:
@@ -145,9 +150,20 @@ impl View<'_> {
                 )
                 .with_peer(culprit)
             }
-            None => {
-                CollectiveError::new(ErrorKind::Timeout, format!("gave up at the op's deadline waiting for {what}"))
-            }
+            // A wait on this rank's own device. If some rank never reached the collective,
+            // the op could not have finished anyway: that rank is named (the device may only
+            // be slow, as a first kernel compiling is).
+            None => match (!c.p2p).then(|| c.shared.board.behind(c.rank, c.seq, &heard)).flatten() {
+                Some((culprit, why)) => CollectiveError::new(
+                    ErrorKind::Timeout,
+                    format!("gave up at the op's deadline waiting for {what}, and {why}"),
+                )
+                .with_peer(culprit),
+                None => {
+                    CollectiveError::new(ErrorKind::Timeout, format!("gave up at the op's deadline waiting for {what}"))
+                        .with_hint(DEVICE_SLOW)
+                }
+            },
         };
         e.with_report(c.shared.board.report(&c.shared.name, &heard))
     }

@@ -88,6 +88,17 @@ impl Policy for SlowAsync {
     const DELAY: Option<Duration> = Some(Duration::from_millis(1));
 }
 
+/// [`Async`] whose every job outlasts a short op deadline: a rank then gives up while it
+/// waits on its own device.
+#[derive(Debug)]
+pub struct GlacialAsync;
+impl Policy for GlacialAsync {
+    const NAME: &'static str = "glacial-async";
+    const REACH: Reach = Reach::Same;
+    const ASYNC: bool = true;
+    const DELAY: Option<Duration> = Some(Duration::from_millis(700));
+}
+
 /// The shared device with every rank its own TCP endpoint on loopback: the library must send
 /// host bytes (staging device ranges) to peers across a socket, whatever the devices reach.
 /// The suite runs here in its short form: the whole suite runs over TCP in `tcp_host` and on
@@ -527,4 +538,58 @@ fn threads_driving_ranks_sleep_until_the_device_wakes_them() {
         }
         check(&ts, "all_reduce_async");
     }
+}
+
+/// A rank whose own device is still busy at the op's deadline, while another rank never
+/// called the collective: the timeout names that rank (the op could not have finished
+/// without it, however fast the device), and says what this rank waited for.
+#[test]
+#[cfg_attr(miri, ignore = "700 ms device jobs: slow under Miri, and no unsafe code of its own")]
+fn a_timeout_on_the_device_names_the_rank_that_never_came() {
+    use ruccl::{Algorithm, CommConfig, Communicator, Tensor};
+    type Glacial = TestDev<GlacialAsync>;
+    let world = 3;
+    let devices: Vec<Glacial> = (0..world).map(|_| Glacial::new(HostDevice::default())).collect();
+    let config = CommConfig::default().with_timeout(Duration::from_millis(300)).with_algorithm(Algorithm::Ring);
+    let comms = Communicator::init_all(devices, config.clone()).unwrap();
+    let errors: Vec<CollectiveError> = std::thread::scope(|s| {
+        // Rank 2 never calls.
+        let hs: Vec<_> = comms[..2]
+            .iter()
+            .map(|c| {
+                s.spawn(move || {
+                    let mut t = Tensor::from_slice(c.device(), &[1.0f32; 6], &[6]).unwrap();
+                    c.all_reduce(&mut t, ReduceOp::Sum).expect_err("rank 2 never calls")
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (rank, e) in errors.iter().enumerate() {
+        assert_eq!(e.kind(), ErrorKind::Timeout, "rank {rank}: {e}");
+        assert_eq!(e.context().peer, Some(2), "rank {rank} blames the wrong rank: {e}");
+        assert!(e.message().contains("never reached op #0"), "rank {rank}: {e}");
+    }
+    assert!(
+        errors.iter().any(|e| e.message().contains("its device")),
+        "no rank timed out on its device, so this test tests nothing: {errors:?}"
+    );
+    // Every rank there: a rank that gives up on its own device says so, and blames no rank.
+    let devices: Vec<Glacial> = (0..world).map(|_| Glacial::new(HostDevice::default())).collect();
+    let comms = Communicator::init_all(devices, config).unwrap();
+    let errors: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .iter()
+            .map(|c| {
+                s.spawn(move || {
+                    let mut t = Tensor::from_slice(c.device(), &[1.0f32; 6], &[6]).unwrap();
+                    c.all_reduce(&mut t, ReduceOp::Sum).expect_err("the device outlasts the deadline").to_string()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let on_device = errors.iter().find(|e| e.contains("waiting for its device")).expect("no rank waited on its device");
+    assert!(on_device.contains("What to do: this rank's device did not finish"), "{on_device}");
+    assert!(!on_device.contains("never reached"), "{on_device}");
 }
