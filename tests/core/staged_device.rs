@@ -77,26 +77,16 @@ impl Policy for Async {
     const ASYNC: bool = true;
 }
 
-/// [`Async`] whose every job takes longer than a waiting thread spins and yields, so that
-/// the threads driving ranks sleep on every device wait and must be woken.
+/// [`Async`] whose every job takes `MS` milliseconds: 1 is longer than a waiting thread
+/// spins and yields (the threads driving ranks sleep on every device wait and must be woken);
+/// 700 outlasts a short op deadline (a rank gives up while it waits on its own device).
 #[derive(Debug)]
-pub struct SlowAsync;
-impl Policy for SlowAsync {
-    const NAME: &'static str = "slow-async";
+pub struct DelayedAsync<const MS: u64>;
+impl<const MS: u64> Policy for DelayedAsync<MS> {
+    const NAME: &'static str = "delayed-async";
     const REACH: Reach = Reach::Same;
     const ASYNC: bool = true;
-    const DELAY: Option<Duration> = Some(Duration::from_millis(1));
-}
-
-/// [`Async`] whose every job outlasts a short op deadline: a rank then gives up while it
-/// waits on its own device.
-#[derive(Debug)]
-pub struct GlacialAsync;
-impl Policy for GlacialAsync {
-    const NAME: &'static str = "glacial-async";
-    const REACH: Reach = Reach::Same;
-    const ASYNC: bool = true;
-    const DELAY: Option<Duration> = Some(Duration::from_millis(700));
+    const DELAY: Option<Duration> = Some(Duration::from_millis(MS));
 }
 
 /// The shared device with every rank its own TCP endpoint on loopback: the library must send
@@ -509,7 +499,7 @@ fn shared_device_never_crosses_the_host() {
 #[cfg_attr(miri, ignore = "millisecond device jobs: slow under Miri, and no unsafe code of its own")]
 fn threads_driving_ranks_sleep_until_the_device_wakes_them() {
     use ruccl::{CommConfig, Communicator, Group, Tensor};
-    type Slow = TestDev<SlowAsync>;
+    type Slow = TestDev<DelayedAsync<1>>;
     let world = 3;
     for shared_progress in [false, true] {
         let devices: Vec<Slow> = (0..world).map(|_| Slow::new(HostDevice::default())).collect();
@@ -547,7 +537,7 @@ fn threads_driving_ranks_sleep_until_the_device_wakes_them() {
 #[cfg_attr(miri, ignore = "700 ms device jobs: slow under Miri, and no unsafe code of its own")]
 fn a_timeout_on_the_device_names_the_rank_that_never_came() {
     use ruccl::{Algorithm, CommConfig, Communicator, Tensor};
-    type Glacial = TestDev<GlacialAsync>;
+    type Glacial = TestDev<DelayedAsync<700>>;
     let world = 3;
     let devices: Vec<Glacial> = (0..world).map(|_| Glacial::new(HostDevice::default())).collect();
     let config = CommConfig::default().with_timeout(Duration::from_millis(300)).with_algorithm(Algorithm::Ring);
