@@ -18,45 +18,34 @@ pub(crate) type Job = Box<dyn FnOnce() -> Result<(), String> + Send>;
 /// Where a [`Completer`] leaves the result of a job.
 #[derive(Default)]
 pub(crate) struct Completion {
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    result: Option<Result<(), String>>,
-    /// Woken once the result is there.
-    wakers: Vec<Waker>,
+    result: Mutex<Option<Result<(), String>>>,
+    /// Woken once the result is there: added under `result`'s lock while it is `None`, so
+    /// none is added after [`finish`](Self::finish) took them.
+    wakers: Wakers,
 }
 
 impl Completion {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Option<Result<(), String>>> {
+        self.result.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The result once the job ran; until then `waker` (if any) is kept, unless one that
     /// wakes the same task is, and woken when the result comes. Never blocks but for the
-    /// lock, which is held only to look or to store.
+    /// locks, which are held only to look or to store.
     pub(crate) fn poll(&self, waker: Option<&Waker>) -> Option<Result<(), String>> {
-        let mut st = self.lock();
-        if let Some(r) = &st.result {
-            return Some(r.clone());
-        }
-        if let Some(waker) = waker
-            && !st.wakers.iter().any(|w| w.will_wake(waker))
+        let result = self.lock();
+        if result.is_none()
+            && let Some(waker) = waker
         {
-            st.wakers.push(waker.clone());
+            self.wakers.add(waker);
         }
-        None
+        result.clone()
     }
 
     /// Stores the result and wakes whoever polled before it came.
     fn finish(&self, r: Result<(), String>) {
-        let wakers = {
-            let mut st = self.lock();
-            st.result = Some(r);
-            std::mem::take(&mut st.wakers)
-        };
-        wakers.into_iter().for_each(Waker::wake);
+        *self.lock() = Some(r);
+        self.wakers.wake_all();
     }
 }
 

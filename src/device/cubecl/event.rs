@@ -108,8 +108,8 @@ impl CubeEvent {
         {
             self.wakers.add(w);
         }
-        let all = Waker::from(self.wakers.clone());
-        let mut cx = Context::from_waker(&all);
+        // The futures are polled with every party's waker combined (built only for them).
+        let all = || Waker::from(self.wakers.clone());
         let next = match &mut *st {
             State::Done(r) => return r.clone().map(|()| true).map_err(CollectiveError::device),
             State::Handed(done) => match done.poll(waker) {
@@ -122,19 +122,23 @@ impl CubeEvent {
             },
             // CubeCL's futures panic on some failures (a read whose mapping failed): that ends
             // this event with a `Device` error, never the caller's thread.
-            State::Sync(f) => match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut cx))) {
-                Ok(Poll::Pending) => return Ok(false),
-                Ok(Poll::Ready(r)) => r.map_err(|e| format!("{device}: device work failed: {e}")),
-                Err(p) => Err(format!("{device}: device work failed inside CubeCL: {}", panic_message(&*p))),
-            },
-            State::Read(f, landing) => match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut cx))) {
-                Ok(Poll::Pending) => return Ok(false),
-                Ok(Poll::Ready(r)) => match r {
-                    Err(e) => Err(format!("{device}: read from the device failed: {e}")),
-                    Ok(bytes) => land(&bytes, landing).map_err(|e| e.to_string()),
-                },
-                Err(p) => Err(format!("{device}: a read failed inside CubeCL: {}", panic_message(&*p))),
-            },
+            State::Sync(f) => {
+                match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut Context::from_waker(&all())))) {
+                    Ok(Poll::Pending) => return Ok(false),
+                    Ok(Poll::Ready(r)) => r.map_err(|e| format!("{device}: device work failed: {e}")),
+                    Err(p) => Err(format!("{device}: device work failed inside CubeCL: {}", panic_message(&*p))),
+                }
+            }
+            State::Read(f, landing) => {
+                match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut Context::from_waker(&all())))) {
+                    Ok(Poll::Pending) => return Ok(false),
+                    Ok(Poll::Ready(r)) => match r {
+                        Err(e) => Err(format!("{device}: read from the device failed: {e}")),
+                        Ok(bytes) => land(&bytes, landing).map_err(|e| e.to_string()),
+                    },
+                    Err(p) => Err(format!("{device}: a read failed inside CubeCL: {}", panic_message(&*p))),
+                }
+            }
         };
         *st = State::Done(next.clone());
         next.map(|()| true).map_err(CollectiveError::device)
