@@ -53,14 +53,23 @@ pub(super) fn join(
         algorithm: config.algorithm(),
     };
     let mut s = setup::connect(root, deadline).map_err(|_| {
-        fail(CollectiveError::new(
-            ErrorKind::Timeout,
-            format!(
-                "could not reach the rendezvous root of communicator {} at {root} within {:?}: is the process that made the id (rank 0 of a launch) running, and is {root} reachable from here?",
-                id.short(),
-                config.timeout()
+        fail(
+            CollectiveError::new(
+                ErrorKind::Timeout,
+                format!(
+                    "could not reach the rendezvous root of communicator {} at {root} within {:?}: nothing \
+                     listened there (rank 0, the process that made the id, was not running, or {root} is \
+                     not reachable from this host)",
+                    id.short(),
+                    config.timeout()
+                ),
+            )
+            .with_hint(
+                "start rank 0 (the process that made the id, or the launcher's rank 0) with the others; check \
+                 that MASTER_ADDR:MASTER_PORT (or the id's address) is rank 0's and reachable from this host \
+                 (no firewall between them), or raise CommConfig::timeout (RUCCL_TIMEOUT) if rank 0 starts late",
             ),
-        ))
+        )
     })?;
     let io = |what: &str, e: std::io::Error| {
         let kind = match e.kind() {
@@ -245,6 +254,28 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
         assert!(e.to_string().contains("closed the connection before answering"), "{e}");
         assert!(format!("{e:?}").contains("gave up waiting for ranks that never started"), "{e:?}");
+    }
+
+    /// Nothing listens where the id says its root is (rank 0 never started): `Timeout` at
+    /// this rank's deadline, saying so, with advice about rank 0 and the address rather than
+    /// the generic "the ranks named above" (this error names no rank).
+    #[test]
+    fn a_root_that_never_listens_is_a_timeout_about_rank_0() {
+        let Ok(l) = std::net::TcpListener::bind("127.0.0.1:0") else {
+            eprintln!("skipped: this machine cannot listen on a socket");
+            return;
+        };
+        let root = l.local_addr().unwrap();
+        drop(l);
+        let id = UniqueId::from_parts([9; 16], Some(root));
+        let config = CommConfig::default().with_timeout(Duration::from_millis(300));
+        let start = std::time::Instant::now();
+        let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined a root that is not there") };
+        assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        let s = e.to_string();
+        assert!(s.contains("could not reach the rendezvous root") && s.contains(&root.to_string()), "{s}");
+        assert!(s.contains("What to do: start rank 0") && !s.contains("named above"), "{s}");
     }
 
     #[test]
