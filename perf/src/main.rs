@@ -29,6 +29,7 @@ mod case;
 mod check;
 mod device;
 mod launch;
+mod out;
 mod report;
 mod run;
 mod table;
@@ -173,7 +174,7 @@ fn run_main() -> ExitCode {
     let env = std::env::vars().collect();
     let mut opts = match args::parse_with_env(&argv, &env) {
         Ok(Parsed::Help) => {
-            print!("{}", HELP.replace("DEVICES", &DEVICES.join(", ")));
+            out::text(&HELP.replace("DEVICES", &DEVICES.join(", ")));
             return ExitCode::SUCCESS;
         }
         Ok(Parsed::Run(o)) => *o,
@@ -284,7 +285,7 @@ fn run<D: PerfDevice>(opts: &Options, config: CommConfig, json: Option<std::fs::
     let per_rank: Vec<String> = devices.iter().map(ruccl::Device::describe).collect();
     if print {
         for line in report::header(opts, &plan, &config, &device::describe(&devices), &per_rank, &notes) {
-            println!("{line}");
+            out::line(&line);
         }
     }
     let mut report = Report::new(opts, &plan, json.filter(|_| print), print);

@@ -251,7 +251,7 @@ impl<'a> Report<'a> {
         if !self.print {
             return Ok(());
         }
-        println!("{line}");
+        crate::out::line(&line);
         let reference = self.pending[k].reference.map(|r| {
             let bytes = row.shape.bytes;
             let gbps = |secs: f64, copies: f64| if secs > 0.0 { copies * bytes as f64 / 1e9 / secs } else { 0.0 };
@@ -261,7 +261,7 @@ impl<'a> Report<'a> {
                 ("memcpy, 2 threads at once", r.memcpy2, 2.0),
             ];
             for (what, secs, copies) in lines {
-                println!("{}", table::ref_line(bytes, what, secs * 1e6, gbps(secs, copies)));
+                crate::out::line(&table::ref_line(bytes, what, secs * 1e6, gbps(secs, copies)));
             }
             json!({
                 "what": "memcpy, 1 thread", "time_us": r.memcpy * 1e6, "bw_gbps": gbps(r.memcpy, 1.0),
@@ -307,9 +307,9 @@ impl<'a> Report<'a> {
             return Ok(self.bad_checks > 0);
         }
         let verdict = if self.bad_checks > 0 { "FAILED" } else { "OK" };
-        println!("# Out of bounds values : {} {verdict}", self.bad_checks);
-        println!("# Avg bus bandwidth    : {}", table::fmt_g(avg));
-        println!("#");
+        crate::out::line(&format!("# Out of bounds values : {} {verdict}", self.bad_checks));
+        crate::out::line(&format!("# Avg bus bandwidth    : {}", table::fmt_g(avg)));
+        crate::out::line("#");
         Ok(self.bad_checks > 0)
     }
 }

@@ -570,3 +570,33 @@ fn threads_over_tcp_check_clean() {
     assert_eq!(rows.len(), 5);
     assert!(stdout(&o).contains("transport: tcp"), "{}", stdout(&o));
 }
+
+/// A reader that stops early (`ruccl-perf … | head -1`): the run ends quietly with success,
+/// as nccl-tests killed by `SIGPIPE` does, never with `println!`'s "failed printing to
+/// stdout" panic and its backtrace.
+#[test]
+fn a_reader_that_stops_early_ends_the_run_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ruccl-perf"))
+        .args(["all_reduce", "-b", "8", "-e", "4M", "-f", "2", "-g", "2", "-n", "2", "-w", "5"])
+        .env_remove("RUCCL_ALGO")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("OMPI_COMM_WORLD_RANK")
+        .env_remove("OMPI_COMM_WORLD_SIZE")
+        .env_remove("SLURM_PROCID")
+        .env_remove("SLURM_NTASKS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ruccl-perf runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("# ruccl-perf all_reduce"), "{first}");
+    // The reader is dropped here: every later write finds the pipe closed.
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "exit {:?}: {err}", o.status);
+    assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
+}
