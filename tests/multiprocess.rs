@@ -187,7 +187,7 @@ fn rendezvous_errors_cross_processes() {
     );
     // A launch whose processes disagree on WORLD_SIZE: both told at once (one rendezvous per
     // launch address, whatever the size).
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = ruccl::launch::free_port().expect("a free port");
     for (r, world) in [(0, 2), (1, 3)] {
         let env = [
             ("RANK", r.to_string()),

@@ -397,7 +397,7 @@ fn wgpu_devices_check_clean() {
 /// Runs `args` as ranks 0..n of one launch, each in its own process (`vars(rank)` adds
 /// environment variables); returns every process's output, rank order.
 fn processes(n: usize, args: &[&str], vars: impl Fn(usize, u16) -> Vec<(String, String)>) -> Vec<Output> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = ruccl::launch::free_port().expect("a free port");
     let children: Vec<_> = (0..n)
         .map(|r| {
             let mut c = Command::new(env!("CARGO_BIN_EXE_ruccl-perf"));
@@ -534,7 +534,7 @@ fn a_failure_on_one_process_fails_every_process() {
         "--master",
         "127.0.0.1:{port}",
     ];
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = ruccl::launch::free_port().expect("a free port");
     let children: Vec<_> = ["float", "double"]
         .iter()
         .enumerate()

@@ -48,7 +48,7 @@ impl<D: Device> Communicator<D> {
     /// ```
     /// use std::collections::HashMap;
     /// use ruccl::{CommConfig, Communicator, HostDevice, launch::LaunchEnv};
-    /// let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    /// let port = ruccl::launch::free_port().ok_or("no free port")?;
     /// let vars: HashMap<String, String> = [
     ///     ("RANK", "0".to_string()),
     ///     ("WORLD_SIZE", "1".to_string()),

@@ -81,7 +81,7 @@ pub(super) fn the_listener_survives_garbage_and_serves_real_peers(t: Transport) 
 }
 
 pub(super) fn from_env_with_torchrun_variables(t: Transport) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = ruccl::launch::free_port().expect("a free port");
     let mut kids = Kids::new(t);
     for r in 0..3 {
         let env = [

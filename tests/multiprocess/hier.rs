@@ -255,7 +255,7 @@ pub(super) fn hier_survivor_child() -> Result<(), String> {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    ruccl::launch::free_port().expect("a free port")
 }
 
 /// `e` with all_reduce, reduce and broadcast pipelined by chunks of `bytes` (0: never).

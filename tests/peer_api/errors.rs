@@ -308,13 +308,13 @@ fn different_configs_fail_every_peer_of_the_round() {
 fn configs_are_validated_and_a_missing_orchestrator_is_a_timeout() {
     let dev = HostDevice::default();
     let peer = 0u32.into();
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let nobody = free();
+    // Nothing listens there once the listener is dropped.
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let multi = CollectiveConfig::default()
         .with_num_nodes(2)
         .with_global_address(nobody.to_string())
         .with_node_address("127.0.0.1")
-        .with_data_service_port(free().port())
+        .with_data_service_port(ruccl::launch::free_port().expect("a free port"))
         .with_timeout(Duration::from_millis(300));
     let start = Instant::now();
     let (kind, msg) = kind_and_message(register::<Tb<28>>(peer, dev, multi.clone()));

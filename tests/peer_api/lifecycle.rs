@@ -204,7 +204,7 @@ fn reset_wakes_peers_blocked_in_an_operation() {
 #[test]
 fn reset_wakes_a_node_waiting_for_the_other_nodes() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let free = ruccl::launch::free_port().expect("a free port");
     let cfg = config(2)
         .with_num_nodes(2)
         .with_global_address(silent.local_addr().unwrap().to_string())

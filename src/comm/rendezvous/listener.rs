@@ -252,7 +252,7 @@ mod tests {
     #[cfg_attr(miri, ignore)]
     fn a_data_address_becomes_the_mesh_address() {
         let first = default_address().unwrap().unwrap();
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = crate::launch::free_port().unwrap();
         let data = SocketAddr::from(([127, 0, 0, 1], port));
         serve_at_for_mesh(data).unwrap();
         assert_eq!(mesh_address().unwrap(), data);
