@@ -9,8 +9,13 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn perf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ruccl-perf"))
-        .args(args)
+    command(args).output().expect("ruccl-perf runs")
+}
+
+/// `ruccl-perf args`, without the caller's ruCCL and launcher variables.
+fn command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ruccl-perf"));
+    c.args(args)
         .env_remove("RUCCL_ALGO")
         .env_remove("RUCCL_TIMEOUT")
         .env_remove("RUCCL_CHUNK_BYTES")
@@ -20,9 +25,8 @@ fn perf(args: &[&str]) -> Output {
         .env_remove("OMPI_COMM_WORLD_RANK")
         .env_remove("OMPI_COMM_WORLD_SIZE")
         .env_remove("SLURM_PROCID")
-        .env_remove("SLURM_NTASKS")
-        .output()
-        .expect("ruccl-perf runs")
+        .env_remove("SLURM_NTASKS");
+    c
 }
 
 fn stdout(o: &Output) -> String {
@@ -578,15 +582,7 @@ fn threads_over_tcp_check_clean() {
 fn a_reader_that_stops_early_ends_the_run_quietly() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ruccl-perf"))
-        .args(["all_reduce", "-b", "8", "-e", "4M", "-f", "2", "-g", "2", "-n", "2", "-w", "5"])
-        .env_remove("RUCCL_ALGO")
-        .env_remove("RANK")
-        .env_remove("WORLD_SIZE")
-        .env_remove("OMPI_COMM_WORLD_RANK")
-        .env_remove("OMPI_COMM_WORLD_SIZE")
-        .env_remove("SLURM_PROCID")
-        .env_remove("SLURM_NTASKS")
+    let mut child = command(&["all_reduce", "-b", "8", "-e", "4M", "-f", "2", "-g", "2", "-n", "2", "-w", "5"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
