@@ -196,8 +196,16 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
     /// peers' lines (with ranks in step, most calls). The acquire loads of that scan order
     /// the peers' reads before this rank's next writes, as a fresh scan's would.
     pub(crate) fn busy(&self, me: Rank, seq: u64) -> Option<(Rank, u64)> {
-        let held = word(self.slot(me, seq), 0).load(Ordering::Relaxed);
         let clear = self.done(me).map(|l| &l.0[CLEAR]);
+        // What the slot holds is an op at least `DEPTH` before `seq` (the slot's previous
+        // user), so this bound alone frees it when the peers are known past it: the slot's
+        // own line, which a peer waiting for this op polls, is not loaded before it is
+        // written (a load there waits for the line, a store need not).
+        let bound = (seq + 1).saturating_sub(DEPTH as u64);
+        if bound == 0 || clear.is_some_and(|c| bound <= c.load(Ordering::Relaxed)) {
+            return None;
+        }
+        let held = word(self.slot(me, seq), 0).load(Ordering::Relaxed);
         if held == 0 || clear.is_some_and(|c| held <= c.load(Ordering::Relaxed)) {
             return None;
         }
