@@ -71,7 +71,7 @@ impl<D: Device> Communicator<D> {
             listener::serve_at(root).map_err(fail)?;
         }
         let id = UniqueId::for_launch(root);
-        Self::with_config(device, env.world_size, id, env.rank, config)
+        Self::with_config(device, env.world_size, id, env.rank, config).map_err(fail)
     }
 }
 

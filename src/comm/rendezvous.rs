@@ -192,12 +192,7 @@ pub(crate) fn join(
             .with_op("Communicator::new"));
         };
         if released(id, Instant::now(), deadline_after(config.timeout())).live.contains_key(id) {
-            return Err(CollectiveError::invalid(format!(
-                "communicator id {} is in use by a communicator that still exists; give each group its own UniqueId",
-                id.short()
-            ))
-            .with_rank(*rank)
-            .with_op("Communicator::new"));
+            return Err(in_use(id).with_rank(*rank).with_op("Communicator::new"));
         }
         return remote::join(id, world, *rank, device.clone(), host_memory, config);
     }
@@ -245,10 +240,7 @@ pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &C
         return Err(fail(e.clone()));
     }
     if reg.live.contains_key(id) {
-        return Err(fail(CollectiveError::invalid(format!(
-            "communicator id {} is in use by a communicator that still exists; give each group its own UniqueId (an id can be reused once every communicator made with it is dropped)",
-            id.short()
-        ))));
+        return Err(fail(in_use(id)));
     }
     let ticket = reg.next_ticket;
     reg.next_ticket += 1;
@@ -349,6 +341,21 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
         reg.outcomes.insert(ticket, outcome.clone());
     }
     room.cv.notify_all();
+}
+
+/// A join of `id` while a communicator made with it still exists (in this process, or in the
+/// root's, whose answer a joiner of another process relays).
+fn in_use(id: &UniqueId) -> CollectiveError {
+    let at = id.root_address().map_or_else(String::new, |a| format!(", whose rendezvous is at {a},"));
+    CollectiveError::invalid(format!(
+        "communicator id {}{at} is in use by a communicator that still exists: its group formed and runs. Either \
+         another launch uses the same rendezvous address (two launches on one host need two MASTER_PORTs: a \
+         second job started with the first one's MASTER_ADDR:MASTER_PORT reaches the first job's rank 0), or \
+         this process joins one id twice: give each group its own UniqueId (an id can be reused once every \
+         communicator made with it is dropped)",
+        id.short()
+    ))
+    .with_hint("give this group its own rendezvous (a launch: its own MASTER_PORT; else a fresh UniqueId), then start its ranks again")
 }
 
 /// A second joiner for a rank number already in the room: two groups are using `id`. Fails

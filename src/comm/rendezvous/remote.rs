@@ -135,10 +135,18 @@ pub(super) fn join(
             }
             assemble::assemble(id, world, &table, &[(rank, device)], host_memory, config)
         }
-        FrameKind::Abort => Err(fail(wire::decode_error(&body).map_err(|e| bad(format!("sent a bad error: {e}")))?)),
+        FrameKind::Abort => {
+            let e = wire::decode_error(&body).map_err(|e| bad(format!("sent a bad error: {e}")))?;
+            // The root's hint stays in its process: a refused argument's advice, for this side.
+            Err(fail(if e.kind() == ErrorKind::InvalidArgument { e.with_hint(REFUSED) } else { e }))
+        }
         k => Err(bad(format!("answered with a {k:?} frame"))),
     }
 }
+
+/// The advice when the root refused this rank's registration for a reason its message gives.
+const REFUSED: &str = "fix what the rendezvous root's refusal above says (the ranks of one launch share one \
+     WORLD_SIZE, each has a RANK of its own, and each launch its own MASTER_PORT), then start every rank again";
 
 /// The advice when what listens at the root's address never answers.
 const SILENT_ROOT: &str = "check that MASTER_ADDR:MASTER_PORT (or the UniqueId's address) is rank 0's rendezvous \
@@ -276,6 +284,27 @@ mod tests {
         let s = e.to_string();
         assert!(s.contains("could not reach the rendezvous root") && s.contains(&root.to_string()), "{s}");
         assert!(s.contains("What to do: start rank 0") && !s.contains("named above"), "{s}");
+    }
+
+    /// A second launch given a running job's MASTER_ADDR:MASTER_PORT reaches that job's rank
+    /// 0: its ranks are refused with an error that says so and what to do, relayed from the
+    /// root's process, and the running group is left alone.
+    #[test]
+    fn a_join_of_a_running_group_is_refused_naming_its_rendezvous() {
+        let id = UniqueId::new().unwrap();
+        let Some(root) = id.root_address() else {
+            eprintln!("skipped: this machine cannot listen on a socket");
+            return;
+        };
+        let running = crate::Communicator::new(crate::HostDevice::default(), 1, id.clone(), 0).unwrap();
+        let config = CommConfig::default().with_timeout(Duration::from_secs(10));
+        let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined a running group") };
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        let s = e.to_string();
+        assert!(s.contains(&format!("rendezvous is at {root},")) && s.contains("MASTER_ADDR:MASTER_PORT"), "{s}");
+        assert!(s.contains("What to do: fix what the rendezvous root's refusal above says"), "{s}");
+        assert_eq!(e.context().rank, Some(1), "{e}");
+        assert!(running.barrier().is_ok());
     }
 
     #[test]
