@@ -45,6 +45,17 @@ pub struct Spec {
     pub in_place: bool,
 }
 
+/// The elements of a rank's input and output for `coll` with count `c` among `n` ranks
+/// (see the module docs).
+pub fn lens(coll: Coll, c: usize, n: usize) -> (usize, usize) {
+    match coll {
+        Coll::AllReduce | Coll::Broadcast | Coll::Reduce | Coll::SendRecv => (c, c),
+        Coll::AllGather | Coll::Gather => (c, c.saturating_mul(n)),
+        Coll::ReduceScatter | Coll::Scatter => (c.saturating_mul(n), c),
+        Coll::AllToAll | Coll::AllToAllV => (c.saturating_mul(n), c.saturating_mul(n)),
+    }
+}
+
 /// The tensors of one half-row.
 pub struct Case<T: Num, D: PerfDevice> {
     spec: Spec,
@@ -63,12 +74,7 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
     /// Allocates zeroed tensors for `spec` on `dev`.
     pub fn new(dev: &D, spec: Spec) -> Result<Self> {
         let (c, n) = (spec.count, spec.ranks);
-        let (in_len, out_len) = match spec.coll {
-            Coll::AllReduce | Coll::Broadcast | Coll::Reduce | Coll::SendRecv => (c, c),
-            Coll::AllGather | Coll::Gather => (c, c * n),
-            Coll::ReduceScatter | Coll::Scatter => (c * n, c),
-            Coll::AllToAll | Coll::AllToAllV => (c * n, c * n),
-        };
+        let (in_len, out_len) = lens(spec.coll, c, n);
         let zeros = |len: usize| Tensor::zeros(dev, T::DTYPE, &[len]);
         let (input, output) = if spec.in_place {
             (None, zeros(in_len.max(out_len))?)

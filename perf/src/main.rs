@@ -29,6 +29,7 @@ mod case;
 mod check;
 mod device;
 mod launch;
+mod memory;
 mod out;
 mod report;
 mod run;
@@ -271,6 +272,14 @@ fn run<D: PerfDevice>(opts: &Options, config: CommConfig, json: Option<std::fs::
         },
     };
     let plan = Plan::new(opts);
+    if opts.device == DeviceKind::Host {
+        let local = opts.local_ranks();
+        let need = memory::needed(&plan, opts.coll, opts.ranks(), local);
+        if let Some(why) = memory::available().and_then(|avail| memory::refusal(need, avail, local)) {
+            eprintln!("ruccl-perf: {why}");
+            return ExitCode::FAILURE;
+        }
+    }
     // Measured before any rank starts (the other processes wait in the rendezvous).
     let mut notes = Vec::new();
     if opts.tcp_ref && print {
