@@ -127,6 +127,70 @@ impl<D: Device> Tensor<D> {
         self.device.write(&self.buf, self.off, as_bytes(data))
     }
 
+    /// Overwrites elements `start..start + data.len()` of the flattened tensor from host data
+    /// of its dtype, leaving the others as they are: a large tensor filled piece by piece
+    /// needs no host copy of its whole size.
+    ///
+    /// ```
+    /// use ruccl::{DType, HostDevice, Tensor};
+    /// let dev = HostDevice::default();
+    /// let mut t = Tensor::zeros(&dev, DType::F32, &[2, 3])?;
+    /// t.write_at(2, &[7.0f32, 8.0])?;
+    /// assert_eq!(t.to_vec::<f32>()?, [0.0, 0.0, 7.0, 8.0, 0.0, 0.0]);
+    /// assert!(t.write_at(5, &[1.0f32, 2.0]).is_err()); // past the end
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `T` is not the tensor's dtype or the range is not inside the
+    /// tensor, or while a non-blocking op that reads or writes this tensor is pending (see
+    /// [`Work`](crate::Work)); `Device` on device failure.
+    pub fn write_at<T: Element>(&mut self, start: usize, data: &[T]) -> Result<()> {
+        let off = self.element_range::<T>("write_at", start, data.len())?;
+        self.check_pins(true)?;
+        self.device.write(&self.buf, off, as_bytes(data))
+    }
+
+    /// Reads elements `start..start + out.len()` of the flattened tensor into `out`: a large
+    /// tensor checked piece by piece needs no host copy of its whole size.
+    ///
+    /// ```
+    /// use ruccl::{HostDevice, Tensor};
+    /// let dev = HostDevice::default();
+    /// let t = Tensor::from_vec(&dev, vec![1i32, 2, 3, 4, 5, 6], &[2, 3])?;
+    /// let mut row = [0i32; 3];
+    /// t.read_at(3, &mut row)?;
+    /// assert_eq!(row, [4, 5, 6]);
+    /// assert!(t.read_at(4, &mut row).is_err()); // past the end
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `T` is not the tensor's dtype or the range is not inside the
+    /// tensor, or while a non-blocking op that writes this tensor is pending (see
+    /// [`Work`](crate::Work)); `Device` on device failure.
+    pub fn read_at<T: Element>(&self, start: usize, out: &mut [T]) -> Result<()> {
+        let off = self.element_range::<T>("read_at", start, out.len())?;
+        self.check_pins(false)?;
+        self.device.read(&self.buf, off, bytemuck::cast_slice_mut(out))
+    }
+
+    /// The byte offset in the buffer of elements `start..start + len` of `T`, once `T` is
+    /// the dtype and the range is inside the tensor (`what` names the call in the error).
+    fn element_range<T: Element>(&self, what: &str, start: usize, len: usize) -> Result<usize> {
+        if T::DTYPE != self.dtype {
+            return Err(CollectiveError::invalid(format!("{what}::<{}>() on a tensor of {}", T::DTYPE, self.dtype)));
+        }
+        if start.checked_add(len).is_none_or(|end| end > self.numel) {
+            return Err(CollectiveError::invalid(format!(
+                "{what} of elements {start}..{} of a tensor of {} elements",
+                start.saturating_add(len),
+                self.numel
+            )));
+        }
+        Ok(self.off + start * self.dtype.size())
+    }
+
     /// Whether this tensor may be read (or written) now: not while a non-blocking op that
     /// writes it (or, for a write, reads it) is pending (`crate::pins`).
     fn check_pins(&self, write: bool) -> Result<()> {

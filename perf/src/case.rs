@@ -94,23 +94,21 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
         let g = Gen::new::<T>(s.op, s.ranks, seed);
         let r = s.rank;
         if s.in_place {
-            let len = self.output.numel();
-            let data: Vec<T> = if s.coll == Coll::AllGather {
-                // NCCL's in-place all_gather: this rank's block already sits at `rank`.
-                (0..len).map(|j| if j / s.count == r { g.value(r, j % s.count) } else { T::default() }).collect()
-            } else {
-                (0..len).map(|j| g.value(r, j)).collect()
-            };
-            self.output.copy_from_slice(&data)
+            // NCCL's in-place all_gather: this rank's block already sits at `rank`.
+            let gather = s.coll == Coll::AllGather;
+            write_pieces(&mut self.output, |j| match gather {
+                true if j / s.count != r => T::default(),
+                true => g.value(r, j % s.count),
+                false => g.value(r, j),
+            })
         } else {
             // Output first: after a peer-API broadcast the root's output *is* its input (the
             // API hands the sender's tensor back), and clearing it last would wipe the input.
-            self.output.copy_from_slice(&vec![T::default(); self.output.numel()])?;
-            if let Some(input) = &mut self.input {
-                let data: Vec<T> = (0..input.numel()).map(|j| g.value(r, j)).collect();
-                input.copy_from_slice(&data)?;
+            write_pieces(&mut self.output, |_| T::default())?;
+            match &mut self.input {
+                Some(input) => write_pieces(input, |j| g.value::<T>(r, j)),
+                None => Ok(()),
             }
-            Ok(())
         }
     }
 
@@ -252,30 +250,64 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
         let s = self.spec;
         let g = Gen::new::<T>(s.op, s.ranks, seed);
         let ulps = tolerance::<T>(s.op);
-        let got = self.output.to_vec::<T>()?;
         let (c, r, n, root) = (s.count, s.rank, s.ranks, s.root);
         let op = s.op.unwrap_or(ReduceOp::Sum);
         let red = |j: usize| g.reduced::<T>(op, n, j);
-        Ok(match s.coll {
-            Coll::AllReduce => count_wrong(&got, ulps, red),
-            Coll::AllGather => count_wrong(&got, ulps, |j| g.value(j / c, j % c)),
-            Coll::ReduceScatter => {
-                // In place, only block `rank` is defined afterwards.
-                let mine = if s.in_place { &got[r * c..(r + 1) * c] } else { &got[..] };
-                count_wrong(mine, ulps, |i| red(r * c + i))
-            }
-            Coll::Broadcast => count_wrong(&got, ulps, |j| g.value(root, j)),
-            Coll::Reduce if r == root => count_wrong(&got, ulps, red),
+        let all = 0..self.output.numel();
+        let out = &self.output;
+        match s.coll {
+            Coll::AllReduce => wrong_in(out, all, ulps, red),
+            Coll::AllGather => wrong_in(out, all, ulps, |j| g.value::<T>(j / c, j % c)),
+            // In place, only block `rank` is defined afterwards.
+            Coll::ReduceScatter if s.in_place => wrong_in(out, r * c..(r + 1) * c, ulps, |i| red(r * c + i)),
+            Coll::ReduceScatter => wrong_in(out, all, ulps, |i| red(r * c + i)),
+            Coll::Broadcast => wrong_in(out, all, ulps, |j| g.value::<T>(root, j)),
+            Coll::Reduce if r == root => wrong_in(out, all, ulps, red),
             // Non-roots' buffers must be left alone.
-            Coll::Reduce if s.in_place => count_wrong(&got, 0, |j| g.value(r, j)),
-            Coll::Reduce => count_wrong(&got, 0, |_| T::default()),
-            Coll::AllToAll | Coll::AllToAllV => count_wrong(&got, ulps, |j| g.value(j / c, r * c + j % c)),
-            Coll::Gather if r == root => count_wrong(&got, ulps, |j| g.value(j / c, j % c)),
-            Coll::Gather => count_wrong(&got, 0, |_| T::default()),
-            Coll::Scatter => count_wrong(&got, ulps, |i| g.value(root, r * c + i)),
-            Coll::SendRecv => count_wrong(&got, ulps, |i| g.value((r + n - 1) % n, i)),
-        })
+            Coll::Reduce if s.in_place => wrong_in(out, all, 0, |j| g.value::<T>(r, j)),
+            Coll::Reduce => wrong_in(out, all, 0, |_| T::default()),
+            Coll::AllToAll | Coll::AllToAllV => wrong_in(out, all, ulps, |j| g.value::<T>(j / c, r * c + j % c)),
+            Coll::Gather if r == root => wrong_in(out, all, ulps, |j| g.value::<T>(j / c, j % c)),
+            Coll::Gather => wrong_in(out, all, 0, |_| T::default()),
+            Coll::Scatter => wrong_in(out, all, ulps, |i| g.value::<T>(root, r * c + i)),
+            Coll::SendRecv => wrong_in(out, all, ulps, |i| g.value::<T>((r + n - 1) % n, i)),
+        }
     }
+}
+
+/// Elements a host copy holds at a time while a tensor is filled or checked: the harness
+/// needs no host memory of a buffer's size besides the buffers themselves (a 1 GiB row on
+/// 4 ranks would otherwise take 4 GiB more while filling).
+const PIECE: usize = 1 << 18;
+
+/// Writes `value(j)` into every element `j` of `t`, a piece at a time.
+fn write_pieces<T: Num, D: PerfDevice>(t: &mut Tensor<D>, value: impl Fn(usize) -> T) -> Result<()> {
+    let mut buf = Vec::with_capacity(PIECE.min(t.numel()));
+    for start in (0..t.numel()).step_by(PIECE) {
+        buf.clear();
+        buf.extend((start..(start + PIECE).min(t.numel())).map(&value));
+        t.write_at(start, &buf)?;
+    }
+    Ok(())
+}
+
+/// How many elements `j` of `t` in `range` are not `want(j - range.start)` (within `ulps`),
+/// read a piece at a time.
+fn wrong_in<T: Num, D: PerfDevice>(
+    t: &Tensor<D>,
+    range: std::ops::Range<usize>,
+    ulps: u64,
+    want: impl Fn(usize) -> T,
+) -> Result<u64> {
+    let mut buf = vec![T::default(); PIECE.min(range.len())];
+    let mut wrong = 0;
+    for at in range.clone().step_by(PIECE) {
+        let got = &mut buf[..PIECE.min(range.end - at)];
+        t.read_at(at, got)?;
+        let base = at - range.start;
+        wrong += count_wrong(got, ulps, |i| want(base + i));
+    }
+    Ok(wrong)
 }
 
 /// Sends `input` to rank `rank + 1` and receives from `rank - 1` (ring order, as

@@ -12,7 +12,8 @@ use crate::table::Coll;
 
 /// The least host memory, in bytes, that `local` ranks of `ranks` need for `plan`'s largest
 /// row of `coll`: each rank's input and output (out of place: the larger of the two
-/// placements), nothing of ruCCL's own or of the checks.
+/// placements), nothing of ruCCL's own. The harness fills and checks buffers a piece at a
+/// time (`case::PIECE`), so its own host copies add nothing of a buffer's size.
 pub fn needed(plan: &Plan, coll: Coll, ranks: usize, local: usize) -> u64 {
     let per_rank = plan
         .rows
