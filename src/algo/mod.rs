@@ -194,14 +194,19 @@ pub fn choose(desc: &OpDesc, world: usize, forced: Algorithm, network: bool) -> 
 
 /// Builds `rank`'s plan for `desc` on `world` ranks. `forced` is the communicator's configured
 /// algorithm, overridden by the op's own ([`OpDesc::algorithm`]) when it names one.
-/// `chunk_elems` is the pipelining chunk; `network` as in [`choose`].
+/// `chunk_elems` is the pipelining chunk, and with `network` (as in [`choose`]) the
+/// longest message too ([`split_messages`]).
 pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_elems: usize, network: bool) -> Plan {
     debug_assert!(rank < world);
     // An op that names its own algorithm (the peer API's strategies) runs it; the others run
     // the communicator's.
     let algorithm = choose(desc, world, desc.algorithm.unwrap_or(forced), network);
+    // Messages that cross a socket or a shared segment are copied into the receiver's own
+    // buffers: none larger than a chunk. Between threads the receiver reads the sender's
+    // memory in place, in one piece.
+    let max_message = if network { chunk_elems } else { usize::MAX };
     if let Some(plan) = kary::build(desc, rank, world, algorithm, chunk_elems.max(1)) {
-        return plan;
+        return Plan { steps: split_messages(plan.steps, max_message), ..plan };
     }
     let avg = desc.op == Some(ReduceOp::Avg);
     let n = desc.count;
@@ -249,7 +254,55 @@ pub fn build(desc: &OpDesc, rank: Rank, world: usize, forced: Algorithm, chunk_e
         OpKind::Send => (vec![Step::Send { peer: desc.peer.unwrap_or(0), src: Span::new(Slot::Input, 0, n) }], 0),
         OpKind::Recv => (vec![Step::Recv { peer: desc.peer.unwrap_or(0), dst: Span::new(Slot::Output, 0, n) }], 0),
     };
-    Plan { steps, algorithm, scratch_elems }
+    Plan { steps: split_messages(steps, max_message), algorithm, scratch_elems }
+}
+
+/// Cuts every message of `steps` longer than `chunk` elements into consecutive messages of
+/// at most `chunk`, as [`chunks`] cuts a range: what [`build`] does to the plans of ranks
+/// that talk over a network (`network`: every rank of the communicator alike). No message
+/// is then larger than a chunk, so a receiver that cannot read the sender's memory (TCP,
+/// shared memory) never holds a buffer of a whole block (a 1 GiB `send` was received into
+/// a 1 GiB buffer), and the pieces pipeline: the receiver lands one while the next is on
+/// its way. The two ends cut alike: ranks whose calls are compatible agree on every
+/// message's length (collectives on the count, a send and its recv on count and dtype),
+/// and `chunk` is the communicator's. Relative order is kept, so each peer pair's messages
+/// still pair up in order, and a deadlock-free plan stays so (sends never block).
+pub fn split_messages(steps: Vec<Step>, chunk: usize) -> Vec<Step> {
+    let chunk = chunk.max(1);
+    let long = |s: &Step| match *s {
+        Step::Send { src: span, .. } | Step::Recv { dst: span, .. } | Step::RecvReduce { dst: span, .. } => {
+            span.len > chunk
+        }
+        _ => false,
+    };
+    if !steps.iter().any(long) {
+        return steps;
+    }
+    let piece = |span: Span, o: usize, l: usize| Span::new(span.slot, span.off + o, l);
+    let mut out = Vec::with_capacity(steps.len());
+    for step in steps {
+        if !long(&step) {
+            out.push(step);
+            continue;
+        }
+        match step {
+            Step::Send { peer, src } => {
+                out.extend(chunks(0, src.len, chunk).map(|(o, l)| Step::Send { peer, src: piece(src, o, l) }));
+            }
+            Step::Recv { peer, dst } => {
+                out.extend(chunks(0, dst.len, chunk).map(|(o, l)| Step::Recv { peer, dst: piece(dst, o, l) }));
+            }
+            Step::RecvReduce { peer, acc, dst } => {
+                out.extend(chunks(0, dst.len, chunk).map(|(o, l)| Step::RecvReduce {
+                    peer,
+                    acc: piece(acc, o, l),
+                    dst: piece(dst, o, l),
+                }))
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// `rank`'s plan of `all_to_all_single_with_splits` on `world` ranks: `blocks` holds its

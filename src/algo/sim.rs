@@ -81,7 +81,8 @@ fn run(
         .into_iter()
         .enumerate()
         .map(|(r, input)| {
-            let plan = build(desc, r, world, algo, chunk, false);
+            // A socket's plans are a network's (messages of at most a chunk).
+            let plan = build(desc, r, world, algo, chunk, matches!(flow, Flow::Credits(_)));
             let mut bind = [(IN, 0), (OUT, 0), (SCRATCH, 0)];
             let c = desc.count;
             if desc.in_place {
@@ -340,9 +341,11 @@ fn in_place_all_to_all_never_receives_into_a_lent_block() {
             d.in_place = true;
             for seed in 0..40u64 {
                 for flow in [Flow::Lend, Flow::Credits(0), Flow::Credits(100)] {
-                    let parked = check_flow(&d, n, Algorithm::Auto, 64, seed * 7919 + n as u64, flow)
-                        .unwrap_or_else(|e| panic!("{n} ranks, count {count}, {flow:?}: {e}"));
-                    assert_eq!(parked, 0, "{n} ranks, count {count}, seed {seed}, {flow:?}");
+                    for chunk in [64, 3] {
+                        let parked = check_flow(&d, n, Algorithm::Auto, chunk, seed * 7919 + n as u64, flow)
+                            .unwrap_or_else(|e| panic!("{n} ranks, count {count}, chunk {chunk}, {flow:?}: {e}"));
+                        assert_eq!(parked, 0, "{n} ranks, count {count}, chunk {chunk}, seed {seed}, {flow:?}");
+                    }
                 }
             }
         }
@@ -409,18 +412,58 @@ fn many_interleavings() {
     }
 }
 
+/// A send and its recv are one message between threads, and over a network up to a chunk,
+/// cut alike beyond it.
 #[test]
 fn send_recv_pairs() {
     let mut s = OpDesc::new(OpKind::Send, DType::I64, 5);
     s.peer = Some(1);
-    let plan = build(&s, 0, 2, Algorithm::Auto, 4, false);
-    assert_eq!(plan.steps, vec![Step::Send { peer: 1, src: Span::new(Slot::Input, 0, 5) }]);
+    let one = vec![Step::Send { peer: 1, src: Span::new(Slot::Input, 0, 5) }];
+    assert_eq!(build(&s, 0, 2, Algorithm::Auto, 8, true).steps, one);
+    assert_eq!(build(&s, 0, 2, Algorithm::Auto, 4, false).steps, one);
+    assert_eq!(
+        build(&s, 0, 2, Algorithm::Auto, 4, true).steps,
+        vec![
+            Step::Send { peer: 1, src: Span::new(Slot::Input, 0, 4) },
+            Step::Send { peer: 1, src: Span::new(Slot::Input, 4, 1) }
+        ]
+    );
     let mut r = OpDesc::new(OpKind::Recv, DType::I64, 5);
     r.peer = Some(0);
     assert_eq!(
         build(&r, 1, 2, Algorithm::Auto, 4, true).steps,
-        vec![Step::Recv { peer: 0, dst: Span::new(Slot::Output, 0, 5) }]
+        vec![
+            Step::Recv { peer: 0, dst: Span::new(Slot::Output, 0, 4) },
+            Step::Recv { peer: 0, dst: Span::new(Slot::Output, 4, 1) }
+        ]
     );
+}
+
+/// No plan over a network sends or receives a message longer than a chunk, whatever its
+/// algorithm; a plan already in chunks is left as it is.
+#[test]
+fn no_message_is_longer_than_a_chunk() {
+    for kind in COLLECTIVES {
+        for algo in [Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::RecursiveDoubling, Algorithm::Direct]
+        {
+            for (n, count, chunk) in [(2, 100, 7), (3, 33, 4), (5, 64, 64), (4, 1000, 1)] {
+                let mut d = OpDesc::new(kind, DType::I64, count);
+                d.op = Some(ReduceOp::Sum);
+                d.root = Some(1);
+                for r in 0..n {
+                    let plan = build(&d, r, n, algo, chunk, true);
+                    for s in &plan.steps {
+                        if let Step::Send { src: x, .. } | Step::Recv { dst: x, .. } | Step::RecvReduce { dst: x, .. } =
+                            s
+                        {
+                            assert!(x.len <= chunk, "{d} {algo} rank {r} of {n}, chunk {chunk}: {s:?}");
+                        }
+                    }
+                    assert_eq!(split_messages(plan.steps.clone(), chunk), plan.steps);
+                }
+            }
+        }
+    }
 }
 
 #[test]

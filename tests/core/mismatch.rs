@@ -17,7 +17,16 @@ where
     D: TestDevice,
     F: Fn(&Ctx<D>) -> ruccl::Result<()> + Sync,
 {
-    run::<D, _>(world, &Opts::timed(TIMEOUT), |ctx| {
+    expect_mismatch_with(&Opts::timed(TIMEOUT), world, needles, call);
+}
+
+/// [`expect_mismatch`] with `opts` (their timeout is [`TIMEOUT`]).
+fn expect_mismatch_with<D, F>(opts: &Opts, world: usize, needles: &[&str], call: F)
+where
+    D: TestDevice,
+    F: Fn(&Ctx<D>) -> ruccl::Result<()> + Sync,
+{
+    run::<D, _>(world, opts, |ctx| {
         let t0 = Instant::now();
         let r = call(ctx);
         let took = t0.elapsed();
@@ -94,6 +103,20 @@ pub fn different_op_world4<D: TestDevice>() {
         } else {
             let mut t = x;
             ctx.comm.all_reduce(&mut t, ReduceOp::Sum)
+        }
+    });
+}
+
+/// A send and a recv of different sizes, each many chunks long: over a network each is cut
+/// into chunk-sized messages, and the first already tells the sizes apart (the recv must
+/// not take the first 40 elements of 41 and return).
+pub fn send_recv_mismatch_in_chunks<D: TestDevice>() {
+    let opts = Opts::with_config(Opts::timed(TIMEOUT).config.with_chunk_bytes(16));
+    expect_mismatch_with::<D, _>(&opts, 2, &["send(41 x i32, to 1)", "recv(40 x i32, from 0)"], |ctx| {
+        if ctx.rank == 0 {
+            ctx.comm.send(&zeros(ctx, DType::I32, 41), 1)
+        } else {
+            ctx.comm.recv(&mut zeros(ctx, DType::I32, 40), 0)
         }
     });
 }

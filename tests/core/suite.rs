@@ -217,6 +217,7 @@ macro_rules! core_suite {
                 mismatch::different_root_no_messages,
                 mismatch::different_op_world4,
                 mismatch::send_recv_mismatch,
+                mismatch::send_recv_mismatch_in_chunks,
                 mismatch::all_to_all_v_splits_disagree,
                 mismatch::send_vs_collective,
                 mismatch::recv_vs_collective,
