@@ -1,32 +1,30 @@
 //! Ring plans: pipelined reduce-scatter, all-gather, and all_reduce as the two back to back.
-//! Rank `r` sends to `r + 1` and receives from `r - 1`; each segment is cut into chunks and
-//! the send of chunk `j` is issued before the receive of chunk `j`, so neighbours overlap.
+//! Rank `r` sends to `r + 1` and receives from `r - 1`; each segment is cut into chunks, and
+//! every chunk of a step is sent before the step's first receive, so neighbours overlap.
 
 use super::{Slot, Span, Step, chunks, segment, sub_mod};
 use crate::types::Rank;
 
 /// Emits one ring step: send segment `send` of `src`, receive segment `recv` (reduced or
-/// copied into `dst`), chunk by chunk, interleaved. Segment offsets are given as spans.
+/// copied into `dst`), chunk by chunk. Every send of the step comes before its first
+/// receive: the step's sources are final before it begins (this rank's input, or segments
+/// received in earlier steps), and a send never blocks, so the right neighbour has every
+/// chunk to take while this rank waits for the left one's. Interleaved (send a chunk,
+/// receive a chunk), a rank waiting for chunk `j` had not yet sent chunk `j + 1`: over TCP
+/// each direction carried one chunk at a time (2 processes, 64 MiB all_reduce busbw 1.1
+/// GB/s, 1.45 with the sends ahead). Segment offsets are given as spans.
 fn ring_step(steps: &mut Vec<Step>, right: Rank, left: Rank, src: Span, dst: Span, acc: Option<Span>, chunk: usize) {
-    let mut sends = chunks(src.off, src.len, chunk);
-    let mut recvs = chunks(dst.off, dst.len, chunk).zip(chunks(acc.map_or(0, |a| a.off), dst.len, chunk));
-    loop {
-        let s = sends.next();
-        let r = recvs.next();
-        if s.is_none() && r.is_none() {
-            break;
+    steps.extend(
+        chunks(src.off, src.len, chunk).map(|(o, l)| Step::Send { peer: right, src: Span::new(src.slot, o, l) }),
+    );
+    let accs = chunks(acc.map_or(0, |a| a.off), dst.len, chunk);
+    steps.extend(chunks(dst.off, dst.len, chunk).zip(accs).map(|((o, l), (ao, _))| {
+        let d = Span::new(dst.slot, o, l);
+        match acc {
+            Some(a) => Step::RecvReduce { peer: left, acc: Span::new(a.slot, ao, l), dst: d },
+            None => Step::Recv { peer: left, dst: d },
         }
-        if let Some((o, l)) = s {
-            steps.push(Step::Send { peer: right, src: Span::new(src.slot, o, l) });
-        }
-        if let Some(((o, l), (ao, _))) = r {
-            let d = Span::new(dst.slot, o, l);
-            steps.push(match acc {
-                Some(a) => Step::RecvReduce { peer: left, acc: Span::new(a.slot, ao, l), dst: d },
-                None => Step::Recv { peer: left, dst: d },
-            });
-        }
-    }
+    }));
 }
 
 /// Ring all_reduce of `count` elements: reduce-scatter leaves rank `r` with the final
