@@ -328,19 +328,38 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
             Joined::Group(Arc::new(Shared::new(id.clone(), room.world, first, instance, devices, link)))
         })
     } else {
-        Err(CollectiveError::invalid(format!(
-            "ranks {} use a CommConfig whose chunk size, algorithm or transport differs from rank 0's (chunk {} bytes, algorithm {}, transport {:?}); all ranks must agree",
-            ranks_list(&differ),
-            first.chunk_bytes(),
-            first.algorithm(),
-            first.transport()
-        )))
+        let configs = members.iter().map(|((_, c, _), _)| c);
+        Err(config_mismatch(&differ, &configs.collect::<Vec<_>>(), spans))
     };
     // Every member gets a clone; the original is dropped here, never the last reference.
     for ((ticket, ..), _) in members {
         reg.outcomes.insert(ticket, outcome.clone());
     }
     room.cv.notify_all();
+}
+
+/// The refusal of a group whose ranks `differ` pass a config other than rank 0's (`configs`,
+/// by rank): what each of them passed against rank 0's, and where such settings come from.
+/// `spans`: the group spans processes (the transport setting does not count then).
+fn config_mismatch(differ: &[usize], configs: &[&CommConfig], spans: bool) -> CollectiveError {
+    let show = |c: &CommConfig| {
+        let transport = if spans { String::new() } else { format!(", transport {:?}", c.transport()) };
+        format!("chunk {} bytes, algorithm {}{transport}", c.chunk_bytes(), c.algorithm())
+    };
+    let first = configs.first().map_or_else(String::new, |c| show(c));
+    let theirs: Vec<String> =
+        differ.iter().filter_map(|&r| configs.get(r).map(|c| format!("rank {r}: {}", show(c)))).collect();
+    CollectiveError::invalid(format!(
+        "rank{} {} pass{} a CommConfig that differs from rank 0's ({first}): {}; all ranks must agree",
+        if differ.len() == 1 { "" } else { "s" },
+        ranks_list(differ),
+        if differ.len() == 1 { "es" } else { "" },
+        theirs.join("; ")
+    ))
+    .with_hint(
+        "give every rank the same CommConfig; set RUCCL_CHUNK_BYTES, RUCCL_ALGO and RUCCL_TRANSPORT alike in every \
+         process (or in none), then start every rank again",
+    )
 }
 
 /// A join of `id` while a communicator made with it still exists (in this process, or in the

@@ -139,9 +139,14 @@ pub fn new_rank_out_of_range<D: TestDevice>() {
     assert!(t0.elapsed() < Duration::from_secs(1), "refused at once");
 }
 
-/// Ranks must agree on the chunk size and the algorithm (plans depend on both).
+/// Ranks must agree on the chunk size and the algorithm (plans depend on both): every rank's
+/// error names the rank that differs, what it passed, and the settings to look at.
 pub fn new_config_mismatch<D: TestDevice>() {
-    for other in [CommConfig::default().with_chunk_bytes(4096), CommConfig::default().with_algorithm(Algorithm::Tree)] {
+    let cases = [
+        (CommConfig::default().with_chunk_bytes(4096), "rank 2: chunk 4096 bytes"),
+        (CommConfig::default().with_algorithm(Algorithm::Tree), "algorithm tree"),
+    ];
+    for (other, theirs) in cases {
         let id = UniqueId::new().unwrap();
         let base = CommConfig::default().with_timeout(Duration::from_secs(30));
         let other = other.with_timeout(Duration::from_secs(30));
@@ -157,6 +162,8 @@ pub fn new_config_mismatch<D: TestDevice>() {
                 let e = expect_kind(h.join().unwrap(), ErrorKind::InvalidArgument, "disagreeing configs");
                 assert!(names_rank(&e.to_string(), rank), "names the reporting rank: {e}");
                 assert!(names_rank(e.message(), 2), "names the rank that differs: {e}");
+                assert!(e.message().contains(theirs), "says what rank 2 passed: {e}");
+                assert!(e.to_string().contains("RUCCL_CHUNK_BYTES"), "names the settings: {e}");
             }
         });
     }

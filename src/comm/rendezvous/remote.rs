@@ -146,7 +146,8 @@ pub(super) fn join(
 
 /// The advice when the root refused this rank's registration for a reason its message gives.
 const REFUSED: &str = "fix what the rendezvous root's refusal above says (the ranks of one launch share one \
-     WORLD_SIZE, each has a RANK of its own, and each launch its own MASTER_PORT), then start every rank again";
+     WORLD_SIZE and one CommConfig — RUCCL_CHUNK_BYTES, RUCCL_ALGO alike —, each has a RANK of its own, and each \
+     launch its own MASTER_PORT), then start every rank again";
 
 /// The advice when what listens at the root's address never answers.
 const SILENT_ROOT: &str = "check that MASTER_ADDR:MASTER_PORT (or the UniqueId's address) is rank 0's rendezvous \
