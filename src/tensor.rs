@@ -95,16 +95,13 @@ impl<D: Device> Tensor<D> {
     /// `InvalidArgument` when `T` is not the tensor's dtype, or while a non-blocking op that
     /// writes this tensor is pending (see [`Work`](crate::Work)); `Device` on device failure.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        if T::DTYPE != self.dtype {
-            return Err(CollectiveError::invalid(format!("to_vec::<{}>() on a tensor of {}", T::DTYPE, self.dtype)));
-        }
+        let off = self.element_range::<T>("to_vec", 0, self.numel)?;
         let mut out = Vec::new();
         out.try_reserve_exact(self.numel).map_err(|_| {
             CollectiveError::device(format!("cannot allocate {} bytes of host memory for to_vec", self.byte_len()))
         })?;
-        self.check_pins(false)?;
         out.resize(self.numel, T::default());
-        self.device.read(&self.buf, self.off, bytemuck::cast_slice_mut(&mut out))?;
+        self.read_from(off, &mut out)?;
         Ok(out)
     }
 
@@ -123,8 +120,7 @@ impl<D: Device> Tensor<D> {
                 self.dtype
             )));
         }
-        self.check_pins(true)?;
-        self.device.write(&self.buf, self.off, as_bytes(data))
+        self.write_to(self.off, data)
     }
 
     /// Overwrites elements `start..start + data.len()` of the flattened tensor from host data
@@ -147,8 +143,7 @@ impl<D: Device> Tensor<D> {
     /// [`Work`](crate::Work)); `Device` on device failure.
     pub fn write_at<T: Element>(&mut self, start: usize, data: &[T]) -> Result<()> {
         let off = self.element_range::<T>("write_at", start, data.len())?;
-        self.check_pins(true)?;
-        self.device.write(&self.buf, off, as_bytes(data))
+        self.write_to(off, data)
     }
 
     /// Reads elements `start..start + out.len()` of the flattened tensor into `out`: a large
@@ -171,6 +166,17 @@ impl<D: Device> Tensor<D> {
     /// [`Work`](crate::Work)); `Device` on device failure.
     pub fn read_at<T: Element>(&self, start: usize, out: &mut [T]) -> Result<()> {
         let off = self.element_range::<T>("read_at", start, out.len())?;
+        self.read_from(off, out)
+    }
+
+    /// Writes `data` at byte `off` of the buffer, once no pending op forbids it.
+    fn write_to<T: Element>(&self, off: usize, data: &[T]) -> Result<()> {
+        self.check_pins(true)?;
+        self.device.write(&self.buf, off, as_bytes(data))
+    }
+
+    /// Reads `out` from byte `off` of the buffer, once no pending op forbids it.
+    fn read_from<T: Element>(&self, off: usize, out: &mut [T]) -> Result<()> {
         self.check_pins(false)?;
         self.device.read(&self.buf, off, bytemuck::cast_slice_mut(out))
     }
@@ -181,14 +187,20 @@ impl<D: Device> Tensor<D> {
         if T::DTYPE != self.dtype {
             return Err(CollectiveError::invalid(format!("{what}::<{}>() on a tensor of {}", T::DTYPE, self.dtype)));
         }
+        self.check_range(start, len).map_err(|e| e.with_op(format!("Tensor::{what}")))?;
+        Ok(self.off + start * self.dtype.size())
+    }
+
+    /// Whether elements `start..start + len` lie inside the tensor.
+    fn check_range(&self, start: usize, len: usize) -> Result<()> {
         if start.checked_add(len).is_none_or(|end| end > self.numel) {
             return Err(CollectiveError::invalid(format!(
-                "{what} of elements {start}..{} of a tensor of {} elements",
+                "elements {start}..{} of a tensor of {} elements",
                 start.saturating_add(len),
                 self.numel
             )));
         }
-        Ok(self.off + start * self.dtype.size())
+        Ok(())
     }
 
     /// Whether this tensor may be read (or written) now: not while a non-blocking op that
@@ -273,13 +285,7 @@ impl<D: Device> Tensor<D> {
     /// # Errors
     /// `InvalidArgument` when the range is not inside the tensor.
     pub(crate) fn narrow(&self, start: usize, len: usize) -> Result<Self> {
-        if start.checked_add(len).is_none_or(|end| end > self.numel) {
-            return Err(CollectiveError::invalid(format!(
-                "elements {start}..{} of a tensor of {} elements",
-                start.saturating_add(len),
-                self.numel
-            )));
-        }
+        self.check_range(start, len)?;
         Ok(Tensor {
             device: self.device.clone(),
             buf: self.buf.clone(),
