@@ -120,7 +120,8 @@ pub struct Options {
     pub world: Option<usize>,
     pub rank: Option<usize>,
     pub master: Option<String>,
-    /// `--tcp-ref`: measure one loopback TCP stream and round trip before the table.
+    /// `--tcp-ref`: measure one loopback TCP stream, a round trip and, with several ranks,
+    /// as many streams at once, before the table.
     pub tcp_ref: bool,
     /// One rank per process: set by [`crate::launch::resolve`] from the flags above or a
     /// launcher's environment, `None` when every rank is a thread of this process.

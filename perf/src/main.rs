@@ -89,8 +89,10 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
       --rank <r>            SEVERAL PROCESSES); HOST:PORT is rank 0's rendezvous address
       --master <host:port>
       --tcp-ref             before the table, measure one loopback TCP stream (1 GiB in
-                            4 MiB writes: the ceiling for busbw over TCP) and the median
-                            round trip of a -b sized message (at most 1 MiB) with TCP_NODELAY
+                            4 MiB writes: the ceiling for busbw over TCP), the median
+                            round trip of a -b sized message (at most 1 MiB) with TCP_NODELAY,
+                            and with N ranks, N streams at once (256 MiB each: what each
+                            link of a ring can carry when all move data on these cores)
       --algo <name>         auto (default) or a plan ruCCL should force: ring, tree, rd
                             (recursive doubling), direct, ... (any name this ruCCL accepts; a
                             wrong one lists them). Ops with a single algorithm ignore it.
@@ -283,7 +285,7 @@ fn run<D: PerfDevice>(opts: &Options, config: CommConfig, json: Option<std::fs::
     // Measured before any rank starts (the other processes wait in the rendezvous).
     let mut notes = Vec::new();
     if opts.tcp_ref && print {
-        match tcpref::measure(opts.min_bytes.clamp(1, 1 << 20)) {
+        match tcpref::measure(opts.min_bytes.clamp(1, 1 << 20), opts.ranks()) {
             Ok(r) => notes.extend(r.lines()),
             Err(e) => {
                 eprintln!("ruccl-perf: --tcp-ref: {e}");

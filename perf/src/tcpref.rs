@@ -5,10 +5,14 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 /// Bytes each write of the stream test carries.
 const WRITE: usize = 4 << 20;
+/// Bytes of each buffer the ring's streams write from and read into, cycled through: more than
+/// the caches hold between them, as a collective's buffers are.
+const RING_BUF: usize = 16 << 20;
 
 /// The figures, and how they were taken.
 pub struct TcpRef {
@@ -19,12 +23,17 @@ pub struct TcpRef {
     pub rtt_us: f64,
     pub rtt_bytes: usize,
     pub rtt_iters: usize,
+    /// Decimal GB/s of each of `ring_links` streams moving `ring_bytes` at once (none with
+    /// fewer than 2 links).
+    pub ring_gbps: Option<f64>,
+    pub ring_links: usize,
+    pub ring_bytes: usize,
 }
 
 impl TcpRef {
     /// The header lines.
-    pub fn lines(&self) -> [String; 2] {
-        [
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![
             format!(
                 "# tcp-ref: one loopback TCP stream, {} MiB in {} MiB writes: {:.2} GB/s (the ceiling for busbw over TCP)",
                 self.stream_bytes >> 20,
@@ -35,20 +44,33 @@ impl TcpRef {
                 "# tcp-ref: round trip of {} B each way over loopback TCP (TCP_NODELAY), median of {}: {:.1} us",
                 self.rtt_bytes, self.rtt_iters, self.rtt_us
             ),
-        ]
+        ];
+        if let Some(gbps) = self.ring_gbps {
+            lines.push(format!(
+                "# tcp-ref: {} loopback TCP streams at once (a ring of {} ranks' links), {} MiB each: {:.2} GB/s a \
+                 stream (what busbw over TCP can reach here with every link busy and nothing reduced)",
+                self.ring_links,
+                self.ring_links,
+                self.ring_bytes >> 20,
+                gbps
+            ));
+        }
+        lines
     }
 }
 
-/// Measures both figures.
+/// Measures the figures; the ring's with `ranks` links (none below 2 ranks).
 ///
 /// # Errors
-/// Any socket error (this tool's own connection on 127.0.0.1).
-pub fn measure(rtt_bytes: usize) -> io::Result<TcpRef> {
+/// Any socket error (this tool's own connections on 127.0.0.1).
+pub fn measure(rtt_bytes: usize, ranks: usize) -> io::Result<TcpRef> {
     let stream_bytes = 1 << 30;
     let stream_gbps = stream(stream_bytes)?;
     let rtt_iters = 2000;
     let rtt_us = round_trip(rtt_bytes, rtt_iters)?;
-    Ok(TcpRef { stream_gbps, stream_bytes, rtt_us, rtt_bytes, rtt_iters })
+    let ring_bytes = 256 << 20;
+    let ring_gbps = if ranks >= 2 { Some(streams(ranks, ring_bytes)?) } else { None };
+    Ok(TcpRef { stream_gbps, stream_bytes, rtt_us, rtt_bytes, rtt_iters, ring_gbps, ring_links: ranks, ring_bytes })
 }
 
 fn pair() -> io::Result<(TcpStream, TcpStream)> {
@@ -99,6 +121,62 @@ fn stream(bytes: usize) -> io::Result<f64> {
     Ok(bytes as f64 / 1e9 / secs)
 }
 
+/// GB/s of each of `links` connections moving `bytes` at once, each written by one thread and
+/// read by another through [`RING_BUF`]-byte buffers (in [`WRITE`]-byte calls), after a round
+/// of warm-up; timed from a common start (every thread has its buffer) until every reader has
+/// everything. A thread's error ends its round early and is returned.
+fn streams(links: usize, bytes: usize) -> io::Result<f64> {
+    let mut pairs = (0..links).map(|_| pair()).collect::<io::Result<Vec<_>>>()?;
+    let mut secs = 0.0;
+    for _round in 0..2 {
+        let start = Arc::new(Barrier::new(2 * links + 1));
+        let mut writers = Vec::with_capacity(links);
+        let mut readers = Vec::with_capacity(links);
+        for (mut tx, mut rx) in pairs.drain(..) {
+            let go = start.clone();
+            writers.push(std::thread::spawn(move || -> io::Result<TcpStream> {
+                let buf = vec![7u8; RING_BUF];
+                go.wait();
+                let mut sent = 0;
+                while sent < bytes {
+                    let at = sent % RING_BUF;
+                    let n = (bytes - sent).min(WRITE).min(RING_BUF - at);
+                    tx.write_all(&buf[at..at + n])?;
+                    sent += n;
+                }
+                Ok(tx)
+            }));
+            let go = start.clone();
+            readers.push(std::thread::spawn(move || -> io::Result<TcpStream> {
+                let mut buf = vec![0u8; RING_BUF];
+                go.wait();
+                let mut got = 0;
+                while got < bytes {
+                    let at = got % RING_BUF;
+                    let n = rx.read(&mut buf[at..at + (bytes - got).min(WRITE).min(RING_BUF - at)])?;
+                    if n == 0 {
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                    got += n;
+                }
+                Ok(rx)
+            }));
+        }
+        start.wait();
+        let t0 = Instant::now();
+        let joined = |t: std::thread::JoinHandle<io::Result<TcpStream>>| {
+            t.join().map_err(|_| io::Error::other("a stream thread panicked"))?
+        };
+        let rxs = readers.into_iter().map(joined).collect::<Vec<_>>();
+        secs = t0.elapsed().as_secs_f64();
+        let txs = writers.into_iter().map(joined).collect::<Vec<_>>();
+        for (tx, rx) in txs.into_iter().zip(rxs) {
+            pairs.push((tx?, rx?));
+        }
+    }
+    Ok(bytes as f64 / 1e9 / secs)
+}
+
 /// Median microseconds of `iters` ping-pongs of `size` bytes, after `iters / 10` untimed.
 fn round_trip(size: usize, iters: usize) -> io::Result<f64> {
     let (mut a, mut b) = pair()?;
@@ -135,5 +213,6 @@ mod tests {
         let rtt = super::round_trip(64, 20).unwrap();
         assert!(rtt > 0.0);
         assert!(super::stream(8 << 20).unwrap() > 0.0);
+        assert!(super::streams(3, 8 << 20).unwrap() > 0.0);
     }
 }

@@ -452,7 +452,8 @@ fn two_processes_print_one_table() {
     let text = stdout(&out[0]);
     assert_eq!(text.matches("# Out of bounds values").count(), 1, "{text}");
     assert!(text.contains("transport: tcp"), "{text}");
-    assert_eq!(text.matches("# tcp-ref: ").count(), 2, "stream and round trip: {text}");
+    assert_eq!(text.matches("# tcp-ref: ").count(), 3, "stream, round trip, streams at once: {text}");
+    assert!(text.contains("2 loopback TCP streams at once"), "{text}");
     assert!(out[1].status.success(), "rank 1: {:?}\n{}", out[1].status, stderr(&out[1]));
     assert!(stdout(&out[1]).is_empty(), "only rank 0 prints: {}", stdout(&out[1]));
 }

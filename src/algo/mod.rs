@@ -310,7 +310,12 @@ pub fn split_messages(steps: Vec<Step>, chunk: usize) -> Vec<Step> {
 /// length). At step `s` it sends its block for rank `rank + s` and receives rank `rank - s`'s
 /// (as the even all_to_all), then copies its own block; every block is a message, empty ones
 /// too, so that a peer expecting another length finds out.
-pub fn all_to_all_v(rank: Rank, world: usize, blocks: &[(usize, usize)]) -> Plan {
+///
+/// `max_message`: over a network (`Some(chunk)`, as [`build`]'s `network`) a block of at
+/// least `chunk` elements travels as [`block_messages`] cuts it — pieces, then an empty
+/// message that ends it — so that no receive buffer holds a whole block, and a receiver whose
+/// block is longer or shorter than the sender's still finds a piece of another length.
+pub fn all_to_all_v(rank: Rank, world: usize, blocks: &[(usize, usize)], max_message: Option<usize>) -> Plan {
     let block = |slot, k: usize| {
         let (first, len) = blocks.get(k).copied().unwrap_or_default();
         Span::new(slot, first, len)
@@ -318,11 +323,42 @@ pub fn all_to_all_v(rank: Rank, world: usize, blocks: &[(usize, usize)]) -> Plan
     let mut steps = Vec::with_capacity(2 * world);
     for s in 1..world {
         let (to, from) = ((rank + s) % world, sub_mod(rank, s, world));
-        steps.push(Step::Send { peer: to, src: block(Slot::Input, to) });
-        steps.push(Step::Recv { peer: from, dst: block(Slot::Output, world + from) });
+        steps.extend(block_messages(block(Slot::Input, to), max_message).map(|src| Step::Send { peer: to, src }));
+        let dst = block(Slot::Output, world + from);
+        steps.extend(block_messages(dst, max_message).map(|dst| Step::Recv { peer: from, dst }));
     }
     steps.push(Step::Copy { src: block(Slot::Input, rank), dst: block(Slot::Output, world + rank) });
     Plan { steps, algorithm: Algorithm::Auto, scratch_elems: 0 }
+}
+
+/// The messages an `all_to_all_single_with_splits` block travels as: one, or with
+/// `max_message` (`Some(chunk)`) and a block of at least `chunk` elements, the block cut into
+/// chunks and an empty message after the last. Unlike the other ops' messages, a block's
+/// length is not part of the call both ranks check, and cut alone a longer block begins with
+/// every piece of a shorter one (the receiver would take the shorter block and leave the
+/// rest). With the empty end no block's lengths are a prefix of another's: an empty message
+/// only ever ends a sequence, and below `chunk` a block is one message shorter than a chunk
+/// (proved in `block_messages_of_different_blocks_differ`).
+///
+/// ```
+/// use ruccl::algo::{Slot, Span, block_messages};
+/// let lengths = |len, cut| block_messages(Span::new(Slot::Input, 0, len), cut).map(|s| s.len).collect::<Vec<_>>();
+/// assert_eq!(lengths(9, Some(4)), [4, 4, 1, 0]);
+/// assert_eq!(lengths(8, Some(4)), [4, 4, 0]);
+/// assert_eq!(lengths(3, Some(4)), [3]);
+/// assert_eq!(lengths(9, None), [9]);
+/// ```
+pub fn block_messages(span: Span, max_message: Option<usize>) -> impl Iterator<Item = Span> {
+    let cut = max_message.map(|c| c.max(1)).filter(|&c| span.len >= c);
+    let (whole, pieces) = match cut {
+        Some(c) => (None, Some(chunks(0, span.len, c))),
+        None => (Some(span), None),
+    };
+    let end = cut.map(|_| Span::new(span.slot, span.off + span.len, 0));
+    whole
+        .into_iter()
+        .chain(pieces.into_iter().flatten().map(move |(o, l)| Span::new(span.slot, span.off + o, l)))
+        .chain(end)
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ pub(crate) struct Shared {
     pub(crate) world: usize,
     pub(crate) link: Link,
     pub(crate) board: Board,
-    config: CommConfig,
+    pub(crate) config: CommConfig,
     /// Every rank's device, type-erased: how a rank learns what its peers' devices reach.
     devices: Vec<Arc<dyn Any + Send + Sync>>,
     /// This group's claim on `id` (see [`rendezvous`]); dropped with the last rank.

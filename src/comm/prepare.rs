@@ -153,6 +153,14 @@ impl<D: Device> Communicator<D> {
         checked.map_err(CollectiveError::on_usable_communicator)
     }
 
+    /// Whether some peer of this rank is reached over a network (a socket or a shared
+    /// segment) rather than by reading its memory: plans then cut long messages
+    /// ([`algo::build`]'s `network`).
+    fn network(&self) -> bool {
+        let link = &self.shared.link;
+        (0..self.shared.world).any(|p| p != self.rank && !link.shares_memory(self.rank, p))
+    }
+
     /// [`prepare`](Self::prepare) for a call [`check`](Self::check) accepted.
     pub(crate) fn prepare_checked(
         &self,
@@ -173,12 +181,12 @@ impl<D: Device> Communicator<D> {
             (Some(plan), _) => plan.clone(),
             // Its blocks differ per call (and per rank): built from them, never cached.
             _ if desc.kind == OpKind::AllToAllV => {
-                Arc::new(algo::all_to_all_v(self.rank, world, io.blocks.as_deref().unwrap_or_default()))
+                let max_message = self.network().then_some(chunk);
+                Arc::new(algo::all_to_all_v(self.rank, world, io.blocks.as_deref().unwrap_or_default(), max_message))
             }
             (None, Some((d, a, c, plan))) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
             _ => {
-                let link = &self.shared.link;
-                let network = (0..world).any(|p| p != self.rank && !link.shares_memory(self.rank, p));
+                let network = self.network();
                 let plan = Arc::new(algo::build(&desc, self.rank, world, cfg.algorithm(), chunk, network));
                 local.last_plan = Some((desc, cfg.algorithm(), chunk, plan.clone()));
                 plan

@@ -103,6 +103,38 @@ impl<D: Device> OpRun<D> {
         self.inflight.push(InFlight { staging: true, ..InFlight::writing(event, p.dst.key(), Msgs::new()) });
         Ok(None)
     }
+    /// The `Mismatch` of an `all_to_all_single_with_splits` message of `got` bytes where this
+    /// rank expects `want`: the two ranks sized the block differently. Between threads, and
+    /// over a network below a chunk, a block is one message, so both lengths are the blocks';
+    /// a longer one travels in pieces ([`crate::algo::block_messages`]), and the piece that
+    /// differs is named.
+    fn block_mismatch(&self, peer: Rank, msg: &Opened, want: usize) -> CollectiveError {
+        let (me, dt, got) = (self.ctx.rank, self.ctx.dtype, msg.payload.len());
+        let size = dt.size().max(1);
+        // The piece size `prepare` cut the blocks to: whole elements of the chunk.
+        let chunk = (self.ctx.shared.config.chunk_bytes() / size).max(1) * size;
+        let whole = self.ctx.link().shares_memory(me, peer) || (msg.header.index == 0 && got < chunk && want < chunk);
+        let message = if whole {
+            format!(
+                "rank {peer} sends this rank a block of {} x {dt} (its input_splits[{me}] rows), but this rank \
+                 expects {} x {dt} (its output_splits[{peer}] rows)",
+                got / size,
+                want / size
+            )
+        } else {
+            format!(
+                "rank {peer}'s block for this rank (its input_splits[{me}] rows) and the block this rank expects \
+                 from it (its output_splits[{peer}] rows) differ in length: piece {} of the block is {} x {dt} \
+                 where this rank expects {} x {dt} (blocks of a chunk or more travel in chunk-sized pieces and \
+                 an empty one)",
+                msg.header.index,
+                got / size,
+                want / size
+            )
+        };
+        CollectiveError::new(crate::error::ErrorKind::Mismatch, message).with_peer(peer)
+    }
+
     /// Opens the next message from `peer` (which has arrived) and checks its header and size.
     /// On error the message is put back unread. With `into`, the transport may land the bytes
     /// there once the checks pass (then `true`: the copy is done).
@@ -130,19 +162,7 @@ impl<D: Device> OpRun<D> {
             } else if self.ctx.fp.desc.kind == crate::op::OpKind::AllToAllV {
                 // The one op whose blocks the ranks size themselves: a block of another length
                 // is their disagreement, not a broken peer.
-                let size = self.ctx.dtype.size().max(1);
-                Err(CollectiveError::new(
-                    crate::error::ErrorKind::Mismatch,
-                    format!(
-                        "rank {peer} sends this rank a block of {} x {} (its input_splits[{me}] rows), but this \
-                         rank expects {} x {} (its output_splits[{peer}] rows)",
-                        msg.payload.len() / size,
-                        self.ctx.dtype,
-                        want / size,
-                        self.ctx.dtype
-                    ),
-                )
-                .with_peer(peer))
+                Err(self.block_mismatch(peer, &msg, want))
             } else {
                 Err(CollectiveError::protocol(format!(
                     "rank {peer} sent {} bytes where {want} were expected",

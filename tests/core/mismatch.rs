@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use ruccl::config::Transport;
 use ruccl::{DType, ErrorKind, Rank, ReduceOp, Tensor};
 
 use crate::harness::{Ctx, Opts, TestDevice, run};
@@ -178,6 +179,35 @@ pub fn split_lists_differ<D: TestDevice>() {
             );
         }
     });
+}
+
+/// As [`all_to_all_v_splits_disagree`] with blocks longer than a chunk (16 bytes): over a
+/// network rank 0's block of 12 x f32 travels as three pieces and an empty end, rank 1
+/// expects 8 (two pieces and the end). The shorter block's messages must not be a prefix of
+/// the longer's: rank 1 must not take the first 8 and return (nor, the other way round, wait
+/// for a piece that never comes). Between threads the block is one message, as without
+/// chunks.
+pub fn all_to_all_v_mismatch_in_pieces<D: TestDevice>() {
+    let opts = Opts::with_config(Opts::timed(TIMEOUT).config.with_chunk_bytes(16));
+    let (short, long) = (8, 12);
+    for (sends, expects) in [(long, short), (short, long)] {
+        run::<D, _>(2, &opts, |ctx| {
+            let (input_splits, output_splits) = if ctx.rank == 0 { ([1, sends], [1, 1]) } else { ([1, 1], [expects, 1]) };
+            let x = zeros(ctx, DType::F32, input_splits.iter().sum());
+            let mut y = zeros(ctx, DType::F32, output_splits.iter().sum());
+            let t0 = Instant::now();
+            let r = ctx.comm.all_to_all_single_with_splits(&mut y, &x, &output_splits, &input_splits);
+            assert!(t0.elapsed() < TIMEOUT, "rank {}: the mismatch took {:?}", ctx.rank, t0.elapsed());
+            // Over sockets the third message tells them apart (a piece against the end).
+            let told = match ctx.comm.config().transport() {
+                Transport::Tcp => "piece 2 of the block",
+                _ => "a block of",
+            };
+            let needles = ["all_to_all_single_with_splits", "output_splits[0]", told];
+            ctx.expect_err(r, ErrorKind::Mismatch, &needles, format!("{sends} rows sent, {expects} expected"));
+            ctx.expect_err(ctx.comm.barrier(), ErrorKind::Aborted, &[], "barrier after a mismatch");
+        });
+    }
 }
 
 /// `all_to_all_single_with_splits` whose splits disagree across a pair: rank 0 sends rank 1

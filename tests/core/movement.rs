@@ -113,6 +113,17 @@ pub fn all_to_all_v<D: TestDevice>(world: usize) {
     sweep::<D>(world, all_to_all_v_as::<D>);
 }
 
+/// [`all_to_all_v`] with 16-byte chunks: over a network (sockets, shared segments) every
+/// block of a chunk or more travels as pieces and an empty end message (`algo::block_messages`).
+pub fn all_to_all_v_in_pieces<D: TestDevice>(world: usize) {
+    let opts = Opts::with_config(Opts::default().config.with_chunk_bytes(16));
+    run::<D, _>(world, &opts, |ctx| {
+        for dt in DType::ALL {
+            all_to_all_v_as(ctx, dt);
+        }
+    });
+}
+
 fn all_to_all_v_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
     const ROW: usize = 3;
     let (w, r) = (ctx.world, ctx.rank);

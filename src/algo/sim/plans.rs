@@ -58,3 +58,35 @@ fn no_message_is_longer_than_a_chunk() {
         }
     }
 }
+
+/// `all_to_all_single_with_splits` blocks over a network: no message beyond a chunk, the
+/// pieces tile the block, and two blocks of different lengths never travel as sequences one of
+/// which begins the other — so a receiver expecting another length always meets a message of
+/// another length (a prefix would let it take the shorter block and return, or wait for pieces
+/// that never come). Without a cut, a block is one message.
+#[test]
+fn block_messages_of_different_blocks_differ() {
+    let lengths = |len: usize, cut: Option<usize>| -> Vec<usize> {
+        block_messages(Span::new(Slot::Input, 3, len), cut).map(|s| s.len).collect()
+    };
+    for cut in [None, Some(1), Some(2), Some(3), Some(8)] {
+        for a in 0..40 {
+            let pieces: Vec<Span> = block_messages(Span::new(Slot::Input, 3, a), cut).collect();
+            let mut at = 3;
+            for p in &pieces {
+                assert!(cut.is_none_or(|c| p.len <= c), "{a} cut {cut:?}: {pieces:?}");
+                assert_eq!(p.off, at, "{a} cut {cut:?}: {pieces:?}");
+                at += p.len;
+            }
+            assert_eq!(at, 3 + a);
+            if cut.is_none() {
+                assert_eq!(pieces.len(), 1);
+            }
+            for b in 0..40 {
+                let (x, y) = (lengths(a, cut), lengths(b, cut));
+                let prefix = x.len().min(y.len());
+                assert_eq!(a == b, x[..prefix] == y[..prefix], "{a} and {b}, cut {cut:?}: {x:?} {y:?}");
+            }
+        }
+    }
+}
