@@ -45,6 +45,12 @@ impl TcpRef {
                 self.rtt_bytes, self.rtt_iters, self.rtt_us
             ),
         ];
+        if let Some((allowed, online)) = cpus().filter(|(a, o)| a < o) {
+            lines.push(format!(
+                "# tcp-ref: this process may run on {allowed} of the {online} CPUs (bound by its launcher; mpirun \
+                 binds unless --bind-to none): the threads above shared them, so the figures are not the machine's"
+            ));
+        }
         if let Some(gbps) = self.ring_gbps {
             lines.push(format!(
                 "# tcp-ref: {} loopback TCP streams at once (a ring of {} ranks' links), {} MiB each: {:.2} GB/s a \
@@ -57,6 +63,23 @@ impl TcpRef {
         }
         lines
     }
+}
+
+/// The CPUs this process may run on (its affinity) and the CPUs online, where the system says
+/// (Linux: `/sys/devices/system/cpu/online`, a list such as `0-3,6`).
+fn cpus() -> Option<(usize, usize)> {
+    let allowed = std::thread::available_parallelism().ok()?.get();
+    let list = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    Some((allowed, count_cpus(&list)?))
+}
+
+/// How many CPUs a kernel CPU list (`0-3,6`) names; `None` if it is not one.
+fn count_cpus(list: &str) -> Option<usize> {
+    list.trim().split(',').try_fold(0, |n, part| {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        Some(n + b.checked_sub(a)? + 1)
+    })
 }
 
 /// Measures the figures; the ring's with `ranks` links (none below 2 ranks).
@@ -208,6 +231,15 @@ fn round_trip(size: usize, iters: usize) -> io::Result<f64> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    #[test]
+    fn cpu_lists_count() {
+        assert_eq!(super::count_cpus("0-1\n"), Some(2));
+        assert_eq!(super::count_cpus("0-3,6,8-9"), Some(7));
+        assert_eq!(super::count_cpus("5"), Some(1));
+        assert_eq!(super::count_cpus("3-1"), None);
+        assert_eq!(super::count_cpus("x"), None);
+    }
+
     #[test]
     fn round_trip_and_stream_measure() {
         let rtt = super::round_trip(64, 20).unwrap();

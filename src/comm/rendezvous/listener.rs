@@ -118,9 +118,11 @@ pub(crate) fn serve_at(addr: SocketAddr) -> Result<()> {
     bound.map_err(|e| {
         // A port in use is the usual cause, and one with its own remedy.
         let why = if e.kind() == std::io::ErrorKind::AddrInUse {
-            "; another process holds this port (a listener, or its end of a connection: ports in the \
-             system's ephemeral range, /proc/sys/net/ipv4/ip_local_port_range on Linux, are handed to \
-             outgoing connections), so pick another MASTER_PORT, outside that range"
+            "; another process holds this port: another job's rank 0, a second process of this launch \
+             that also has RANK 0 (each process needs a RANK of its own), or any other listener or \
+             connection (ports in the system's ephemeral range, /proc/sys/net/ipv4/ip_local_port_range on \
+             Linux, are handed to outgoing connections), so check the RANKs and pick another MASTER_PORT, \
+             outside that range"
         } else {
             ""
         };
