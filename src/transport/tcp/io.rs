@@ -13,7 +13,7 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::runtime::{Handle, Runtime};
 
-use super::rx::{Pumped, Reader};
+use super::rx::Pumped;
 use super::{Endpoint, OutMsg, Peer, WINDOW, lock, lost};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::HostRegion;
@@ -222,6 +222,19 @@ fn silent(e: &Endpoint, p: &Peer) -> bool {
 /// How often a reader task whose rank reads the socket itself looks at it anyway.
 const LOOK: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// Reads the socket as [`Rx::pump`](super::rx::Rx::pump) does, unless another thread holds the
+/// parser (`None`): the waiting rank, which reads until the socket is empty, possibly a whole
+/// window of large payloads. Blocking on the lock instead would hold a runtime thread, and the
+/// writer tasks queued behind it, that long.
+fn pump_unless_read(e: &Endpoint, p: &Peer) -> Option<Pumped> {
+    let mut rx = match p.rx.try_lock() {
+        Ok(rx) => rx,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
+    Some(rx.pump(e, p))
+}
+
 async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
     // The frames themselves are read by `Rx::pump`, here or by the waiting rank: this task
     // reads whatever the rank leaves (everything, while the rank sleeps or computes) and
@@ -236,16 +249,17 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
             }
         };
         // Armed: first whatever is there already (the rank may have stopped reading long ago).
-        if lock(&p.rx).pump(&e, &p, Reader::Task) == Pumped::Ended {
+        if pump_unless_read(&e, &p) == Some(Pumped::Ended) {
             return;
         }
         while !p.inline.load(Ordering::SeqCst) {
             let Some(left) = silence_left(&e, &p) else { return };
             match tokio::time::timeout(left, r.readable()).await {
-                Ok(Ok(mut ready)) => match lock(&p.rx).pump(&e, &p, Reader::Task) {
-                    Pumped::Ended => return,
-                    // Read until the socket was empty: its readiness is spent (unless bytes
-                    // came after that read, which the guard's tick keeps).
+                Ok(Ok(mut ready)) => match pump_unless_read(&e, &p) {
+                    Some(Pumped::Ended) => return,
+                    // Read until the socket was empty, here or by the rank that holds the
+                    // parser: its readiness is spent (unless bytes came after that read,
+                    // which the guard's tick keeps).
                     _ => ready.clear_ready(),
                 },
                 Ok(Err(_)) => {
@@ -272,9 +286,7 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
                 Ok(()) => {}
                 Err(_) if left <= LOOK => p.arm(),
                 Err(_) => {
-                    if let Ok(mut rx) = p.rx.try_lock()
-                        && rx.pump(&e, &p, Reader::Task) == Pumped::Ended
-                    {
+                    if pump_unless_read(&e, &p) == Some(Pumped::Ended) {
                         return;
                     }
                 }

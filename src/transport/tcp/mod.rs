@@ -6,12 +6,11 @@
 //!   writer task puts it on the wire; the lend is *released once its bytes are written*;
 //! - a reader task receives each message into a buffer it allocates (owned by the receiver,
 //!   handed to the scheduler as host memory), after checking the frame against what it may
-//!   accept — or the receiving rank does, while it waits for that peer: small frames (a small
-//!   message, a credit) are read by the thread that waits for them, with no wake-up of the
-//!   task in between (one parser for both, behind a lock: `rx`; while the rank reads a
-//!   socket itself the task takes it out of the runtime's poller, so those frames wake no
-//!   runtime thread either); the receiver's `release`
-//!   frees the buffer and returns *credits* to the sender,
+//!   accept — or the receiving rank does, while it waits for that peer: frames (messages,
+//!   credits) are read by the thread that waits for them, with no wake-up of the task in
+//!   between (one parser for both, behind a lock: `rx`; while the rank reads a socket itself
+//!   the task takes it out of the runtime's poller, so those frames wake no runtime thread
+//!   either); the receiver's `release` frees the buffer and returns *credits* to the sender,
 //!   which keeps at most [`WINDOW`] bytes un-credited per peer (one larger message goes
 //!   alone), so buffers are bounded without ever blocking a send (see the simulator's
 //!   `every_plan_is_deadlock_free_under_credits`);

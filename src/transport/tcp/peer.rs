@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Notify;
 
-use super::rx::{Pumped, Reader, Rx};
+use super::rx::{Pumped, Rx};
 use super::{DIRECT_MAX, Endpoint, WINDOW, io, lock, shm_io};
 use crate::error::Result;
 use crate::mem::{HostMem, HostRegion};
@@ -103,8 +103,7 @@ pub(crate) struct Peer {
     /// The rank reads this socket itself (it found it empty while it waited): the reader task
     /// stands down and takes the socket out of the runtime's poller, so arriving frames wake no
     /// runtime thread. Cleared ([`arm`](Self::arm)) before any thread of the process sleeps
-    /// ([`arm_readers`]), when the rank leaves a large payload, when the writer waits for
-    /// credits, and at the silence limit.
+    /// ([`arm_readers`]), when the writer waits for credits, and at the silence limit.
     pub(super) inline: AtomicBool,
     /// Wakes the reader task when `inline` is cleared.
     pub(super) armed: Notify,
@@ -177,26 +176,19 @@ impl Peer {
     /// The waiting rank reads what the peer sent from this thread, unless another thread is at
     /// it (see [`rx`](super::rx)). Only over the socket: data through shared memory has
     /// `ShmPeer::poll_inline`. A rank that empties the socket takes it over from the reader
-    /// task (`inline`); one that stops before a large payload hands it back.
+    /// task (`inline`).
     pub(super) fn poll_inline(self: &Arc<Self>, e: &Endpoint) {
         if self.shm.is_some() {
             return;
         }
         let Ok(mut rx) = self.rx.try_lock() else { return };
-        match rx.pump(e, self, Reader::Rank) {
-            Pumped::Drained => {
-                drop(rx);
-                if !self.inline.load(Ordering::Relaxed) {
-                    self.inline.store(true, Ordering::SeqCst);
-                    lock(&INLINE).push(Arc::downgrade(self));
-                    INLINE_SET.store(true, Ordering::SeqCst);
-                }
+        if rx.pump(e, self) == Pumped::Drained {
+            drop(rx);
+            if !self.inline.load(Ordering::Relaxed) {
+                self.inline.store(true, Ordering::SeqCst);
+                lock(&INLINE).push(Arc::downgrade(self));
+                INLINE_SET.store(true, Ordering::SeqCst);
             }
-            Pumped::Left => {
-                drop(rx);
-                self.arm();
-            }
-            Pumped::Ended => {}
         }
     }
 
