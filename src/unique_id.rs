@@ -27,8 +27,10 @@ pub const UNIQUE_ID_BYTES: usize = 128;
 /// of the process that made it (the *root*). Ranks in the root's process meet in memory;
 /// a rank in another process connects to that address, so ranks of several processes (or
 /// hosts) join one communicator. Which address the listener binds and advertises:
-/// 1. `RUCCL_SOCKET_IFNAME`: an interface name (its first IPv4 address, else IPv6) or an IP
-///    address;
+/// 1. `RUCCL_SOCKET_IFNAME`: an IP address, or interfaces selected as `NCCL_SOCKET_IFNAME`
+///    selects them — name prefixes separated by commas (`eth`), `=` for one name exactly
+///    (`=eth0`), `^` before the list to exclude them (`^docker,lo`) — the first selected IPv4
+///    address, else IPv6;
 /// 2. else, when `MASTER_ADDR` is set, the local address that routes to it;
 /// 3. else `127.0.0.1` (processes of one host only).
 ///
@@ -66,7 +68,8 @@ impl UniqueId {
     ///
     /// # Errors
     /// `Io` when the operating system's random source fails; `InvalidArgument` when
-    /// `RUCCL_SOCKET_IFNAME` names neither an interface nor an address of this host.
+    /// `RUCCL_SOCKET_IFNAME` is not an address and selects no interface of this host (the
+    /// error lists the host's interfaces).
     pub fn new() -> Result<Self> {
         let mut token = [0u8; 16];
         getrandom::fill(&mut token)

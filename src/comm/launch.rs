@@ -37,11 +37,12 @@ impl<D: Device> Communicator<D> {
     /// not one of its host's); the other ranks connect there, retrying until the config's
     /// timeout. The id is derived from the address and the world size, so no id needs to be
     /// passed around (and two launches at once need two ports). This process listens for its
-    /// peers on `RUCCL_SOCKET_IFNAME` (an interface or an address), else on the address that
-    /// reaches `MASTER_ADDR`.
+    /// peers on `RUCCL_SOCKET_IFNAME` (an address, or interfaces selected as by
+    /// `NCCL_SOCKET_IFNAME`: `eth`, `=eth0`, `^docker,lo`), else on the address that reaches
+    /// `MASTER_ADDR`.
     ///
     /// # Errors
-    /// `InvalidArgument` when `MASTER_ADDR` does not resolve or `RUCCL_SOCKET_IFNAME` names
+    /// `InvalidArgument` when `MASTER_ADDR` does not resolve or `RUCCL_SOCKET_IFNAME` selects
     /// nothing on this host; `Io` when rank 0 cannot listen on `MASTER_PORT`; as
     /// [`new`](Self::new).
     ///

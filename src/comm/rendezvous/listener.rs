@@ -213,8 +213,9 @@ fn handle(mut s: TcpStream) -> Result<()> {
 }
 
 /// The IP this process's listener binds and advertises:
-/// 1. `RUCCL_SOCKET_IFNAME` (`ifname`): an IP address, or an interface name (its first IPv4
-///    address, else its first IPv6 one);
+/// 1. `RUCCL_SOCKET_IFNAME` (`ifname`): an IP address, or interfaces selected as
+///    `NCCL_SOCKET_IFNAME` selects them (the first selected IPv4 address, else IPv6:
+///    [`ifaddr::pick`](super::ifaddr::pick));
 /// 2. else, when `MASTER_ADDR` (`master`) is set, the local address that routes to it;
 /// 3. else `127.0.0.1` (one host only).
 ///
@@ -225,9 +226,13 @@ fn bind_ip(ifname: Option<&str>, master: Option<&str>) -> Result<IpAddr> {
         if let Ok(ip) = name.parse::<IpAddr>() {
             return Ok(ip);
         }
-        return super::ifaddr::interface_ip(name).ok_or_else(|| {
+        let here = super::ifaddr::interfaces();
+        return super::ifaddr::pick(name, &here).ok_or_else(|| {
             CollectiveError::invalid(format!(
-                "RUCCL_SOCKET_IFNAME={name} is neither an IP address nor an interface of this host with an address"
+                "RUCCL_SOCKET_IFNAME={name} is not an IP address and selects no interface of this host with an \
+                 address (read as NCCL_SOCKET_IFNAME: name prefixes separated by commas, =NAME for one name \
+                 exactly, ^ before the list to exclude them); this host's interfaces: {}",
+                super::ifaddr::describe(&here)
             ))
         });
     }
