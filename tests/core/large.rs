@@ -3,9 +3,9 @@
 //! splits unevenly among ranks. Kept to f32 `Sum` and `Avg` and a few collectives so the
 //! suite stays fast.
 
-use ruccl::ReduceOp;
+use ruccl::{CommConfig, ReduceOp};
 
-use crate::harness::{Opts, TestDevice, run};
+use crate::harness::{Opts, TEST_TIMEOUT, TestDevice, run};
 use crate::reference::{data, reduce_input, reduced, sentinel};
 
 pub const LARGE: usize = (1 << 20) + 3;
@@ -51,5 +51,34 @@ pub fn rooted_large<D: TestDevice>(world: usize) {
             ctx.check(&y, &reduced::<f32>(op, ctx.world, LARGE, 2), &what);
         }
         ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+    });
+}
+
+/// Frames larger than a socket takes at once, between small ones, 2 ranks: with 16 MiB chunks
+/// an all_to_all's 6 MiB blocks are one message each, which a rank starts writing itself and
+/// the writer task finishes (`Peer::direct_large`); the small all_reduces right after put
+/// credits and small messages on the same connections, which must not land inside the large
+/// frame. Two rounds, every block checked.
+pub fn large_frames_between_small<D: TestDevice>() {
+    let config = CommConfig::default().with_timeout(TEST_TIMEOUT).with_chunk_bytes(16 << 20);
+    run::<D, _>(2, &Opts::with_config(config), |ctx| {
+        let (w, r) = (ctx.world, ctx.rank);
+        let block = (3 << 19) + 1;
+        for salt in 0..2 {
+            let what = format!("all_to_all_single({w} x {block} x f32, salt {salt})");
+            let inputs: Vec<Vec<f32>> = (0..w).map(|q| data::<f32>(q, w * block, salt)).collect();
+            let x = ctx.tensor(&inputs[r]);
+            let mut y = ctx.tensor(&sentinel::<f32>(w * block));
+            ctx.arrive();
+            ctx.ok(ctx.comm.all_to_all_single(&mut y, &x), &what);
+            let want: Vec<f32> = inputs.iter().flat_map(|v| v[r * block..(r + 1) * block].iter().copied()).collect();
+            ctx.check(&y, &want, &what);
+            for k in 0..10 {
+                let what = format!("small all_reduce {k} after {what}");
+                let mut t = ctx.tensor(&reduce_input::<f32>(ReduceOp::Sum, r, 3, k));
+                ctx.ok(ctx.comm.all_reduce(&mut t, ReduceOp::Sum), &what);
+                ctx.check(&t, &reduced::<f32>(ReduceOp::Sum, w, 3, k), &what);
+            }
+        }
     });
 }

@@ -166,6 +166,7 @@ macro_rules! core_suite {
                 movement::broadcast_into_ignores_non_root_input,
                 movement::shapes_are_free,
                 p2p::p2p_interleaved_with_collectives,
+                large::large_frames_between_small,
                 concurrency::thousand_small_all_reduces,
                 concurrency::one_communicator_from_two_threads,
                 concurrency::is_usable_never_waits_for_a_running_op,

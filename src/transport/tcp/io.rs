@@ -64,6 +64,13 @@ enum Next {
 
 fn next(p: &Peer) -> Next {
     let mut out = lock(&p.out);
+    if out.data.front().is_some_and(|m| m.done > 0) {
+        // The rest of a frame the sending rank began on the socket: before anything else (its
+        // credits are counted).
+        out.writing = out.data.front().map(|m| m.ticket);
+        out.busy = true;
+        return out.data.pop_front().map_or(Next::Idle, Next::Data);
+    }
     if let Some(mut c) = out.control.pop_front() {
         // Every queued control frame in one write (credits come in runs).
         while let Some(more) = out.control.pop_front() {
@@ -172,7 +179,9 @@ async fn write_data(e: &Endpoint, w: &AsyncFd<TcpStream>, m: OutMsg) -> std::res
             return Err(());
         }
     };
-    write_two(w, &header, &bytes).await.map_err(|_| ())
+    // What the sending rank wrote already (`Peer::direct_large`): the header first.
+    let (h, b) = (m.done.min(header.len()), m.done.saturating_sub(header.len()).min(bytes.len()));
+    write_two(w, &header[h..], &bytes[b..]).await.map_err(|_| ())
 }
 
 /// Writes `a` then `b` with vectored writes: a small message leaves in one segment (with

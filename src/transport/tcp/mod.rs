@@ -395,9 +395,11 @@ impl Mesh {
     fn revoke(&self, me: Rank, to: Rank) -> bool {
         let Some((_, p)) = self.pair(me, to) else { return false };
         let mut out = lock(&p.out);
-        out.data.clear();
+        // The rest of a frame already begun on the socket stays: the peer must be able to read
+        // the frames after it (the abort that says why). It counts as being written.
+        out.data.retain(|m| m.done > 0);
         out.shm_data.clear();
-        let writing = out.writing.is_some();
+        let writing = out.writing.is_some() || !out.data.is_empty();
         drop(out);
         p.shm.as_ref().is_some_and(|s| s.revoke_lent(p)) || writing
     }

@@ -270,7 +270,7 @@ impl ShmPeer {
             p.released.fetch_max(ticket, Ordering::SeqCst);
             return ticket;
         }
-        out.shm_data.push_back(OutMsg { ticket, header, payload });
+        out.shm_data.push_back(OutMsg { ticket, header, payload, done: 0 });
         drop(out);
         self.kick();
         ticket
