@@ -398,6 +398,12 @@ impl CommConfig {
         self.chunk_bytes
     }
 
+    /// The chunk in whole elements of `elem_bytes` (at least one): what plans cut messages
+    /// to.
+    pub(crate) fn chunk_elems(&self, elem_bytes: usize) -> usize {
+        (self.chunk_bytes / elem_bytes.max(1)).max(1)
+    }
+
     /// The algorithm override.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm

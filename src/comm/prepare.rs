@@ -172,7 +172,7 @@ impl<D: Device> Communicator<D> {
         let seq = next_seq(local, &desc);
         let cfg = &self.shared.config;
         let size = desc.dtype.size();
-        let chunk = if self.unchunked { desc.count.max(1) } else { (cfg.chunk_bytes() / size).max(1) };
+        let chunk = if self.unchunked { desc.count.max(1) } else { cfg.chunk_elems(size) };
         let exchanged = self.exchanges(&desc);
         // An exchange sends no messages and uses no scratch: it needs none of the rank's
         // staging or scratch memory.

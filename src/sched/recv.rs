@@ -112,7 +112,7 @@ impl<D: Device> OpRun<D> {
         let (me, dt, got) = (self.ctx.rank, self.ctx.dtype, msg.payload.len());
         let size = dt.size().max(1);
         // The piece size `prepare` cut the blocks to: whole elements of the chunk.
-        let chunk = (self.ctx.shared.config.chunk_bytes() / size).max(1) * size;
+        let chunk = self.ctx.shared.config.chunk_elems(size) * size;
         let whole = self.ctx.link().shares_memory(me, peer) || (msg.header.index == 0 && got < chunk && want < chunk);
         let message = if whole {
             format!(
