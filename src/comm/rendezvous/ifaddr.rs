@@ -11,7 +11,9 @@ pub(crate) type IfAddr = (String, IpAddr);
 
 /// The address `spec` selects among `ifaces` (in the system's order): the first IPv4 address
 /// of a selected interface, else its first IPv6 one. With an exclusion (`^`), a non-loopback
-/// address is preferred. `None` when nothing is selected.
+/// address is preferred. IPv6 link-local addresses (`fe80::/10`) are never chosen: an
+/// address alone cannot be bound or reached without the interface's scope. `None` when
+/// nothing is selected.
 pub(crate) fn pick(spec: &str, ifaces: &[IfAddr]) -> Option<IpAddr> {
     let spec = spec.trim();
     let (exclude, list) = match spec.strip_prefix('^') {
@@ -25,7 +27,9 @@ pub(crate) fn pick(spec: &str, ifaces: &[IfAddr]) -> Option<IpAddr> {
             None => name.starts_with(n),
         })
     };
-    let chosen: Vec<IpAddr> = ifaces.iter().filter(|(name, _)| listed(name) != exclude).map(|(_, ip)| *ip).collect();
+    let link_local = |ip: &IpAddr| matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+    let chosen: Vec<IpAddr> =
+        ifaces.iter().filter(|(name, ip)| listed(name) != exclude && !link_local(ip)).map(|(_, ip)| *ip).collect();
     let first = |keep: &dyn Fn(&IpAddr) -> bool| chosen.iter().copied().find(|ip| keep(ip));
     if exclude
         && let Some(ip) = first(&|ip| ip.is_ipv4() && !ip.is_loopback()).or_else(|| first(&|ip| !ip.is_loopback()))
@@ -103,6 +107,8 @@ mod tests {
             ("eth1", "10.0.1.5"),
             ("docker0", "172.17.0.1"),
             ("ib0", "fe80::2"),
+            ("ib1", "fe80::3"),
+            ("ib1", "2001:db8::3"),
         ]
         .into_iter()
         .map(|(n, ip)| (n.to_string(), ip.parse().unwrap()))
@@ -114,7 +120,8 @@ mod tests {
     }
 
     /// The forms `NCCL_SOCKET_IFNAME` documents, on a host with loopback, two Ethernet
-    /// interfaces, docker's bridge and an InfiniBand port with only a link-local IPv6 address.
+    /// interfaces, docker's bridge and InfiniBand ports: one with a global IPv6 address, one
+    /// with only a link-local one (never chosen).
     #[test]
     fn selects_as_nccl_socket_ifname() {
         let h = host();
@@ -124,11 +131,13 @@ mod tests {
             ("=eth0", ip("10.0.0.5")),
             ("=eth", None),
             (" =eth1 , =eth0 ", ip("10.0.0.5")),
-            ("ib", ip("fe80::2")),
+            ("ib", ip("2001:db8::3")),
+            ("=ib0", None),
             ("lo", ip("127.0.0.1")),
             ("^lo", ip("10.0.0.5")),
             ("^eth,lo", ip("172.17.0.1")),
-            ("^=eth0,=eth1,docker,lo", ip("fe80::2")),
+            ("^=eth0,=eth1,docker,lo", ip("2001:db8::3")),
+            ("^=eth0,=eth1,docker,lo,ib1", None),
             ("^", ip("10.0.0.5")),
             ("wlan", None),
             ("", None),

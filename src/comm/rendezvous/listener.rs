@@ -231,7 +231,8 @@ fn bind_ip(ifname: Option<&str>, master: Option<&str>) -> Result<IpAddr> {
             CollectiveError::invalid(format!(
                 "RUCCL_SOCKET_IFNAME={name} is not an IP address and selects no interface of this host with an \
                  address (read as NCCL_SOCKET_IFNAME: name prefixes separated by commas, =NAME for one name \
-                 exactly, ^ before the list to exclude them); this host's interfaces: {}",
+                 exactly, ^ before the list to exclude them; IPv6 link-local addresses are not used); this host's \
+                 interfaces: {}",
                 super::ifaddr::describe(&here)
             ))
         });
