@@ -197,11 +197,19 @@ pub(crate) fn join(
         return remote::join(id, world, *rank, device.clone(), host_memory, config);
     }
     let here: Vec<_> = members.iter().map(|(r, d)| (*r, d.clone(), None)).collect();
-    match enter(id, world, &here, config)? {
+    // A failed room fails the other processes' ranks too: their refusals go out before this
+    // rank's error returns (and perhaps its process exits).
+    let entered =
+        enter(id, world, &here, config).inspect_err(|_| remote::answers_written(Instant::now() + ANSWER_WAIT));
+    match entered? {
         Joined::Group(shared) => Ok(shared),
         Joined::Table(table) => assemble::assemble(id, world, &table, members, host_memory, config),
     }
 }
+
+/// How long a root whose join failed waits for its refusals to other processes' ranks to be
+/// written ([`remote::answers_written`]).
+const ANSWER_WAIT: Duration = Duration::from_secs(2);
 
 /// How long a join waits for a group whose communicators were all dropped to let go of its
 /// id (the shared progress thread may hold the group a moment longer) before calling the id

@@ -6,6 +6,7 @@ use std::any::Any;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::proto::{self, ProcAddr, Registration};
@@ -163,10 +164,42 @@ const NOT_THE_ROOT: &str = "check that the address (MASTER_ADDR and MASTER_PORT,
      rendezvous and not another program's port, and that every rank runs the same ruCCL version; if both hold, \
      report this message as a bug";
 
+/// Registrations this process's rendezvous is answering now. A root whose own join fails
+/// waits for these answers ([`answers_written`]) before it returns its error: its process may
+/// exit right after, and a refusal not yet written would reach the other rank as a closed
+/// connection (`PeerLost`) instead of the reason (seen under load: two launches disagreeing
+/// on WORLD_SIZE).
+static ANSWERING: AtomicUsize = AtomicUsize::new(0);
+
+/// One registration being answered (counted in [`ANSWERING`] while it lives).
+struct Answering;
+
+impl Answering {
+    fn start() -> Self {
+        ANSWERING.fetch_add(1, Ordering::SeqCst);
+        Answering
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        ANSWERING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Waits until every registration this process is answering has its answer written, or
+/// `deadline`.
+pub(super) fn answers_written(deadline: Instant) {
+    while ANSWERING.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The root's side: a registration `h` + `body` arrived on `s`. Joins the room for the rank
 /// and answers with the table, or with the error (an `Abort` frame). Returns the error of a
 /// registration that is not one (logged by the listener).
 pub(super) fn serve(h: &FrameHeader, body: &[u8], mut s: TcpStream) -> Result<()> {
+    let _answering = Answering::start();
     let answer = |s: &mut TcpStream, frame: &[u8]| {
         // The rank may be gone; it then learns nothing more from us anyway.
         let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
