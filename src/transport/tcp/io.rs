@@ -64,6 +64,11 @@ enum Next {
 
 fn next(p: &Peer) -> Next {
     let mut out = lock(&p.out);
+    if out.rank_writing {
+        // The sending rank is writing a frame itself; it wakes this task when done if anything
+        // is queued.
+        return Next::Idle;
+    }
     if out.data.front().is_some_and(|m| m.done > 0) {
         // The rest of a frame the sending rank began on the socket: before anything else (its
         // credits are counted).
@@ -98,7 +103,7 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, w: TcpStream) {
         Ok(w) => w,
         Err(_) => {
             lost(&e, &p);
-            lock(&p.out).sock = None;
+            lock(&p.out).open = false;
             p.flushed.store(true, Ordering::SeqCst);
             e.ring();
             return;
@@ -143,14 +148,14 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, w: TcpStream) {
             {
                 let mut out = lock(&p.out);
                 out.data.clear();
-                out.sock = None;
+                out.open = false;
             }
             p.flushed.store(true, Ordering::SeqCst);
             e.ring();
             return;
         }
     }
-    lock(&p.out).sock = None;
+    lock(&p.out).open = false;
     let _ = w.get_ref().shutdown(std::net::Shutdown::Write);
     p.flushed.store(true, Ordering::SeqCst);
 }

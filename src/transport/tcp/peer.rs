@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use tokio::sync::Notify;
 
@@ -90,11 +90,24 @@ pub(super) struct Outbox {
     pub(super) writing: Option<u64>,
     /// No more frames after the queued control frames (this rank departed).
     pub(super) closing: bool,
-    /// The writer task holds frames it took and has not finished writing.
+    /// The writer task holds frames it took and has not finished writing (or the sending
+    /// rank left it the rest of one, `OutMsg::done`).
     pub(super) busy: bool,
-    /// A second handle on the socket for [`Peer::direct`] writes (non-blocking); dropped
-    /// when the writer task ends.
-    pub(super) sock: Option<std::net::TcpStream>,
+    /// The sending rank is writing a frame from its own thread outside this lock
+    /// ([`Peer::direct_large`]): nothing else goes on the socket until it is done.
+    pub(super) rank_writing: bool,
+    /// The rank may write on the socket itself ([`Peer::wsock`]): false once the writer task
+    /// has ended.
+    pub(super) open: bool,
+}
+
+impl Outbox {
+    /// Whether the rank may write on the socket itself now: nobody is writing, nothing must
+    /// follow what was written (closing), and the writer task still runs. (Queued frames go
+    /// first too: the callers check the queues their frame must come after.)
+    fn idle(&self) -> bool {
+        !self.busy && !self.rank_writing && !self.closing && self.open
+    }
 }
 
 /// One rank's side of its connection to one peer.
@@ -114,6 +127,9 @@ pub(crate) struct Peer {
     /// Unopened messages in the inbox (the scheduler's fast check).
     pub(super) unopened: AtomicUsize,
     pub(super) out: Mutex<Outbox>,
+    /// A handle on the socket (non-blocking) for the rank's own writes ([`direct`](Self::direct),
+    /// [`direct_large`](Self::direct_large)), made while `Outbox::open` says so.
+    wsock: std::net::TcpStream,
     /// Tickets issued; every ticket up to `released` is on the wire or taken back.
     pub(super) sent: AtomicU64,
     pub(super) released: AtomicU64,
@@ -156,7 +172,8 @@ impl Peer {
             inline: AtomicBool::new(false),
             armed: Notify::new(),
             unopened: AtomicUsize::new(0),
-            out: Mutex::new(Outbox { sock: Some(write), ..Outbox::default() }),
+            out: Mutex::new(Outbox { open: true, ..Outbox::default() }),
+            wsock: write,
             sent: AtomicU64::new(0),
             released: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
@@ -252,7 +269,7 @@ impl Peer {
 
     pub(super) fn push_control(&self, frame: Vec<u8>) {
         let mut out = lock(&self.out);
-        if Self::direct(&mut out, &frame) {
+        if self.direct(&mut out, &frame) {
             // Part of it may wait for the writer task.
             let queued = !out.control.is_empty();
             drop(out);
@@ -271,13 +288,12 @@ impl Peer {
     /// written by the writer task. Whatever the socket does not take at once is queued first
     /// in line for the writer task (and the writer woken). False (nothing written) when the
     /// connection is busy, closing or full.
-    pub(super) fn direct(out: &mut Outbox, frame: &[u8]) -> bool {
-        if out.busy || out.closing || !out.control.is_empty() {
+    pub(super) fn direct(&self, out: &mut Outbox, frame: &[u8]) -> bool {
+        if !out.idle() || !out.control.is_empty() {
             return false;
         }
-        let Some(sock) = &mut out.sock else { return false };
         // `write` is one `send` (with MSG_NOSIGNAL) on a non-blocking socket.
-        match sock.write(frame) {
+        match (&self.wsock).write(frame) {
             Ok(n) if n == frame.len() => true,
             Ok(n) if n > 0 => {
                 out.control.push_front(frame[n..].to_vec());
@@ -302,32 +318,55 @@ impl Peer {
 
     /// Writes a large message from the sending thread as far as the socket takes it now, if
     /// the connection is idle (nothing queued, nothing being written; the caller checked the
-    /// credit window). `None`: all of it went, and it is released. Else the message for the
-    /// writer task: untouched, or — once part of it is on the socket — with `done` set, its
-    /// credits counted, and the connection marked busy, so that nothing else (a credit, a
-    /// small message written directly) goes on the socket before its rest.
-    fn direct_large(&self, e: &Endpoint, out: &mut Outbox, mut m: OutMsg) -> Option<OutMsg> {
-        if out.busy || out.closing || !out.control.is_empty() || !out.data.is_empty() {
-            return Some(m);
+    /// credit window). The write runs outside the outbox's lock, with `rank_writing` set so
+    /// that nothing else goes on the socket meanwhile: a socket buffer's worth (MiBs) takes
+    /// hundreds of µs, and the reader task must still take the peer's credits (they need the
+    /// lock) and read on. Returns the lock again, and `m` when it is still the caller's to
+    /// queue (nothing was tried). Else `m` went: whole (released), or in part and the rest is
+    /// queued first in line with `done` set, its credits counted, and the connection marked
+    /// busy, so that nothing else (a credit, a small message written directly) goes on the
+    /// socket before its rest; or not at all, queued first in line (ahead of anything queued
+    /// while the lock was free).
+    fn direct_large<'a>(
+        &'a self,
+        e: &Endpoint,
+        mut out: MutexGuard<'a, Outbox>,
+        mut m: OutMsg,
+    ) -> (MutexGuard<'a, Outbox>, Option<OutMsg>) {
+        if !out.idle() || !out.control.is_empty() || !out.data.is_empty() || !matches!(m.payload, Payload::Host(_)) {
+            return (out, Some(m));
         }
-        let Some(sock) = &mut out.sock else { return Some(m) };
-        let Payload::Host(region) = &m.payload else { return Some(m) };
-        let Ok(bytes) = region.read() else { return Some(m) };
+        let len = m.payload.len();
+        out.rank_writing = true;
+        out.writing = Some(m.ticket);
+        out.in_flight += len as u64;
+        drop(out);
         let header = io::data_header(e, &m);
-        // One `writev` on a non-blocking socket; an error is the writer task's to meet.
-        let n = sock.write_vectored(&[std::io::IoSlice::new(&header), std::io::IoSlice::new(&bytes)]).unwrap_or(0);
-        drop(bytes);
-        if n == 0 {
-            return Some(m);
-        }
-        out.in_flight += m.payload.len() as u64;
-        if n == header.len() + m.payload.len() {
+        let n = match &m.payload {
+            // One `writev` on a non-blocking socket; an error is the writer task's to meet.
+            Payload::Host(region) => region.read().map_or(0, |bytes| {
+                let parts = [std::io::IoSlice::new(&header), std::io::IoSlice::new(&bytes)];
+                (&self.wsock).write_vectored(&parts).unwrap_or(0)
+            }),
+            Payload::Device(..) => 0,
+        };
+        let mut out = lock(&self.out);
+        out.rank_writing = false;
+        out.writing = None;
+        if n == header.len() + len || !out.open {
+            // All of it went; or the writer task ended meanwhile (the connection is lost), and
+            // nothing queued will be written any more (see `io::writer`).
             self.released.fetch_max(m.ticket, Ordering::SeqCst);
-            return None;
+            return (out, None);
         }
-        m.done = n;
-        out.busy = true;
-        Some(m)
+        if n == 0 {
+            out.in_flight -= len as u64;
+        } else {
+            m.done = n;
+            out.busy = true;
+        }
+        out.data.push_front(m);
+        (out, None)
     }
 
     /// Sends over the socket: a message with nothing ahead of it and within the credit window
@@ -339,15 +378,20 @@ impl Peer {
         let m = OutMsg { ticket, header, payload, done: 0 };
         let len = m.payload.len() as u64;
         let fits = out.in_flight == 0 || out.in_flight + len <= WINDOW;
-        let left = if fits { self.write_now(e, &mut out, m) } else { Some(m) };
-        // The writer task: for what is left, or for control frames the write queued.
-        let wake = match left {
-            Some(m) => {
-                out.data.push_back(m);
-                true
+        let left = match fits {
+            false => Some(m),
+            true if m.payload.len() > DIRECT_MAX => {
+                let (o, left) = self.direct_large(e, out, m);
+                out = o;
+                left
             }
-            None => !out.control.is_empty(),
+            true => self.write_small(e, &mut out, m),
         };
+        if let Some(m) = left {
+            out.data.push_back(m);
+        }
+        // The writer task: for what is left, or for control frames queued meanwhile.
+        let wake = !out.data.is_empty() || !out.control.is_empty();
         drop(out);
         if wake {
             self.wake.notify_one();
@@ -355,15 +399,11 @@ impl Peer {
         ticket
     }
 
-    /// Writes `m` from this thread if the connection is idle: a small message whole
-    /// ([`direct`](Self::direct)), a large one as far as the socket takes it
-    /// ([`direct_large`](Self::direct_large)) — either saves the writer task's wake-up (2
-    /// processes, 256 KiB all_reduce 203-295 -> 119-128 us). `None`: all of it went (released);
-    /// else what the writer task must send.
-    fn write_now(&self, e: &Endpoint, out: &mut Outbox, m: OutMsg) -> Option<OutMsg> {
-        if m.payload.len() > DIRECT_MAX {
-            return self.direct_large(e, out, m);
-        }
+    /// Writes small message `m` whole from this thread if the connection is idle
+    /// ([`direct`](Self::direct)); as [`direct_large`](Self::direct_large) does for a large
+    /// one, it saves the writer task's wake-up (2 processes, 256 KiB all_reduce 203-295 ->
+    /// 119-128 us). `None`: it went (released); else what the writer task must send.
+    fn write_small(&self, e: &Endpoint, out: &mut Outbox, m: OutMsg) -> Option<OutMsg> {
         if !out.data.is_empty() {
             return Some(m);
         }
@@ -374,7 +414,7 @@ impl Peer {
             frame.extend_from_slice(&bytes);
             frame
         };
-        if !Self::direct(out, &frame) {
+        if !self.direct(out, &frame) {
             return Some(m);
         }
         out.in_flight += m.payload.len() as u64;

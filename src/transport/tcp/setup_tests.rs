@@ -61,3 +61,26 @@ fn a_late_flight_answer_is_not_taken_for_the_next_query() {
     assert_eq!(mesh.ask_flight(0, &[1], Duration::from_secs(10)), vec![(1, b"answer 1".to_vec())]);
     assert_eq!(answered.load(Ordering::SeqCst), 2);
 }
+
+/// While the sending rank writes a frame from its own thread (outside the outbox's lock,
+/// `Peer::direct_large`), nothing else goes on the socket: a control frame pushed meanwhile
+/// (a credit from the reader task) waits in the queue, neither written directly nor taken by
+/// the writer task, and goes once the rank is done and wakes the task.
+#[test]
+fn nothing_cuts_into_a_frame_the_rank_writes() {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mesh = loopback([5; 16], 2, Duration::from_secs(60), deadline).unwrap();
+    let (e, p) = mesh.pair(0, 1).unwrap();
+    let out = || super::super::lock(&p.out);
+    out().rank_writing = true;
+    p.push_control(e.control(FrameKind::Heartbeat, &[]));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(out().control.len(), 1, "a frame went on the socket while the rank was writing one");
+    out().rank_writing = false;
+    p.wake.notify_one();
+    let until = Instant::now() + Duration::from_secs(10);
+    while !out().control.is_empty() {
+        assert!(Instant::now() < until, "the writer task never sent the queued frame");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
