@@ -104,7 +104,11 @@ impl std::error::Error for LaunchError {}
 
 impl From<LaunchError> for CollectiveError {
     fn from(e: LaunchError) -> Self {
-        CollectiveError::new(ErrorKind::InvalidArgument, e.to_string()).with_source(e)
+        CollectiveError::new(ErrorKind::InvalidArgument, e.to_string()).with_source(e).with_hint(
+            "start every process under torchrun, mpirun or srun (they set these), or set them yourself: the rank and \
+             world size, and MASTER_ADDR:MASTER_PORT, the host of rank 0 and a free port there, the same in every \
+             process; Communicator::from_env's docs list every variable each launcher sets",
+        )
     }
 }
 

@@ -66,6 +66,10 @@ fn nothing_set() {
     assert!(e.to_string().contains("no launcher environment"), "{e}");
     let c = CollectiveError::from(e);
     assert_eq!(c.kind(), ErrorKind::InvalidArgument);
+    // What to do names the launchers and what MASTER_ADDR and MASTER_PORT must be.
+    let text = c.to_string();
+    assert!(text.contains("What to do: start every process under torchrun, mpirun or srun"), "{text}");
+    assert!(text.contains("MASTER_ADDR:MASTER_PORT, the host of rank 0 and a free port there"), "{text}");
 }
 
 #[test]
