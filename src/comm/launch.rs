@@ -78,7 +78,12 @@ impl<D: Device> Communicator<D> {
 
 /// `host:port` as one address (IPv4 preferred).
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    let bad = |why: String| CollectiveError::invalid(format!("MASTER_ADDR={host} does not resolve: {why}"));
+    let bad = |why: String| {
+        CollectiveError::invalid(format!("MASTER_ADDR={host} does not resolve: {why}")).with_hint(
+            "set MASTER_ADDR to the host name or IP address of rank 0's machine, as this machine resolves it \
+             (the same in every process)",
+        )
+    };
     let all: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(|e| bad(e.to_string()))?.collect();
     all.iter().find(|a| a.is_ipv4()).or(all.first()).copied().ok_or_else(|| bad("no address".into()))
 }
