@@ -1,6 +1,7 @@
 /* OpenMPI's side of the side-by-side benchmark (benches/mpi/run): the same collectives,
  * sizes and timing rule as ruccl-perf (each rank times ITERS calls back to back after a
- * warm-up and a barrier; the printed time is the mean over ranks), so that the two tables
+ * warm-up and a barrier; the printed time is the mean over ranks, then rank 0's and the
+ * slowest rank's, as `ruccl-perf -a 0` and `-a 3` print them), so that the two tables
  * compare row by row. Float elements; sizes as nccl-tests (see `ruccl-perf --help`).
  *
  * Usage: mpirun -np N ./collectives BYTES ITERS [COLLECTIVE]   (one collective, or all)
@@ -64,9 +65,13 @@ int main(int argc, char **argv) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         for (int i = 0; i < iters; i++) colls[c].fn(in, out, count, ranks);
-        double us = (MPI_Wtime() - t0) / iters * 1e6, sum = 0;
+        double us = (MPI_Wtime() - t0) / iters * 1e6, sum = 0, max = 0;
         MPI_Reduce(&us, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-        if (rank == 0) printf("%-16s %10.2f us\n", colls[c].name, sum / ranks);
+        MPI_Reduce(&us, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        /* Rank 0 (every root here) and the slowest rank too: a rank that only sends eagerly
+         * (a non-root of gather or reduce) can finish long before its root, and the mean
+         * then reads lower than any rank's wait for the result. */
+        if (rank == 0) printf("%-16s %10.2f us   rank 0 %.2f, max %.2f\n", colls[c].name, sum / ranks, us, max);
     }
     free(in);
     free(out);
