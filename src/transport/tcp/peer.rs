@@ -333,7 +333,8 @@ impl Peer {
         mut out: MutexGuard<'a, Outbox>,
         mut m: OutMsg,
     ) -> (MutexGuard<'a, Outbox>, Option<OutMsg>) {
-        if !out.idle() || !out.control.is_empty() || !out.data.is_empty() || !matches!(m.payload, Payload::Host(_)) {
+        let Payload::Host(region) = &m.payload else { return (out, Some(m)) };
+        if !out.idle() || !out.control.is_empty() || !out.data.is_empty() {
             return (out, Some(m));
         }
         let len = m.payload.len();
@@ -342,14 +343,11 @@ impl Peer {
         out.in_flight += len as u64;
         drop(out);
         let header = io::data_header(e, &m);
-        let n = match &m.payload {
-            // One `writev` on a non-blocking socket; an error is the writer task's to meet.
-            Payload::Host(region) => region.read().map_or(0, |bytes| {
-                let parts = [std::io::IoSlice::new(&header), std::io::IoSlice::new(&bytes)];
-                (&self.wsock).write_vectored(&parts).unwrap_or(0)
-            }),
-            Payload::Device(..) => 0,
-        };
+        // One `writev` on a non-blocking socket; an error is the writer task's to meet.
+        let n = region.read().map_or(0, |bytes| {
+            let parts = [std::io::IoSlice::new(&header), std::io::IoSlice::new(&bytes)];
+            (&self.wsock).write_vectored(&parts).unwrap_or(0)
+        });
         let mut out = lock(&self.out);
         out.rank_writing = false;
         out.writing = None;
