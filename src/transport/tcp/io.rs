@@ -236,19 +236,6 @@ fn silent(e: &Endpoint, p: &Peer) -> bool {
 /// How often a reader task whose rank reads the socket itself looks at it anyway.
 const LOOK: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Reads the socket as [`Rx::pump`](super::rx::Rx::pump) does, unless another thread holds the
-/// parser (`None`): the waiting rank, which reads until the socket is empty, possibly a whole
-/// window of large payloads. Blocking on the lock instead would hold a runtime thread, and the
-/// writer tasks queued behind it, that long.
-fn pump_unless_read(e: &Endpoint, p: &Peer) -> Option<Pumped> {
-    let mut rx = match p.rx.try_lock() {
-        Ok(rx) => rx,
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return None,
-    };
-    Some(rx.pump(e, p))
-}
-
 async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
     // The frames themselves are read by `Rx::pump`, here or by the waiting rank: this task
     // reads whatever the rank leaves (everything, while the rank sleeps or computes) and
@@ -263,13 +250,13 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
             }
         };
         // Armed: first whatever is there already (the rank may have stopped reading long ago).
-        if pump_unless_read(&e, &p) == Some(Pumped::Ended) {
+        if p.pump_unless_read(&e) == Some(Pumped::Ended) {
             return;
         }
         while !p.inline.load(Ordering::SeqCst) {
             let Some(left) = silence_left(&e, &p) else { return };
             match tokio::time::timeout(left, r.readable()).await {
-                Ok(Ok(mut ready)) => match pump_unless_read(&e, &p) {
+                Ok(Ok(mut ready)) => match p.pump_unless_read(&e) {
                     Some(Pumped::Ended) => return,
                     // Read until the socket was empty, here or by the rank that holds the
                     // parser: its readiness is spent (unless bytes came after that read,
@@ -300,7 +287,7 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
                 Ok(()) => {}
                 Err(_) if left <= LOOK => p.arm(),
                 Err(_) => {
-                    if pump_unless_read(&e, &p) == Some(Pumped::Ended) {
+                    if p.pump_unless_read(&e) == Some(Pumped::Ended) {
                         return;
                     }
                 }

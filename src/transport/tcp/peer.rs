@@ -202,15 +202,25 @@ impl Peer {
         if self.shm.is_some() {
             return;
         }
-        let Ok(mut rx) = self.rx.try_lock() else { return };
-        if rx.pump(e, self) == Pumped::Drained {
-            drop(rx);
-            if !self.inline.load(Ordering::Relaxed) {
-                self.inline.store(true, Ordering::SeqCst);
-                lock(&INLINE).push(Arc::downgrade(self));
-                INLINE_SET.store(true, Ordering::SeqCst);
-            }
+        if self.pump_unless_read(e) == Some(Pumped::Drained) && !self.inline.load(Ordering::Relaxed) {
+            self.inline.store(true, Ordering::SeqCst);
+            lock(&INLINE).push(Arc::downgrade(self));
+            INLINE_SET.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// Reads the socket as [`Rx::pump`] does, unless another thread holds the parser (`None`):
+    /// the waiting rank reads until the socket is empty, possibly a whole window of large
+    /// payloads, and a reader task blocking on the lock instead would hold a runtime thread,
+    /// and the writer tasks queued behind it, that long; a rank would wait on a task that
+    /// reads for it anyway.
+    pub(super) fn pump_unless_read(&self, e: &Endpoint) -> Option<Pumped> {
+        let mut rx = match self.rx.try_lock() {
+            Ok(rx) => rx,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(rx.pump(e, self))
     }
 
     /// The reader task reads this socket again (the rank stops reading it itself).
