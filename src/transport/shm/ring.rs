@@ -67,13 +67,6 @@ fn round(n: u64) -> u64 {
     n.div_ceil(ALIGN) * ALIGN
 }
 
-/// The largest message that does not wake the reader thread of a rank that polls (see
-/// [`Producer::push`]). Larger ones always do: a wake-up is cheap next to their copy, and
-/// measured without this limit a 64 MiB all_reduce of 2 processes (1 MiB chunks) took twice
-/// as long — why exactly is not pinned down yet (the reader handing chunks over while the
-/// rank reduces is the likely part).
-const POLLED_MAX: usize = 64 << 10;
-
 /// The writing end of one direction.
 #[derive(Debug)]
 pub(crate) struct Producer {
@@ -165,11 +158,14 @@ impl Producer {
         self.map.u64_at(self.ctrl.head).store(self.head, Ordering::SeqCst);
         // A whole message for a rank that polls the ring itself needs no reader thread (its
         // wake-up — a futex call here, a thread scheduled there, and that thread then
-        // contending with the rank for the ring — is most of a small message's time). The
-        // records of a streamed message always wake it: the rank may be waiting for another
-        // peer while this producer waits for space.
+        // contending with the rank for the ring and the cores — is most of a small message's
+        // time, and it slowed large ones too: until session 34 messages over 64 KiB always
+        // woke it, and dropping that limit cut 2 processes' all_reduce at 256 KiB from 64-101
+        // to 31-35 us, at 1 MiB from 294-330 to 199-216 us, at 16 MiB from 3.8-4.3 to
+        // 3.0-3.1 ms, with gathers and broadcasts unchanged; PERFORMANCE.md). The records of a
+        // streamed message always wake it: the rank may be waiting for another peer while this
+        // producer waits for space.
         let polled = matches!(kind, Kind::Data | Kind::Lent)
-            && payload.len() <= POLLED_MAX
             && self.map.u32_at(self.ctrl.consumer_polls).load(Ordering::SeqCst) != 0;
         if !polled && self.map.u32_at(self.ctrl.consumer_sleeps).load(Ordering::SeqCst) != 0 {
             self.map.u32_at(self.ctrl.data_bell).fetch_add(1, Ordering::SeqCst);
