@@ -40,14 +40,18 @@ pub(super) fn large_messages_cross_processes(t: Transport) {
 }
 
 pub(super) fn sizes_around_the_single_copy_threshold(t: Transport) {
-    let id = UniqueId::new().unwrap();
-    let mut kids = Kids::new(t);
-    for r in 0..3 {
-        let mut env = ranks_env(&id, 3, &[r]);
-        env.extend([("MP_RANK", r.to_string()), ("RUCCL_CHUNK_BYTES", "300004".to_string())]);
-        kids.spawn(&format!("rank{r}"), "threshold", &env);
+    // 3 processes (every rank has 2 peers on the host: single copy from 128 KiB), then 2 (one
+    // peer: from 32 KiB).
+    for world in [3, 2] {
+        let id = UniqueId::new().unwrap();
+        let mut kids = Kids::new(t);
+        for r in 0..world {
+            let mut env = ranks_env(&id, world, &[r]);
+            env.extend([("MP_RANK", r.to_string()), ("RUCCL_CHUNK_BYTES", "300004".to_string())]);
+            kids.spawn(&format!("rank{r}of{world}"), "threshold", &env);
+        }
+        kids.wait(&[]);
     }
-    kids.wait(&[]);
 }
 
 pub(super) fn two_processes_of_two_ranks_run_every_collective(t: Transport) {

@@ -20,6 +20,16 @@ use std::io;
 /// pairings at 32 KiB messages, 58% at 64 KiB, 68% at 128 KiB and 80% at 256 KiB.
 pub(crate) const CMA_MIN: usize = 128 << 10;
 
+/// [`CMA_MIN`] for a rank whose only peer on this host is the one process it sends to: from
+/// 32 KiB. Nobody else reads the sender's memory meanwhile, and the receiver's one copy saves
+/// the ring's second. Measured (PERFORMANCE.md, session 34; 2 processes, alternated, 2 rounds
+/// each): all_gather of 64 KiB 4.4-6.4 us with ring copies against 4.2-4.6 by single copy,
+/// 128 KiB 8.8-11.6 against 5.8-6.6, broadcast of 128 KiB 6.0-6.4 against 4.4-4.6,
+/// all_to_all and sendrecv alike, and nothing slower. With 3 peers (4 processes) the same
+/// threshold made all_gather of 64-256 KiB 1.3-1.5 times slower: a rank then makes a system
+/// call per peer and message, and its peers' reads of its memory contend.
+pub(crate) const CMA_MIN_ONE_PEER: usize = 32 << 10;
+
 /// A value every process holds at a known address: the peer test-reads it at the handshake.
 pub(crate) static PROBE: u64 = u64::from_le_bytes(*b"RUCCLCMA");
 

@@ -174,6 +174,8 @@ fn endpoints(
         };
         let mut peers = Vec::with_capacity(world);
         let mut conns = Vec::new();
+        // Peers on this host, through shared memory (their single-copy threshold).
+        let local = shm.get(me).map_or(0, |r| r.iter().flatten().count());
         for (p, s) in row.into_iter().enumerate() {
             match s {
                 None => peers.push(None),
@@ -190,7 +192,7 @@ fn endpoints(
                     let task_w = s.try_clone().map_err(|e| io_error("configuring a socket", e))?;
                     let s = (s, task_w);
                     let seg = shm.get_mut(me).and_then(|r| r.get_mut(p)).and_then(Option::take);
-                    let peer = Arc::new(Peer::new(p, seg.map(|s| Arc::new(ShmPeer::new(s))), direct, inline));
+                    let peer = Arc::new(Peer::new(p, seg.map(|s| Arc::new(ShmPeer::new(s, local))), direct, inline));
                     conns.push((peer.clone(), s));
                     peers.push(Some(peer));
                 }

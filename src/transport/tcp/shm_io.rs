@@ -17,8 +17,9 @@
 //!   holds the pair's state, the inline paths and the wake-ups.
 //!
 //! - Messages of at least [`CMA_MIN`](crate::transport::shm::cma::CMA_MIN) bytes of ops
-//!   that do not reduce, where the pair can read each other's memory, are lent instead of
-//!   copied ([`lend`]; `RUCCL_SHM_CMA=0` turns it off).
+//!   that do not reduce ([`CMA_MIN_ONE_PEER`](crate::transport::shm::cma::CMA_MIN_ONE_PEER)
+//!   for a rank whose only peer on the host is this one), where the pair can read each
+//!   other's memory, are lent instead of copied ([`lend`]; `RUCCL_SHM_CMA=0` turns it off).
 //!
 //! Ordering with the socket: a departing rank puts its last data in the ring before its
 //! goodbye goes on the socket, and the receiving reader drains the ring once more after the
@@ -33,6 +34,7 @@ use std::time::{Duration, Instant};
 use super::{Endpoint, OutMsg, Peer, lock};
 use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::mem::HostMem;
+use crate::transport::shm::cma;
 use crate::transport::shm::ring::{self, Consumer, Kind, Producer};
 use crate::transport::shm::segment::Ctrl;
 use crate::transport::shm::{INLINE_MAX, Pair};
@@ -86,10 +88,14 @@ pub(crate) struct ShmPeer {
     /// How many lent messages `lending` holds (its `out`), stored under its lock: the common
     /// "nothing lent" answer without taking it.
     lent_out: AtomicUsize,
+    /// Messages at least this large go by single copy where the pair can ([`cma::CMA_MIN`],
+    /// or [`cma::CMA_MIN_ONE_PEER`] when this is the rank's only peer on the host).
+    cma_min: usize,
 }
 
 impl ShmPeer {
-    pub(super) fn new(pair: Pair) -> Self {
+    /// The rank's side of `pair`; `local_peers`: how many peers it has on this host.
+    pub(super) fn new(pair: Pair, local_peers: usize) -> Self {
         let in_dir = 1 - pair.out_dir;
         ShmPeer {
             prod: Mutex::new(Producer::new(pair.map.clone(), pair.out_dir)),
@@ -107,6 +113,7 @@ impl ShmPeer {
             drained: AtomicBool::new(false),
             lending: Mutex::new(lend::Lending::default()),
             lent_out: AtomicUsize::new(0),
+            cma_min: if local_peers <= 1 { cma::CMA_MIN_ONE_PEER } else { cma::CMA_MIN },
         }
     }
 

@@ -18,7 +18,7 @@ use super::{Endpoint, Peer, ShmPeer, lock};
 use crate::error::{CollectiveError, ErrorKind};
 use crate::mem::{HostRegion, Lease};
 use crate::transport::Header;
-use crate::transport::shm::cma::{self, CMA_MIN};
+use crate::transport::shm::cma;
 use crate::transport::shm::ring::{self, Kind, Producer};
 use crate::transport::shm::segment::Ctrl;
 use crate::transport::tcp::peer::{InMsg, Remote};
@@ -35,7 +35,8 @@ pub(super) struct Lending {
 
 impl ShmPeer {
     /// A read registration of `r` if it goes by single copy: the peer can read this process,
-    /// `r` is large and memory of this process, and the op does not reduce (`header`).
+    /// `r` is large (`cma_min`) and memory of this process, and the op does not reduce
+    /// (`header`).
     ///
     /// Why not for reductions: the receiver would read the bytes into a buffer of its own
     /// before reducing them — one copy, as through the ring, but made by the receiver, in line
@@ -43,7 +44,7 @@ impl ShmPeer {
     /// (PERFORMANCE.md, session 10, at load 5-6) a 64 MiB all_reduce of 2 processes took 1.3-1.5 times as
     /// long. A copy step lands the bytes straight in its destination: half the copies.
     pub(super) fn lendable(&self, header: &Header, r: &HostRegion) -> Option<Lease> {
-        if self.pair.lend && r.len >= CMA_MIN && header.fp.desc.op.is_none() { Lease::new(r) } else { None }
+        if self.pair.lend && r.len >= self.cma_min && header.fp.desc.op.is_none() { Lease::new(r) } else { None }
     }
 
     /// Publishes a `Lent` record for message `ticket` of `len` bytes; gives `lease` back when
