@@ -7,8 +7,8 @@
 //! data frames go through the ring — the sender copies its payload in once and the receiver
 //! reads it in place, and freeing a record is the credit. The connection driving code is in
 //! the TCP transport's `shm_io`; `RUCCL_SHM_DISABLE=1` keeps every pair on TCP. Large
-//! messages of ops that do not reduce skip the ring where the pair can read each other's
-//! memory ([`cma`]; tested at the handshake, `RUCCL_SHM_CMA=0` turns it off).
+//! messages (of every op but a rooted reduce) skip the ring where the pair can read each
+//! other's memory ([`cma`]; tested at the handshake, `RUCCL_SHM_CMA=0` turns it off).
 
 pub(crate) mod cma;
 pub(crate) mod ring;

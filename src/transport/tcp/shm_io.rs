@@ -16,10 +16,11 @@
 //!   the reader and the poll that checks and hands over records `shm_read.rs`; this file
 //!   holds the pair's state, the inline paths and the wake-ups.
 //!
-//! - Messages of at least [`CMA_MIN`](crate::transport::shm::cma::CMA_MIN) bytes of ops
-//!   that do not reduce ([`CMA_MIN_ONE_PEER`](crate::transport::shm::cma::CMA_MIN_ONE_PEER)
-//!   for a rank whose only peer on the host is this one), where the pair can read each
-//!   other's memory, are lent instead of copied ([`lend`]; `RUCCL_SHM_CMA=0` turns it off).
+//! - Messages of at least [`CMA_MIN`](crate::transport::shm::cma::CMA_MIN) bytes
+//!   ([`CMA_MIN_ONE_PEER`](crate::transport::shm::cma::CMA_MIN_ONE_PEER) for a rank whose
+//!   only peer on the host is this one) of every op but a rooted reduce, where the pair can
+//!   read each other's memory, are lent instead of copied ([`lend`]; `RUCCL_SHM_CMA=0`
+//!   turns it off).
 //!
 //! Ordering with the socket: a departing rank puts its last data in the ring before its
 //! goodbye goes on the socket, and the receiving reader drains the ring once more after the

@@ -17,6 +17,7 @@ use std::sync::atomic::{Ordering, fence};
 use super::{Endpoint, Peer, ShmPeer, lock};
 use crate::error::{CollectiveError, ErrorKind};
 use crate::mem::{HostRegion, Lease};
+use crate::op::OpKind;
 use crate::transport::Header;
 use crate::transport::shm::cma;
 use crate::transport::shm::ring::{self, Kind, Producer};
@@ -35,16 +36,23 @@ pub(super) struct Lending {
 
 impl ShmPeer {
     /// A read registration of `r` if it goes by single copy: the peer can read this process,
-    /// `r` is large (`cma_min`) and memory of this process, and the op does not reduce
-    /// (`header`).
+    /// `r` is large (`cma_min`) and memory of this process, and the op is not a rooted
+    /// reduce (`header`).
     ///
-    /// Why not for reductions: the receiver would read the bytes into a buffer of its own
-    /// before reducing them — one copy, as through the ring, but made by the receiver, in line
-    /// with its reduction, where the ring's copy is the sender's, in parallel with it; measured
-    /// (PERFORMANCE.md, session 10, at load 5-6) a 64 MiB all_reduce of 2 processes took 1.3-1.5 times as
-    /// long. A copy step lands the bytes straight in its destination: half the copies.
+    /// A lent message moves the copy from the sender (into the ring) to the receiver (out of
+    /// this process). A copy step lands the bytes straight in its destination: half the
+    /// copies. A reducing step reads them into a buffer of its own first — one copy, as
+    /// through the ring, but the receiver's. That pays wherever every rank receives about as
+    /// much as it sends (all_reduce, reduce_scatter): measured (PERFORMANCE.md, session 34,
+    /// lending and not alternated) 2 processes' all_reduce at 256 MiB 82.6-83.0 -> 66.0-66.9
+    /// ms, 4 processes' 268-271 -> 208-215 ms and at 4 MiB 3.8-4.1 -> 2.0 ms, reduce_scatter
+    /// faster at every size. It costs where one rank receives from every other: the root of
+    /// reduce then makes every copy besides every reduction (2 processes, 16 MiB: 2.0 -> 3.2
+    /// ms), so reduce keeps the ring. (Session 10 measured all_reduce 1.3-1.5x slower lent;
+    /// the ring has changed since.)
     pub(super) fn lendable(&self, header: &Header, r: &HostRegion) -> Option<Lease> {
-        if self.pair.lend && r.len >= self.cma_min && header.fp.desc.op.is_none() { Lease::new(r) } else { None }
+        let lend = self.pair.lend && r.len >= self.cma_min && header.fp.desc.kind != OpKind::Reduce;
+        if lend { Lease::new(r) } else { None }
     }
 
     /// Publishes a `Lent` record for message `ticket` of `len` bytes; gives `lease` back when
