@@ -22,12 +22,13 @@ pub(crate) const CMA_MIN: usize = 128 << 10;
 
 /// [`CMA_MIN`] for a rank whose only peer on this host is the one process it sends to: from
 /// 32 KiB. Nobody else reads the sender's memory meanwhile, and the receiver's one copy saves
-/// the ring's second. Measured (PERFORMANCE.md, session 34; 2 processes, alternated, 2 rounds
-/// each): all_gather of 64 KiB 4.4-6.4 us with ring copies against 4.2-4.6 by single copy,
-/// 128 KiB 8.8-11.6 against 5.8-6.6, broadcast of 128 KiB 6.0-6.4 against 4.4-4.6,
-/// all_to_all and sendrecv alike, and nothing slower. With 3 peers (4 processes) the same
-/// threshold made all_gather of 64-256 KiB 1.3-1.5 times slower: a rank then makes a system
-/// call per peer and message, and its peers' reads of its memory contend.
+/// the ring's second. Measured (PERFORMANCE.md, session 34; 2 processes, old and new builds
+/// alternated, 3 rounds, 64 / 128 KiB): all_gather 5.7-6.3 / 10.1-12.4 us by ring copies
+/// against 4.0 (one round 8.8) / 5.7-6.1 by single copy, all_to_all 6.2-6.3 / 10.8-12.1
+/// against 3.9-4.3 / 5.7-5.8, gather 3.7-3.9 / 7.1-7.2 against 3.3-3.5 / 4.9-5.1,
+/// broadcast of 64 KiB 6.0-6.8 against 4.2-4.6, and nothing slower. With 3 peers (4
+/// processes) the same threshold made all_gather of 64-256 KiB 1.3-1.5 times slower: a rank
+/// then makes a system call per peer and message, and its peers' reads of its memory contend.
 pub(crate) const CMA_MIN_ONE_PEER: usize = 32 << 10;
 
 /// A value every process holds at a known address: the peer test-reads it at the handshake.
