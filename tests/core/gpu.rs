@@ -337,6 +337,57 @@ fn gpu_copies_at_any_byte_offset() {
     });
 }
 
+/// Host bytes written into device buffers at any size and byte offset — across the 4 MiB
+/// chunks CUDA's direct writes go in, and their two alternating bounce buffers — land exactly
+/// there; and a write waits for the device work enqueued before it: copies out of a buffer,
+/// enqueued and not waited for, still read the bytes written before it, not the ones after.
+#[test]
+fn gpu_uploads_of_any_size_at_any_offset_keep_the_device_order() {
+    with_gpu(|gpu| {
+        const MIB: usize = 1 << 20;
+        let sizes: &[usize] = if GpuDevice::short() {
+            &[0, 1, 3, 4 * MIB + 5, 9 * MIB + 3]
+        } else {
+            &[0, 1, 3, 4096, 4 * MIB - 1, 4 * MIB, 4 * MIB + 5, 8 * MIB, 9 * MIB + 3, 13 * MIB + 1]
+        };
+        for (i, &len) in sizes.iter().enumerate() {
+            for off in [0, 1, 6] {
+                let total = len + off + 9;
+                let buf = gpu.alloc(total).unwrap();
+                gpu.write(&buf, 0, &vec![0xEE; total]).unwrap();
+                let src = bytes(len, 40 + i as u64 + off as u64);
+                gpu.write(&buf, off, &src).unwrap();
+                let mut got = vec![0u8; total];
+                gpu.read(&buf, 0, &mut got).unwrap();
+                assert!(got[..off].iter().all(|&b| b == 0xEE), "{len} bytes at {off}: the bytes before");
+                assert!(got[off..off + len] == src[..], "{len} bytes at {off}: the bytes written");
+                assert!(got[off + len..].iter().all(|&b| b == 0xEE), "{len} bytes at {off}: the bytes after");
+            }
+        }
+        // Order: first bytes in, a copy out enqueued, second bytes in, then the copy's result.
+        let len = if GpuDevice::short() { 5 * MIB + 7 } else { 17 * MIB + 7 };
+        let (first, second) = (bytes(len, 77), bytes(len, 78));
+        let src = gpu.alloc(len).unwrap();
+        let dst = gpu.alloc(len).unwrap();
+        gpu.write(&src, 0, &first).unwrap();
+        // Copied many times over, so the device is still busy reading `src` when the write
+        // comes: a write that does not wait overtakes some of the copies.
+        let mut copied = None;
+        for _ in 0..32 {
+            copied = Some(gpu.copy(&Range::new(src.clone(), 0, len), &Range::new(dst.clone(), 0, len)).unwrap());
+        }
+        let second_in =
+            gpu.upload(&Range::new(src.clone(), 0, len), &HostRegion { mem: host_mem(&second), off: 0, len }).unwrap();
+        gpu.wait(&second_in, None).unwrap();
+        gpu.wait(&copied.unwrap(), None).unwrap();
+        let mut got = vec![0u8; len];
+        gpu.read(&dst, 0, &mut got).unwrap();
+        assert!(got == first, "the copy enqueued before the second write read the second write's bytes");
+        gpu.read(&src, 0, &mut got).unwrap();
+        assert!(got == second, "the second write did not land");
+    });
+}
+
 /// Ranks that share the device exchange device ranges and reduce on it: the collectives
 /// move no byte through host memory (building and reading tensors does, outside the count).
 /// The ranks use their own handle on the device, so other tests running at the same time

@@ -4,8 +4,10 @@
 //! buffer-to-buffer copy instead of the copy kernel. Both are issued after the device's
 //! earlier work was submitted, so they land after every kernel enqueued before them and
 //! before every kernel enqueued after. Host-resident reduction sources go into one reusable
-//! scratch buffer per device. Where there is no queue (CUDA), the old paths remain: a fresh
-//! CubeCL handle and the copy kernel.
+//! scratch buffer per device. On CUDA, host bytes go straight into the destination's
+//! allocation too, through page-locked bounce buffers (`direct`), and device copies take the
+//! copy kernel. Where neither exists (a device ruCCL did not open), the old paths remain: a
+//! fresh CubeCL handle and the copy kernel.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
@@ -13,7 +15,6 @@ use std::sync::{Mutex, MutexGuard};
 use cubecl::Runtime;
 
 use super::{CubeBuffer, CubeDevice};
-#[cfg(feature = "wgpu")]
 use super::{contained, pad};
 use crate::device::{Range, Source};
 use crate::error::{CollectiveError, Result};
@@ -27,34 +28,58 @@ pub(super) struct Io {
     queue: Option<(wgpu::Device, wgpu::Queue)>,
     /// Scratch for host-resident reduction sources. Held locked from the write into it until
     /// the kernels reading it are enqueued: the next writer's submit then orders them first.
-    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     scratch: Mutex<Option<CubeBuffer>>,
+    /// Direct writes into a CUDA GPU's memory, when ruCCL opened it.
+    #[cfg(feature = "cuda")]
+    cuda: Option<std::sync::Arc<super::direct::Direct>>,
 }
 
 impl Io {
     /// No queued writes (every upload through a CubeCL handle).
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(super) fn handles_only() -> Self {
         Io {
             #[cfg(feature = "wgpu")]
             queue: None,
             scratch: Mutex::new(None),
+            #[cfg(feature = "cuda")]
+            cuda: None,
         }
     }
 
     /// Queued writes through `queue`.
     #[cfg(feature = "wgpu")]
     pub(super) fn wgpu(queue: Option<(wgpu::Device, wgpu::Queue)>) -> Self {
-        Io { queue, scratch: Mutex::new(None) }
+        Io { queue, ..Io::handles_only() }
     }
 
-    /// The same queue, with scratch of its own.
+    /// Direct writes into a CUDA GPU's memory.
+    #[cfg(feature = "cuda")]
+    pub(super) fn cuda(direct: super::direct::Direct) -> Self {
+        Io { cuda: Some(std::sync::Arc::new(direct)), ..Io::handles_only() }
+    }
+
+    /// The same queue or direct writes, with scratch of its own.
     pub(super) fn share(&self) -> Self {
         Io {
             #[cfg(feature = "wgpu")]
             queue: self.queue.clone(),
             scratch: Mutex::new(None),
+            #[cfg(feature = "cuda")]
+            cuda: self.cuda.clone(),
         }
+    }
+
+    /// Whether host bytes can be written into a device buffer in place (queued or direct).
+    fn writes_in_place(&self) -> bool {
+        #[cfg(feature = "wgpu")]
+        if self.queue.is_some() {
+            return true;
+        }
+        #[cfg(feature = "cuda")]
+        if self.cuda.is_some() {
+            return true;
+        }
+        false
     }
 }
 
@@ -66,6 +91,9 @@ impl<R: Runtime> CubeDevice<R> {
     /// has none (then nothing was written). `off` and `bytes.len()` are multiples of 4.
     fn write_queued(&self, buf: &CubeBuffer, off: usize, bytes: &[u8]) -> Result<bool> {
         debug_assert!(off.is_multiple_of(4) && bytes.len().is_multiple_of(4) && off + bytes.len() <= buf.padded());
+        if self.write_direct(buf, off, bytes)? {
+            return Ok(true);
+        }
         #[cfg(feature = "wgpu")]
         if let Some((_, queue)) = &self.inner.io.queue {
             let Some((buffer, base)) = self.wgpu_buffer(buf)? else { return Ok(false) };
@@ -75,6 +103,17 @@ impl<R: Runtime> CubeDevice<R> {
                 queue.submit([]);
             })?;
             return Ok(true);
+        }
+        let _ = (buf, off, bytes);
+        Ok(false)
+    }
+
+    /// Writes `bytes` at byte `off` of `buf` directly (CUDA; any alignment), done when it
+    /// returns; `Ok(false)` when this device has no direct writes (nothing was written).
+    fn write_direct(&self, buf: &CubeBuffer, off: usize, bytes: &[u8]) -> Result<bool> {
+        #[cfg(feature = "cuda")]
+        if let Some(direct) = &self.inner.io.cuda {
+            return direct.write(&self.inner.name, buf.handle(), off, bytes);
         }
         let _ = (buf, off, bytes);
         Ok(false)
@@ -137,6 +176,9 @@ impl<R: Runtime> CubeDevice<R> {
     /// `bytes` into `buf[off..]`: the word-aligned middle by a queued write, ragged edges
     /// (and everything, where there is no queued write) through a handle and the copy kernel.
     pub(super) fn write_bytes(&self, buf: &CubeBuffer, off: usize, bytes: &[u8]) -> Result<()> {
+        if self.write_direct(buf, off, bytes)? {
+            return Ok(());
+        }
         let end = off + bytes.len();
         let (mid_lo, mid_hi) = (off.next_multiple_of(4).min(end), (end / 4 * 4).max(off.next_multiple_of(4).min(end)));
         if mid_hi > mid_lo && self.write_queued(buf, mid_lo, &bytes[mid_lo - off..mid_hi - off])? {
@@ -158,10 +200,9 @@ impl<R: Runtime> CubeDevice<R> {
 
     /// Host sources in device scratch (one region each, 8-byte aligned), with the lock that
     /// must stay held until the kernels reading them are enqueued. `None` when this device has
-    /// no queued writes.
+    /// no queued or direct writes.
     pub(super) fn scratch_for(&self, srcs: &[&crate::mem::HostRegion]) -> Result<Option<Scratch<'_>>> {
-        #[cfg(feature = "wgpu")]
-        if self.inner.io.queue.is_some() {
+        if self.inner.io.writes_in_place() {
             let mut guard = self.inner.io.scratch.lock().unwrap_or_else(|e| e.into_inner());
             let mut offs = Vec::with_capacity(srcs.len());
             let mut total = 0;

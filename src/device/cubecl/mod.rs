@@ -24,6 +24,8 @@
 //! contained and turned into `Device` errors.
 
 mod contract;
+#[cfg(feature = "cuda")]
+mod direct;
 mod event;
 mod io;
 mod launch;
@@ -143,8 +145,8 @@ struct Inner<R: Runtime> {
     memory: usize,
     /// Bytes moved between this device and host memory by `upload`/`download`/host sources.
     host_bytes: AtomicUsize,
-    /// Host→device transfers: queued writes and reusable scratch (see `io`; CUDA has none).
-    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+    /// Host→device transfers: queued (wgpu) or direct (CUDA) writes and reusable scratch
+    /// (see `io`).
     io: io::Io,
     /// Where events are waited for when the runtime's futures block the thread that polls
     /// them (CUDA's synchronise in their first poll): `Device::poll` never blocks.

@@ -98,7 +98,13 @@ impl CubeDevice<cubecl::wgpu::WgpuRuntime> {
             .map(|_| {
                 let (device, queue) = cubecl::future::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
                     label: Some("ruccl"),
-                    required_features: adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+                    // Not the experimental ones (NVIDIA's Vulkan driver offers mesh shaders and
+                    // cooperative matrices): asking for them fails unless experimental features
+                    // are enabled, and no kernel here needs them.
+                    required_features:
+                        adapter.features().difference(
+                            wgpu::Features::MAPPABLE_PRIMARY_BUFFERS | wgpu::Features::all_experimental_mask(),
+                        ),
                     required_limits: adapter.limits(),
                     memory_hints: wgpu::MemoryHints::MemoryUsage,
                     trace: wgpu::Trace::Off,
@@ -168,7 +174,15 @@ impl CubeDevice<cubecl::cuda::CudaRuntime> {
         let label = format!("{name} ({})", runtime_name(&client));
         let memory =
             contained(&name, "asking the GPU's memory size", || cuda_memory(index))?.unwrap_or_else(host_memory);
-        Ok(Self::from_client(client, &device, label, Io::handles_only(), memory))
+        let mut dev = Self::from_client(client, &device, label, Io::handles_only(), memory);
+        // Host bytes straight into device memory (`direct`), once the static client exists;
+        // where the GPU's context cannot be had, uploads go through CubeCL handles.
+        if let Some(inner) = std::sync::Arc::get_mut(&mut dev.inner)
+            && let Ok(direct) = super::direct::Direct::new(inner.client, index)
+        {
+            inner.io = Io::cuda(direct);
+        }
+        Ok(dev)
     }
 }
 
