@@ -61,6 +61,12 @@ impl Direct {
         Ok(Direct { client, ctx, bounce: Mutex::new(None) })
     }
 
+    /// Direct writes into the same GPU with bounce buffers of their own (another handle on
+    /// the device: its writes do not wait for this one's).
+    pub(super) fn another(&self) -> Self {
+        Direct { client: self.client, ctx: self.ctx, bounce: Mutex::new(None) }
+    }
+
     /// Writes `bytes` at byte `off` of `handle`'s memory, after the device's earlier work and
     /// before its later work (see the module docs). `Ok(false)`, with nothing written, where
     /// the bounce buffers cannot be had (the caller uploads through a CubeCL handle instead).

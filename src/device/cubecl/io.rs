@@ -31,7 +31,7 @@ pub(super) struct Io {
     scratch: Mutex<Option<CubeBuffer>>,
     /// Direct writes into a CUDA GPU's memory, when ruCCL opened it.
     #[cfg(feature = "cuda")]
-    cuda: Option<std::sync::Arc<super::direct::Direct>>,
+    cuda: Option<super::direct::Direct>,
 }
 
 impl Io {
@@ -55,17 +55,18 @@ impl Io {
     /// Direct writes into a CUDA GPU's memory.
     #[cfg(feature = "cuda")]
     pub(super) fn cuda(direct: super::direct::Direct) -> Self {
-        Io { cuda: Some(std::sync::Arc::new(direct)), ..Io::handles_only() }
+        Io { cuda: Some(direct), ..Io::handles_only() }
     }
 
-    /// The same queue or direct writes, with scratch of its own.
+    /// The same queue, or direct writes into the same GPU, with scratch (and bounce buffers)
+    /// of its own.
     pub(super) fn share(&self) -> Self {
         Io {
             #[cfg(feature = "wgpu")]
             queue: self.queue.clone(),
             scratch: Mutex::new(None),
             #[cfg(feature = "cuda")]
-            cuda: self.cuda.clone(),
+            cuda: self.cuda.as_ref().map(super::direct::Direct::another),
         }
     }
 
