@@ -20,8 +20,9 @@ impl<R: cubecl::Runtime> CubeDevice<R> {
     /// CubeCL's device `device` of runtime `R`, through the client CubeCL keeps for it: the
     /// device a framework built on CubeCL (burn) already uses, whose tensors' handles this
     /// device can then use without a copy ([`CubeDevice::import`]). Every call names the same
-    /// device. Host bytes reach it through CubeCL handles (ruCCL did not open it, so it has
-    /// no queue of its own for queued writes).
+    /// device. On CUDA, host bytes are written straight into device memory, as on a GPU
+    /// ruCCL opens; on wgpu they reach it through CubeCL handles (ruCCL did not open it, so it
+    /// has no queue of its own for queued writes).
     ///
     /// # Errors
     /// `Device` when CubeCL cannot open the device (no adapter, no driver).
@@ -29,7 +30,7 @@ impl<R: cubecl::Runtime> CubeDevice<R> {
         let name = format!("{device:?}");
         let client = contained(&name, "opening the device", || R::client(device))?;
         let label = format!("{name} ({})", runtime_name(&client));
-        Ok(Self::from_client(client, device, label, Io::handles_only(), host_memory()))
+        Ok(Self::from_client(client, device, label, Io::handles_only(), host_memory()).with_direct_writes(device))
     }
 }
 
@@ -174,15 +175,35 @@ impl CubeDevice<cubecl::cuda::CudaRuntime> {
         let label = format!("{name} ({})", runtime_name(&client));
         let memory =
             contained(&name, "asking the GPU's memory size", || cuda_memory(index))?.unwrap_or_else(host_memory);
-        let mut dev = Self::from_client(client, &device, label, Io::handles_only(), memory);
-        // Host bytes straight into device memory (`direct`), once the static client exists;
-        // where the GPU's context cannot be had, uploads go through CubeCL handles.
-        if let Some(inner) = std::sync::Arc::get_mut(&mut dev.inner)
-            && let Ok(direct) = super::direct::Direct::new(inner.client, index)
+        Ok(Self::from_client(client, &device, label, Io::handles_only(), memory).with_direct_writes(&device))
+    }
+}
+
+impl<R: cubecl::Runtime> CubeDevice<R> {
+    /// This device, writing host bytes straight into device memory (`direct`) where it is a
+    /// CUDA GPU (`device` is CubeCL's device under it); unchanged elsewhere, and where the
+    /// GPU's context cannot be had (uploads then go through CubeCL handles).
+    fn with_direct_writes(self, device: &R::Device) -> Self {
+        #[cfg(feature = "cuda")]
         {
-            inner.io = Io::cuda(direct);
+            use std::any::Any;
+            let mut this = self;
+            let client: &'static dyn Any = this.inner.client;
+            if let (Some(cuda), Some(client), Some(inner)) = (
+                (device as &dyn Any).downcast_ref::<cubecl::cuda::CudaDevice>(),
+                client.downcast_ref::<cubecl::client::ComputeClient<cubecl::cuda::CudaRuntime>>(),
+                std::sync::Arc::get_mut(&mut this.inner),
+            ) && let Ok(direct) = super::direct::Direct::new(client, cuda.index)
+            {
+                inner.io = Io::cuda(direct);
+            }
+            this
         }
-        Ok(dev)
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = device;
+            self
+        }
     }
 }
 
