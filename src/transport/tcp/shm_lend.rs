@@ -36,8 +36,8 @@ pub(super) struct Lending {
 
 impl ShmPeer {
     /// A read registration of `r` if it goes by single copy: the peer can read this process,
-    /// `r` is large (`cma_min`) and memory of this process, and the op is not a rooted
-    /// reduce (`header`).
+    /// `r` is large (`cma_min`; at least [`cma::CMA_MIN`] for an in-place all_reduce, below)
+    /// and memory of this process, and the op is not a rooted reduce (`header`).
     ///
     /// A lent message moves the copy from the sender (into the ring) to the receiver (out of
     /// this process). A copy step lands the bytes straight in its destination: half the
@@ -50,8 +50,22 @@ impl ShmPeer {
     /// reduce then makes every copy besides every reduction (2 processes, 16 MiB: 2.0 -> 3.2
     /// ms), so reduce keeps the ring. (Session 10 measured all_reduce 1.3-1.5x slower lent;
     /// the ring has changed since.)
+    ///
+    /// An in-place all_reduce lends its small messages no earlier than with 3 peers, even to
+    /// its one peer: each range the peer reads there is one this rank reduces or receives into
+    /// next, and after another core has read a cache line, changing it costs a second transfer
+    /// of the line (a 32 KiB in-place sum over lines a peer had just read took 8-16 us
+    /// against 2.3: `benches/study/in_place_after_peer_read.c`), where ring copies leave the
+    /// lines with this rank. Measured (PERFORMANCE.md, session 35; 2 processes, in-place
+    /// all_reduce, old and new builds alternated, 3 rounds): 32 KiB 12.8-13.9 -> 5.5-5.8 us,
+    /// 64 KiB 23-29 -> 8.9-13.0, 128 KiB 27-31 -> 17-20; out of place unchanged. Larger
+    /// messages are lent as before: the ring's copies of them were slower still (256 KiB in
+    /// place 46 -> 49-77 us with no lending below 1 MiB).
     pub(super) fn lendable(&self, header: &Header, r: &HostRegion) -> Option<Lease> {
-        let lend = self.pair.lend && r.len >= self.cma_min && header.fp.desc.kind != OpKind::Reduce;
+        let desc = &header.fp.desc;
+        let min =
+            if desc.in_place && desc.kind == OpKind::AllReduce { self.cma_min.max(cma::CMA_MIN) } else { self.cma_min };
+        let lend = self.pair.lend && r.len >= min && desc.kind != OpKind::Reduce;
         if lend { Lease::new(r) } else { None }
     }
 
