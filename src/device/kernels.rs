@@ -229,9 +229,14 @@ fn reduce_many_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]
     }
     if std::mem::size_of_val(d) < stream::STREAM_MIN_BYTES {
         // Tile by tile, so that each tile of the destination stays in L1 across the sources.
+        // An in-place reduction (no `acc`) reads each destination line, then writes it: its
+        // lines are asked for owned first (`stream::prefetch_for_write`).
         let mut start = 0;
         while start < d.len() {
             let end = (start + TILE).min(d.len());
+            if a.is_none() {
+                stream::prefetch_for_write(as_bytes(&d[start..end]));
+            }
             for (i, src) in s.iter().enumerate() {
                 let first = if i == 0 { a.map(|a| &a[start..end]) } else { None };
                 zip_dispatch(&mut d[start..end], first, &src[start..end], combine);

@@ -17,6 +17,45 @@ pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
     dst.copy_from_slice(src);
 }
 
+/// Asks for every cache line of `bytes` with intent to write (`PREFETCHW`), where the CPU has
+/// it (elsewhere nothing happens): for a destination that is read and then written, such as
+/// an in-place reduction's. When another core has read those lines since this one last wrote
+/// them (a peer's single-copy receive), each load would fetch the line shared and each store
+/// then take it over in a second transfer, one line after the other; asked for ahead, the
+/// lines come once, owned, many at a time. Measured (`benches/study/in_place_after_peer_read.c`,
+/// 32 KiB after a peer's read): 8-16 us a pass, 4.7-5.6 with the lines asked for first.
+pub(crate) fn prefetch_for_write(bytes: &[u8]) {
+    // Not under Miri, which runs no inline assembly (nor CPUID).
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if has_prefetchw() {
+        for line in bytes.chunks(64) {
+            // SAFETY: a prefetch is a hint: it reads nothing into a register, writes no
+            // memory and cannot fault; the CPU executes it (checked above).
+            unsafe {
+                std::arch::asm!("prefetchw [{0}]", in(reg) line.as_ptr(), options(nostack, preserves_flags, readonly));
+            }
+        }
+    }
+    let _ = bytes;
+}
+
+/// Whether this CPU executes `PREFETCHW` (CPUID 8000_0001h, ECX bit 8), asked once.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+fn has_prefetchw() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    static HAS: AtomicU8 = AtomicU8::new(0); // 0: not asked yet, 1: no, 2: yes
+    match HAS.load(Ordering::Relaxed) {
+        0 => {
+            // Leaf 8000_0000h says whether the extended leaf exists before it is asked.
+            let has = std::arch::x86_64::__cpuid(0x8000_0000).eax >= 0x8000_0001
+                && std::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0;
+            HAS.store(if has { 2 } else { 1 }, Ordering::Relaxed);
+            has
+        }
+        v => v == 2,
+    }
+}
+
 /// Makes earlier non-temporal stores visible before the caller publishes the data.
 pub(crate) fn fence() {
     #[cfg(target_arch = "x86_64")]
@@ -60,6 +99,16 @@ unsafe fn stream_x86_64(dst: &mut [u8], src: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    /// A hint over any slice, empty or not line-aligned, changes no byte.
+    #[test]
+    fn prefetch_for_write_changes_nothing() {
+        let bytes: Vec<u8> = (0..1000).map(|i| (i * 13 % 251) as u8).collect();
+        for (lo, hi) in [(0, 0), (0, 1000), (3, 70), (999, 1000)] {
+            super::prefetch_for_write(&bytes[lo..hi]);
+        }
+        assert!(bytes.iter().enumerate().all(|(i, &b)| b == (i * 13 % 251) as u8));
+    }
+
     #[test]
     fn copies_every_byte_at_any_alignment() {
         let src: Vec<u8> = (0..super::STREAM_MIN_BYTES + 300).map(|i| (i * 7 % 251) as u8).collect();
