@@ -4,7 +4,8 @@
  * slowest rank's, as `ruccl-perf -a 0` and `-a 3` print them), so that the two tables
  * compare row by row. Float elements; sizes as nccl-tests (see `ruccl-perf --help`).
  *
- * Usage: mpirun -np N ./collectives BYTES ITERS [COLLECTIVE]   (one collective, or all)
+ * Usage: mpirun -np N ./collectives BYTES ITERS [COLLECTIVE]   (one collective, or all but
+ *        all_reduce_in_place, which runs only when named)
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -16,6 +17,12 @@ typedef void (*coll_fn)(float *in, float *out, int count, int ranks);
 static void all_reduce(float *in, float *out, int count, int ranks) {
     (void)ranks;
     MPI_Allreduce(in, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+/* In place, as torch's DDP calls it: the result overwrites the input (ruccl-perf's in-place
+ * column). Run only when named. */
+static void all_reduce_in_place(float *in, float *out, int count, int ranks) {
+    (void)in; (void)ranks;
+    MPI_Allreduce(MPI_IN_PLACE, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 static void broadcast(float *in, float *out, int count, int ranks) {
     (void)out; (void)ranks;
@@ -54,13 +61,14 @@ int main(int argc, char **argv) {
     float *in = calloc((size_t)count, sizeof(float));
     float *out = calloc((size_t)count, sizeof(float));
     static const struct { const char *name; coll_fn fn; } colls[] = {
-        {"all_reduce", all_reduce}, {"broadcast", broadcast}, {"reduce", reduce},
+        {"all_reduce", all_reduce}, {"all_reduce_in_place", all_reduce_in_place},
+        {"broadcast", broadcast}, {"reduce", reduce},
         {"all_gather", all_gather}, {"reduce_scatter", reduce_scatter},
         {"all_to_all", all_to_all}, {"gather", gather}, {"scatter", scatter},
     };
     if (rank == 0) printf("# OpenMPI, %d processes, %ld bytes (float), %d iterations\n", ranks, bytes, iters);
     for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
-        if (only && strcmp(only, colls[c].name) != 0) continue;
+        if (only ? strcmp(only, colls[c].name) != 0 : colls[c].fn == all_reduce_in_place) continue;
         for (int i = 0; i < iters / 10 + 5; i++) colls[c].fn(in, out, count, ranks);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
