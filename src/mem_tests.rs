@@ -23,6 +23,22 @@ fn zeroed_aligned_and_overlap() {
 }
 
 #[test]
+fn heap_blocks_are_cache_line_aligned_and_freed_with_their_layout() {
+    // Blocks past the inline limit, of sizes the allocator would otherwise place at 16 bytes
+    // past a page or anywhere in its heap; dropped in another order than allocated (Miri
+    // checks each free against its allocation's layout).
+    let sizes: &[usize] = if cfg!(miri) { &[65, 4096, 5000] } else { &[65, 4096, 5000, 128 << 10, 3 << 20] };
+    let blocks: Vec<HostMem> = sizes.iter().map(|&n| HostMem::zeroed(n).unwrap()).collect();
+    for m in &blocks {
+        assert_eq!(m.base() as usize % HEAP_ALIGN, 0, "a {}-byte block", m.len());
+        assert!(m.read(0, m.len()).unwrap().iter().all(|&b| b == 0));
+    }
+    let mut blocks = blocks;
+    blocks.swap(0, 2);
+    drop(blocks);
+}
+
+#[test]
 fn inline_and_heap_blocks_hold_every_byte() {
     // Both sides of the inline limit, and an odd length on each.
     for len in [1, 63, 64, 65, 200] {
