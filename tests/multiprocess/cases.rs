@@ -40,8 +40,9 @@ pub(super) fn large_messages_cross_processes(t: Transport) {
 }
 
 pub(super) fn sizes_around_the_single_copy_threshold(t: Transport) {
-    // 3 processes (every rank has 2 peers on the host: single copy from 128 KiB), then 2 (one
-    // peer: from 32 KiB, and from 128 KiB for an in-place all_reduce).
+    // 3 processes (every rank has 2 peers on the host: single copy from 128 KiB, and from 64
+    // KiB for all_gather), then 2 (one peer: from 32 KiB, and from 128 KiB for an in-place
+    // all_reduce).
     for world in [3, 2] {
         let id = UniqueId::new().unwrap();
         let mut kids = Kids::new(t);

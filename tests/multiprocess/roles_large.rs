@@ -43,17 +43,19 @@ pub(super) fn large_child() -> Result<(), String> {
     comm.barrier().map_err(e)
 }
 
-/// Messages just under and over the sizes that shared memory moves by single copy (128 KiB,
-/// or 32 KiB for a rank whose only peer on the host is the other process, but 128 KiB for an
-/// in-place all_reduce's), in chunks that are not a multiple of them: all_gather, broadcast
-/// and all_reduce (in place), every value checked, several ops on one communicator.
+/// Messages just under and over the sizes that shared memory moves by single copy (128 KiB
+/// with several peers on the host, 64 KiB for all_gather; 32 KiB for a rank whose only peer
+/// on the host is the other process, but 128 KiB for an in-place all_reduce's), in chunks
+/// that are not a multiple of them: all_gather, broadcast and all_reduce (in place), every
+/// value checked, several ops on one communicator.
 pub(super) fn threshold_child() -> Result<(), String> {
     let e = |e: ruccl::CollectiveError| e.to_string();
     let comm = join(num("MP_RANK")).map_err(e)?;
     check_transport()?;
     let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
     let v = |r: usize, i: usize| ((r * 7 + i) % 13) as f32;
-    for n in [(8 << 10) - 3, (8 << 10) + 5, (32 << 10) - 3, (32 << 10) + 5, (64 << 10) - 3, (64 << 10) + 5, 200_001] {
+    let sizes = [(8 << 10) - 3, (8 << 10) + 5, (16 << 10) - 3, (16 << 10) + 5, (32 << 10) - 3, (32 << 10) + 5];
+    for n in sizes.into_iter().chain([(64 << 10) - 3, (64 << 10) + 5, 200_001]) {
         let mine: Vec<f32> = (0..n).map(|i| v(rank, i)).collect();
         let input = Tensor::from_slice(&dev, &mine, &[n]).map_err(e)?;
         let mut out = Tensor::zeros(&dev, ruccl::DType::F32, &[n * world]).map_err(e)?;

@@ -20,6 +20,18 @@ use std::io;
 /// pairings at 32 KiB messages, 58% at 64 KiB, 68% at 128 KiB and 80% at 256 KiB.
 pub(crate) const CMA_MIN: usize = 128 << 10;
 
+/// [`CMA_MIN`] for the gathering and scattering ops (all_gather, all_to_all, gather,
+/// scatter: each message goes from its sender straight to its receiver's output, and nobody
+/// reads it on), with several peers on the host: from 64 KiB. Once blocks started on a cache
+/// line (`mem::HeapWords`), single copy won there with 3 peers too. Measured (PERFORMANCE.md,
+/// session 36; 4 processes, builds with 128 and 64 KiB alternated, us): all_gather of 256 KiB
+/// (64 KiB blocks) 63.6-86.5 -> 53.7-64.7 in 6 rounds (OpenMPI 65.8), all_to_all of 256 KiB
+/// 60-81 -> 39-58, gather of 256 KiB 21.2-21.4 -> 16.8-18.0, scatter of 256 KiB 17.8-23.5 ->
+/// 13.0-19.1. The others keep [`CMA_MIN`]: all_reduce of 256 KiB was slower lent (99-124 ->
+/// 116-133), reduce_scatter no faster, and a 64 KiB broadcast, whose chain hands each message
+/// on, slower (median ~18 -> ~26 in 6 rounds).
+pub(crate) const CMA_MIN_COPY: usize = 64 << 10;
+
 /// [`CMA_MIN`] for a rank whose only peer on this host is the one process it sends to: from
 /// 32 KiB. Nobody else reads the sender's memory meanwhile, and the receiver's one copy saves
 /// the ring's second. Measured (PERFORMANCE.md, session 34; 2 processes, old and new builds

@@ -17,8 +17,9 @@
 //!   holds the pair's state, the inline paths and the wake-ups.
 //!
 //! - Messages of at least [`CMA_MIN`](crate::transport::shm::cma::CMA_MIN) bytes
-//!   ([`CMA_MIN_ONE_PEER`](crate::transport::shm::cma::CMA_MIN_ONE_PEER) for a rank whose
-//!   only peer on the host is this one) of every op but a rooted reduce, where the pair can
+//!   ([`CMA_MIN_COPY`](crate::transport::shm::cma::CMA_MIN_COPY) for the gathering and
+//!   scattering ops; [`CMA_MIN_ONE_PEER`](crate::transport::shm::cma::CMA_MIN_ONE_PEER) for
+//!   a rank whose only peer on the host is this one) of every op but a rooted reduce, where the pair can
 //!   read each other's memory, are lent instead of copied ([`lend`]; `RUCCL_SHM_CMA=0`
 //!   turns it off).
 //!
@@ -92,6 +93,9 @@ pub(crate) struct ShmPeer {
     /// Messages at least this large go by single copy where the pair can ([`cma::CMA_MIN`],
     /// or [`cma::CMA_MIN_ONE_PEER`] when this is the rank's only peer on the host).
     cma_min: usize,
+    /// The same for the gathering and scattering ops ([`cma::CMA_MIN_COPY`], or
+    /// [`cma::CMA_MIN_ONE_PEER`] for the only peer).
+    copy_min: usize,
 }
 
 impl ShmPeer {
@@ -115,6 +119,7 @@ impl ShmPeer {
             lending: Mutex::new(lend::Lending::default()),
             lent_out: AtomicUsize::new(0),
             cma_min: if local_peers <= 1 { cma::CMA_MIN_ONE_PEER } else { cma::CMA_MIN },
+            copy_min: if local_peers <= 1 { cma::CMA_MIN_ONE_PEER } else { cma::CMA_MIN_COPY },
         }
     }
 

@@ -36,8 +36,9 @@ pub(super) struct Lending {
 
 impl ShmPeer {
     /// A read registration of `r` if it goes by single copy: the peer can read this process,
-    /// `r` is large (`cma_min`; at least [`cma::CMA_MIN`] for an in-place all_reduce, below)
-    /// and memory of this process, and the op is not a rooted reduce (`header`).
+    /// `r` is large (`cma_min`; `copy_min` for all_gather, all_to_all, gather and scatter, and
+    /// at least [`cma::CMA_MIN`] for an in-place all_reduce, below) and memory of this process,
+    /// and the op is not a rooted reduce (`header`).
     ///
     /// A lent message moves the copy from the sender (into the ring) to the receiver (out of
     /// this process). A copy step lands the bytes straight in its destination: half the
@@ -63,8 +64,13 @@ impl ShmPeer {
     /// place 46 -> 49-77 us with no lending below 1 MiB).
     pub(super) fn lendable(&self, header: &Header, r: &HostRegion) -> Option<Lease> {
         let desc = &header.fp.desc;
-        let min =
-            if desc.in_place && desc.kind == OpKind::AllReduce { self.cma_min.max(cma::CMA_MIN) } else { self.cma_min };
+        let min = match desc.kind {
+            OpKind::AllReduce if desc.in_place => self.cma_min.max(cma::CMA_MIN),
+            OpKind::AllGather | OpKind::AllToAll | OpKind::AllToAllV | OpKind::Gather | OpKind::Scatter => {
+                self.copy_min
+            }
+            _ => self.cma_min,
+        };
         let lend = self.pair.lend && r.len >= min && desc.kind != OpKind::Reduce;
         if lend { Lease::new(r) } else { None }
     }
