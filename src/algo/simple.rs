@@ -23,10 +23,19 @@ pub(super) fn all_to_all(r: Rank, n: usize, count: usize, in_place: bool) -> (Ve
             steps.push(Step::Copy { src: block(Slot::Input, (r + s) % n), dst: scratch(s) });
         }
     }
-    for s in 1..n {
+    if !in_place {
+        // Every block goes out before any comes in: a receive waits for its peer's send, and
+        // a send issued only after the receive before it would make each rank's later peers
+        // wait for its earlier ones.
+        steps.extend((1..n).map(|s| Step::Send { peer: (r + s) % n, src: block(Slot::Input, (r + s) % n) }));
+        steps.extend(
+            (1..n).map(|s| sub_mod(r, s, n)).map(|from| Step::Recv { peer: from, dst: block(Slot::Output, from) }),
+        );
+    }
+    for s in (1..n).filter(|_| in_place) {
         let to = (r + s) % n;
         let from = sub_mod(r, s, n);
-        let src = if in_place && !lent_in_place(s, n) { scratch(s) } else { block(Slot::Input, to) };
+        let src = if !lent_in_place(s, n) { scratch(s) } else { block(Slot::Input, to) };
         steps.push(Step::Send { peer: to, src });
         steps.push(Step::Recv { peer: from, dst: block(Slot::Output, from) });
     }
