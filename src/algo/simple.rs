@@ -18,11 +18,6 @@ pub(super) fn all_to_all(r: Rank, n: usize, count: usize, in_place: bool) -> (Ve
     // The scratch block of the block sent at step `s` (one that is not lent in place).
     let first_staged = n.div_ceil(2);
     let scratch = |s: usize| Span::new(Slot::Scratch, (s - first_staged) * count, count);
-    if in_place {
-        for s in (1..n).filter(|&s| !lent_in_place(s, n)) {
-            steps.push(Step::Copy { src: block(Slot::Input, (r + s) % n), dst: scratch(s) });
-        }
-    }
     if !in_place {
         // Every block goes out before any comes in: a receive waits for its peer's send, and
         // a send issued only after the receive before it would make each rank's later peers
@@ -31,18 +26,22 @@ pub(super) fn all_to_all(r: Rank, n: usize, count: usize, in_place: bool) -> (Ve
         steps.extend(
             (1..n).map(|s| sub_mod(r, s, n)).map(|from| Step::Recv { peer: from, dst: block(Slot::Output, from) }),
         );
+        steps.push(Step::Copy { src: block(Slot::Input, r), dst: block(Slot::Output, r) });
+        return (steps, 0);
     }
-    for s in (1..n).filter(|_| in_place) {
+    // In place, a step's receive lands on a block sent at another step: blocks lent in place
+    // go out one step at a time, interleaved with the receives; the others are staged first.
+    for s in (1..n).filter(|&s| !lent_in_place(s, n)) {
+        steps.push(Step::Copy { src: block(Slot::Input, (r + s) % n), dst: scratch(s) });
+    }
+    for s in 1..n {
         let to = (r + s) % n;
         let from = sub_mod(r, s, n);
-        let src = if !lent_in_place(s, n) { scratch(s) } else { block(Slot::Input, to) };
+        let src = if lent_in_place(s, n) { block(Slot::Input, to) } else { scratch(s) };
         steps.push(Step::Send { peer: to, src });
         steps.push(Step::Recv { peer: from, dst: block(Slot::Output, from) });
     }
-    if !in_place {
-        steps.push(Step::Copy { src: block(Slot::Input, r), dst: block(Slot::Output, r) });
-    }
-    (steps, if in_place { (n - first_staged) * count } else { 0 })
+    (steps, (n - first_staged) * count)
 }
 
 /// Whether an in-place all_to_all lends the block it sends at step `s` of `n` in place: the
