@@ -198,8 +198,15 @@ mod membarrier {
     pub(super) use imp::{available, barrier};
 }
 
-/// How long to keep yielding before parking.
-const YIELD_FOR: Duration = Duration::from_micros(300);
+/// How long to keep yielding before parking. A parked waiter costs whoever ends its wait a
+/// futex wake-up, on that rank's own time: a gather root that releases three lent 1 MiB
+/// blocks spent ~17% of its op waking the non-roots that had parked (4 processes on 2
+/// cores). At 300 µs, 4-process gather at 4 MiB took 494-582 µs and broadcast at 1 MiB
+/// 322-541; at 1 ms, 418-437 and 201-362 (5 rounds alternated; PERFORMANCE.md, session 37).
+/// A yielding waiter gives its core to any runnable thread, so the longer phase mostly
+/// costs cores that were idle; of the rows measured only 4-process scatter at 16 MiB got
+/// slower (778-911 -> 813-1196 µs; OpenMPI 1.6 ms).
+const YIELD_FOR: Duration = Duration::from_millis(1);
 /// Longest single sleep; the slow-path checks run at least this often.
 const PARK_SLICE: Duration = Duration::from_millis(20);
 
