@@ -4,8 +4,9 @@
  * slowest rank's, as `ruccl-perf -a 0` and `-a 3` print them), so that the two tables
  * compare row by row. Float elements; sizes as nccl-tests (see `ruccl-perf --help`).
  *
- * Usage: mpirun -np N ./collectives BYTES ITERS [COLLECTIVE]   (one collective, or all but
- *        all_reduce_in_place, which runs only when named)
+ * Usage: mpirun -np N ./collectives BYTES ITERS [COLLECTIVE|all] [WARMUP]
+ *        (one collective, or all but all_reduce_in_place, which runs only when named; WARMUP
+ *        calls before each timed loop, ITERS / 10 + 5 by default)
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -55,7 +56,8 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     long bytes = argc > 1 ? atol(argv[1]) : 16;
     int iters = argc > 2 ? atoi(argv[2]) : 1000;
-    const char *only = argc > 3 ? argv[3] : NULL;
+    const char *only = argc > 3 && strcmp(argv[3], "all") != 0 ? argv[3] : NULL;
+    int warmup = argc > 4 ? atoi(argv[4]) : iters / 10 + 5;
     int count = (int)(bytes / (long)sizeof(float));
     if (count < ranks) count = ranks; /* the gather family needs an element per rank */
     float *in = calloc((size_t)count, sizeof(float));
@@ -77,7 +79,7 @@ int main(int argc, char **argv) {
     if (rank == 0) printf("# OpenMPI, %d processes, %ld bytes (float), %d iterations\n", ranks, bytes, iters);
     for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
         if (only ? strcmp(only, colls[c].name) != 0 : colls[c].fn == all_reduce_in_place) continue;
-        for (int i = 0; i < iters / 10 + 5; i++) colls[c].fn(in, out, count, ranks);
+        for (int i = 0; i < warmup; i++) colls[c].fn(in, out, count, ranks);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         for (int i = 0; i < iters; i++) colls[c].fn(in, out, count, ranks);
