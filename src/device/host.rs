@@ -172,7 +172,11 @@ impl Device for HostDevice {
         }
         let a = if identical(&acc.buf, acc.off, &dst.buf, dst.off) { None } else { Some(acc.buf.read(acc.off, len)?) };
         let mut d = dst.buf.write(dst.off, len)?;
-        kernels::reduce_many(dtype, combine, &mut d, a.as_deref(), &inputs)?;
+        if dst.buf.len().max(acc.buf.len()) >= stream::STREAM_BUFFER_MIN {
+            kernels::reduce_many_streamed(dtype, combine, &mut d, a.as_deref(), &inputs)?;
+        } else {
+            kernels::reduce_many(dtype, combine, &mut d, a.as_deref(), &inputs)?;
+        }
         Ok(HostEvent)
     }
 

@@ -208,7 +208,13 @@ fn fold_small<T: Arith>(dst: &mut [T], acc: Option<&[T]>, srcs: &[&[T]], f: impl
     }
 }
 
-fn reduce_many_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]], combine: Combine) -> Result<()> {
+fn reduce_many_typed<T: Arith>(
+    dst: &mut [u8],
+    acc: Option<&[u8]>,
+    srcs: &[&[u8]],
+    combine: Combine,
+    store: Store,
+) -> Result<()> {
     let d = view_mut::<T>(dst)?;
     let a = acc.map(view::<T>).transpose()?;
     let mut s: smallvec::SmallVec<[&[T]; 8]> = smallvec::SmallVec::with_capacity(srcs.len());
@@ -245,9 +251,15 @@ fn reduce_many_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]
         }
         return Ok(());
     }
-    // Large destinations: reduce each tile into an L1-resident buffer, then stream it out
-    // with non-temporal stores (no read-for-ownership of the destination). (Small ones skip
-    // the tile: zeroing it would cost more than their whole reduction.)
+    // Large destinations: reduce each tile into an L1-resident buffer, then write it out.
+    // (Small ones skip the tile: zeroing it would cost more than their whole reduction.)
+    // A large op's destination with an accumulator of its own is only written: its tiles
+    // go out with non-temporal stores, so no destination line is read for ownership first
+    // (`Store::Streamed`). In place, every destination line was just read (it is the
+    // accumulator) and is in the cache: plain stores. Measured (PERFORMANCE.md, session 38;
+    // out of place / in place): 2 processes' reduce of 64 MiB 18.3-19.1 / 10.6-11.7 ms with
+    // plain stores, 13.1-14.7 / 9.6-10.6 streamed when out of place, 12.9-13.3 / 17.1-18.1
+    // streamed in place too.
     let mut tmp = [T::default(); TILE];
     let mut start = 0;
     while start < d.len() {
@@ -258,7 +270,12 @@ fn reduce_many_typed<T: Arith>(dst: &mut [u8], acc: Option<&[u8]>, srcs: &[&[u8]
             let first = if i == 0 { Some(a.map_or(&d[start..end], |a| &a[start..end])) } else { None };
             zip_dispatch(&mut tmp[..w], first, src, combine);
         }
-        stream::copy(as_bytes_mut(&mut d[start..end]), as_bytes(&tmp[..w]));
+        let (out, tile) = (as_bytes_mut(&mut d[start..end]), as_bytes(&tmp[..w]));
+        if a.is_some() && store == Store::Streamed {
+            stream::copy_streaming(out, tile)
+        } else {
+            out.copy_from_slice(tile)
+        }
         start = end;
     }
     Ok(())
@@ -372,6 +389,38 @@ pub(crate) fn reduce_many(
     acc: Option<&[u8]>,
     srcs: &[&[u8]],
 ) -> Result<()> {
+    reduce_many_with(dtype, combine, (dst, Store::Cached), acc, srcs)
+}
+
+/// [`reduce_many`] into a destination the caller knows belongs to a large op (see
+/// [`stream::STREAM_BUFFER_MIN`]): written with non-temporal stores where it is only
+/// written (an accumulator of its own) and at least [`stream::STREAM_MIN_BYTES`] long.
+pub(crate) fn reduce_many_streamed(
+    dtype: DType,
+    combine: Combine,
+    dst: &mut [u8],
+    acc: Option<&[u8]>,
+    srcs: &[&[u8]],
+) -> Result<()> {
+    reduce_many_with(dtype, combine, (dst, Store::Streamed), acc, srcs)
+}
+
+/// How a large reduction's tiles reach their destination.
+#[derive(Clone, Copy, PartialEq)]
+enum Store {
+    /// Plain stores: the lines stay in the cache.
+    Cached,
+    /// Non-temporal stores where the destination is not the accumulator.
+    Streamed,
+}
+
+fn reduce_many_with(
+    dtype: DType,
+    combine: Combine,
+    (dst, store): (&mut [u8], Store),
+    acc: Option<&[u8]>,
+    srcs: &[&[u8]],
+) -> Result<()> {
     if srcs.iter().any(|x| x.len() != dst.len())
         || acc.is_some_and(|a| a.len() != dst.len())
         || !dst.len().is_multiple_of(dtype.size())
@@ -381,7 +430,7 @@ pub(crate) fn reduce_many(
     match dtype {
         DType::F16 => reduce_many_half::<f16>(dst, acc, srcs, combine),
         DType::BF16 => reduce_many_half::<bf16>(dst, acc, srcs, combine),
-        _ => by_dtype!(dtype, reduce_many_typed, dst, acc, srcs, combine),
+        _ => by_dtype!(dtype, reduce_many_typed, dst, acc, srcs, combine, store),
     }
 }
 
@@ -512,13 +561,15 @@ mod tests {
         let mk = |k: u32| aligned(&bytes(&(0..n as u32).map(|i| ((i + k) % 13) as f32).collect::<Vec<_>>()));
         let (a, s1, s2, s3) = (mk(0), mk(1), mk(2), mk(3));
         let len = 4 * n;
-        let out = aligned(&vec![0u8; len]);
         let guards = [s1.read(0, len).unwrap(), s2.read(0, len).unwrap(), s3.read(0, len).unwrap()];
         let srcs: Vec<&[u8]> = guards.iter().map(|g| &**g).collect();
-        reduce_many(DType::F32, Combine::Sum, &mut out.write(0, len).unwrap(), Some(&a.read(0, len).unwrap()), &srcs)
-            .unwrap();
         let want: Vec<f32> = (0..n as u32).map(|i| (0..4).map(|k| ((i + k) % 13) as f32).sum()).collect();
-        assert_eq!(all(&out), bytes(&want));
+        for reduce in [reduce_many, reduce_many_streamed] {
+            let out = aligned(&vec![0u8; len]);
+            reduce(DType::F32, Combine::Sum, &mut out.write(0, len).unwrap(), Some(&a.read(0, len).unwrap()), &srcs)
+                .unwrap();
+            assert_eq!(all(&out), bytes(&want));
+        }
         // In place (no separate accumulator).
         reduce_many(DType::F32, Combine::Max, &mut a.write(0, len).unwrap(), None, &srcs).unwrap();
         let want: Vec<f32> = (0..n as u32).map(|i| (0..4).map(|k| ((i + k) % 13) as f32).fold(0.0, f32::max)).collect();

@@ -5,11 +5,37 @@
 /// Destinations at least this large are written with non-temporal stores.
 pub(crate) const STREAM_MIN_BYTES: usize = 1 << 20;
 
+/// A reduction streams its destination (where it is only written,
+/// `kernels::reduce_many_streamed`) when the buffers it reads or writes are at least this
+/// large: an op of this size leaves nothing in the cache worth keeping. A reduction sees one
+/// chunk of its op at a time (1 MiB by default), so its own length cannot tell a 16 MiB op
+/// from a 256 MiB one. Below this, its destination lines are read again soon (sent on or lent
+/// to peers), and plain stores keep them in the cache. Measured (PERFORMANCE.md, session 38,
+/// out of place, streamed against plain): 64 MiB all_reduce 4 processes 68-70 -> 55-59 ms,
+/// reduce_scatter 44 -> 35; 256 MiB 2 processes all_reduce 87-96 -> 76, 4 threads
+/// reduce_scatter 66-67 -> 59-60; but 16 MiB all_reduce 2 processes 3.3-3.7 -> 3.7-3.9 ms
+/// and 4 threads 5.4-5.7 -> 5.9-6.3.
+pub(crate) const STREAM_BUFFER_MIN: usize = 32 << 20;
+
 /// `dst.copy_from_slice(src)`, with non-temporal stores for large copies on x86-64.
 pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
     debug_assert_eq!(dst.len(), src.len());
     #[cfg(target_arch = "x86_64")]
     if dst.len() >= STREAM_MIN_BYTES && dst.len() == src.len() {
+        // SAFETY: lengths are equal; SSE2 is part of the x86-64 baseline.
+        unsafe { stream_x86_64(dst, src) };
+        return;
+    }
+    dst.copy_from_slice(src);
+}
+
+/// `dst.copy_from_slice(src)` with non-temporal stores whatever its length (on x86-64): one
+/// tile of a large destination written tile by tile, whose caller made [`copy`]'s size
+/// decision for the whole destination (a tile alone is below [`STREAM_MIN_BYTES`]).
+pub(crate) fn copy_streaming(dst: &mut [u8], src: &[u8]) {
+    debug_assert_eq!(dst.len(), src.len());
+    #[cfg(target_arch = "x86_64")]
+    if dst.len() == src.len() {
         // SAFETY: lengths are equal; SSE2 is part of the x86-64 baseline.
         unsafe { stream_x86_64(dst, src) };
         return;
@@ -116,6 +142,13 @@ mod tests {
             let mut dst = vec![0u8; src.len()];
             super::copy(&mut dst[shift..], &src[shift..]);
             assert_eq!(&dst[shift..], &src[shift..]);
+        }
+        // A streamed tile of any length: shorter than a line, no whole line after the head,
+        // whole lines and a tail.
+        for (shift, len) in [(0, 0), (3, 5), (1, 70), (0, 64), (7, 16 * 1024 + 13)] {
+            let mut dst = vec![0u8; shift + len];
+            super::copy_streaming(&mut dst[shift..], &src[shift..shift + len]);
+            assert_eq!(&dst[shift..], &src[shift..shift + len], "shift {shift}, {len} bytes");
         }
     }
 }
