@@ -389,7 +389,7 @@ pub(crate) fn reduce_many(
     acc: Option<&[u8]>,
     srcs: &[&[u8]],
 ) -> Result<()> {
-    reduce_many_with(dtype, combine, (dst, Store::Cached), acc, srcs)
+    reduce_many_with(dtype, combine, dst, acc, srcs, Store::Cached)
 }
 
 /// [`reduce_many`] into a destination the caller knows belongs to a large op (see
@@ -402,7 +402,7 @@ pub(crate) fn reduce_many_streamed(
     acc: Option<&[u8]>,
     srcs: &[&[u8]],
 ) -> Result<()> {
-    reduce_many_with(dtype, combine, (dst, Store::Streamed), acc, srcs)
+    reduce_many_with(dtype, combine, dst, acc, srcs, Store::Streamed)
 }
 
 /// How a large reduction's tiles reach their destination.
@@ -417,9 +417,10 @@ enum Store {
 fn reduce_many_with(
     dtype: DType,
     combine: Combine,
-    (dst, store): (&mut [u8], Store),
+    dst: &mut [u8],
     acc: Option<&[u8]>,
     srcs: &[&[u8]],
+    store: Store,
 ) -> Result<()> {
     if srcs.iter().any(|x| x.len() != dst.len())
         || acc.is_some_and(|a| a.len() != dst.len())
