@@ -39,6 +39,14 @@ core_suite!(one_thread, crate::staged_device::OneThreadDevice);
 core_suite!(tcp, crate::staged_device::TcpDevice, sockets);
 core_suite!(tcp_host, crate::staged_device::TcpHostDevice, sockets);
 
+/// Host device only: the reductions past the streaming size (32 MiB buffers); the other
+/// devices of the suite stage through it or reduce the same way, and twice the memory per
+/// stamp is not worth their time.
+#[test]
+fn streamed_reductions() {
+    harness::guard::<ruccl::HostDevice>(large::streamed_reductions::<ruccl::HostDevice>);
+}
+
 #[test]
 fn local_failure_stops_peers_at_once() {
     truth::local_failure_stops_peers_at_once();

@@ -3,9 +3,9 @@
 //! splits unevenly among ranks. Kept to f32 `Sum` and `Avg` and a few collectives so the
 //! suite stays fast.
 
-use ruccl::{CommConfig, ReduceOp};
+use ruccl::{CommConfig, Communicator, Group, ReduceOp, Tensor};
 
-use crate::harness::{Opts, TEST_TIMEOUT, TestDevice, run};
+use crate::harness::{Opts, TEST_TIMEOUT, TestDevice, assert_bits, run};
 use crate::reference::{data, reduce_input, reduced, sentinel};
 
 pub const LARGE: usize = (1 << 20) + 3;
@@ -81,4 +81,62 @@ pub fn large_frames_between_small<D: TestDevice>() {
             }
         }
     });
+}
+
+/// Elements of [`streamed_reductions`]: 32 MiB of f32 and a few, past the size from which the
+/// host device writes a reduction's destination with non-temporal stores (`STREAM_BUFFER_MIN`).
+pub const STREAMED: usize = (8 << 20) + 3;
+
+/// all_reduce and reduce_scatter whose buffers are large enough for the streamed reduction,
+/// out of place (streamed) and in place (not): through the device path, one thread a rank,
+/// and through a group's direct path, which runs the kernels itself. 2 ranks, f32 `Sum` and
+/// `Avg`, every element checked against the reference.
+pub fn streamed_reductions<D: TestDevice>() {
+    run::<D, _>(2, &Opts::default(), |ctx| {
+        for (salt, op) in [ReduceOp::Sum, ReduceOp::Avg].into_iter().enumerate() {
+            let what = format!("all_reduce({op}, {STREAMED} x f32)");
+            let mine = reduce_input::<f32>(op, ctx.rank, STREAMED, salt);
+            let want = reduced::<f32>(op, ctx.world, STREAMED, salt);
+            let x = ctx.tensor(&mine);
+            let mut y = ctx.tensor(&sentinel::<f32>(STREAMED));
+            ctx.arrive();
+            ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, op), &what);
+            ctx.check(&y, &want, format!("{what} out of place"));
+            let mut t = x;
+            ctx.arrive();
+            ctx.ok(ctx.comm.all_reduce(&mut t, op), &what);
+            ctx.check(&t, &want, format!("{what} in place"));
+        }
+        let (op, half) = (ReduceOp::Sum, STREAMED / 2);
+        let what = format!("reduce_scatter_tensor({op}, 2 x {half} x f32)");
+        let x = ctx.tensor(&reduce_input::<f32>(op, ctx.rank, 2 * half, 3));
+        let mut y = ctx.tensor(&sentinel::<f32>(half));
+        ctx.arrive();
+        ctx.ok(ctx.comm.reduce_scatter_tensor(&mut y, &x, op), &what);
+        let all = reduced::<f32>(op, ctx.world, 2 * half, 3);
+        ctx.check(&y, &all[ctx.rank * half..(ctx.rank + 1) * half], &what);
+    });
+    let devices = (0..2).map(D::for_rank).collect();
+    let config = D::configure(CommConfig::default().with_timeout(TEST_TIMEOUT));
+    let comms = Communicator::init_all(devices, config).expect("init_all");
+    let op = ReduceOp::Avg;
+    let ins: Vec<_> = comms
+        .iter()
+        .map(|c| Tensor::from_slice(c.device(), &reduce_input::<f32>(op, c.rank(), STREAMED, 4), &[STREAMED]))
+        .collect::<Result<_, _>>()
+        .expect("inputs");
+    let mut outs: Vec<_> = comms
+        .iter()
+        .map(|c| Tensor::from_slice(c.device(), &sentinel::<f32>(STREAMED), &[STREAMED]))
+        .collect::<Result<_, _>>()
+        .expect("outputs");
+    let mut g = Group::new();
+    for ((c, x), y) in comms.iter().zip(&ins).zip(outs.iter_mut()) {
+        g.all_reduce_into(c, y, x, op);
+    }
+    g.run().expect("group all_reduce_into");
+    let want = reduced::<f32>(op, 2, STREAMED, 4);
+    for y in &outs {
+        assert_bits(&y.to_vec::<f32>().expect("read back"), &want, "group all_reduce_into, streamed");
+    }
 }

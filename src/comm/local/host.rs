@@ -108,7 +108,12 @@ impl<'m> Guarded<'m> {
         let chunk = (chunk / size).max(1) * size;
         let root = desc.root.unwrap_or(0);
         let Guarded { ins, outs, alias } = self;
-        let k = Kernel { desc, n };
+        // The largest buffer of a rank: `n` blocks for the gathering and scattering ops.
+        let largest = match desc.kind {
+            OpKind::AllReduce | OpKind::Reduce | OpKind::Broadcast => block,
+            _ => block.saturating_mul(n),
+        };
+        let k = Kernel { desc, n, streamed: largest >= stream::STREAM_BUFFER_MIN };
         match desc.kind {
             OpKind::AllReduce => each_chunk(block, chunk, |o, len| {
                 // Rank 0's result, then copied to every other rank's output.
@@ -219,6 +224,9 @@ fn copy(t: &mut Option<WriteGuard<'_>>, off: usize, s: &[u8]) -> Result<()> {
 struct Kernel<'a> {
     desc: &'a OpDesc,
     n: usize,
+    /// A large op: its reductions stream their destinations, as the host device's do
+    /// ([`stream::STREAM_BUFFER_MIN`]).
+    streamed: bool,
 }
 
 impl Kernel<'_> {
@@ -233,7 +241,11 @@ impl Kernel<'_> {
             }
         } else {
             let combine = self.desc.op.map_or(Combine::Sum, ReduceOp::combine);
-            kernels::reduce_many(dtype, combine, d, acc, srcs)?;
+            if self.streamed {
+                kernels::reduce_many_streamed(dtype, combine, d, acc, srcs)?;
+            } else {
+                kernels::reduce_many(dtype, combine, d, acc, srcs)?;
+            }
         }
         if self.desc.op == Some(ReduceOp::Avg) {
             kernels::scale(dtype, Scale::DivBy(self.n as u64), d, None)?;
