@@ -172,11 +172,8 @@ impl Device for HostDevice {
         }
         let a = if identical(&acc.buf, acc.off, &dst.buf, dst.off) { None } else { Some(acc.buf.read(acc.off, len)?) };
         let mut d = dst.buf.write(dst.off, len)?;
-        if dst.buf.len().max(acc.buf.len()) >= stream::STREAM_BUFFER_MIN {
-            kernels::reduce_many_streamed(dtype, combine, &mut d, a.as_deref(), &inputs)?;
-        } else {
-            kernels::reduce_many(dtype, combine, &mut d, a.as_deref(), &inputs)?;
-        }
+        let store = kernels::Store::for_buffers(dst.buf.len().max(acc.buf.len()));
+        kernels::reduce_many_with(dtype, combine, &mut d, a.as_deref(), &inputs, store)?;
         Ok(HostEvent)
     }
 

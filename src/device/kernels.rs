@@ -392,29 +392,27 @@ pub(crate) fn reduce_many(
     reduce_many_with(dtype, combine, dst, acc, srcs, Store::Cached)
 }
 
-/// [`reduce_many`] into a destination the caller knows belongs to a large op (see
-/// [`stream::STREAM_BUFFER_MIN`]): written with non-temporal stores where it is only
-/// written (an accumulator of its own) and at least [`stream::STREAM_MIN_BYTES`] long.
-pub(crate) fn reduce_many_streamed(
-    dtype: DType,
-    combine: Combine,
-    dst: &mut [u8],
-    acc: Option<&[u8]>,
-    srcs: &[&[u8]],
-) -> Result<()> {
-    reduce_many_with(dtype, combine, dst, acc, srcs, Store::Streamed)
-}
-
-/// How a large reduction's tiles reach their destination.
+/// How a large reduction's tiles reach their destination (see [`reduce_many_with`]).
 #[derive(Clone, Copy, PartialEq)]
-enum Store {
+pub(crate) enum Store {
     /// Plain stores: the lines stay in the cache.
     Cached,
-    /// Non-temporal stores where the destination is not the accumulator.
+    /// Non-temporal stores where the destination is not the accumulator and at least
+    /// [`stream::STREAM_MIN_BYTES`] long: for a destination the caller knows belongs to a
+    /// large op ([`Store::for_buffers`]).
     Streamed,
 }
 
-fn reduce_many_with(
+impl Store {
+    /// `Streamed` when the largest buffer an op's reduction works on is at least
+    /// [`stream::STREAM_BUFFER_MIN`].
+    pub(crate) fn for_buffers(largest: usize) -> Self {
+        if largest >= stream::STREAM_BUFFER_MIN { Store::Streamed } else { Store::Cached }
+    }
+}
+
+/// [`reduce_many`], its destination written as `store` says.
+pub(crate) fn reduce_many_with(
     dtype: DType,
     combine: Combine,
     dst: &mut [u8],
@@ -565,9 +563,10 @@ mod tests {
         let guards = [s1.read(0, len).unwrap(), s2.read(0, len).unwrap(), s3.read(0, len).unwrap()];
         let srcs: Vec<&[u8]> = guards.iter().map(|g| &**g).collect();
         let want: Vec<f32> = (0..n as u32).map(|i| (0..4).map(|k| ((i + k) % 13) as f32).sum()).collect();
-        for reduce in [reduce_many, reduce_many_streamed] {
+        for store in [Store::Cached, Store::Streamed] {
             let out = aligned(&vec![0u8; len]);
-            reduce(DType::F32, Combine::Sum, &mut out.write(0, len).unwrap(), Some(&a.read(0, len).unwrap()), &srcs)
+            let acc = a.read(0, len).unwrap();
+            reduce_many_with(DType::F32, Combine::Sum, &mut out.write(0, len).unwrap(), Some(&acc), &srcs, store)
                 .unwrap();
             assert_eq!(all(&out), bytes(&want));
         }

@@ -6,7 +6,7 @@
 pub(crate) const STREAM_MIN_BYTES: usize = 1 << 20;
 
 /// A reduction streams its destination (where it is only written,
-/// `kernels::reduce_many_streamed`) when the buffers it reads or writes are at least this
+/// `kernels::Store::Streamed`) when the buffers it reads or writes are at least this
 /// large: an op of this size leaves nothing in the cache worth keeping. A reduction sees one
 /// chunk of its op at a time (1 MiB by default), so its own length cannot tell a 16 MiB op
 /// from a 256 MiB one. Below this, its destination lines are read again soon (sent on or lent

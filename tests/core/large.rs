@@ -5,29 +5,32 @@
 
 use ruccl::{CommConfig, Communicator, Group, ReduceOp, Tensor};
 
-use crate::harness::{Opts, TEST_TIMEOUT, TestDevice, assert_bits, run};
+use crate::harness::{Ctx, Opts, TEST_TIMEOUT, TestDevice, assert_bits, run};
 use crate::reference::{data, reduce_input, reduced, sentinel};
 
 pub const LARGE: usize = (1 << 20) + 3;
 
 pub fn all_reduce_large<D: TestDevice>(world: usize) {
-    run::<D, _>(world, &Opts::default(), |ctx| {
-        for (salt, op) in [ReduceOp::Sum, ReduceOp::Avg].into_iter().enumerate() {
-            let what = format!("all_reduce({op}, {LARGE} x f32)");
-            let mine = reduce_input::<f32>(op, ctx.rank, LARGE, salt);
-            let want = reduced::<f32>(op, ctx.world, LARGE, salt);
-            let x = ctx.tensor(&mine);
-            let mut y = ctx.tensor(&sentinel::<f32>(LARGE));
-            ctx.arrive();
-            ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, op), &what);
-            ctx.check(&y, &want, format!("{what} out of place"));
-            ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
-            let mut t = x;
-            ctx.arrive();
-            ctx.ok(ctx.comm.all_reduce(&mut t, op), &what);
-            ctx.check(&t, &want, format!("{what} in place"));
-        }
-    });
+    run::<D, _>(world, &Opts::default(), |ctx| all_reduce_both_ways(ctx, LARGE));
+}
+
+/// all_reduce of `n` f32, `Sum` and `Avg`, out of place (the input unchanged) and in place.
+fn all_reduce_both_ways<D: TestDevice>(ctx: &Ctx<D>, n: usize) {
+    for (salt, op) in [ReduceOp::Sum, ReduceOp::Avg].into_iter().enumerate() {
+        let what = format!("all_reduce({op}, {n} x f32)");
+        let mine = reduce_input::<f32>(op, ctx.rank, n, salt);
+        let want = reduced::<f32>(op, ctx.world, n, salt);
+        let x = ctx.tensor(&mine);
+        let mut y = ctx.tensor(&sentinel::<f32>(n));
+        ctx.arrive();
+        ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, op), &what);
+        ctx.check(&y, &want, format!("{what} out of place"));
+        ctx.check(&x, &mine, format!("{what}: input must be unchanged"));
+        let mut t = x;
+        ctx.arrive();
+        ctx.ok(ctx.comm.all_reduce(&mut t, op), &what);
+        ctx.check(&t, &want, format!("{what} in place"));
+    }
 }
 
 /// Broadcast and reduce (pipelined chains) from the last rank.
@@ -93,20 +96,7 @@ pub const STREAMED: usize = (8 << 20) + 3;
 /// `Avg`, every element checked against the reference.
 pub fn streamed_reductions<D: TestDevice>() {
     run::<D, _>(2, &Opts::default(), |ctx| {
-        for (salt, op) in [ReduceOp::Sum, ReduceOp::Avg].into_iter().enumerate() {
-            let what = format!("all_reduce({op}, {STREAMED} x f32)");
-            let mine = reduce_input::<f32>(op, ctx.rank, STREAMED, salt);
-            let want = reduced::<f32>(op, ctx.world, STREAMED, salt);
-            let x = ctx.tensor(&mine);
-            let mut y = ctx.tensor(&sentinel::<f32>(STREAMED));
-            ctx.arrive();
-            ctx.ok(ctx.comm.all_reduce_into(&mut y, &x, op), &what);
-            ctx.check(&y, &want, format!("{what} out of place"));
-            let mut t = x;
-            ctx.arrive();
-            ctx.ok(ctx.comm.all_reduce(&mut t, op), &what);
-            ctx.check(&t, &want, format!("{what} in place"));
-        }
+        all_reduce_both_ways(ctx, STREAMED);
         let (op, half) = (ReduceOp::Sum, STREAMED / 2);
         let what = format!("reduce_scatter_tensor({op}, 2 x {half} x f32)");
         let x = ctx.tensor(&reduce_input::<f32>(op, ctx.rank, 2 * half, 3));

@@ -113,7 +113,7 @@ impl<'m> Guarded<'m> {
             OpKind::AllReduce | OpKind::Reduce | OpKind::Broadcast => block,
             _ => block.saturating_mul(n),
         };
-        let k = Kernel { desc, n, streamed: largest >= stream::STREAM_BUFFER_MIN };
+        let k = Kernel { desc, n, store: kernels::Store::for_buffers(largest) };
         match desc.kind {
             OpKind::AllReduce => each_chunk(block, chunk, |o, len| {
                 // Rank 0's result, then copied to every other rank's output.
@@ -224,9 +224,9 @@ fn copy(t: &mut Option<WriteGuard<'_>>, off: usize, s: &[u8]) -> Result<()> {
 struct Kernel<'a> {
     desc: &'a OpDesc,
     n: usize,
-    /// A large op: its reductions stream their destinations, as the host device's do
-    /// ([`stream::STREAM_BUFFER_MIN`]).
-    streamed: bool,
+    /// How its reductions write their destinations: streamed for a large op, as the host
+    /// device's.
+    store: kernels::Store,
 }
 
 impl Kernel<'_> {
@@ -241,11 +241,7 @@ impl Kernel<'_> {
             }
         } else {
             let combine = self.desc.op.map_or(Combine::Sum, ReduceOp::combine);
-            if self.streamed {
-                kernels::reduce_many_streamed(dtype, combine, d, acc, srcs)?;
-            } else {
-                kernels::reduce_many(dtype, combine, d, acc, srcs)?;
-            }
+            kernels::reduce_many_with(dtype, combine, d, acc, srcs, self.store)?;
         }
         if self.desc.op == Some(ReduceOp::Avg) {
             kernels::scale(dtype, Scale::DivBy(self.n as u64), d, None)?;
