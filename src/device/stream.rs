@@ -19,14 +19,11 @@ pub(crate) const STREAM_BUFFER_MIN: usize = 32 << 20;
 
 /// `dst.copy_from_slice(src)`, with non-temporal stores for large copies on x86-64.
 pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
-    debug_assert_eq!(dst.len(), src.len());
-    #[cfg(target_arch = "x86_64")]
-    if dst.len() >= STREAM_MIN_BYTES && dst.len() == src.len() {
-        // SAFETY: lengths are equal; SSE2 is part of the x86-64 baseline.
-        unsafe { stream_x86_64(dst, src) };
-        return;
+    if dst.len() >= STREAM_MIN_BYTES {
+        copy_streaming(dst, src);
+    } else {
+        dst.copy_from_slice(src);
     }
-    dst.copy_from_slice(src);
 }
 
 /// `dst.copy_from_slice(src)` with non-temporal stores whatever its length (on x86-64): one
