@@ -62,7 +62,9 @@ pub(super) fn run<D: Device>(dev: &D, desc: &OpDesc, p: &Plan<'_, D::Buffer>, ch
         let input = if alias { None } else { host_of(dev, input)? };
         mems.push((input, host_of(dev, output)?, alias));
     }
-    Some(Guarded::take(&mems, in_len, out_len).and_then(|mut g| g.run(desc, block, chunk)))
+    // A large op's reductions stream their destinations, as the host device's do.
+    let store = kernels::Store::for_buffers(in_len.max(out_len));
+    Some(Guarded::take(&mems, in_len, out_len).and_then(|mut g| g.run(desc, block, chunk, store)))
 }
 
 /// A buffer's host memory and base offset (`Some(None)` for no buffer); `None` when the
@@ -102,18 +104,13 @@ impl<'m> Guarded<'m> {
         Ok(g)
     }
 
-    fn run(&mut self, desc: &OpDesc, block: usize, chunk: usize) -> Result<()> {
+    fn run(&mut self, desc: &OpDesc, block: usize, chunk: usize, store: kernels::Store) -> Result<()> {
         let n = self.outs.len();
         let size = desc.dtype.size();
         let chunk = (chunk / size).max(1) * size;
         let root = desc.root.unwrap_or(0);
         let Guarded { ins, outs, alias } = self;
-        // The largest buffer of a rank: `n` blocks for the gathering and scattering ops.
-        let largest = match desc.kind {
-            OpKind::AllReduce | OpKind::Reduce | OpKind::Broadcast => block,
-            _ => block.saturating_mul(n),
-        };
-        let k = Kernel { desc, n, store: kernels::Store::for_buffers(largest) };
+        let k = Kernel { desc, n, store };
         match desc.kind {
             OpKind::AllReduce => each_chunk(block, chunk, |o, len| {
                 // Rank 0's result, then copied to every other rank's output.
@@ -224,8 +221,7 @@ fn copy(t: &mut Option<WriteGuard<'_>>, off: usize, s: &[u8]) -> Result<()> {
 struct Kernel<'a> {
     desc: &'a OpDesc,
     n: usize,
-    /// How its reductions write their destinations: streamed for a large op, as the host
-    /// device's.
+    /// How its reductions write their destinations (`run` decides from the buffers' size).
     store: kernels::Store,
 }
 
