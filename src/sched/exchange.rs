@@ -255,6 +255,12 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         self.result(slots, desc, size)?;
         slots.finish(me, seq);
         v.shared.link.wake_peers(me);
+        if Reads::behind(desc, me) {
+            // The lines of the peers' next parts, asked for now, travel while this rank
+            // returns and starts its next op (a hint: that op may be another). 4 ranks on 2
+            // cores, 16-byte reduce: 0.40-0.53 us became 0.30-0.33 (PERFORMANCE.md, session 39).
+            (0..n).filter(|&p| p != me).for_each(|p| slots.prefetch(p, seq + 1));
+        }
         Ok(None)
     }
 

@@ -63,6 +63,13 @@ impl Reads {
             && desc.root.unwrap_or(0) == me
     }
 
+    /// Whether `me`'s peers run ahead of it: the root of reduce or gather (without a shape
+    /// digest), whose non-roots wait for nobody ([`Reads::Own`]) and so keep up to the slots'
+    /// depth of ops ahead. Their parts of its next op are then most likely published already.
+    pub(super) fn behind(desc: &OpDesc, me: Rank) -> bool {
+        desc.shape.is_none() && matches!(desc.kind, OpKind::Reduce | OpKind::Gather) && desc.root.unwrap_or(0) == me
+    }
+
     /// Which peers' slots `me` looks at once it has published (after a fence), besides those
     /// it waits for; see [`Looks`].
     pub(super) fn looks(self, me: Rank) -> Looks {

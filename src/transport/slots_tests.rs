@@ -44,6 +44,23 @@ fn publish_read_and_reuse() {
 }
 
 #[test]
+fn a_prefetch_changes_nothing() {
+    let s = Slots::new(2);
+    let fp = [7; FP_WORDS];
+    s.publish(1, 3, &fp, &[1, 2, 3, 4]);
+    // Any rank (past the world too) and any op number, published or not.
+    for peer in 0..4 {
+        for seq in [0, 3, 4, DEPTH as u64 + 3, u64::MAX] {
+            s.prefetch(peer, seq);
+        }
+    }
+    assert!(s.arrived(1, 3) && s.agrees(1, 3, &fp) && !s.arrived(0, 3) && !s.arrived(1, 4));
+    let mut out = [0u8; 4];
+    assert!(s.read(1, 3, 0, &mut out));
+    assert_eq!(out, [1, 2, 3, 4]);
+}
+
+#[test]
 fn threads_see_whole_parts() {
     let s = std::sync::Arc::new(Slots::new(2));
     let fp = [0; FP_WORDS];
