@@ -125,6 +125,7 @@ pub mod burn;
 mod clock;
 mod comm;
 pub mod config;
+pub(crate) mod cpu;
 pub mod device;
 pub mod diag;
 pub mod error;

@@ -48,34 +48,8 @@ pub(crate) fn copy_streaming(dst: &mut [u8], src: &[u8]) {
 /// lines come once, owned, many at a time. Measured (`benches/study/in_place_after_peer_read.c`,
 /// 32 KiB after a peer's read): 8-16 us a pass, 4.7-5.6 with the lines asked for first.
 pub(crate) fn prefetch_for_write(bytes: &[u8]) {
-    // Not under Miri, which runs no inline assembly (nor CPUID).
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    if has_prefetchw() {
-        for line in bytes.chunks(64) {
-            // SAFETY: a prefetch is a hint: it reads nothing into a register, writes no
-            // memory and cannot fault; the CPU executes it (checked above).
-            unsafe {
-                std::arch::asm!("prefetchw [{0}]", in(reg) line.as_ptr(), options(nostack, preserves_flags, readonly));
-            }
-        }
-    }
-    let _ = bytes;
-}
-
-/// Whether this CPU executes `PREFETCHW` (CPUID 8000_0001h, ECX bit 8), asked once.
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-fn has_prefetchw() -> bool {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    static HAS: AtomicU8 = AtomicU8::new(0); // 0: not asked yet, 1: no, 2: yes
-    match HAS.load(Ordering::Relaxed) {
-        0 => {
-            // Leaf 8000_0000h says whether the extended leaf exists before it is asked.
-            let has = std::arch::x86_64::__cpuid(0x8000_0000).eax >= 0x8000_0001
-                && std::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0;
-            HAS.store(if has { 2 } else { 1 }, Ordering::Relaxed);
-            has
-        }
-        v => v == 2,
+    for line in bytes.chunks(64) {
+        crate::cpu::prefetch_write(line.as_ptr());
     }
 }
 

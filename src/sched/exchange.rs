@@ -34,6 +34,12 @@ use crate::transport::Link;
 use crate::transport::slots::{FP_WORDS, SLOT_BYTES, Slots};
 use crate::types::{Combine, Rank, ReduceOp, Scale};
 
+/// How many ops ahead a non-root of gather takes its slot's line
+/// ([`Slots::claim`]): far enough for the line to arrive before the publish that needs it, and
+/// far enough behind the slots' depth that its readers are usually done with it (1, 4 and 16
+/// measured alike for gather, 16 best by a little).
+const CLAIM_AHEAD: u64 = 16;
+
 /// One rank's exchanged op, borrowed: what the exchange reads and writes. Its buffers are
 /// handles an `OpRun` owns (`B = D::Buffer`) or the caller's own, lent (`B = &D::Buffer`).
 pub(crate) struct Exchange<'a, D: Device, B: Borrow<D::Buffer> = <D as Device>::Buffer> {
@@ -255,11 +261,20 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
         self.result(slots, desc, size)?;
         slots.finish(me, seq);
         v.shared.link.wake_peers(me);
+        // Hints (PERFORMANCE.md, session 39), for ops whose ranks do not run in step: the
+        // next op may be another, or not exchanged, and then they cost a line's trip.
         if Reads::behind(desc, me) {
             // The lines of the peers' next parts, asked for now, travel while this rank
-            // returns and starts its next op (a hint: that op may be another). 4 ranks on 2
-            // cores, 16-byte reduce: 0.40-0.53 us became 0.30-0.33 (PERFORMANCE.md, session 39).
-            (0..n).filter(|&p| p != me).for_each(|p| slots.prefetch(p, seq + 1));
+            // returns and starts its next op. 4 ranks on 2 cores, 16-byte reduce: 0.40-0.53 us
+            // became 0.30-0.33.
+            (0..n).filter(|&p| p != me).for_each(|p| slots.prefetch(p, seq.wrapping_add(1)));
+        } else if self.reads == Reads::Own && desc.kind == OpKind::Gather {
+            // A non-root of gather, which runs ahead and sets the pace (its root only copies),
+            // takes the line of the slot it will publish in a few ops from now, if no peer
+            // still reads it. 16-byte gather, 4 ranks on 2 cores: 0.32 us became 0.26-0.27; 2
+            // processes 0.16-0.17 became 0.12-0.14. Not for reduce, whose root sets the pace
+            // (0.32 became 0.35), nor the roots of broadcast and scatter (level).
+            slots.claim(me, seq.saturating_add(CLAIM_AHEAD));
         }
         Ok(None)
     }

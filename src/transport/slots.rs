@@ -13,7 +13,7 @@
 //!
 //! The words are atomics: a reader loads the sequence number (acquire) and then the part; the
 //! writer stores the part and then the sequence number (release). No lock, and no `unsafe`
-//! but a prefetch hint ([`Slots::prefetch`]) and the lines' store ([`Lines`]).
+//! but the lines' store ([`Lines`]).
 //!
 //! The layout holds no pointers, only words indexed by rank and sequence number, so it can
 //! live in memory other processes map ([`Slots::over`] any store of [`Line`]s, e.g. a shared
@@ -327,18 +327,28 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
     /// Asks the CPU for the line of `peer`'s slot for op `seq` that holds its header (and a
     /// part of up to 16 bytes), without waiting for it: a hint, for a rank whose peers run
     /// ahead of it, so that the lines their next parts sit in travel while it finishes this
-    /// op. Nothing happens where there is no such hint (or under Miri).
+    /// op.
     #[inline]
     pub(crate) fn prefetch(&self, peer: Rank, seq: u64) {
-        if peer >= self.world {
-            return;
+        if peer < self.world {
+            crate::cpu::prefetch_read(word(self.slot(peer, seq), 0));
         }
-        let _w: *const AtomicU64 = word(self.slot(peer, seq), 0);
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        // SAFETY: a prefetch is a hint: it loads nothing into a register, writes no memory and
-        // cannot fault (the address is a word of this slot store's, in any case).
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(_w.cast());
+    }
+
+    /// Asks the CPU for the header line of `me`'s own slot for op `seq`, owned, when every
+    /// peer is known to have finished reading what that slot holds (what [`busy`](Self::busy)
+    /// last found): a hint, for a rank that runs ahead of its peers, so that its publish of
+    /// that op finds the line its own and the first locked instruction after the slot's
+    /// stores does not wait for a peer's core to give it up. A slot a peer may still read is
+    /// left alone: taking its line would only make that read fetch it back.
+    #[inline]
+    pub(crate) fn claim(&self, me: Rank, seq: u64) {
+        let Some(clear) = self.done(me).map(|l| &l.0[CLEAR]) else {
+            return;
+        };
+        let bound = seq.saturating_add(1).saturating_sub(DEPTH as u64);
+        if bound <= clear.load(Ordering::Relaxed) {
+            crate::cpu::prefetch_write(word(self.slot(me, seq), 0));
         }
     }
 

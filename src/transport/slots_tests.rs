@@ -44,7 +44,7 @@ fn publish_read_and_reuse() {
 }
 
 #[test]
-fn a_prefetch_changes_nothing() {
+fn hints_change_nothing() {
     let s = Slots::new(2);
     let fp = [7; FP_WORDS];
     s.publish(1, 3, &fp, &[1, 2, 3, 4]);
@@ -52,6 +52,7 @@ fn a_prefetch_changes_nothing() {
     for peer in 0..4 {
         for seq in [0, 3, 4, DEPTH as u64 + 3, u64::MAX] {
             s.prefetch(peer, seq);
+            s.claim(peer, seq);
         }
     }
     assert!(s.arrived(1, 3) && s.agrees(1, 3, &fp) && !s.arrived(0, 3) && !s.arrived(1, 4));
