@@ -227,6 +227,14 @@ impl CollectiveError {
         Headline { error: self, rank: false }.to_string()
     }
 
+    /// The error of an op that does not run because an earlier op of its rank failed
+    /// (failures are sticky): `Aborted`, quoting that failure. For a call issued after it and
+    /// for a non-blocking or grouped op issued before it alike, so that no rank finishes an op
+    /// its failed peers never ran.
+    pub(crate) fn failed_earlier(first: &CollectiveError) -> Self {
+        Self::new(ErrorKind::Aborted, format!("this communicator failed earlier: {}", first.quoted()))
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidArgument, message)
     }

@@ -11,7 +11,7 @@ use super::{Communicator, Local, Shared};
 use crate::algo;
 use crate::device::Device;
 use crate::device::Range;
-use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::error::{CollectiveError, Result};
 use crate::op::{OpDesc, OpKind};
 use crate::pins;
 use crate::sched::{self, Binding, Bindings, Now, OpCtx, OpRun};
@@ -274,12 +274,7 @@ impl<D: Device> Communicator<D> {
     /// and only in a dtype its device runs kernels on.
     pub(super) fn admit(&self, local: &mut Local<D>, desc: &OpDesc) -> Result<()> {
         if let Some(e) = &local.failed {
-            return Err(CollectiveError::new(
-                ErrorKind::Aborted,
-                format!("this communicator failed earlier: {}", e.quoted()),
-            )
-            .with_rank(self.rank)
-            .with_op(desc.to_string()));
+            return Err(CollectiveError::failed_earlier(e).with_rank(self.rank).with_op(desc.to_string()));
         }
         if let Some(e) = self.shared.link.poisoned(self.rank) {
             // Where this call stands relative to the op that failed decides what it reports:
@@ -336,7 +331,8 @@ pub(crate) fn complete<D: Device>(
     shared.board.finish(rank, result.is_ok());
     let result = result.map_err(|e| e.with_rank(rank).with_op(desc.to_string()).with_seq(seq));
     if let Err(e) = &result {
-        local.failed = Some(e.clone());
+        // The first failure stays what later calls quote (an op skipped after it fails too).
+        local.failed.get_or_insert_with(|| e.clone());
     }
     result
 }

@@ -102,12 +102,25 @@ impl<D: Device> Engine<D> {
         current.0.is_some() || self.queued.load(Ordering::Acquire) > 0
     }
 
-    /// The oldest queued op, if any.
+    /// The oldest queued op that may start, if any. An op issued before an earlier op of its
+    /// rank failed does not start: it ends at once with `Aborted`, as a call issued after the
+    /// failure does (`admit`), and its peers learn of the failure from the op that failed.
+    /// Run, it could succeed on this rank (its peers' parts already published) while they
+    /// report it failed.
     fn pop(&self) -> Option<Queued<D>> {
-        let mut queue = lock(&self.queue);
-        let q = queue.pop_front();
-        self.queued.store(queue.len(), Ordering::Release);
-        q
+        loop {
+            let q = {
+                let mut queue = lock(&self.queue);
+                let q = queue.pop_front();
+                self.queued.store(queue.len(), Ordering::Release);
+                q
+            }?;
+            let failed = lock(&self.local).failed.clone();
+            let Some(first) = failed else { return Some(q) };
+            let mut q = q;
+            q.op.run.start_at(std::time::Instant::now());
+            self.finish(q, Err(CollectiveError::failed_earlier(&first)));
+        }
     }
 
     /// Drives every queued op to completion, in order (the one a driver left half done

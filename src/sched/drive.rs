@@ -138,7 +138,22 @@ pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>], order: &[(usize, 
     loop {
         if staged {
             for (i, s) in started.iter_mut().enumerate() {
-                *s = *s || (0..i).all(|j| results[j].is_some() || !before(j, i));
+                if *s {
+                    continue;
+                }
+                // A later op of a rank whose earlier op failed does not start (failures are
+                // sticky): it fails as a call issued after the failure would.
+                let failed = (0..i).find_map(|j| match &results[j] {
+                    Some(Err(e)) if before(j, i) => Some(e.clone()),
+                    _ => None,
+                });
+                if let Some(first) = failed {
+                    runs[i].start_at(Instant::now());
+                    results[i] = Some(Err(CollectiveError::failed_earlier(&first)));
+                    *s = true;
+                    continue;
+                }
+                *s = (0..i).all(|j| results[j].is_some() || !before(j, i));
             }
         }
         let (mut blocked, mut finished, mut pending) = (false, false, false);

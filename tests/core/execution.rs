@@ -249,6 +249,52 @@ pub fn work_abort_and_errors<D: TestDevice>() {
     });
 }
 
+/// Ops issued before their rank failed never run after it: non-blocking ops queued behind a
+/// mismatch, and a group's later call on a communicator whose earlier call failed, all fail
+/// (`Aborted` or the mismatch itself) on every rank, and nothing is written. Run, the later
+/// op could finish on one rank (its peer's part already published) while its peer reports it
+/// failed.
+pub fn nothing_runs_after_a_failure<D: TestDevice>() {
+    let failed = |r: &ruccl::Result<()>, what: &str| match r {
+        Err(e) => assert!(matches!(e.kind(), ErrorKind::Aborted | ErrorKind::Mismatch), "{what}: {e}"),
+        Ok(()) => panic!("{what} succeeded after an earlier op of its rank failed"),
+    };
+    for round in 0..3 {
+        let comms = comms::<D>(2);
+        // Mismatched sizes first, then an op both ranks agree on.
+        let a: Vec<_> = comms.iter().map(|c| t(c, &vec![1.0f32; 2 + c.rank()])).collect();
+        let b: Vec<_> = comms.iter().map(|c| t(c, &[10.0f32 * (c.rank() + 1) as f32])).collect();
+        let works: Vec<_> = comms
+            .iter()
+            .zip(a.iter().zip(&b))
+            .map(|(c, (a, b))| (c.all_reduce_async(a, ReduceOp::Sum).unwrap(), c.all_reduce_async(b, ReduceOp::Sum).unwrap()))
+            .collect();
+        for (r, (wa, wb)) in works.iter().enumerate() {
+            let e = wa.wait().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Mismatch, "round {round}, rank {r}: {e}");
+            failed(&wb.wait(), &format!("round {round}, rank {r}: the all_reduce queued behind the mismatch"));
+        }
+        for (r, b) in b.iter().enumerate() {
+            assert_eq!(b.to_vec::<f32>().unwrap(), vec![10.0 * (r + 1) as f32], "round {round}: rank {r}'s tensor was written");
+        }
+    }
+    // A group: a send and a receive that disagree on the size, then an all_reduce.
+    let comms = comms::<D>(2);
+    let x = t(&comms[0], &[1.0f32]);
+    let mut y = Tensor::zeros(comms[1].device(), DType::F32, &[2]).unwrap();
+    let mut ts: Vec<_> = comms.iter().map(|c| t(c, &[10.0f32 * (c.rank() + 1) as f32])).collect();
+    let (t0, t1) = ts.split_at_mut(1);
+    let mut g = Group::new();
+    g.send(&comms[0], &x, 1).all_reduce(&comms[0], &mut t0[0], ReduceOp::Sum);
+    g.recv(&comms[1], &mut y, 0).all_reduce(&comms[1], &mut t1[0], ReduceOp::Sum);
+    let results = g.run_each().unwrap();
+    assert_eq!(results.len(), 4);
+    for (i, r) in results.iter().enumerate() {
+        failed(r, &format!("group call #{i}"));
+    }
+    assert_eq!(ts[0].to_vec::<f32>().unwrap(), vec![10.0], "the group's all_reduce wrote rank 0's tensor");
+}
+
 /// A group holding one collective for every rank of a communicator on one device runs
 /// without messages (the flight recorder says `Direct`): every op, reduce op and dtype, in
 /// place and out of place, gives the exact result; sequence numbers stay in step with the
