@@ -65,7 +65,10 @@ use cases_faults::{
     a_receiver_killed_mid_recv_is_named_in_peer_lost, a_sender_killed_mid_send_is_named_in_peer_lost,
     a_silent_peer_is_named_in_the_timeout, a_stopped_peer_is_named_in_peer_lost,
 };
-use cases_slots::{a_peer_killed_mid_small_ops_is_named_in_peer_lost, a_small_mismatch_names_both_calls};
+use cases_slots::{
+    a_mismatch_across_the_slot_limit_is_named_at_once, a_peer_killed_mid_small_ops_is_named_in_peer_lost,
+    a_small_mismatch_names_both_calls,
+};
 use kids::{Kids, Transport, ranks_env};
 use roles::{collectives_child, env_child, env_join_child, join_child, var};
 use roles_faults::{odd_call_child, streamer_child, survivor_child, victim_child, waiter_child};
@@ -280,5 +283,6 @@ per_transport!(
     the_listener_survives_garbage_and_serves_real_peers,
     from_env_with_torchrun_variables,
     a_small_mismatch_names_both_calls,
+    a_mismatch_across_the_slot_limit_is_named_at_once,
     a_peer_killed_mid_small_ops_is_named_in_peer_lost,
 );

@@ -102,6 +102,23 @@ impl View<'_> {
             )
             .with_peer(peer));
         }
+        // A peer that runs this op as an exchange where this rank runs another call with
+        // messages (one rank's part fits a slot, the other's does not) shows in its slot: a
+        // part under this op's number with another call's fingerprint. The flight recorder
+        // above shows it only for threads of this process; slots are shared by processes too.
+        if let Some(peer) = peer
+            && !c.p2p
+            && let Some(slots) = c.link().slots()
+            && slots.disagrees(peer, c.seq, &c.fp.words())
+        {
+            let theirs = crate::op::Fingerprint::desc_of_words(&slots.fingerprint(peer, c.seq))
+                .map_or_else(|| "another op".to_string(), |d| d.to_string());
+            return Err(CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!("rank {peer} called {theirs} as op #{}, but rank {} called {}", c.seq, c.rank, c.fp.desc),
+            )
+            .with_peer(peer));
+        }
         // An exchange reads no messages, so a peer that sends to or receives from this rank
         // instead of taking part shows only in its flight recorder (a send this rank already
         // received, which the peer is still finishing, is no mismatch). Nor is a peer that

@@ -21,6 +21,19 @@ pub(super) fn a_small_mismatch_names_both_calls(t: Transport) {
     kids.wait(&[]);
 }
 
+/// Rank 0's all_reduce fits an exchange slot, rank 1's (2000 elements) does not: both fail
+/// with a `Mismatch` at once, not at the timeout.
+pub(super) fn a_mismatch_across_the_slot_limit_is_named_at_once(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for r in 0..2 {
+        let mut env = ranks_env(&id, 2, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("MP_ODD", "size".into())]);
+        kids.spawn(&format!("rank{r}"), "odd_call", &env);
+    }
+    kids.wait(&[]);
+}
+
 /// A peer killed while the survivors run small all_reduces and all_gathers with it (3
 /// processes): `PeerLost` naming it, well before the timeout.
 pub(super) fn a_peer_killed_mid_small_ops_is_named_in_peer_lost(t: Transport) {

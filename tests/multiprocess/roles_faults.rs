@@ -171,6 +171,9 @@ pub(super) fn odd_call_child() -> Result<(), String> {
     let dev = HostDevice::default();
     let mut t = Tensor::from_slice(&dev, &[1.0f32; 8], &[8]).map_err(|e| e.to_string())?;
     let mut out = Tensor::zeros(&dev, ruccl::DType::F32, &[16]).map_err(|e| e.to_string())?;
+    if std::env::var("MP_ODD").is_ok_and(|v| v == "size") {
+        return odd_size(&comm, &dev);
+    }
     let result = if comm.rank() == 0 {
         comm.all_reduce(&mut t, ReduceOp::Sum)
     } else {
@@ -181,6 +184,21 @@ pub(super) fn odd_call_child() -> Result<(), String> {
     let text = e.to_string();
     if e.kind() != ErrorKind::Mismatch || !text.contains("all_reduce") || !text.contains("all_gather") {
         return Err(format!("expected a Mismatch naming all_reduce and all_gather, got {:?}: {e}", e.kind()));
+    }
+    Ok(())
+}
+
+/// [`odd_call_child`] with `MP_ODD=size`: rank 0 all_reduces 8 elements (a part that fits an
+/// exchange slot), rank 1 2000 (8000 bytes: a plan of messages). Both get a `Mismatch` well
+/// before the timeout (20 s): the rank on messages sees the other's part in its slot.
+fn odd_size(comm: &ruccl::Communicator<HostDevice>, dev: &HostDevice) -> Result<(), String> {
+    let n = if comm.rank() == 0 { 8 } else { 2000 };
+    let mut t = Tensor::from_slice(dev, &vec![1.0f32; n], &[n]).map_err(|e| e.to_string())?;
+    let t0 = std::time::Instant::now();
+    let Err(e) = comm.all_reduce(&mut t, ReduceOp::Sum) else { return Err("mismatched calls succeeded".into()) };
+    println!("expected: {:?} {e} after {:?}", e.kind(), t0.elapsed());
+    if e.kind() != ErrorKind::Mismatch || t0.elapsed() > std::time::Duration::from_secs(10) {
+        return Err(format!("expected a Mismatch at once, got {:?} after {:?}: {e}", e.kind(), t0.elapsed()));
     }
     Ok(())
 }
