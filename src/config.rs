@@ -224,6 +224,29 @@ impl Default for CommConfig {
     }
 }
 
+/// A yes/no variable's value: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off` (any
+/// case, blanks around ignored); `None` for an empty value (as if unset).
+///
+/// # Errors
+/// `InvalidArgument` naming the variable for anything else.
+pub(crate) fn parse_flag(name: &str, value: &str) -> Result<Option<bool>> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(Some(true)),
+        "0" | "false" | "no" | "off" => Ok(Some(false)),
+        "" => Ok(None),
+        _ => {
+            Err(CollectiveError::invalid(format!("{name}={value:?} is not one of 1, 0, true, false, yes, no, on, off")))
+        }
+    }
+}
+
+/// The yes/no variable `name` of the process environment ([`parse_flag`]); `None` when unset,
+/// empty or malformed (communicators refuse a malformed one when they are made:
+/// [`CommConfig::from_env`]).
+pub(crate) fn env_flag(name: &str) -> Option<bool> {
+    std::env::var(name).ok().and_then(|v| parse_flag(name, &v).ok().flatten())
+}
+
 impl CommConfig {
     /// The defaults with `RUCCL_*` environment overrides applied.
     ///
@@ -262,15 +285,14 @@ impl CommConfig {
             c.peer_silence = parse_secs("RUCCL_PEER_SILENCE", &v)?;
         }
         if let Some(v) = get("RUCCL_SHARED_PROGRESS") {
-            c.shared_progress = match v.trim() {
-                "1" | "true" | "yes" | "on" => true,
-                "0" | "false" | "no" | "off" | "" => false,
-                _ => {
-                    return Err(CollectiveError::invalid(format!(
-                        "RUCCL_SHARED_PROGRESS={v:?} is not one of 1, 0, true, false, yes, no, on, off"
-                    )));
-                }
-            };
+            c.shared_progress = parse_flag("RUCCL_SHARED_PROGRESS", &v)?.unwrap_or(false);
+        }
+        // Read where processes set up shared memory (`transport::shm`), checked here, where
+        // a communicator is made, so that a typo is an error rather than the default.
+        for name in ["RUCCL_SHM_DISABLE", "RUCCL_SHM_SLOTS", "RUCCL_SHM_CMA"] {
+            if let Some(v) = get(name) {
+                parse_flag(name, &v)?;
+            }
         }
         Ok(c)
     }
@@ -444,6 +466,26 @@ mod tests {
         }
         let e = env(&[("RUCCL_WARN_AFTER", "-1")]).unwrap_err();
         assert!(e.message().contains("RUCCL_WARN_AFTER"), "{e}");
+    }
+
+    #[test]
+    fn yes_no_variables_are_strict() {
+        let env = |name: &'static str, v: &'static str| CommConfig::from_lookup(move |k| (k == name).then(|| v.into()));
+        for name in ["RUCCL_SHARED_PROGRESS", "RUCCL_SHM_DISABLE", "RUCCL_SHM_SLOTS", "RUCCL_SHM_CMA"] {
+            for good in ["1", "0", "TRUE", " off ", "Yes", "no", ""] {
+                assert!(env(name, good).is_ok(), "{name}={good:?}");
+            }
+            for bad in ["2", "banana", "maybe", "tru"] {
+                let e = env(name, bad).unwrap_err();
+                assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+                assert!(e.message().contains(name), "names the variable: {e}");
+            }
+        }
+        assert!(env("RUCCL_SHARED_PROGRESS", "On").unwrap().shared_progress());
+        assert!(!env("RUCCL_SHARED_PROGRESS", "").unwrap().shared_progress());
+        assert_eq!(parse_flag("X", " TRUE ").unwrap(), Some(true));
+        assert_eq!(parse_flag("X", "Off").unwrap(), Some(false));
+        assert_eq!(parse_flag("X", " ").unwrap(), None);
     }
 
     #[test]

@@ -51,9 +51,9 @@ pub(crate) fn probe_addr() -> u64 {
     std::ptr::addr_of!(PROBE) as u64
 }
 
-/// Whether `RUCCL_SHM_CMA` allows single-copy reads (anything but `0`, `false`, `no`).
+/// Whether `RUCCL_SHM_CMA` allows single-copy reads (unless it says no: `0`, `false`, `no`, `off`).
 pub(crate) fn allowed() -> bool {
-    std::env::var("RUCCL_SHM_CMA").map_or(true, |v| !matches!(v.trim(), "0" | "false" | "no"))
+    crate::config::env_flag("RUCCL_SHM_CMA") != Some(false)
 }
 
 /// Whether this process may read process `pid`'s memory: both sides allow it, and a test read

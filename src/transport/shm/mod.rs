@@ -43,7 +43,7 @@ pub(crate) const PIECE: usize = 1 << 20;
 
 /// Whether `RUCCL_SHM_DISABLE` asks for TCP between every pair of processes.
 pub(crate) fn disabled() -> bool {
-    std::env::var("RUCCL_SHM_DISABLE").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+    crate::config::env_flag("RUCCL_SHM_DISABLE") == Some(true)
 }
 
 /// What must match for two processes to share memory: the host (its name and boot id) and

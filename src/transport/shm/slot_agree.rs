@@ -34,7 +34,7 @@ use crate::types::Rank;
 /// Whether this process lets processes of one host exchange small ops through shared slots:
 /// yes unless `RUCCL_SHM_SLOTS=0` (or shared memory is disabled).
 pub(crate) fn wanted() -> bool {
-    !std::env::var("RUCCL_SHM_SLOTS").is_ok_and(|v| matches!(v.trim(), "0" | "false" | "no")) && !super::disabled()
+    crate::config::env_flag("RUCCL_SHM_SLOTS") != Some(false) && !super::disabled()
 }
 
 /// Runs the agreement over `rows` (`rows[me][peer]`, the pair connections of this process's
