@@ -66,8 +66,8 @@ use cases_faults::{
     a_silent_peer_is_named_in_the_timeout, a_stopped_peer_is_named_in_peer_lost,
 };
 use cases_slots::{
-    a_mismatch_across_the_slot_limit_is_named_at_once, a_peer_killed_mid_small_ops_is_named_in_peer_lost,
-    a_small_mismatch_names_both_calls,
+    a_mismatch_across_the_slot_limit_is_named_at_once, a_mismatch_no_awaited_message_shows_is_named_at_once,
+    a_peer_killed_mid_small_ops_is_named_in_peer_lost, a_small_mismatch_names_both_calls,
 };
 use kids::{Kids, Transport, ranks_env};
 use roles::{collectives_child, env_child, env_join_child, join_child, var};
@@ -284,5 +284,6 @@ per_transport!(
     from_env_with_torchrun_variables,
     a_small_mismatch_names_both_calls,
     a_mismatch_across_the_slot_limit_is_named_at_once,
+    a_mismatch_no_awaited_message_shows_is_named_at_once,
     a_peer_killed_mid_small_ops_is_named_in_peer_lost,
 );

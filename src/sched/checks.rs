@@ -119,6 +119,30 @@ impl View<'_> {
             )
             .with_peer(peer));
         }
+        // A peer other than the awaited one that sent this rank a message of another call
+        // under this op's number: the plans of two different calls need not make the first
+        // message any rank waits for be a mismatched one (3 ranks: two in a ring all_reduce,
+        // one in a broadcast, each waiting for a peer that sends it nothing), so the rest of
+        // the inbox is looked at too. Only this op's number: a peer may be past this op.
+        if !c.p2p {
+            let link = c.link();
+            for q in (0..c.shared.world).filter(|&q| q != c.rank) {
+                if let Some(h) = link.peek_header(c.rank, q)
+                    && !h.p2p
+                    && h.seq == c.seq
+                    && !h.fp.compatible(c.fp)
+                {
+                    return Err(CollectiveError::new(
+                        ErrorKind::Mismatch,
+                        format!(
+                            "rank {q} called {} as op #{}, but rank {} called {}",
+                            h.fp.desc, c.seq, c.rank, c.fp.desc
+                        ),
+                    )
+                    .with_peer(q));
+                }
+            }
+        }
         // An exchange reads no messages, so a peer that sends to or receives from this rank
         // instead of taking part shows only in its flight recorder (a send this rank already
         // received, which the peer is still finishing, is no mismatch). Nor is a peer that

@@ -142,6 +142,12 @@ impl Fabric {
         b.sent.load(Ordering::SeqCst) > b.taken.load(Ordering::SeqCst)
     }
 
+    pub(super) fn peek_header(&self, me: Rank, from: Rank) -> Option<Header> {
+        let b = self.mailbox(from, me);
+        let q = b.queue();
+        q.iter().find(|e| e.state == State::Queued).map(|e| e.header)
+    }
+
     pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
         if !self.has_message(me, from) {
             return None;

@@ -156,6 +156,19 @@ impl Link {
         }
     }
 
+    /// The header of the oldest unopened message from `from` to `me`, if one has arrived,
+    /// without opening it: for a waiting rank's slow-path checks, which look at what peers
+    /// other than the awaited one sent.
+    pub(crate) fn peek_header(&self, me: Rank, from: Rank) -> Option<Header> {
+        if !self.has_message(me, from) {
+            return None;
+        }
+        match self {
+            Link::InProc(f) => f.peek_header(me, from),
+            Link::Tcp(m) => m.peek_header(me, from),
+        }
+    }
+
     /// Opens the oldest unopened message from `from` to `me`, if one has arrived. It stays
     /// queued (and its sender's memory lent) until released.
     pub fn open(&self, me: Rank, from: Rank) -> Option<Opened> {

@@ -34,6 +34,19 @@ pub(super) fn a_mismatch_across_the_slot_limit_is_named_at_once(t: Transport) {
     kids.wait(&[]);
 }
 
+/// Ranks 0 and 1 all_reduce where rank 2 broadcasts (3 processes): every rank gets a
+/// `Mismatch` at once, though no rank's first awaited message need be a mismatched one.
+pub(super) fn a_mismatch_no_awaited_message_shows_is_named_at_once(t: Transport) {
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for r in 0..3 {
+        let mut env = ranks_env(&id, 3, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("MP_ODD", "bcast".into())]);
+        kids.spawn(&format!("rank{r}"), "odd_call", &env);
+    }
+    kids.wait(&[]);
+}
+
 /// A peer killed while the survivors run small all_reduces and all_gathers with it (3
 /// processes): `PeerLost` naming it, well before the timeout.
 pub(super) fn a_peer_killed_mid_small_ops_is_named_in_peer_lost(t: Transport) {

@@ -171,8 +171,10 @@ pub(super) fn odd_call_child() -> Result<(), String> {
     let dev = HostDevice::default();
     let mut t = Tensor::from_slice(&dev, &[1.0f32; 8], &[8]).map_err(|e| e.to_string())?;
     let mut out = Tensor::zeros(&dev, ruccl::DType::F32, &[16]).map_err(|e| e.to_string())?;
-    if std::env::var("MP_ODD").is_ok_and(|v| v == "size") {
-        return odd_size(&comm, &dev);
+    match std::env::var("MP_ODD").as_deref() {
+        Ok("size") => return odd_size(&comm, &dev),
+        Ok("bcast") => return odd_bcast(&comm, &dev),
+        _ => {}
     }
     let result = if comm.rank() == 0 {
         comm.all_reduce(&mut t, ReduceOp::Sum)
@@ -196,6 +198,22 @@ fn odd_size(comm: &ruccl::Communicator<HostDevice>, dev: &HostDevice) -> Result<
     let mut t = Tensor::from_slice(dev, &vec![1.0f32; n], &[n]).map_err(|e| e.to_string())?;
     let t0 = std::time::Instant::now();
     let Err(e) = comm.all_reduce(&mut t, ReduceOp::Sum) else { return Err("mismatched calls succeeded".into()) };
+    println!("expected: {:?} {e} after {:?}", e.kind(), t0.elapsed());
+    if e.kind() != ErrorKind::Mismatch || t0.elapsed() > std::time::Duration::from_secs(10) {
+        return Err(format!("expected a Mismatch at once, got {:?} after {:?}: {e}", e.kind(), t0.elapsed()));
+    }
+    Ok(())
+}
+
+/// [`odd_call_child`] with `MP_ODD=bcast`, 3 ranks: ranks 0 and 1 all_reduce 1000 elements,
+/// rank 2 calls a broadcast from rank 0 of as many. No rank's first awaited message need be
+/// a mismatched one (the all_reduce's ranks may wait on each other and on rank 2, rank 2 on
+/// rank 0); every rank still gets a `Mismatch` well before the timeout (20 s).
+fn odd_bcast(comm: &ruccl::Communicator<HostDevice>, dev: &HostDevice) -> Result<(), String> {
+    let mut t = Tensor::from_slice(dev, &[1.0f32; 1000], &[1000]).map_err(|e| e.to_string())?;
+    let t0 = std::time::Instant::now();
+    let result = if comm.rank() == 2 { comm.broadcast(&mut t, 0) } else { comm.all_reduce(&mut t, ReduceOp::Sum) };
+    let Err(e) = result else { return Err("mismatched calls succeeded".into()) };
     println!("expected: {:?} {e} after {:?}", e.kind(), t0.elapsed());
     if e.kind() != ErrorKind::Mismatch || t0.elapsed() > std::time::Duration::from_secs(10) {
         return Err(format!("expected a Mismatch at once, got {:?} after {:?}: {e}", e.kind(), t0.elapsed()));

@@ -275,6 +275,12 @@ impl Mesh {
         }
     }
 
+    /// The header of the oldest unopened message from `from`, if it has arrived.
+    pub(super) fn peek_header(&self, me: Rank, from: Rank) -> Option<Header> {
+        let (_, p) = self.pair(me, from)?;
+        lock(&p.inbox).msgs.iter().find(|m| !m.opened).map(|m| m.header)
+    }
+
     /// Opens the oldest unopened message; one still in the peer's process (lent, `shm_io`) is
     /// read now: into `into`'s region when its check accepts the header and length (then
     /// `true`: the payload is that region), else into a receive buffer. A failed read
