@@ -8,43 +8,36 @@ use ruccl::UniqueId;
 use super::GROUP_DEADLINE;
 use super::kids::{Kids, Mark, Transport, ranks_env};
 
-/// Rank 0 calls all_reduce where rank 1 calls all_gather (small ops): both fail with a
-/// `Mismatch` that names both calls.
-pub(super) fn a_small_mismatch_names_both_calls(t: Transport) {
+/// `world` processes in the `odd_call` role (`MP_ODD`: which mismatch; none: the default),
+/// each of which checks the error it gets.
+fn odd_calls(t: Transport, world: usize, odd: Option<&str>) {
     let id = UniqueId::new().unwrap();
     let mut kids = Kids::new(t);
-    for r in 0..2 {
-        let mut env = ranks_env(&id, 2, &[r]);
+    for r in 0..world {
+        let mut env = ranks_env(&id, world, &[r]);
         env.push(("MP_RANK", r.to_string()));
+        env.extend(odd.map(|o| ("MP_ODD", o.to_string())));
         kids.spawn(&format!("rank{r}"), "odd_call", &env);
     }
     kids.wait(&[]);
+}
+
+/// Rank 0 calls all_reduce where rank 1 calls all_gather (small ops): both fail with a
+/// `Mismatch` that names both calls.
+pub(super) fn a_small_mismatch_names_both_calls(t: Transport) {
+    odd_calls(t, 2, None);
 }
 
 /// Rank 0's all_reduce fits an exchange slot, rank 1's (2000 elements) does not: both fail
 /// with a `Mismatch` at once, not at the timeout.
 pub(super) fn a_mismatch_across_the_slot_limit_is_named_at_once(t: Transport) {
-    let id = UniqueId::new().unwrap();
-    let mut kids = Kids::new(t);
-    for r in 0..2 {
-        let mut env = ranks_env(&id, 2, &[r]);
-        env.extend([("MP_RANK", r.to_string()), ("MP_ODD", "size".into())]);
-        kids.spawn(&format!("rank{r}"), "odd_call", &env);
-    }
-    kids.wait(&[]);
+    odd_calls(t, 2, Some("size"));
 }
 
 /// Ranks 0 and 1 all_reduce where rank 2 broadcasts (3 processes): every rank gets a
 /// `Mismatch` at once, though no rank's first awaited message need be a mismatched one.
 pub(super) fn a_mismatch_no_awaited_message_shows_is_named_at_once(t: Transport) {
-    let id = UniqueId::new().unwrap();
-    let mut kids = Kids::new(t);
-    for r in 0..3 {
-        let mut env = ranks_env(&id, 3, &[r]);
-        env.extend([("MP_RANK", r.to_string()), ("MP_ODD", "bcast".into())]);
-        kids.spawn(&format!("rank{r}"), "odd_call", &env);
-    }
-    kids.wait(&[]);
+    odd_calls(t, 3, Some("bcast"));
 }
 
 /// A peer killed while the survivors run small all_reduces and all_gathers with it (3
