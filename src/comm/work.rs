@@ -144,6 +144,7 @@ impl<D: Device> Engine<D> {
     /// Queues a prepared op (the caller holds the rank's state lock, so queue order is issue
     /// order) and returns its handle.
     pub(crate) fn push(self: &Arc<Self>, op: Prepared<D>, hold: crate::pins::Hold) -> Work {
+        let (desc, seq) = (op.run.ctx.fp.desc, op.run.ctx.seq);
         let slot = Arc::new(Slot::default());
         let mut queue = lock(&self.queue);
         queue.push_back(Queued {
@@ -156,7 +157,7 @@ impl<D: Device> Engine<D> {
         });
         self.queued.store(queue.len(), Ordering::Release);
         drop(queue);
-        Work { slot, rank: self.rank }
+        Work { slot, rank: self.rank, op: (desc, seq) }
     }
 
     /// Makes sure a progress thread drives the queue: the shared one, or this rank's own.
@@ -271,6 +272,8 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
 pub struct Work {
     slot: Arc<Slot>,
     rank: Rank,
+    /// The op and its number, for the errors of waits that give up.
+    op: (crate::op::OpDesc, u64),
 }
 
 impl Work {
@@ -313,6 +316,8 @@ impl Work {
                     format!("the op was not finished after {timeout:?}; it goes on, and the communicator stays usable"),
                 )
                 .with_rank(self.rank)
+                .with_op(self.op.0.to_string())
+                .with_seq(self.op.1)
                 .with_hint(
                     "wait again (`wait`, `wait_timeout`) or poll `is_completed`; the op itself gives up at the \
                      communicator's timeout, naming the rank it waits for; `abort()` stops it now",

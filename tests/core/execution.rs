@@ -226,6 +226,8 @@ pub fn work_abort_and_errors<D: TestDevice>() {
         assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
         // It says the op goes on, and never that the communicator is aborted.
         assert!(e.to_string().contains("stays usable") && !e.to_string().contains("aborted"), "{e}");
+        // And names the op it gave up on.
+        assert!(e.to_string().contains("all_reduce(sum, 8 x f32)"), "{e}");
         assert!(!work.is_completed());
         let t0 = Instant::now();
         std::thread::scope(|s| {
