@@ -32,6 +32,13 @@ const DEVICE_SLOW: &str = "this rank's device did not finish the op's work in ti
      GPU (other processes on it, a driver error in the system log), or raise CommConfig::timeout (a kernel's first \
      launch compiles it); this communicator is now aborted, create a new one";
 
+/// What to do when a point-to-point call timed out waiting for its peer.
+const P2P_SLOW: &str = "the rank named above never took part: look for a crash, a hang or a missing matching call \
+     there. A rank's calls run in issue order, so point-to-point calls that wait for each other in a cycle never \
+     finish: a ring of blocking sends, or of non-blocking sends each issued before its receive (torch's isend then \
+     irecv). Put them in one Group (batch_isend_irecv), or let one side receive first; or raise \
+     CommConfig::timeout. This communicator is now aborted, create a new one";
+
 impl Deadline {
     /// The time, an [`OnWait`](Deadline::OnWait) counted from `now` (a time the caller read:
     /// one clock read for the deadline and the flight recorder).
@@ -185,11 +192,12 @@ impl View<'_> {
             Some(peer) => {
                 let seq = (!c.p2p).then_some(c.seq);
                 let (culprit, why) = c.shared.board.blame(c.rank, peer, seq, &heard);
-                CollectiveError::new(
+                let e = CollectiveError::new(
                     ErrorKind::Timeout,
                     format!("gave up at the op's deadline waiting for {what}: {why}"),
                 )
-                .with_peer(culprit)
+                .with_peer(culprit);
+                if c.p2p { e.with_hint(P2P_SLOW) } else { e }
             }
             // A wait on this rank's own device. If some rank never reached the collective,
             // the op could not have finished anyway: that rank is named (the device may only

@@ -297,6 +297,38 @@ pub fn nothing_runs_after_a_failure<D: TestDevice>() {
     assert_eq!(ts[0].to_vec::<f32>().unwrap(), vec![10.0], "the group's all_reduce wrote rank 0's tensor");
 }
 
+/// A ring of non-blocking sends each issued before its receive (torch's isend, then irecv)
+/// waits in a cycle, a rank's ops running in issue order: every op times out, and the hint
+/// says to put them in one `Group`.
+pub fn p2p_cycle_timeout_says_use_a_group<D: TestDevice>() {
+    let devices = (0..2).map(D::for_rank).collect();
+    let cfg = D::configure(CommConfig::default().with_timeout(Duration::from_millis(500)));
+    let comms = Communicator::init_all(devices, cfg).unwrap();
+    let xs: Vec<_> = comms.iter().map(|c| t(c, &vec![1.0f32; 64 << 10])).collect();
+    let ys: Vec<_> = comms.iter().map(|c| Tensor::zeros(c.device(), DType::F32, &[64 << 10]).unwrap()).collect();
+    let works: Vec<_> = comms
+        .iter()
+        .zip(xs.iter().zip(&ys))
+        .map(|(c, (x, y))| {
+            let peer = 1 - c.rank();
+            (c.send_async(x, peer).unwrap(), c.recv_async(y, peer).unwrap())
+        })
+        .collect();
+    // The error says what to do about the cycle: the rank that gave up first in its hint;
+    // a rank that hears of it from that rank quotes its cause.
+    let errors: Vec<String> = works
+        .iter()
+        .map(|(send, recv)| send.wait().and(recv.wait()))
+        .map(|r| {
+            let e = r.expect_err("a cycle of sends finished");
+            assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+            e.to_string()
+        })
+        .collect();
+    assert!(errors.iter().any(|e| e.contains("Group (batch_isend_irecv)")), "{errors:#?}");
+    assert!(errors.iter().all(|e| e.contains("Group") || e.contains("wait for each other")), "{errors:#?}");
+}
+
 /// A group holding one collective for every rank of a communicator on one device runs
 /// without messages (the flight recorder says `Direct`): every op, reduce op and dtype, in
 /// place and out of place, gives the exact result; sequence numbers stay in step with the
