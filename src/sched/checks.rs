@@ -109,42 +109,33 @@ impl View<'_> {
             )
             .with_peer(peer));
         }
-        // A peer that runs this op as an exchange where this rank runs another call with
-        // messages (one rank's part fits a slot, the other's does not) shows in its slot: a
-        // part under this op's number with another call's fingerprint. The flight recorder
-        // above shows it only for threads of this process; slots are shared by processes too.
-        if let Some(peer) = peer
-            && !c.p2p
-            && let Some(slots) = c.link().slots()
-            && slots.disagrees(peer, c.seq, &c.fp.words())
-        {
-            let theirs = crate::op::Fingerprint::desc_of_words(&slots.fingerprint(peer, c.seq))
-                .map_or_else(|| "another op".to_string(), |d| d.to_string());
-            return Err(CollectiveError::new(
-                ErrorKind::Mismatch,
-                format!("rank {peer} called {theirs} as op #{}, but rank {} called {}", c.seq, c.rank, c.fp.desc),
-            )
-            .with_peer(peer));
-        }
-        // A peer other than the awaited one that sent this rank a message of another call
-        // under this op's number: the plans of two different calls need not make the first
-        // message any rank waits for be a mismatched one (3 ranks: two in a ring all_reduce,
-        // one in a broadcast, each waiting for a peer that sends it nothing), so the rest of
-        // the inbox is looked at too. Only this op's number: a peer may be past this op.
+        // Ranks of other processes, whose calls the flight recorder does not show:
+        // - one that runs this op as an exchange where this rank runs another call with
+        //   messages (one rank's part fits a slot, the other's does not) shows in its slot: a
+        //   part under this op's number with another call's fingerprint;
+        // - one that sent this rank a message of another call under this op's number, though
+        //   it is not the peer this rank waits for: the plans of two different calls need not
+        //   make the first message any rank waits for be a mismatched one (3 ranks: two in a
+        //   ring all_reduce, one in a broadcast, each waiting for a peer that sends it
+        //   nothing). Only this op's number: a peer may be past this op.
+        // (Between threads the board above shows both, and looking at the slots would make an
+        // in-process link's slots, which a communicator without exchanged ops never needs.)
         if !c.p2p {
             let link = c.link();
-            for q in (0..c.shared.world).filter(|&q| q != c.rank) {
-                if let Some(h) = link.peek_header(c.rank, q)
-                    && !h.p2p
-                    && h.seq == c.seq
-                    && !h.fp.compatible(c.fp)
-                {
+            for q in c.shared.board.remote_ranks() {
+                let in_slot = link.slots().filter(|s| s.disagrees(q, c.seq, &c.fp.words())).map(|s| {
+                    crate::op::Fingerprint::desc_of_words(&s.fingerprint(q, c.seq))
+                        .map_or_else(|| "another op".to_string(), |d| d.to_string())
+                });
+                let in_inbox = || {
+                    link.peek_header(c.rank, q)
+                        .filter(|h| !h.p2p && h.seq == c.seq && !h.fp.compatible(c.fp))
+                        .map(|h| h.fp.desc.to_string())
+                };
+                if let Some(theirs) = in_slot.or_else(in_inbox) {
                     return Err(CollectiveError::new(
                         ErrorKind::Mismatch,
-                        format!(
-                            "rank {q} called {} as op #{}, but rank {} called {}",
-                            h.fp.desc, c.seq, c.rank, c.fp.desc
-                        ),
+                        format!("rank {q} called {theirs} as op #{}, but rank {} called {}", c.seq, c.rank, c.fp.desc),
                     )
                     .with_peer(q));
                 }

@@ -272,10 +272,10 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             // A rank that runs ahead of its peers and sets the pace (a non-root of gather,
             // whose root only copies; a root of scatter) takes the line of the slot it will
             // publish in a few ops from now, if no peer still reads it. 16 bytes, 4 ranks on 2
-            // cores: gather 0.32 us became 0.26-0.27, scatter 0.27-0.36 0.25-0.29; 2
-            // processes: gather 0.16-0.17 became 0.12-0.14, scatter 0.17-0.21 0.15-0.17. Not
-            // for reduce, whose root sets the pace (0.32 became 0.35), nor the root of
-            // broadcast (level).
+            // cores: gather 0.32 us became 0.26-0.27, scatter 0.27-0.36 became 0.25-0.29; 2
+            // processes: gather 0.16-0.17 became 0.12-0.14, scatter 0.17-0.21 became
+            // 0.15-0.17. Not for reduce, whose root sets the pace (0.32 became 0.35), nor the
+            // root of broadcast (level).
             slots.claim(me, seq.saturating_add(CLAIM_AHEAD));
         }
         Ok(None)
