@@ -95,19 +95,20 @@ impl View<'_> {
         }
         c.shared.board.set_waiting(c.rank, Some(what));
         noted.set(true);
+        // `q` called `theirs` under this op's number.
+        let mismatch = |q: Rank, theirs: &dyn std::fmt::Display| {
+            CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!("rank {q} called {theirs} as op #{}, but rank {} called {}", c.seq, c.rank, c.fp.desc),
+            )
+            .with_peer(q)
+        };
         if let Some(peer) = peer
             && !c.p2p
             && let Some(theirs) = c.shared.board.collective_at(peer, c.seq)
             && !theirs.compatible(c.fp)
         {
-            return Err(CollectiveError::new(
-                ErrorKind::Mismatch,
-                format!(
-                    "rank {peer} called {} as op #{}, but rank {} called {}",
-                    theirs.desc, c.seq, c.rank, c.fp.desc
-                ),
-            )
-            .with_peer(peer));
+            return Err(mismatch(peer, &theirs.desc));
         }
         // Ranks of other processes, whose calls the flight recorder does not show:
         // - one that runs this op as an exchange where this rank runs another call with
@@ -121,9 +122,9 @@ impl View<'_> {
         // (Between threads the board above shows both, and looking at the slots would make an
         // in-process link's slots, which a communicator without exchanged ops never needs.)
         if !c.p2p {
-            let link = c.link();
+            let (link, words) = (c.link(), c.fp.words());
             for q in c.shared.board.remote_ranks() {
-                let in_slot = link.slots().filter(|s| s.disagrees(q, c.seq, &c.fp.words())).map(|s| {
+                let in_slot = link.slots().filter(|s| s.disagrees(q, c.seq, &words)).map(|s| {
                     crate::op::Fingerprint::desc_of_words(&s.fingerprint(q, c.seq))
                         .map_or_else(|| "another op".to_string(), |d| d.to_string())
                 });
@@ -133,11 +134,7 @@ impl View<'_> {
                         .map(|h| h.fp.desc.to_string())
                 };
                 if let Some(theirs) = in_slot.or_else(in_inbox) {
-                    return Err(CollectiveError::new(
-                        ErrorKind::Mismatch,
-                        format!("rank {q} called {theirs} as op #{}, but rank {} called {}", c.seq, c.rank, c.fp.desc),
-                    )
-                    .with_peer(q));
+                    return Err(mismatch(q, &theirs));
                 }
             }
         }
