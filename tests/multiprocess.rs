@@ -153,6 +153,44 @@ fn a_rank_that_never_comes_is_named_in_the_timeout() {
     kids.wait(&[]);
 }
 
+/// A rank whose process is killed after it registered at the rendezvous and before the
+/// group is complete: started again, it takes its place and the group runs; not started
+/// again, the others are told at their deadline that its process went away (`PeerLost`),
+/// and no table with the dead rank in it is handed out (they then waited a second timeout
+/// connecting to it).
+#[test]
+fn a_rank_killed_in_the_rendezvous_can_be_started_again() {
+    let mut kids = Kids::new(Transport::Shm);
+    for restart in [true, false] {
+        let id = UniqueId::new().unwrap();
+        let env = |r: usize, extra: &[(&'static str, String)]| {
+            let mut env = ranks_env(&id, 3, &[r]);
+            env.push(("MP_RANK", r.to_string()));
+            env.extend_from_slice(extra);
+            env
+        };
+        let tag = if restart { "restart" } else { "gone" };
+        kids.spawn(&format!("{tag}-dead"), "collectives", &env(1, &[]));
+        std::thread::sleep(Duration::from_millis(1500));
+        kids.kill(&format!("{tag}-dead"));
+        if restart {
+            kids.spawn(&format!("{tag}-1"), "collectives", &env(1, &[]));
+            for r in [0, 2] {
+                kids.spawn(&format!("{tag}-{r}"), "collectives", &env(r, &[]));
+            }
+        } else {
+            let expect = [
+                ("MP_EXPECT", "PeerLost:rank(s) 1 joined from another process, which then went away".into()),
+                ("RUCCL_TIMEOUT", "3".into()),
+            ];
+            for r in [0, 2] {
+                kids.spawn(&format!("{tag}-{r}"), "join", &env(r, &expect));
+            }
+        }
+    }
+    kids.wait(&["restart-dead", "gone-dead"]);
+}
+
 /// Both ranks are refused at once, each told the other's world size.
 const WORLD_MISMATCH: &str = "InvalidArgument:disagree on the world size";
 

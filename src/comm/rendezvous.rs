@@ -7,7 +7,10 @@
 //! - a rank number that joins a pending room twice means two groups use the id at the same
 //!   time: the room fails for everyone in it, and the id is refused until the latest deadline
 //!   of those joiners, so the rest of both groups are refused too instead of pairing up;
-//! - each group gets a random instance nonce, which split children mix into their ids.
+//! - each group gets a random instance nonce, which split children mix into their ids;
+//! - a rank of another process whose registration connection closes while it waits (its
+//!   process died) leaves the room: a rank started again with its number takes its place,
+//!   and if none does, the others' error at their deadline is `PeerLost` naming it.
 //!
 //! Members that know their key but not their rank (the peer API's peers) meet in a [`lobby`]
 //! of the same registry instead.
@@ -89,12 +92,34 @@ struct Pending {
     /// Per rank: the ticket and config of the joiner waiting there, the rank's device, and
     /// its process when not this one.
     joined: Vec<Option<Member>>,
-    /// Ranks that came but left at their deadline (so a later timeout does not blame them).
-    gave_up: Vec<bool>,
+    /// Per rank, why it is not in the room when it came and left (so a later timeout blames
+    /// it rightly).
+    gone: Vec<Gone>,
+    /// Per rank of another process in the room: whether its process is still there.
+    probes: Vec<Option<Probe>>,
     /// The latest deadline of anyone who joined: how long a reuse of the id is remembered.
     latest: Instant,
     cv: Arc<Condvar>,
 }
+
+/// Why a rank that came is not in its room any more.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Gone {
+    /// It is there, or never came.
+    No,
+    /// It left at its deadline.
+    GaveUp,
+    /// Its process went away (its registration connection closed) before the room was full.
+    Lost,
+}
+
+/// Whether a joiner of another process is still there: its registration connection is open
+/// ([`remote::serve`] makes one per registration).
+pub(crate) type Probe = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// How often a wait for a room with a joiner of another process looks whether its process
+/// is still there.
+const PROBE_EVERY: Duration = Duration::from_millis(100);
 
 static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registry::default()));
 
@@ -200,7 +225,7 @@ pub(crate) fn join(
     // A failed room fails the other processes' ranks too: their refusals go out before this
     // rank's error returns (and perhaps its process exits).
     let entered =
-        enter(id, world, &here, config).inspect_err(|_| remote::answers_written(Instant::now() + ANSWER_WAIT));
+        enter(id, world, &here, None, config).inspect_err(|_| remote::answers_written(Instant::now() + ANSWER_WAIT));
     match entered? {
         Joined::Group(shared) => Ok(shared),
         Joined::Table(table) => assemble::assemble(id, world, &table, members, host_memory, config),
@@ -233,9 +258,20 @@ fn released(id: &UniqueId, started: Instant, deadline: Instant) -> MutexGuard<'s
 /// A member of a room: its rank, its device, and its process when not this one.
 pub(crate) type Entrant = (Rank, Arc<dyn Any + Send + Sync>, Option<proto::ProcAddr>);
 
-/// Enters `id`'s room with `members` (ranks of this process, or one rank of another); returns
-/// once the room is full, failed, or `config`'s deadline passed.
-pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &CommConfig) -> Result<Joined> {
+/// Enters `id`'s room with `members` (ranks of this process, or one rank of another, whose
+/// `probe` says whether its process is still there); returns once the room is full, failed,
+/// or `config`'s deadline passed, or the probe found the process gone.
+///
+/// A rank whose process went away leaves the room (a later timeout names it), and a rank
+/// number already in the room is taken over by a newcomer when the rank there is of a
+/// process that went away (a restart), where it would otherwise mean two groups share `id`.
+pub(crate) fn enter(
+    id: &UniqueId,
+    world: usize,
+    members: &[Entrant],
+    probe: Option<Probe>,
+    config: &CommConfig,
+) -> Result<Joined> {
     let Some(&(rank, ..)) = members.first() else {
         return Err(CollectiveError::invalid("no rank to join").with_op("Communicator::new"));
     };
@@ -244,6 +280,7 @@ pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &C
     let fail = |e: CollectiveError| e.with_rank(rank).with_op("Communicator::new");
     let mut reg = released(id, started, deadline);
     reg.refused.retain(|_, (until, _)| *until > started);
+    reg.pending.retain(|_, room| room.joined.iter().any(Option::is_some) || room.latest > started);
     if let Some((_, e)) = reg.refused.get(id) {
         return Err(fail(e.clone()));
     }
@@ -252,13 +289,19 @@ pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &C
     }
     let ticket = reg.next_ticket;
     reg.next_ticket += 1;
-    let room = reg.pending.entry(id.clone()).or_insert_with(|| Pending {
+    let fresh = || Pending {
         world,
         joined: vec![None; world],
-        gave_up: vec![false; world],
+        gone: vec![Gone::No; world],
+        probes: vec![None; world],
         latest: deadline,
         cv: Arc::new(Condvar::new()),
-    });
+    };
+    let room = reg.pending.entry(id.clone()).or_insert_with(fresh);
+    if room.world != world && room.joined.iter().all(Option::is_none) {
+        // Only the trace of a lost rank, from a launch of another size: start over.
+        *room = fresh();
+    }
     if room.world != world {
         let theirs: Vec<Rank> = (0..room.world).filter(|&r| room.joined[r].is_some()).collect();
         let mine: Vec<Rank> = members.iter().map(|(r, ..)| *r).collect();
@@ -273,35 +316,55 @@ pub(crate) fn enter(id: &UniqueId, world: usize, members: &[Entrant], config: &C
     }
     let cv = room.cv.clone();
     room.latest = room.latest.max(deadline);
+    let mut restarted = Vec::new();
     for (i, (r, ..)) in members.iter().enumerate() {
         if *r >= world {
             return Err(fail(CollectiveError::invalid(format!("rank {r} is out of range for world_size {world}"))));
         }
-        if room.joined[*r].is_some() || members[..i].iter().any(|(q, ..)| q == r) {
+        let twice = members[..i].iter().any(|(q, ..)| q == r);
+        if !twice && room.probes[*r].as_ref().is_some_and(|alive| !alive()) {
+            // The rank's earlier process went away and this is its restart.
+            if let Some(((t, ..), _)) = room.joined[*r].take() {
+                restarted.push((*r, t));
+            }
+        }
+        if room.joined[*r].is_some() || twice {
             let r = *r;
             return Err(fail(reuse(&mut reg, id, r, deadline)));
         }
     }
     for (r, dev, at) in members {
         room.joined[*r] = Some(((ticket, config.clone(), dev.clone()), *at));
-        room.gave_up[*r] = false;
+        room.gone[*r] = Gone::No;
+        room.probes[*r] = probe.clone();
     }
-    if room.joined.iter().all(Option::is_some) {
+    let full = room.joined.iter().all(Option::is_some);
+    for (r, t) in restarted {
+        reg.outcomes.insert(t, Err(lost(id, r, "a process started since as the same rank took its place")));
+    }
+    if full {
         complete(&mut reg, id);
     }
+    cv.notify_all();
     let mut watch = WaitWatch::new(started, config.warn_after());
     loop {
         if let Some(out) = reg.outcomes.remove(&ticket) {
             return out.map_err(fail);
         }
         let now = Instant::now();
+        if probe.as_ref().is_some_and(|alive| !alive()) {
+            return Err(fail(withdraw(&mut reg, id, ticket)));
+        }
         if now >= deadline {
             return Err(fail(give_up(&mut reg, id, rank, ticket, config)));
         }
         if watch.tick(now) {
             warn_missing(&reg, id, rank, watch.waited(now));
         }
-        let wake = watch.next_at().map_or(deadline, |w| w.min(deadline));
+        let mut wake = watch.next_at().map_or(deadline, |w| w.min(deadline));
+        if probe.is_some() {
+            wake = wake.min(now + PROBE_EVERY);
+        }
         reg = cv.wait_timeout(reg, wake.saturating_duration_since(now)).unwrap_or_else(|e| e.into_inner()).0;
     }
 }
@@ -414,46 +477,86 @@ fn fail_room(reg: &mut Registry, id: &UniqueId, err: CollectiveError, deadline: 
     err
 }
 
-/// Leaves the room at the deadline; the error names who never came and who gave up.
+/// Takes the ranks of `ticket` out of `id`'s room, marked `why`; drops the room once nobody
+/// is left in it.
+fn leave(reg: &mut Registry, id: &UniqueId, ticket: u64, why: Gone) {
+    let Some(room) = reg.pending.get_mut(id) else { return };
+    for r in 0..room.world {
+        if room.joined[r].as_ref().is_some_and(|((t, ..), _)| *t == ticket) {
+            room.joined[r] = None;
+            room.gone[r] = why;
+            room.probes[r] = None;
+        }
+    }
+    // A room whose only trace is a rank whose process went away is kept, so the ranks still
+    // to come hear of it.
+    if room.joined.iter().all(Option::is_none) && !room.gone.contains(&Gone::Lost) {
+        reg.pending.remove(id);
+    }
+}
+
+/// A rank of another process whose process went away while it waited in `id`'s room.
+fn lost(id: &UniqueId, rank: Rank, why: &str) -> CollectiveError {
+    CollectiveError::new(
+        ErrorKind::PeerLost,
+        format!(
+            "rank {rank} of another process left the rendezvous of communicator {} before it was complete: {why}",
+            id.short()
+        ),
+    )
+}
+
+/// Leaves the room for a joiner whose process went away (its probe found the connection
+/// closed); the others stay, and their timeout names it (the room is kept for those still to
+/// come until its latest deadline).
+fn withdraw(reg: &mut Registry, id: &UniqueId, ticket: u64) -> CollectiveError {
+    let rank = reg
+        .pending
+        .get(id)
+        .and_then(|room| room.joined.iter().position(|m| m.as_ref().is_some_and(|((t, ..), _)| *t == ticket)));
+    leave(reg, id, ticket, Gone::Lost);
+    lost(id, rank.unwrap_or_default(), "its connection closed (the process exited or was killed)")
+}
+
+/// Leaves the room at the deadline; the error names who never came, who gave up, and whose
+/// process went away (then the error is `PeerLost`).
 fn give_up(reg: &mut Registry, id: &UniqueId, rank: Rank, ticket: u64, config: &CommConfig) -> CollectiveError {
-    let Some(room) = reg.pending.get_mut(id) else {
+    let Some(room) = reg.pending.get(id) else {
         return CollectiveError::protocol(format!("the rendezvous of communicator {} vanished", id.short()));
     };
     let world = room.world;
-    let absent = |gave_up: bool| -> Vec<usize> {
-        (0..world).filter(|&r| room.joined[r].is_none() && room.gave_up[r] == gave_up).collect()
-    };
-    let (missing, left) = (absent(false), absent(true));
-    for r in 0..world {
-        if room.joined[r].as_ref().is_some_and(|((t, ..), _)| *t == ticket) {
-            room.joined[r] = None;
-            room.gave_up[r] = true;
-        }
-    }
+    let absent =
+        |why: Gone| -> Vec<usize> { (0..world).filter(|&r| room.joined[r].is_none() && room.gone[r] == why).collect() };
+    let (missing, left, died) = (absent(Gone::No), absent(Gone::GaveUp), absent(Gone::Lost));
+    leave(reg, id, ticket, Gone::GaveUp);
     let _ = rank;
-    if room.joined.iter().all(Option::is_none) {
-        reg.pending.remove(id);
+    let mut why = Vec::new();
+    if !missing.is_empty() {
+        why.push(format!("rank(s) {} never called Communicator::new", ranks_list(&missing)));
     }
+    if !left.is_empty() {
+        why.push(format!("rank(s) {} called Communicator::new but gave up first", ranks_list(&left)));
+    }
+    if !died.is_empty() {
+        why.push(format!(
+            "rank(s) {} joined from another process, which then went away (its connection closed: the process \
+             exited or was killed) and was not started again",
+            ranks_list(&died)
+        ));
+    }
+    let kind = if died.is_empty() { ErrorKind::Timeout } else { ErrorKind::PeerLost };
     CollectiveError::new(
-        ErrorKind::Timeout,
+        kind,
         format!(
             "communicator {} ({world} ranks) was not complete after {:?}: {}. Communicator::new returns only once every rank has joined: call it once per rank (a thread per rank in one process, or a process per rank), with ranks numbered 0 to {}",
             id.short(),
             config.timeout(),
-            match (missing.is_empty(), left.is_empty()) {
-                (false, true) => format!("rank(s) {} never called Communicator::new", ranks_list(&missing)),
-                (true, _) => format!("rank(s) {} called Communicator::new but gave up first", ranks_list(&left)),
-                (false, false) => format!(
-                    "rank(s) {} never called Communicator::new; rank(s) {} called it but gave up first",
-                    ranks_list(&missing),
-                    ranks_list(&left)
-                ),
-            },
+            why.join("; "),
             world - 1
         ),
     )
     .with_hint(
-        "start the rank(s) named above, with the same UniqueId (or MASTER_ADDR and MASTER_PORT) and world_size, or raise CommConfig::timeout (RUCCL_TIMEOUT) if they start late; nothing was created, so call Communicator::new again",
+        "start the rank(s) named above (a rank whose process went away: look at its own output for why, then start it again as the same rank), with the same UniqueId (or MASTER_ADDR and MASTER_PORT) and world_size, or raise CommConfig::timeout (RUCCL_TIMEOUT) if they start late; nothing was created, so call Communicator::new again",
     )
 }
 

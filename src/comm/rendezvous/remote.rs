@@ -231,7 +231,12 @@ pub(super) fn serve(h: &FrameHeader, body: &[u8], mut s: TcpStream) -> Result<()
         .with_algorithm(reg.algorithm)
         .with_timeout(reg.timeout.min(MAX_WAIT));
     let member: super::Entrant = (reg.rank, Arc::new(()), Some(reg.at));
-    match super::enter(&reg.id, reg.world, &[member], &config) {
+    // The registrant sends nothing more: its connection closing means its process went away.
+    let probe: Option<super::Probe> = match s.try_clone() {
+        Ok(c) => Some(Arc::new(move || !closed(&c))),
+        Err(_) => None,
+    };
+    match super::enter(&reg.id, reg.world, &[member], probe, &config) {
         Ok(Joined::Table(t)) => answer(&mut s, &proto::encode_table(h.comm, &t)),
         Ok(Joined::Group(_)) => {
             refuse(&mut s, CollectiveError::protocol("a group of one process formed around a rank of another"));
@@ -241,6 +246,29 @@ pub(super) fn serve(h: &FrameHeader, body: &[u8], mut s: TcpStream) -> Result<()
         }
     }
     Ok(())
+}
+
+/// Whether the other end closed `s` (or reset it), without blocking or consuming what it
+/// sent: a peek of one byte that returns end-of-stream or an error other than "nothing yet".
+#[cfg(unix)]
+fn closed(s: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut b = 0u8;
+    // SAFETY: `recv` writes at most 1 byte into `b`, which outlives the call; the descriptor
+    // is `s`'s, open for as long as `s` is borrowed.
+    let n = unsafe { libc::recv(s.as_raw_fd(), (&raw mut b).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted)
+    } else {
+        n == 0
+    }
+}
+
+/// Elsewhere a closed registration is not noticed before the rank's deadline.
+#[cfg(not(unix))]
+fn closed(_: &TcpStream) -> bool {
+    false
 }
 
 #[cfg(test)]
@@ -339,6 +367,68 @@ mod tests {
         assert!(s.contains("What to do: fix what the rendezvous root's refusal above says"), "{s}");
         assert_eq!(e.context().rank, Some(1), "{e}");
         assert!(running.barrier().is_ok());
+    }
+
+    /// Registers `reg` at `root` and returns the open connection.
+    fn register(root: std::net::SocketAddr, reg: &Registration) -> TcpStream {
+        let mut s = TcpStream::connect(root).unwrap();
+        s.write_all(&proto::encode_register(reg)).unwrap();
+        s
+    }
+
+    /// A rank of another process that registered and then died (its connection closed)
+    /// leaves the room: rank 0, arriving after, is not handed a table with a dead rank in it
+    /// (it then waited a second timeout connecting to it), and its error at the deadline is
+    /// `PeerLost` naming rank 1 as gone, not a rank that never came.
+    #[test]
+    fn a_joiner_whose_process_died_leaves_the_room_and_is_named() {
+        let id = UniqueId::new().unwrap();
+        let Some(root) = id.root_address() else {
+            eprintln!("skipped: this machine cannot listen on a socket");
+            return;
+        };
+        let mut reg = registration(&id);
+        reg.timeout = Duration::from_secs(30);
+        drop(register(root, &reg));
+        std::thread::sleep(Duration::from_millis(400));
+        let config = CommConfig::default().with_timeout(Duration::from_millis(800));
+        let start = Instant::now();
+        let e = crate::Communicator::with_config(crate::HostDevice::default(), 2, id, 0, config).unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+        assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
+        assert!(e.to_string().contains("rank(s) 1 joined from another process, which then went away"), "{e}");
+    }
+
+    /// A rank restarted after its process died in the rendezvous takes its place, rather than
+    /// being refused as a second rank of that number (which failed the whole group).
+    #[test]
+    fn a_restarted_joiner_takes_the_place_of_its_dead_process() {
+        let id = UniqueId::new().unwrap();
+        let Some(root) = id.root_address() else {
+            eprintln!("skipped: this machine cannot listen on a socket");
+            return;
+        };
+        for pause in [0, 300] {
+            let mut first = registration(&id);
+            first.timeout = Duration::from_secs(30);
+            let dead = register(root, &first);
+            std::thread::sleep(Duration::from_millis(50));
+            drop(dead);
+            std::thread::sleep(Duration::from_millis(pause));
+            // The restart: rank 0 never comes, so its own timeout names rank 0, not a duplicate.
+            let mut again = registration(&id);
+            again.at.token = [2; 16];
+            let mut s = register(root, &again);
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut hb = [0u8; HEADER_LEN];
+            s.read_exact(&mut hb).unwrap();
+            let h = wire::decode_header(&hb, Limits { max_data: 0 }).unwrap();
+            let mut body = vec![0u8; h.len as usize];
+            s.read_exact(&mut body).unwrap();
+            let e = wire::decode_error(&body).unwrap();
+            assert_eq!(e.kind(), ErrorKind::Timeout, "pause {pause}: {e}");
+            assert!(e.to_string().contains("rank(s) 0 never called"), "pause {pause}: {e}");
+        }
     }
 
     #[test]
