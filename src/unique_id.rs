@@ -1,7 +1,8 @@
 //! `UniqueId`: the 128-byte name that ranks share to find each other, and where its root
 //! listens (NCCL style).
 //!
-//! Layout: `rucl` tag (4 bytes), random token (16), address family (1: 0 none, 4 IPv4,
+//! Layout: `rucl` tag (4 bytes), token (16: 14 random, then a CRC-16 of those 14, so a
+//! mistyped or damaged id is refused where it is read), address family (1: 0 none, 4 IPv4,
 //! 6 IPv6), port (2, big-endian), IP address (16, an IPv4 address in the first 4), zeros.
 
 use std::fmt;
@@ -22,6 +23,8 @@ pub const UNIQUE_ID_BYTES: usize = 128;
 /// Make it once (on one rank, or before spawning threads) with [`UniqueId::new`] and hand it
 /// to every rank — by cloning, or through any channel as bytes ([`to_bytes`](Self::to_bytes))
 /// or text ([`Display`](fmt::Display) / [`FromStr`], e.g. `ruccl:<32 hex digits>@127.0.0.1:41234`).
+/// The token's last 4 hex digits check the others: an id damaged on its way (a digit changed)
+/// is refused where it is read, rather than waiting at the root for a group that is not there.
 ///
 /// The id carries a random token and the address of the process-wide rendezvous listener
 /// of the process that made it (the *root*). Ranks in the root's process meet in memory;
@@ -92,8 +95,35 @@ impl UniqueId {
         UniqueId::from_parts(token, Some(root))
     }
 
-    /// An id made of a token and a root address.
+    /// An id made of a token (its last 2 bytes replaced by the check of the first 14) and a
+    /// root address.
     pub(crate) fn from_parts(token: [u8; 16], root: Option<SocketAddr>) -> Self {
+        let mut id = Self::unchecked(token, root);
+        id.seal();
+        id
+    }
+
+    /// Sets the token's check bytes.
+    fn seal(&mut self) {
+        let c = check(&self.bytes[4..18]);
+        self.bytes[18..20].copy_from_slice(&c);
+    }
+
+    /// `Ok` when the token's check bytes match it; else the `InvalidArgument` error for an id
+    /// read from `what`.
+    fn verify(self, what: &dyn fmt::Display) -> Result<Self> {
+        if check(&self.bytes[4..18]) == self.bytes[18..20] {
+            return Ok(self);
+        }
+        Err(CollectiveError::invalid(format!(
+            "{what} is a damaged UniqueId: the last 4 hex digits of its token do not match the first 28 (a digit \
+             was changed or lost on its way from the process that made it)"
+        ))
+        .with_hint("copy the id again, whole, from the process that made it (rank 0), and start this rank again"))
+    }
+
+    /// An id made of `token` as it is and a root address.
+    fn unchecked(token: [u8; 16], root: Option<SocketAddr>) -> Self {
         let mut bytes = [0u8; UNIQUE_ID_BYTES];
         bytes[..4].copy_from_slice(TAG);
         bytes[4..20].copy_from_slice(&token);
@@ -161,7 +191,7 @@ impl UniqueId {
         if bytes[used..].iter().any(|&b| b != 0) || (bytes[20] == 0 && bytes[21..39].iter().any(|&b| b != 0)) {
             return Err(CollectiveError::invalid("these bytes are not a ruCCL UniqueId (reserved bytes set)"));
         }
-        Ok(UniqueId { bytes })
+        UniqueId { bytes }.verify(&"this byte string")
     }
 
     /// A derived id (for splits): the same for every rank that derives it from the same
@@ -178,7 +208,9 @@ impl UniqueId {
         let mut bytes = self.bytes;
         bytes[4..12].copy_from_slice(&h1.to_le_bytes());
         bytes[12..20].copy_from_slice(&h2.to_le_bytes());
-        UniqueId { bytes }
+        let mut id = UniqueId { bytes };
+        id.seal();
+        id
     }
 
     /// The 16 bytes that name the communicator on the wire.
@@ -192,6 +224,19 @@ impl UniqueId {
     pub fn short(&self) -> String {
         hex(&self.bytes[4..10])
     }
+}
+
+/// CRC-16/CCITT (polynomial 0x1021, start 0xFFFF) of `data`, big-endian: it catches every
+/// change confined to 16 consecutive bits, so any one hex digit changed, and two in a row.
+fn check(data: &[u8]) -> [u8; 2] {
+    let mut crc: u16 = 0xFFFF;
+    for &b in data {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc.to_be_bytes()
 }
 
 fn hex(b: &[u8]) -> String {
@@ -239,7 +284,7 @@ impl FromStr for UniqueId {
             None => (rest, None),
         };
         let token: [u8; 16] = unhex(token).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
-        Ok(UniqueId::from_parts(token, addr))
+        UniqueId::unchecked(token, addr).verify(&format_args!("{:?}", s.trim()))
     }
 }
 
@@ -290,16 +335,45 @@ mod tests {
             assert_eq!(hex(&id.to_bytes()).parse::<UniqueId>().unwrap(), id);
             assert_eq!(UniqueId::from_bytes(&id.to_bytes()).unwrap(), id);
         }
-        assert_eq!(v4.to_string(), format!("ruccl:{}@10.1.2.3:29500", "07".repeat(16)));
+        let sealed = format!("{}{}", "07".repeat(14), hex(&check(&[7; 14])));
+        assert_eq!(v4.to_string(), format!("ruccl:{sealed}@10.1.2.3:29500"));
         assert_eq!(v4.derive(1, &[2]).root_address(), v4.root_address(), "a split keeps its root");
         for bad in ["", "ruccl:", "ruccl:zz", "rucc:0707", &format!("ruccl:{}@host", "07".repeat(16))] {
             assert!(bad.parse::<UniqueId>().is_err(), "{bad}");
         }
+        assert_eq!(check(b"123456789"), [0x29, 0xB1], "CRC-16/CCITT-FALSE's check value");
         let mut b = v4.to_bytes();
         b[20] = 5;
         assert!(UniqueId::from_bytes(&b).is_err());
         b[20] = 4;
         b[100] = 1;
         assert!(UniqueId::from_bytes(&b).is_err());
+    }
+
+    /// Any one hex digit of the token changed, in the text or the bytes, is refused where the
+    /// id is read, saying it is damaged (it reached the root and waited out the timeout).
+    #[test]
+    fn a_damaged_token_is_refused_where_it_is_read() {
+        let id = UniqueId::from_parts([0x5a; 16], Some("10.1.2.3:29500".parse().unwrap()));
+        let text = id.to_string();
+        for at in 6..38 {
+            for d in "0123456789abcdef".chars() {
+                let mut t: Vec<char> = text.chars().collect();
+                if t[at] == d {
+                    continue;
+                }
+                t[at] = d;
+                let t: String = t.into_iter().collect();
+                let e = t.parse::<UniqueId>().unwrap_err();
+                assert!(e.to_string().contains("is a damaged UniqueId"), "{t}: {e}");
+            }
+        }
+        let mut b = id.to_bytes();
+        b[9] ^= 0x10;
+        assert!(UniqueId::from_bytes(&b).unwrap_err().to_string().contains("damaged"));
+        assert!(hex(&b).parse::<UniqueId>().is_err());
+        for split in [id.derive(3, &[1]), UniqueId::for_launch("127.0.0.1:29500".parse().unwrap())] {
+            assert_eq!(split.to_string().parse::<UniqueId>().unwrap(), split, "derived ids are sealed too");
+        }
     }
 }
