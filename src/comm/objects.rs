@@ -158,6 +158,7 @@ impl<D: Device> Communicator<D> {
                 parts.len()
             ))
             .with_rank(self.rank)
+            .with_op("scatter_bytes")
             .on_usable_communicator());
         }
         let lens: Vec<u8> =

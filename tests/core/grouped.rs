@@ -301,10 +301,14 @@ pub fn group_refuses_unmatched_sends_to_self<D: TestDevice>() {
     };
     let mut g = Group::new();
     g.send(c, &x, 0);
-    refused(g.run().unwrap_err(), &["rank 0 sends to itself", "without a matching receive from itself"]);
+    let e = g.run().unwrap_err();
+    assert_eq!(e.context().op.as_deref(), Some("send to itself (group call #0)"), "{e}");
+    refused(e, &["rank 0 sends to itself", "without a matching receive from itself"]);
     let mut g = Group::new();
     g.send(c, &x, 0).recv(c, &mut short, 0);
-    refused(g.run().unwrap_err(), &["3 x i32 sent, 2 x i32 received"]);
+    let e = g.run().unwrap_err();
+    assert_eq!(e.context().op.as_deref(), Some("send/recv to itself (group calls #0 and #1)"), "{e}");
+    refused(e, &["3 x i32 sent, 2 x i32 received"]);
     // Another call on the received tensor's memory (a second handle of its buffer): refused,
     // whether it reads it or writes it, and so is one that writes the sent tensor.
     let alias = |t: &Tensor<D>| Tensor::from_buffer(c.device(), t.buffer().clone(), ruccl::DType::I32, &[3]).unwrap();

@@ -46,6 +46,7 @@ pub fn byte_collectives_bad_calls<D: TestDevice>() {
             let e = ctx.comm.scatter_bytes(&[vec![1]], 1).expect_err("two parts short");
             assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
             assert!(e.to_string().contains("1 parts, expected one per rank (3)"), "{e}");
+            assert_eq!(e.context().op.as_deref(), Some("scatter_bytes"), "{e}");
         }
         let parts = vec![vec![9; 4], vec![], vec![7]];
         let got = ctx.ok(ctx.comm.scatter_bytes(&parts, 1), "scatter_bytes after the root's bad call");

@@ -91,11 +91,14 @@ pub(super) fn split<'a, D: Device>(calls: Vec<(&'a Communicator<D>, Call<'a, D>)
         let rank = calls[i].0.rank;
         let (what, missing) =
             if sends.is_empty() { ("receives from", "send to") } else { ("sends to", "receive from") };
+        let op = if sends.is_empty() { "recv from itself" } else { "send to itself" };
         return Err(CollectiveError::invalid(format!(
-            "rank {rank} {what} itself in this group (call #{i}) without a matching {missing} itself: a send to \
-             self and a receive from self pair up in the order they are added, and each pair is a local copy"
+            "rank {rank} {what} itself in this group (call #{i}, counting the group's calls from 0 in the order \
+             they were added) without a matching {missing} itself: a send to self and a receive from self pair up \
+             in the order they are added, and each pair is a local copy"
         ))
         .with_rank(rank)
+        .with_op(format!("{op} (group call #{i})"))
         .on_usable_communicator());
     }
     let paired: Vec<usize> = pairs.iter().flat_map(|p: &SelfCopy<'a, D>| p.at).collect();
@@ -115,9 +118,11 @@ fn pair<'a, D: Device>(calls: &[(&'a Communicator<D>, Call<'a, D>)], s: usize, r
     let (dev, rank) = (comm.device(), comm.rank);
     let fail = |msg: String| {
         CollectiveError::invalid(format!(
-            "rank {rank}'s send to itself (call #{s}) and receive from itself (call #{r}): {msg}"
+            "rank {rank}'s send to itself (call #{s}) and receive from itself (call #{r}; the group's calls \
+             counted from 0 in the order they were added): {msg}"
         ))
         .with_rank(rank)
+        .with_op(format!("send/recv to itself (group calls #{s} and #{r})"))
         .on_usable_communicator()
     };
     let (Some(from), Some(to)) = (tensor(&calls[s].1), tensor(&calls[r].1)) else {
