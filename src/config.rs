@@ -210,6 +210,26 @@ fn parse_secs(name: &str, v: &str) -> Result<Duration> {
     Ok(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
 }
 
+impl CommConfig {
+    /// `InvalidArgument` for a setting no wait can live with (the builders take any value;
+    /// the environment's parser refuses the same values as it reads them).
+    pub(crate) fn check(&self) -> Result<()> {
+        let zero = |what: &str, var: &str| {
+            CollectiveError::invalid(format!(
+                "CommConfig::{what} is zero: every wait would fail at once ({var}=0 is refused alike)"
+            ))
+            .with_hint("pass a positive duration (Duration::MAX for no deadline), or leave it out for the default")
+        };
+        if self.timeout.is_zero() {
+            return Err(zero("with_timeout", "RUCCL_TIMEOUT"));
+        }
+        if self.peer_silence.is_zero() {
+            return Err(zero("with_peer_silence", "RUCCL_PEER_SILENCE"));
+        }
+        Ok(())
+    }
+}
+
 impl Default for CommConfig {
     fn default() -> Self {
         CommConfig {
@@ -298,7 +318,9 @@ impl CommConfig {
     }
 
     /// Sets the deadline of every wait (joining, each collective). A timeout too large to
-    /// add to the clock, up to `Duration::MAX`, means no deadline.
+    /// add to the clock, up to `Duration::MAX`, means no deadline. Zero is refused where a
+    /// communicator is made (`InvalidArgument`, as `RUCCL_TIMEOUT=0` is): every wait would
+    /// fail at once.
     ///
     /// ```
     /// use std::time::Duration;
@@ -387,7 +409,8 @@ impl CommConfig {
     /// and fails with `PeerLost` naming it — a process that hangs or is stopped without
     /// closing its sockets. Live peers send heartbeats at a quarter of it (at most every 2 s).
     /// `RUCCL_PEER_SILENCE` (seconds) sets it from the environment; the default is
-    /// [`DEFAULT_PEER_SILENCE`].
+    /// [`DEFAULT_PEER_SILENCE`]. Zero is refused where a communicator is made, as
+    /// `RUCCL_PEER_SILENCE=0` is.
     ///
     /// ```
     /// use std::time::Duration;
@@ -486,6 +509,29 @@ mod tests {
         assert_eq!(parse_flag("X", " TRUE ").unwrap(), Some(true));
         assert_eq!(parse_flag("X", "Off").unwrap(), Some(false));
         assert_eq!(parse_flag("X", " ").unwrap(), None);
+    }
+
+    /// A zero timeout or peer silence from the builder is refused where a communicator is
+    /// made, as the same value from the environment is where it is read.
+    #[test]
+    fn zero_waits_are_refused_from_the_builder_too() {
+        use crate::{Communicator, ErrorKind, HostDevice};
+        for (cfg, what) in [
+            (CommConfig::default().with_timeout(Duration::ZERO), "with_timeout"),
+            (CommConfig::default().with_peer_silence(Duration::ZERO), "with_peer_silence"),
+        ] {
+            let Err(e) = Communicator::init_all(vec![HostDevice::default(); 2], cfg.clone()) else {
+                panic!("{what}(0) accepted by init_all")
+            };
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.to_string().contains(&format!("CommConfig::{what} is zero")), "{e}");
+            assert_eq!(e.context().op.as_deref(), Some("Communicator::new"), "{e}");
+            let id = crate::UniqueId::new().unwrap();
+            let Err(e) = Communicator::with_config(HostDevice::default(), 1, id, 0, cfg) else {
+                panic!("{what}(0) accepted by with_config")
+            };
+            assert_eq!((e.kind(), e.context().rank), (ErrorKind::InvalidArgument, Some(0)), "{e}");
+        }
     }
 
     #[test]

@@ -208,6 +208,7 @@ pub(crate) fn join(
     host_memory: bool,
     config: &CommConfig,
 ) -> Result<Arc<Shared>> {
+    config.check().map_err(|e| e.with_rank(members.first().map_or(0, |m| m.0)).with_op("Communicator::new"))?;
     if let Some(root) = id.root_address().filter(|a| !listener::serves(*a)) {
         let [(rank, device)] = members else {
             return Err(CollectiveError::invalid(format!(

@@ -87,6 +87,7 @@ pub(crate) fn join(
     terms: &Terms<'_>,
     config: &CommConfig,
 ) -> Result<Seat> {
+    config.check().map_err(|e| e.with_op("Communicator::new"))?;
     let deadline = deadline_after(config.timeout());
     let mut reg = registry();
     if let Some(error) = replay(&mut reg, lobby, key) {
