@@ -63,7 +63,7 @@ use cases::{
 use cases_faults::{
     a_killed_peer_is_named_in_peer_lost, a_peer_killed_mid_all_gather_is_named_in_peer_lost,
     a_receiver_killed_mid_recv_is_named_in_peer_lost, a_sender_killed_mid_send_is_named_in_peer_lost,
-    a_silent_peer_is_named_in_the_timeout, a_stopped_peer_is_named_in_peer_lost,
+    a_silent_peer_is_named_in_the_timeout, a_stopped_peer_is_named_in_peer_lost, a_stopped_peer_times_out_on_time,
 };
 use cases_slots::{
     a_mismatch_across_the_slot_limit_is_named_at_once, a_mismatch_no_awaited_message_shows_is_named_at_once,
@@ -71,7 +71,7 @@ use cases_slots::{
 };
 use kids::{Kids, Transport, ranks_env};
 use roles::{collectives_child, env_child, env_join_child, join_child, var};
-use roles_faults::{odd_call_child, streamer_child, survivor_child, victim_child, waiter_child};
+use roles_faults::{odd_call_child, stopped_waiter_child, streamer_child, survivor_child, victim_child, waiter_child};
 use roles_large::{large_child, threshold_child};
 
 #[cfg(not(feature = "orchestrator"))]
@@ -108,6 +108,7 @@ fn child() {
         "victim" => victim_child(),
         "survivor" => survivor_child(),
         "waiter" => waiter_child(),
+        "stopped_waiter" => stopped_waiter_child(),
         "env" => env_child(),
         "env_join" => env_join_child(),
         "large" => large_child(),
@@ -317,6 +318,7 @@ per_transport!(
     a_sender_killed_mid_send_is_named_in_peer_lost,
     a_receiver_killed_mid_recv_is_named_in_peer_lost,
     a_stopped_peer_is_named_in_peer_lost,
+    a_stopped_peer_times_out_on_time,
     a_silent_peer_is_named_in_the_timeout,
     the_listener_survives_garbage_and_serves_real_peers,
     from_env_with_torchrun_variables,

@@ -175,7 +175,7 @@ impl View<'_> {
     /// the report shows what each was doing when this rank gave up.
     pub(crate) fn timeout(&self, (peer, what): (Option<Rank>, String)) -> CollectiveError {
         let c = self;
-        let heard = c.hear_remote(FLIGHT_WAIT);
+        let heard = c.hear_remote(FLIGHT_WAIT.min(c.shared.config.timeout() / 20));
         let e = match peer {
             Some(peer) => {
                 let seq = (!c.p2p).then_some(c.seq);

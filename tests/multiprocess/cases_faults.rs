@@ -80,6 +80,18 @@ pub(super) fn a_stopped_peer_is_named_in_peer_lost(t: Transport) {
     kids.wait_for(&["rank0"]);
 }
 
+/// A peer stopped (`SIGSTOP`) while its silence limit is far off: the survivor's `Timeout`
+/// names it and comes on time, rather than after a wait for the flight recorder the stopped
+/// process cannot send (it came a second late).
+pub(super) fn a_stopped_peer_times_out_on_time(t: Transport) {
+    let mark = Mark::new("mark");
+    let extra = [("RUCCL_TIMEOUT", "2"), ("RUCCL_PEER_SILENCE", "60")];
+    let mut kids = against_a_victim(t, "stopped_waiter", &mark, &extra);
+    mark.wait(GROUP_DEADLINE, "the victim never passed its barrier");
+    kids.stop("rank1");
+    kids.wait_for(&["rank0"]);
+}
+
 /// A peer process that is alive but never calls the collective: named in the warnings of the
 /// slow wait and in the `Timeout`, from what its process answers when asked.
 pub(super) fn a_silent_peer_is_named_in_the_timeout(t: Transport) {

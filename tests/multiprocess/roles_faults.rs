@@ -67,6 +67,31 @@ fn peer_lost(e: &ruccl::CollectiveError, victim: usize, started: Instant) -> Res
 /// Joins, passes a barrier, then all_reduces with a peer that is alive but never calls it:
 /// expects `Timeout` naming `MP_VICTIM`, with what the victim's process answered when asked
 /// for its flight recorder (idle since its barrier, op #0) in the message and the report.
+/// Joins, passes a barrier, then all_reduces with a peer that gets stopped (`SIGSTOP`) and
+/// whose silence limit is far off: expects `Timeout` naming `MP_VICTIM`, on time (within a
+/// tenth of the timeout: the peers asked for their flight recorders first, and the stopped
+/// one never answers).
+pub(super) fn stopped_waiter_child() -> Result<(), String> {
+    let victim = num("MP_VICTIM");
+    let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    let mut t = Tensor::from_slice(&HostDevice::default(), &[1.0f32; 64], &[64]).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let result = comm.all_reduce(&mut t, ReduceOp::Sum);
+    let (took, timeout) = (started.elapsed(), comm.config().timeout());
+    match result {
+        Err(e) if e.kind() == ErrorKind::Timeout && e.context().peer == Some(victim) => {
+            println!("after {took:?} (timeout {timeout:?}): {e}");
+            if took > timeout + timeout / 10 {
+                return Err(format!("the Timeout came {took:?} after the op began, with a timeout of {timeout:?}"));
+            }
+            Ok(())
+        }
+        Ok(()) => Err("the all_reduce succeeded with a stopped peer".into()),
+        Err(e) => Err(format!("expected Timeout naming rank {victim}, got {:?}: {e}", e.kind())),
+    }
+}
+
 pub(super) fn waiter_child() -> Result<(), String> {
     let victim = num("MP_VICTIM");
     let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;

@@ -22,7 +22,9 @@ impl std::fmt::Debug for FlightSource {
     }
 }
 
-/// How long a timeout report waits for the peers' flight-recorder answers.
+/// The longest a timeout report waits for the peers' flight-recorder answers (a twentieth of
+/// the op's timeout when that is less, so the error comes at most 5% late; peers not heard
+/// from lately are not waited for at all).
 pub(crate) const FLIGHT_WAIT: Duration = Duration::from_secs(1);
 
 impl Endpoint {
@@ -66,7 +68,12 @@ impl Mesh {
         arm_readers();
         let until = Instant::now() + wait;
         let answered = |p: &Peer| lock(&p.answer).as_ref().is_some_and(|(of, _)| *of == n);
-        let pending = || asked.iter().any(|p| !answered(p) && !p.gone.load(Ordering::SeqCst));
+        // A live peer is heard at least every heartbeat (its reader task answers, even while
+        // its thread is elsewhere). One not heard for longer is stopped or hung: waiting for
+        // its answer would only make this rank's error late.
+        let quiet = e.heartbeat() * 3 / 2;
+        let heard = |p: &Peer| lock(&p.rx).heard.elapsed() < quiet;
+        let pending = || asked.iter().any(|p| !answered(p) && !p.gone.load(Ordering::SeqCst) && heard(p));
         while pending() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
