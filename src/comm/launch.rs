@@ -28,7 +28,13 @@ impl<D: Device> Communicator<D> {
     /// # Errors
     /// As [`from_env`](Self::from_env).
     pub fn from_env_with_config(device: D, config: CommConfig) -> Result<Self> {
-        let env = LaunchEnv::from_process()?;
+        let vars = std::env::vars().collect();
+        let env = LaunchEnv::from_map(&vars)?;
+        if let Some(why) = env.shadows(&vars) {
+            #[cfg(feature = "tracing")]
+            tracing::warn!(rank = env.rank, "Communicator::from_env: {why}");
+            let _ = why;
+        }
         Self::from_launch(device, &env, config)
     }
 

@@ -14,7 +14,10 @@
 //! `SLURM_PROCID` numbers the torchrun agents); OpenMPI's beat Slurm's because `mpirun` inside
 //! a Slurm allocation inherits the allocation's `SLURM_*` variables, which describe the
 //! allocation, not the MPI job. A launcher whose variables are only partly set is an error
-//! (never a silent fall-through to the next one).
+//! (never a silent fall-through to the next one). When `RANK` / `WORLD_SIZE` win over
+//! OpenMPI's or Slurm's variables that disagree, and no torchrun agent set them (no
+//! `TORCHELASTIC_RUN_ID`), `Communicator::from_env` logs a warning (`tracing`): they are most
+//! often left over in the shell that started `mpirun` or `srun`.
 //!
 //! Every launcher also needs `MASTER_ADDR` and `MASTER_PORT`: the rendezvous root's address
 //! (torchrun sets them; with `srun` and `mpirun` export them, e.g. `mpirun -x MASTER_ADDR=...
@@ -259,6 +262,30 @@ impl LaunchEnv {
             }
             _ => Err(err),
         }
+    }
+
+    /// What another launcher's variables in `env` say that this launch's (read from `env`)
+    /// overrode: `Some` when this launch is torchrun's, no torchrun agent set them (its
+    /// `TORCHELASTIC_RUN_ID` is absent), and OpenMPI's or Slurm's rank or size disagree —
+    /// most often a `RANK` / `WORLD_SIZE` left exported in the shell that starts `mpirun` or
+    /// `srun`, which then silently give every process the same numbers.
+    pub(crate) fn shadows(&self, env: &HashMap<String, String>) -> Option<String> {
+        let get = |k: &str| env.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        if self.launcher != Launcher::Torchrun || get("TORCHELASTIC_RUN_ID").is_some() {
+            return None;
+        }
+        let (rank, size) = (self.rank.to_string(), self.world_size.to_string());
+        LAUNCHERS.iter().filter(|n| n.launcher != Launcher::Torchrun).find_map(|n| {
+            let (r, s) = (get(n.rank)?, get(n.size)?);
+            (r != rank || s != size).then(|| {
+                format!(
+                    "RANK={rank} and WORLD_SIZE={size} are used, and {}={r} and {}={s} ({:?}'s) are not: torchrun's \
+                     variables come first. If RANK and WORLD_SIZE are left over in this environment (exported by \
+                     hand, no torchrun here), unset them, or every process takes the same rank",
+                    n.rank, n.size, n.launcher
+                )
+            })
+        })
     }
 
     /// Reads this process's environment ([`from_map`](Self::from_map) over `std::env::vars`).

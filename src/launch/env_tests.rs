@@ -59,6 +59,28 @@ fn precedence_torchrun_then_openmpi_then_slurm() {
     assert_eq!((l.launcher, l.rank, l.world_size), (Launcher::Torchrun, 7, 16), "torchrun under srun");
 }
 
+/// torchrun's variables beside another launcher's that disagree: said (to be logged) when no
+/// torchrun agent set them, as a RANK / WORLD_SIZE left exported before `mpirun`; not when a
+/// torchrun agent did (torchrun under srun or mpirun), nor when they agree, nor for OpenMPI
+/// inside a Slurm allocation.
+#[test]
+fn stale_torchrun_variables_are_said() {
+    let ompi = [("OMPI_COMM_WORLD_RANK", "2"), ("OMPI_COMM_WORLD_SIZE", "4")];
+    let stale = [("RANK", "0"), ("WORLD_SIZE", "4")];
+    let vars = with_master(&[&ompi[..], &stale[..]].concat());
+    let why = LaunchEnv::from_map(&vars).unwrap().shadows(&vars).expect("said");
+    assert!(why.contains("RANK=0 and WORLD_SIZE=4 are used, and OMPI_COMM_WORLD_RANK=2"), "{why}");
+    assert!(why.contains("unset them"), "{why}");
+    let agent = with_master(&[&ompi[..], &stale[..], &[("TORCHELASTIC_RUN_ID", "job")][..]].concat());
+    assert_eq!(LaunchEnv::from_map(&agent).unwrap().shadows(&agent), None, "torchrun under mpirun");
+    let same = with_master(&[&ompi[..], &[("RANK", "2"), ("WORLD_SIZE", "4")][..]].concat());
+    assert_eq!(LaunchEnv::from_map(&same).unwrap().shadows(&same), None, "they agree");
+    let slurm = with_master(&[&ompi[..], &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")][..]].concat());
+    assert_eq!(LaunchEnv::from_map(&slurm).unwrap().shadows(&slurm), None, "mpirun in an allocation");
+    let srun = with_master(&[&stale[..], &[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4")][..]].concat());
+    assert!(LaunchEnv::from_map(&srun).unwrap().shadows(&srun).is_some_and(|w| w.contains("SLURM_PROCID=3")));
+}
+
 #[test]
 fn nothing_set() {
     let e = LaunchEnv::from_map(&map(&MASTER)).unwrap_err();
