@@ -9,8 +9,12 @@
 //! the pending op, so one that writes what it uses, or reads what it writes, is refused. A
 //! communicator's own later calls run after its pending ops and are never refused.
 //!
-//! The op's own accesses go through the device, never through these methods, so they are
-//! never refused; the group and blocking paths hold nothing (their calls return only once
+//! ruCCL's own devices check the same in their `Device::write` and `Device::read`, which a
+//! tensor's buffer handle reaches without its methods ([`check_device`]); a device
+//! implemented elsewhere is not checked there.
+//!
+//! The op's own accesses go through the device's other paths (uploads, downloads, copies,
+//! kernels), never through these, so they are never refused; the group and blocking paths hold nothing (their calls return only once
 //! done). While no op is pending (the usual case of blocking code) a check is one atomic
 //! load.
 //!
@@ -155,6 +159,22 @@ pub(crate) fn check(access: Held) -> Result<()> {
     ))
     .with_op(if access.write { "Tensor write" } else { "Tensor read" })
     .with_hint("wait for that op's `Work` first; neither the tensor nor the op was touched"))
+}
+
+/// [`check`] for an access through a built-in device's `Device::write` or `Device::read`
+/// (`call`), which a tensor's buffer handle reaches without the tensor's methods: the same
+/// refusal, naming the call and the bytes.
+pub(crate) fn check_device(access: Held, call: &str) -> Result<()> {
+    let Some((_, by)) = conflict(&access, None) else { return Ok(()) };
+    Err(CollectiveError::invalid(format!(
+        "bytes {}..{} of this buffer are {by}, a non-blocking op not finished yet: {} them only once its `Work` is \
+         done (`wait`, or `is_completed` true)",
+        access.off,
+        access.off.saturating_add(access.len),
+        if access.write { "write" } else { "read" },
+    ))
+    .with_op(call)
+    .with_hint("wait for that op's `Work` first; neither the buffer nor the op was touched"))
 }
 
 /// Whether a call of the communicator `owner` may use `ranges`: not while a pending op of

@@ -6,6 +6,7 @@ use std::time::Instant;
 use super::{Device, Range, Reach, Source, kernels, stream};
 use crate::error::{CollectiveError, Result};
 use crate::mem::{HostMem, HostRegion};
+use crate::pins::{self, Held};
 use crate::types::{Combine, DType, Scale};
 
 /// CPU memory as a ruCCL device.
@@ -60,6 +61,18 @@ fn source_guard(src: &Source<HostMem>) -> Result<crate::mem::ReadGuard<'_>> {
     }
 }
 
+/// Host bytes into `dst[off..]` (the device's own path: no pending-op check).
+fn put(dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
+    stream::copy(&mut dst.write(off, src.len())?, src);
+    Ok(())
+}
+
+/// `src[off..off + dst.len()]` to host bytes (the device's own path: no pending-op check).
+fn get(src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
+    dst.copy_from_slice(&src.read(off, dst.len())?);
+    Ok(())
+}
+
 impl Device for HostDevice {
     type Buffer = HostMem;
     type Event = HostEvent;
@@ -98,20 +111,20 @@ impl Device for HostDevice {
     }
 
     fn write(&self, dst: &HostMem, off: usize, src: &[u8]) -> Result<()> {
-        stream::copy(&mut dst.write(off, src.len())?, src);
-        Ok(())
+        pins::check_device(Held::of::<Self>(dst.id(), off, src.len(), true), "Device::write")?;
+        put(dst, off, src)
     }
 
     fn read(&self, src: &HostMem, off: usize, dst: &mut [u8]) -> Result<()> {
-        dst.copy_from_slice(&src.read(off, dst.len())?);
-        Ok(())
+        pins::check_device(Held::of::<Self>(src.id(), off, dst.len(), false), "Device::read")?;
+        get(src, off, dst)
     }
 
     fn upload(&self, dst: &Range<HostMem>, src: &HostRegion) -> Result<HostEvent> {
         if src.len != dst.len {
             return Err(CollectiveError::device(format!("upload of {} bytes into {}", src.len, dst.len)));
         }
-        self.write(&dst.buf, dst.off, &src.read()?)?;
+        put(&dst.buf, dst.off, &src.read()?)?;
         Ok(HostEvent)
     }
 
@@ -119,7 +132,7 @@ impl Device for HostDevice {
         if src.len != dst.len {
             return Err(CollectiveError::device(format!("download of {} bytes into {}", src.len, dst.len)));
         }
-        self.read(&src.buf, src.off, &mut dst.mem.write(dst.off, dst.len)?)?;
+        get(&src.buf, src.off, &mut dst.mem.write(dst.off, dst.len)?)?;
         Ok(HostEvent)
     }
 

@@ -168,13 +168,17 @@ pub trait Device: Clone + Send + Sync + fmt::Debug + 'static {
     /// Copies host bytes into `dst[off..]`, blocking until they are there.
     ///
     /// # Errors
-    /// `Device` for an out-of-range write or a device failure.
+    /// `Device` for an out-of-range write or a device failure; on ruCCL's devices,
+    /// `InvalidArgument` while a non-blocking op that reads or writes those bytes is pending
+    /// (as [`Tensor::copy_from_slice`](crate::Tensor::copy_from_slice)). The scheduler never
+    /// calls it on an op's own memory.
     fn write(&self, dst: &Self::Buffer, off: usize, src: &[u8]) -> Result<()>;
 
     /// Copies `src[off..off + dst.len()]` to host memory, blocking until it is there.
     ///
     /// # Errors
-    /// `Device` for an out-of-range read or a device failure.
+    /// `Device` for an out-of-range read or a device failure; on ruCCL's devices,
+    /// `InvalidArgument` while a non-blocking op that writes those bytes is pending.
     fn read(&self, src: &Self::Buffer, off: usize, dst: &mut [u8]) -> Result<()>;
 
     /// Enqueues a copy of host bytes into `dst` (`src.len == dst.len`). `src` must not be

@@ -167,6 +167,18 @@ pub fn work_holds_its_tensors<D: TestDevice>() {
             refused(y.try_clone().unwrap_err(), "is written by");
             let mut alias = Tensor::from_buffer(ctx.comm.device(), y.buffer().clone(), DType::F32, &[300]).unwrap();
             refused(alias.to_vec::<f32>().unwrap_err(), "is written by");
+            // Through the device, with the buffer's handle (ruCCL's devices): the same.
+            if D::guards_pending_memory() {
+                let dev = ctx.comm.device();
+                let e = dev.write(y.buffer(), 8, &[1u8; 4]).unwrap_err();
+                assert_eq!(e.context().op.as_deref(), Some("Device::write"), "{e}");
+                refused(e, "bytes 8..12 of this buffer are written by");
+                refused(dev.read(y.buffer(), 0, &mut [0u8; 4]).unwrap_err(), "are written by");
+                refused(dev.write(x.buffer(), 0, &[1u8; 4]).unwrap_err(), "are read by");
+                let mut seen = [0u8; 4];
+                dev.read(x.buffer(), 0, &mut seen).unwrap();
+                assert_eq!(seen, input[0].to_le_bytes(), "reading a pending op's input through the device");
+            }
             // Another communicator's call: nothing orders it after the pending op, so one that
             // writes its output is refused; one that only reads its input is fine.
             let id = ruccl::UniqueId::new().unwrap();

@@ -60,6 +60,11 @@ pub trait TestDevice: Device<Buffer: Clone> {
     fn direct_groups() -> bool {
         true
     }
+    /// Whether the device's own `write` and `read` refuse memory a pending op holds (ruCCL's
+    /// devices do; a device implemented elsewhere, as the staged test device, does not).
+    fn guards_pending_memory() -> bool {
+        true
+    }
 }
 
 impl TestDevice for HostDevice {

@@ -289,6 +289,9 @@ impl<P: Policy> TestDevice for TestDev<P> {
     fn short() -> bool {
         P::SHORT
     }
+    fn guards_pending_memory() -> bool {
+        false
+    }
     fn direct_groups() -> bool {
         P::REACH == Reach::Same && matches!(P::TRANSPORT, Transport::InProc)
     }

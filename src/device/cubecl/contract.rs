@@ -67,6 +67,7 @@ impl<R: Runtime> Device for CubeDevice<R> {
     }
 
     fn write(&self, dst: &CubeBuffer, off: usize, src: &[u8]) -> Result<()> {
+        crate::pins::check_device(crate::pins::Held::of::<Self>(dst.inner.id, off, src.len(), true), "Device::write")?;
         let mem = HostMem::zeroed(src.len())?;
         mem.write(0, src.len())?.copy_from_slice(src);
         let ev = self.upload(&Range::new(dst.clone(), off, src.len()), &HostRegion { mem, off: 0, len: src.len() })?;
@@ -74,6 +75,7 @@ impl<R: Runtime> Device for CubeDevice<R> {
     }
 
     fn read(&self, src: &CubeBuffer, off: usize, dst: &mut [u8]) -> Result<()> {
+        crate::pins::check_device(crate::pins::Held::of::<Self>(src.inner.id, off, dst.len(), false), "Device::read")?;
         let mem = HostMem::zeroed(dst.len())?;
         let region = HostRegion { mem: mem.clone(), off: 0, len: dst.len() };
         let ev = self.download(&Range::new(src.clone(), off, dst.len()), &region)?;
