@@ -1,8 +1,9 @@
 //! `UniqueId`: the 128-byte name that ranks share to find each other, and where its root
 //! listens (NCCL style).
 //!
-//! Layout: `rucl` tag (4 bytes), token (16: 14 random, then a CRC-16 of those 14, so a
-//! mistyped or damaged id is refused where it is read), address family (1: 0 none, 4 IPv4,
+//! Layout: `rucl` tag (4 bytes), token (16: 14 random, the lowest bit of the first set in
+//! ids made by [`UniqueId::new`], then a CRC-16 of those 14, so a mistyped or damaged id is
+//! refused where it is read), address family (1: 0 none, 4 IPv4,
 //! 6 IPv6), port (2, big-endian), IP address (16, an IPv4 address in the first 4), zeros.
 
 use std::fmt;
@@ -64,6 +65,19 @@ pub struct UniqueId {
 
 const TAG: &[u8; 4] = b"rucl";
 
+/// The bit of the token's first byte that marks an id made by [`UniqueId::new`] (rooted in the
+/// process that made it, which remembers it); clear in derived, launch and orchestrator ids.
+const MADE_BY_NEW: u8 = 1;
+
+/// The tokens this process made with [`UniqueId::new`] (16 bytes each, kept for the process's
+/// life): its rendezvous listener refuses at once a registration for an id of that kind it
+/// did not make (an earlier run's), which would otherwise wait for a group that never forms.
+fn made() -> std::sync::MutexGuard<'static, std::collections::HashSet<[u8; 16]>> {
+    static MADE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<[u8; 16]>>> =
+        std::sync::LazyLock::new(Default::default);
+    MADE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl UniqueId {
     /// A fresh random id.
     ///
@@ -77,7 +91,32 @@ impl UniqueId {
         let mut token = [0u8; 16];
         getrandom::fill(&mut token)
             .map_err(|e| CollectiveError::new(crate::ErrorKind::Io, format!("no randomness for a UniqueId: {e}")))?;
-        Ok(UniqueId::from_parts(token, crate::comm::rendezvous::listener::default_address()?))
+        token[0] |= MADE_BY_NEW;
+        let mut id = UniqueId::unchecked(token, crate::comm::rendezvous::listener::default_address()?);
+        id.seal();
+        made().insert(id.comm_bytes());
+        Ok(id)
+    }
+
+    /// Whether this id came from [`UniqueId::new`] in some process, and so is rooted in the
+    /// process that made it.
+    pub(crate) fn is_made_by_new(&self) -> bool {
+        self.bytes[4] & MADE_BY_NEW != 0
+    }
+
+    /// Whether this process made this id with [`UniqueId::new`].
+    pub(crate) fn made_here(&self) -> bool {
+        made().contains(&self.comm_bytes())
+    }
+
+    /// Another id of [`UniqueId::new`]'s kind at the same root, which this process did not
+    /// make (an earlier run's).
+    #[cfg(test)]
+    pub(crate) fn of_another_run(&self) -> Self {
+        let mut id = self.clone();
+        id.bytes[5] ^= 0xff;
+        id.seal();
+        id
     }
 
     /// The id every process of a launch derives from the root's address (the same on every
@@ -97,7 +136,8 @@ impl UniqueId {
 
     /// An id made of a token (its last 2 bytes replaced by the check of the first 14) and a
     /// root address.
-    pub(crate) fn from_parts(token: [u8; 16], root: Option<SocketAddr>) -> Self {
+    pub(crate) fn from_parts(mut token: [u8; 16], root: Option<SocketAddr>) -> Self {
+        token[0] &= !MADE_BY_NEW;
         let mut id = Self::unchecked(token, root);
         id.seal();
         id
@@ -208,6 +248,7 @@ impl UniqueId {
         let mut bytes = self.bytes;
         bytes[4..12].copy_from_slice(&h1.to_le_bytes());
         bytes[12..20].copy_from_slice(&h2.to_le_bytes());
+        bytes[4] &= !MADE_BY_NEW;
         let mut id = UniqueId { bytes };
         id.seal();
         id
@@ -335,7 +376,11 @@ mod tests {
             assert_eq!(hex(&id.to_bytes()).parse::<UniqueId>().unwrap(), id);
             assert_eq!(UniqueId::from_bytes(&id.to_bytes()).unwrap(), id);
         }
-        let sealed = format!("{}{}", "07".repeat(14), hex(&check(&[7; 14])));
+        // The first byte's lowest bit is clear (not an id of `UniqueId::new`), the last two
+        // check the first 14.
+        let mut first = [7u8; 14];
+        first[0] = 6;
+        let sealed = format!("06{}{}", "07".repeat(13), hex(&check(&first)));
         assert_eq!(v4.to_string(), format!("ruccl:{sealed}@10.1.2.3:29500"));
         assert_eq!(v4.derive(1, &[2]).root_address(), v4.root_address(), "a split keeps its root");
         for bad in ["", "ruccl:", "ruccl:zz", "rucc:0707", &format!("ruccl:{}@host", "07".repeat(16))] {
@@ -374,6 +419,10 @@ mod tests {
         assert!(hex(&b).parse::<UniqueId>().is_err());
         for split in [id.derive(3, &[1]), UniqueId::for_launch("127.0.0.1:29500".parse().unwrap())] {
             assert_eq!(split.to_string().parse::<UniqueId>().unwrap(), split, "derived ids are sealed too");
+            assert!(!split.is_made_by_new(), "derived ids are not of UniqueId::new's kind");
         }
+        let made = UniqueId::new().unwrap();
+        assert!(made.is_made_by_new() && made.made_here() && !made.of_another_run().made_here());
+        assert!(!made.derive(1, &[2]).is_made_by_new());
     }
 }

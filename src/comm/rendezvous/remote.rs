@@ -226,6 +226,17 @@ pub(super) fn serve(h: &FrameHeader, body: &[u8], mut s: TcpStream) -> Result<()
         ));
         return Err(refuse(&mut s, e));
     }
+    if reg.id.is_made_by_new() && !reg.id.made_here() {
+        let e = CollectiveError::invalid(format!(
+            "rank {} registered for communicator {}, which this process (the one listening at {}) never made: the \
+             UniqueId is from an earlier run of the process that listened there, or from another job",
+            reg.rank,
+            reg.id.short(),
+            reg.id.root_address().map_or_else(String::new, |a| a.to_string())
+        ))
+        .with_hint("pass this run's UniqueId (the one its rank 0 made) to every rank, and start this rank again");
+        return Err(refuse(&mut s, e));
+    }
     let config = CommConfig::default()
         .with_chunk_bytes(reg.chunk_bytes.min(usize::MAX as u64) as usize)
         .with_algorithm(reg.algorithm)
@@ -367,6 +378,25 @@ mod tests {
         assert!(s.contains("What to do: fix what the rendezvous root's refusal above says"), "{s}");
         assert_eq!(e.context().rank, Some(1), "{e}");
         assert!(running.barrier().is_ok());
+    }
+
+    /// A registration for an id of `UniqueId::new`'s kind that the root's process never made
+    /// (a stale id of an earlier run, at the same address) is refused at once, saying so;
+    /// it waited out the rank's timeout for a group that never forms.
+    #[test]
+    fn an_id_of_an_earlier_run_is_refused_at_once() {
+        let id = UniqueId::new().unwrap();
+        let Some(root) = id.root_address() else {
+            eprintln!("skipped: this machine cannot listen on a socket");
+            return;
+        };
+        let mut stale = registration(&id.of_another_run());
+        stale.timeout = Duration::from_secs(30);
+        let start = Instant::now();
+        let e = refused(root, &proto::encode_register(&stale));
+        assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("never made: the UniqueId is from an earlier run"), "{e}");
     }
 
     /// Registers `reg` at `root` and returns the open connection.
