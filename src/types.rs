@@ -166,7 +166,8 @@ element!(u64, DType::U64, |v| v as u64, |self| self as f64);
 ///   division of the (wrapping) sum, truncated toward zero, exactly as NCCL does; for floats
 ///   the sum is divided by the rank count in the element type.
 /// - `PreMulSum(s)` multiplies every rank's input by `s` (converted to the element type),
-///   then sums.
+///   then sums. On integer types `s` must be a whole number the type holds; any other scalar
+///   (as a non-finite one on any type) is refused with `InvalidArgument`.
 ///
 /// `f16` and `bf16` are combined in `f32` and rounded once per combine. Floating-point `Min`
 /// and `Max` do not promise how NaN propagates.

@@ -110,6 +110,21 @@ pub(crate) struct Io<B> {
     pub blocks: Option<Vec<(usize, usize)>>,
 }
 
+/// The whole numbers an integer dtype holds, as `lo..hi` in `f64` (`hi` excluded: 2^63 and
+/// 2^64 are exact in `f64`, their predecessors are not); `None` for floats.
+fn integer_bounds(dtype: DType) -> Option<(f64, f64)> {
+    let two = |e: i32| 2f64.powi(e);
+    Some(match dtype {
+        DType::I8 => (-128.0, 128.0),
+        DType::U8 => (0.0, 256.0),
+        DType::I32 => (-two(31), two(31)),
+        DType::U32 => (0.0, two(32)),
+        DType::I64 => (-two(63), two(63)),
+        DType::U64 => (0.0, two(64)),
+        _ => return None,
+    })
+}
+
 /// The op label of this call's errors: the [`OpDesc`] it describes, as every later message
 /// about the call prints it (its count read off the arguments, which are not checked yet).
 fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
@@ -212,6 +227,15 @@ pub(crate) fn validate<'a, D: Device, B>(
         }
     }
     let dtype = dtype.map_or(DType::U8, |(d, ..)| d);
+    if let Some(ReduceOp::PreMulSum(s)) = call.op
+        && let Some((lo, hi)) = integer_bounds(dtype)
+        && !(s.fract() == 0.0 && s >= lo && s < hi)
+    {
+        return Err(fail(format!(
+            "PreMulSum scalar {s} is not a value of {dtype}: integer tensors are multiplied by the scalar in their \
+             own type, so it must be a whole number from {lo} to below {hi}; scale float tensors instead"
+        )));
+    }
     let is_root = call.root == Some(rank);
     let in_n = call.input.numel();
     let out_one = match &call.output {

@@ -177,6 +177,15 @@ pub fn non_finite_premulsum<D: TestDevice>() {
             let r = ctx.comm.all_reduce(&mut t, ReduceOp::PreMulSum(s));
             ctx.expect_err(r, BAD, &["all_reduce", "PreMulSum"], format!("PreMulSum({s})"));
         }
+        // On integers, a scalar the dtype does not hold (a fraction, a negative on unsigned
+        // types, beyond its range) is refused: converted, it truncated or saturated silently.
+        for (dtype, s) in [(DType::I32, 0.5), (DType::U32, -1.0), (DType::I8, 1000.0), (DType::U64, 2f64.powi(64))] {
+            let mut t = zeros(ctx, dtype, 2);
+            let r = ctx.comm.all_reduce(&mut t, ReduceOp::PreMulSum(s));
+            ctx.expect_err(r, BAD, &["all_reduce", &format!("PreMulSum scalar {s} is not a value of {dtype}")], dtype);
+        }
+        let mut t = zeros(ctx, DType::I8, 2);
+        ctx.ok(ctx.comm.all_reduce(&mut t, ReduceOp::PreMulSum(-128.0)), "PreMulSum(-128) on i8");
     });
 }
 
