@@ -4,6 +4,7 @@
 //! polling each until all are done. No OS thread per rank is needed, and a ring of sends and
 //! receives in one group never deadlocks.
 
+mod ahead;
 mod build;
 mod selfpair;
 
@@ -125,6 +126,19 @@ impl<'a, D: Device> Group<'a, D> {
         for (comm, call) in &calls {
             checked.push(comm.check_lent(call)?);
         }
+        let ahead = ahead::suspect(&calls);
+        #[cfg(feature = "tracing")]
+        if let Some(why) = &ahead {
+            tracing::warn!("Group::run: {why}");
+        }
+        let each = &mut |r: Result<()>| {
+            each(match r {
+                Err(e) if ahead.is_some() && e.kind() == crate::error::ErrorKind::Timeout => {
+                    Err(e.with_hint(ahead::HINT))
+                }
+                r => r,
+            })
+        };
         if pairs.is_empty() {
             Self::run_checked(calls, checked, each);
             return Ok(());

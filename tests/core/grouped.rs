@@ -394,6 +394,27 @@ pub fn group_all_to_all_v<D: TestDevice>(world: usize) {
 
 /// A send to self in a group runs after the non-blocking ops its communicator issued before
 /// the group (as every call does): it sends what they left, not what was there at issue.
+/// A group whose first call on rank 1 is what rank 0's earlier non-blocking op needs: the
+/// group starts only once that op is done, so with no other thread to issue rank 1's call
+/// both time out. The group's error says why (its advice names the earlier op and the
+/// group), where it blamed rank 1 for "not issuing" the call the group held.
+pub fn group_held_up_by_an_earlier_op_says_so<D: TestDevice>() {
+    let timeout = std::time::Duration::from_millis(500);
+    let devices = (0..2).map(D::for_rank).collect();
+    let comms = Communicator::init_all(devices, D::configure(CommConfig::default().with_timeout(timeout))).unwrap();
+    let x = t(&comms[0], &[1, 2, 3]);
+    let mut ys: Vec<_> = comms.iter().map(|c| t(c, &[4, 5, 6])).collect();
+    let work = comms[0].all_reduce_async(&x, ReduceOp::Sum).unwrap();
+    let (y0, y1) = ys.split_at_mut(1);
+    let mut g = Group::new();
+    g.all_reduce(&comms[1], &mut y1[0], ReduceOp::Sum).all_reduce(&comms[0], &mut y0[0], ReduceOp::Sum);
+    let e = g.run().unwrap_err();
+    let text = format!("{e:?}");
+    assert_eq!(e.kind(), ruccl::ErrorKind::Timeout, "{e}");
+    assert!(text.contains("a non-blocking op issued before this group needs a call that is in the group"), "{text}");
+    assert!(work.wait().is_err(), "the earlier op cannot have finished");
+}
+
 pub fn group_self_copy_after_earlier_works<D: TestDevice>() {
     let devices = (0..2).map(D::for_rank).collect();
     let config = CommConfig::default().with_timeout(TEST_TIMEOUT);

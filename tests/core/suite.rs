@@ -173,6 +173,7 @@ macro_rules! core_suite {
                 grouped::group_beside_a_thread_issuing_works,
                 grouped::group_refuses_unmatched_sends_to_self,
                 grouped::group_self_copy_after_earlier_works,
+                grouped::group_held_up_by_an_earlier_op_says_so,
                 concurrency::thousand_mixed_ops,
                 concurrency::communicators_interleaved,
                 concurrency::communicators_on_separate_threads,
