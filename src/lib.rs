@@ -167,7 +167,7 @@ pub use config::{Algorithm, CommConfig};
 pub use device::{Device, HostDevice};
 pub use error::{CollectiveError, ErrorKind, Result};
 pub use tensor::Tensor;
-pub use types::{DType, Element, Rank, ReduceOp};
+pub use types::{DType, Element, MAX_WORLD, Rank, ReduceOp};
 pub use unique_id::UniqueId;
 
 /// Every Rust snippet of the README, compiled and run as a doctest.

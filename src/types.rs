@@ -7,6 +7,29 @@ use half::{bf16, f16};
 /// A rank: the index of a participant in a communicator, `0..world_size`.
 pub type Rank = usize;
 
+/// The largest world size a communicator may have (262,144 ranks, beyond the largest jobs
+/// run today): a larger one is refused with `InvalidArgument` before anything is allocated
+/// for it (a typo in `WORLD_SIZE` aborted the process, allocating per-rank state).
+///
+/// ```
+/// assert!(ruccl::MAX_WORLD >= 100_000);
+/// ```
+pub const MAX_WORLD: usize = 1 << 18;
+
+/// `InvalidArgument` for a world size above [`MAX_WORLD`] (or zero).
+pub(crate) fn check_world(world: usize) -> crate::error::Result<()> {
+    if world == 0 {
+        return Err(crate::error::CollectiveError::invalid("world_size must be at least 1"));
+    }
+    if world > MAX_WORLD {
+        return Err(crate::error::CollectiveError::invalid(format!(
+            "world_size {world} is more than ruCCL's limit of {MAX_WORLD} ranks: check WORLD_SIZE (or the world_size \
+             passed)"
+        )));
+    }
+    Ok(())
+}
+
 /// The element type of a tensor.
 ///
 /// ```

@@ -247,9 +247,7 @@ impl<D: Device> Communicator<D> {
         rank: Rank,
         config: CommConfig,
     ) -> Result<Self> {
-        if world_size == 0 {
-            return Err(CollectiveError::invalid("world_size must be at least 1").with_op("Communicator::new"));
-        }
+        crate::types::check_world(world_size).map_err(|e| e.with_rank(rank).with_op("Communicator::new"))?;
         if rank >= world_size {
             return Err(CollectiveError::invalid(format!("rank {rank} is out of range for world_size {world_size}"))
                 .with_op("Communicator::new"));

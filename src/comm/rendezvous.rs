@@ -276,6 +276,8 @@ pub(crate) fn enter(
     let Some(&(rank, ..)) = members.first() else {
         return Err(CollectiveError::invalid("no rank to join").with_op("Communicator::new"));
     };
+    // Before anything is allocated per rank (a registration from another process included).
+    crate::types::check_world(world).map_err(|e| e.with_rank(rank).with_op("Communicator::new"))?;
     let started = Instant::now();
     let deadline = deadline_after(config.timeout());
     let fail = |e: CollectiveError| e.with_rank(rank).with_op("Communicator::new");

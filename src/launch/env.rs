@@ -217,6 +217,13 @@ impl LaunchEnv {
         if world == Some(0) {
             err.invalid.push(format!("{}=0: there must be at least one rank", names.size));
         }
+        if let Some(w) = world.filter(|&w| w > crate::types::MAX_WORLD) {
+            err.invalid.push(format!(
+                "{}={w} is more than ruCCL's limit of {} ranks",
+                names.size,
+                crate::types::MAX_WORLD
+            ));
+        }
         if let (Some(r), Some(w)) = (rank, world)
             && w > 0
             && r >= w

@@ -82,6 +82,12 @@ fn stale_torchrun_variables_are_said() {
 }
 
 #[test]
+fn an_impossible_world_size_is_refused() {
+    let e = LaunchEnv::from_map(&with_master(&[("RANK", "0"), ("WORLD_SIZE", "99999999999")])).unwrap_err();
+    assert!(e.to_string().contains("WORLD_SIZE=99999999999 is more than ruCCL's limit of 262144 ranks"), "{e}");
+}
+
+#[test]
 fn nothing_set() {
     let e = LaunchEnv::from_map(&map(&MASTER)).unwrap_err();
     assert_eq!(e.launcher, None);

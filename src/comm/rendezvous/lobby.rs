@@ -88,6 +88,7 @@ pub(crate) fn join(
     config: &CommConfig,
 ) -> Result<Seat> {
     config.check().map_err(|e| e.with_op("Communicator::new"))?;
+    crate::types::check_world(world).map_err(|e| e.with_op("Communicator::new"))?;
     let deadline = deadline_after(config.timeout());
     let mut reg = registry();
     if let Some(error) = replay(&mut reg, lobby, key) {

@@ -399,6 +399,27 @@ mod tests {
         assert!(e.to_string().contains("never made: the UniqueId is from an earlier run"), "{e}");
     }
 
+    /// A world size no job has, from another process (a typo in its WORLD_SIZE) or from this
+    /// one: refused before anything is allocated per rank (the root's process aborted,
+    /// allocating hundreds of GB), and the listener keeps serving.
+    #[test]
+    fn an_impossible_world_size_is_refused() {
+        let id = UniqueId::new().unwrap();
+        let Some(root) = id.root_address() else {
+            eprintln!("skipped: this machine cannot listen on a socket");
+            return;
+        };
+        let mut huge = registration(&id);
+        huge.world = 3_000_000_000;
+        let e = refused(root, &proto::encode_register(&huge));
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("world_size 3000000000 is more than ruCCL's limit"), "{e}");
+        let e = crate::Communicator::new(crate::HostDevice::default(), usize::MAX, id.clone(), 0).unwrap_err();
+        assert_eq!((e.kind(), e.context().rank), (ErrorKind::InvalidArgument, Some(0)), "{e}");
+        let e = refused(root, &proto::encode_register(&registration(&id)));
+        assert_eq!(e.kind(), ErrorKind::Timeout, "the listener still serves: {e}");
+    }
+
     /// Registers `reg` at `root` and returns the open connection.
     fn register(root: std::net::SocketAddr, reg: &Registration) -> TcpStream {
         let mut s = TcpStream::connect(root).unwrap();
