@@ -31,6 +31,12 @@ pub(crate) fn drive<D: Device>(run: &mut OpRun<D>) -> Result<()> {
             Ok(Some(b)) => b,
             Err(e) => return Err(run.fail(e)),
         };
+        // The deadline bounds the whole op, not each wait: an op that keeps moving in small
+        // steps (a tiny chunk size) ends at it too (as `take_turn` does).
+        if Instant::now() >= run.ctx.deadline {
+            let e = run.timeout(blocked);
+            return Err(run.fail(e));
+        }
         if let Err(e) = run.block_on(blocked, &mut watch) {
             return Err(run.fail(e));
         }

@@ -351,7 +351,14 @@ impl<D: Device> OpRun<D> {
             self.start_at(Instant::now());
         }
         let size = self.ctx.dtype.size();
+        let mut steps_taken = 0u32;
         loop {
+            // The deadline bounds the whole op: one that never blocks (thousands of tiny
+            // chunks, their messages all there) looks at the clock every so many steps.
+            steps_taken = steps_taken.wrapping_add(1);
+            if steps_taken.is_multiple_of(1024) && Instant::now() >= self.ctx.deadline {
+                return Err(self.overran());
+            }
             self.retire()?;
             if let Some(b) = self.finish_staged_send()? {
                 return Ok(Some(b));
@@ -510,6 +517,26 @@ impl<D: Device> OpRun<D> {
             }
         }
         Ok(())
+    }
+
+    /// The `Timeout` of an op that reached its deadline while still moving, step after step.
+    #[cold]
+    fn overran(&self) -> CollectiveError {
+        let c = &self.ctx;
+        CollectiveError::new(
+            crate::error::ErrorKind::Timeout,
+            format!(
+                "reached the op's deadline ({:?}) still moving: {} of its {} steps done, chunks of {} bytes",
+                c.shared.config.timeout(),
+                self.pos,
+                self.plan.steps.len(),
+                c.shared.config.chunk_bytes()
+            ),
+        )
+        .with_hint(
+            "a larger chunk size (CommConfig::with_chunk_bytes, RUCCL_CHUNK_BYTES) makes fewer, larger steps; or raise \
+             the timeout (CommConfig::with_timeout, RUCCL_TIMEOUT) for ops this large",
+        )
     }
 
     /// Whether an unreleased lend overlaps `key`.

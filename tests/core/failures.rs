@@ -89,6 +89,26 @@ pub fn missing_rank_on_first_op<D: TestDevice>() {
     missing_rank::<D>(4, 1, 0);
 }
 
+/// An op that keeps moving, one element per chunk (a chunk size of 1 byte), ends at its
+/// deadline all the same: its waits each end in time, and it ran on for minutes. A rank
+/// whose op finished first may return `Ok` (with exact data); none returns late.
+pub fn a_slow_moving_op_ends_at_its_deadline<D: TestDevice>() {
+    let timeout = Duration::from_millis(300);
+    let opts = Opts { config: D::configure(ruccl::CommConfig::default().with_timeout(timeout).with_chunk_bytes(1).with_algorithm(ruccl::Algorithm::Ring)), ..Opts::default() };
+    let n = 1 << 18;
+    run::<D, _>(2, &opts, |ctx: &Ctx<D>| {
+        let mut t = ctx.tensor(&reduce_input::<f32>(ReduceOp::Sum, ctx.rank, n, 0));
+        let started = Instant::now();
+        let r = ctx.comm.all_reduce(&mut t, ReduceOp::Sum);
+        let took = started.elapsed();
+        assert!(took < timeout + SLACK, "rank {} returned after {took:?}: {r:?}", ctx.rank);
+        match r {
+            Ok(()) => ctx.check(&t, &reduced::<f32>(ReduceOp::Sum, 2, n, 0), "an all_reduce that finished in time"),
+            Err(e) => assert!(matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Aborted), "{e}"),
+        }
+    });
+}
+
 /// `abort()` from a helper thread wakes this rank's blocked collective.
 pub fn abort_wakes_blocked_rank<D: TestDevice>() {
     run::<D, _>(2, &Opts::timed(Duration::from_secs(30)), |ctx| {

@@ -201,6 +201,7 @@ macro_rules! core_suite {
                 failures::peer_drops_mid_way,
                 failures::drop_wakes_blocked_peer,
                 failures::drop_never_hangs,
+                failures::a_slow_moving_op_ends_at_its_deadline,
                 joining::new_missing_rank_times_out,
                 joining::new_duplicate_rank,
                 joining::new_world_mismatch,

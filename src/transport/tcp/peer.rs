@@ -17,6 +17,9 @@ use crate::mem::{HostMem, HostRegion};
 use crate::transport::{Header, Payload};
 use crate::types::Rank;
 
+/// The most receive buffers a peer keeps for reuse.
+const POOL_BUFFERS: usize = 256;
+
 /// The peers whose socket a rank took over (`Peer::inline`) since the last [`arm_readers`].
 static INLINE: Mutex<Vec<Weak<Peer>>> = Mutex::new(Vec::new());
 /// Whether `INLINE` may hold any (a park with none costs one load).
@@ -271,6 +274,10 @@ impl Peer {
         }
         let mut pool = lock(&self.pool);
         pool.push(mem);
+        // At most `POOL_BUFFERS` buffers (tiny chunks made hundreds of thousands of them, and
+        // every message scanned them all) holding at most `WINDOW` bytes; the oldest go first.
+        let excess = pool.len().saturating_sub(POOL_BUFFERS);
+        pool.drain(..excess);
         let mut total: u64 = pool.iter().map(|m| m.len() as u64).sum();
         while total > WINDOW && !pool.is_empty() {
             total -= pool.remove(0).len() as u64;
