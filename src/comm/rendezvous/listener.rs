@@ -72,12 +72,30 @@ pub(crate) fn address_for(ifname: Option<&str>, master: Option<&str>) -> Result<
     if let Some(a) = l.serving.first() {
         return Ok(Some(*a));
     }
+    let first = first_listener(ifname, master)?;
+    l.serving.extend(first);
+    Ok(first)
+}
+
+/// Starts a listener on the IP chosen from `ifname` and `master` ([`bind_ip`]); `None` when
+/// none can be started on a chosen default.
+///
+/// # Errors
+/// `InvalidArgument` when `RUCCL_SOCKET_IFNAME` names nothing of this host, or an address
+/// where this process cannot listen.
+fn first_listener(ifname: Option<&str>, master: Option<&str>) -> Result<Option<SocketAddr>> {
     let ip = bind_ip(ifname, master)?;
     match start(SocketAddr::new(ip, 0)) {
-        Ok(a) => {
-            l.serving.push(a);
-            Ok(Some(a))
-        }
+        Ok(a) => Ok(Some(a)),
+        // An address the user named: its failure is theirs to fix, said now (it showed later
+        // as "this process cannot listen", naming neither the variable nor the cause).
+        Err(e) if ifname.is_some_and(|n| !n.trim().is_empty()) => Err(CollectiveError::invalid(format!(
+            "RUCCL_SOCKET_IFNAME={} selects {ip}, where this process cannot listen: {e} (is {ip} an address of this \
+             host?); this host's interfaces: {}",
+            ifname.unwrap_or_default().trim(),
+            super::ifaddr::describe(&super::ifaddr::interfaces())
+        ))
+        .with_source(e)),
         Err(e) => {
             #[cfg(feature = "tracing")]
             tracing::warn!("no rendezvous listener on {ip}: {e}; ids made here serve this process's threads only");
@@ -266,6 +284,17 @@ mod tests {
         assert_eq!(mesh_address().unwrap(), data);
         assert!(serves(first) && serves(data), "the first listener still serves");
         assert!(TcpStream::connect(data).is_ok());
+    }
+
+    /// An address named by RUCCL_SOCKET_IFNAME that is not this host's is refused, naming
+    /// the variable (it was a later `Io` "cannot listen" naming neither).
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn a_socket_ifname_address_not_of_this_host_is_refused() {
+        let e = first_listener(Some(" 192.0.2.77"), None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("RUCCL_SOCKET_IFNAME=192.0.2.77 selects 192.0.2.77"), "{e}");
+        assert!(first_listener(Some("127.0.0.1"), None).unwrap().is_some());
     }
 
     #[test]
