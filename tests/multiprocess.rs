@@ -227,6 +227,18 @@ fn rendezvous_errors_cross_processes() {
             ("MP_EXPECT", s("InvalidArgument:chunk")),
         ],
     );
+    // Heartbeats are paced by each process's own silence limit: a rank with a shorter one
+    // would take a healthy peer for lost, so they must agree.
+    pair(
+        "silence",
+        vec![("MP_WORLD", s("2")), ("MP_RANK", s("0")), ("MP_EXPECT", s("InvalidArgument:peer silence 60000 ms"))],
+        vec![
+            ("MP_WORLD", s("2")),
+            ("MP_RANK", s("1")),
+            ("RUCCL_PEER_SILENCE", s("0.5")),
+            ("MP_EXPECT", s("InvalidArgument:peer silence 500 ms")),
+        ],
+    );
     // A launch whose processes disagree on WORLD_SIZE: both told at once (one rendezvous per
     // launch address, whatever the size).
     let port = ruccl::launch::free_port().expect("a free port");

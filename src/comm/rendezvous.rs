@@ -23,7 +23,8 @@
 //! listens ([`proto::Table`]), sent to the other processes, and the ranks of each process
 //! build one group over TCP from it ([`assemble`]). Every rank of such a group talks TCP,
 //! even to ranks of its own process (choosing the transport per pair of ranks is future
-//! work). Across processes the config checks cover the chunk size and the algorithm.
+//! work). Across processes the config checks cover the chunk size, the algorithm and the
+//! peer-silence limit (each process paces its heartbeats by its own).
 //!
 //! Every wait has the config's deadline; a rank that never comes is named in the `Timeout`
 //! error, and a wait longer than the config's warning interval logs who is missing.
@@ -386,6 +387,7 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
             c.chunk_bytes() != first.chunk_bytes()
                 || c.algorithm() != first.algorithm()
                 || (!spans && c.transport() != first.transport())
+                || (spans && proto::millis(c.peer_silence()) != proto::millis(first.peer_silence()))
         })
         .map(|(r, _)| r)
         .collect();
@@ -417,7 +419,11 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
 /// `spans`: the group spans processes (the transport setting does not count then).
 fn config_mismatch(differ: &[usize], configs: &[&CommConfig], spans: bool) -> CollectiveError {
     let show = |c: &CommConfig| {
-        let transport = if spans { String::new() } else { format!(", transport {:?}", c.transport()) };
+        let transport = if spans {
+            format!(", peer silence {} ms", proto::millis(c.peer_silence()))
+        } else {
+            format!(", transport {:?}", c.transport())
+        };
         format!("chunk {} bytes, algorithm {}{transport}", c.chunk_bytes(), c.algorithm())
     };
     let first = configs.first().map_or_else(String::new, |c| show(c));
@@ -431,8 +437,8 @@ fn config_mismatch(differ: &[usize], configs: &[&CommConfig], spans: bool) -> Co
         theirs.join("; ")
     ))
     .with_hint(
-        "give every rank the same CommConfig; set RUCCL_CHUNK_BYTES, RUCCL_ALGO and RUCCL_TRANSPORT alike in every \
-         process (or in none), then start every rank again",
+        "give every rank the same CommConfig; set RUCCL_CHUNK_BYTES, RUCCL_ALGO, RUCCL_TRANSPORT and \
+         RUCCL_PEER_SILENCE alike in every process (or in none), then start every rank again",
     )
 }
 

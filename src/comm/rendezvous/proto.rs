@@ -3,7 +3,7 @@
 //! - `Register` (a rank of another process to the root): header `from` = rank, `index` =
 //!   world size; body = the id (128 bytes), the process token (16), the address its process
 //!   listens on (19, see [`put_addr`]), its timeout in ms (u64), chunk bytes (u64), algorithm
-//!   code (u8) and arity (u32), little-endian;
+//!   code (u8) and arity (u32), its peer-silence limit in ms (u64), little-endian;
 //! - `Table` (the root's answer once all ranks came): `index` = world size; body = the group's
 //!   nonce (16 bytes), then per rank its process token (16) and address (19);
 //! - `Abort` (the root's answer when the join fails): the error ([`wire::encode_error`]).
@@ -34,6 +34,9 @@ pub(crate) struct Registration {
     pub timeout: Duration,
     pub chunk_bytes: u64,
     pub algorithm: Algorithm,
+    /// Its `CommConfig::peer_silence`: every process paces its heartbeats by its own, so all
+    /// must agree.
+    pub peer_silence: Duration,
 }
 
 /// A complete group: its nonce, and every rank's process.
@@ -44,7 +47,7 @@ pub(crate) struct Table {
 }
 
 const ADDR_LEN: usize = 19;
-const REGISTER_LEN: usize = UNIQUE_ID_BYTES + 16 + ADDR_LEN + 8 + 8 + 5;
+const REGISTER_LEN: usize = UNIQUE_ID_BYTES + 16 + ADDR_LEN + 8 + 8 + 5 + 8;
 const ENTRY_LEN: usize = 16 + ADDR_LEN;
 
 /// An address as family (4 or 6), port (big-endian) and 16 bytes of IP.
@@ -99,11 +102,12 @@ pub(crate) fn encode_register(r: &Registration) -> Vec<u8> {
     b.extend_from_slice(&r.id.to_bytes());
     b.extend_from_slice(&r.at.token);
     put_addr(&mut b, r.at.addr);
-    b.extend_from_slice(&(r.timeout.as_millis().min(u128::from(u64::MAX)) as u64).to_le_bytes());
+    b.extend_from_slice(&millis(r.timeout).to_le_bytes());
     b.extend_from_slice(&r.chunk_bytes.to_le_bytes());
     let (code, arity) = wire::algorithm_code(Some(r.algorithm));
     b.push(code);
     b.extend_from_slice(&arity.to_le_bytes());
+    b.extend_from_slice(&millis(r.peer_silence).to_le_bytes());
     let mut f = frame(FrameKind::Register, r.id.comm_bytes(), r.world as u32, b);
     f[24..28].copy_from_slice(&(r.rank as u32).to_le_bytes());
     f
@@ -129,6 +133,7 @@ pub(crate) fn decode_register(h: &FrameHeader, b: &[u8]) -> Result<Registration,
         Some(Some(a)) => a,
         _ => return Err(WireError::Code { field: "algorithm", code: b[o] }),
     };
+    let peer_silence = Duration::from_millis(u64_at(o + 5));
     Ok(Registration {
         id,
         rank: h.from as Rank,
@@ -137,7 +142,13 @@ pub(crate) fn decode_register(h: &FrameHeader, b: &[u8]) -> Result<Registration,
         timeout: Duration::from_millis(timeout),
         chunk_bytes,
         algorithm,
+        peer_silence,
     })
+}
+
+/// A duration in whole milliseconds, as registrations carry it (saturating).
+pub(crate) fn millis(d: Duration) -> u64 {
+    d.as_millis().min(u128::from(u64::MAX)) as u64
 }
 
 /// A `Table` frame for communicator `comm`.
@@ -188,6 +199,7 @@ mod tests {
             timeout: Duration::from_millis(1500),
             chunk_bytes: 1 << 20,
             algorithm: Algorithm::KaryTree(4),
+            peer_silence: Duration::from_millis(2500),
         };
         let f = encode_register(&r);
         let (h, b) = split(&f);

@@ -52,6 +52,7 @@ pub(super) fn join(
         timeout: config.timeout(),
         chunk_bytes: config.chunk_bytes() as u64,
         algorithm: config.algorithm(),
+        peer_silence: config.peer_silence(),
     };
     let mut s = setup::connect(root, deadline).map_err(|_| {
         fail(
@@ -147,7 +148,7 @@ pub(super) fn join(
 
 /// The advice when the root refused this rank's registration for a reason its message gives.
 const REFUSED: &str = "fix what the rendezvous root's refusal above says (the ranks of one launch share one \
-     WORLD_SIZE and one CommConfig — RUCCL_CHUNK_BYTES, RUCCL_ALGO alike —, each has a RANK of its own, and each \
+     WORLD_SIZE and one CommConfig — RUCCL_CHUNK_BYTES, RUCCL_ALGO, RUCCL_PEER_SILENCE alike —, each has a RANK of its own, and each \
      launch its own MASTER_PORT), then start every rank again";
 
 /// The advice when what listens at the root's address never answers.
@@ -240,7 +241,8 @@ pub(super) fn serve(h: &FrameHeader, body: &[u8], mut s: TcpStream) -> Result<()
     let config = CommConfig::default()
         .with_chunk_bytes(reg.chunk_bytes.min(usize::MAX as u64) as usize)
         .with_algorithm(reg.algorithm)
-        .with_timeout(reg.timeout.min(MAX_WAIT));
+        .with_timeout(reg.timeout.min(MAX_WAIT))
+        .with_peer_silence(reg.peer_silence);
     let member: super::Entrant = (reg.rank, Arc::new(()), Some(reg.at));
     // The registrant sends nothing more: its connection closing means its process went away.
     let probe: Option<super::Probe> = match s.try_clone() {
@@ -311,6 +313,7 @@ mod tests {
             timeout,
             chunk_bytes: 1 << 20,
             algorithm: Default::default(),
+            peer_silence: crate::config::DEFAULT_PEER_SILENCE,
         }
     }
 
