@@ -115,6 +115,42 @@ impl<D: Device> Communicator<D> {
         self.issue(Call::all_to_all_single(output, input))
     }
 
+    /// Non-blocking [`all_gather_into_tensor_in_place`](Self::all_gather_into_tensor_in_place)
+    /// (this rank's block of `output` is its input).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    ///
+    /// ```
+    /// use ruccl::{Communicator, HostDevice, Tensor, UniqueId};
+    /// let dev = HostDevice::default();
+    /// let comm = Communicator::new(dev, 1, UniqueId::new()?, 0)?;
+    /// let t = Tensor::from_slice(&dev, &[5i32, 6], &[2])?;
+    /// comm.all_gather_into_tensor_in_place_async(&t)?.wait()?;
+    /// assert_eq!(t.to_vec::<i32>()?, vec![5, 6]);
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    pub fn all_gather_into_tensor_in_place_async(&self, output: &Tensor<D>) -> Result<Work> {
+        self.issue(Call::all_gather_into_tensor_in_place(output))
+    }
+
+    /// Non-blocking [`reduce_scatter_tensor_in_place`](Self::reduce_scatter_tensor_in_place)
+    /// (this rank's block of `tensor` gets the result).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn reduce_scatter_tensor_in_place_async(&self, tensor: &Tensor<D>, op: ReduceOp) -> Result<Work> {
+        self.issue(Call::reduce_scatter_tensor_in_place(tensor, op))
+    }
+
+    /// Non-blocking [`all_to_all_single_in_place`](Self::all_to_all_single_in_place).
+    ///
+    /// # Errors
+    /// As [`all_reduce_async`](Self::all_reduce_async).
+    pub fn all_to_all_single_in_place_async(&self, tensor: &Tensor<D>) -> Result<Work> {
+        self.issue(Call::all_to_all_single_in_place(tensor))
+    }
+
     /// Non-blocking [`all_to_all_single_with_splits`](Self::all_to_all_single_with_splits)
     /// (the splits are read at once).
     ///

@@ -203,6 +203,35 @@ pub fn work_holds_its_tensors<D: TestDevice>() {
     });
 }
 
+/// The in-place block forms have non-blocking forms too (torch's
+/// `all_gather_into_tensor(..., async_op=True)` on a view of the output): issued back to
+/// back, waited together, each with the blocking form's result.
+pub fn work_in_place_block_forms<D: TestDevice>() {
+    let world = 3;
+    run::<D, _>(world, &Opts::default(), |ctx| {
+        let (r, n, round) = (ctx.rank, 5, 2);
+        let mut v = vec![0i32; n * world];
+        v[r * n..(r + 1) * n].copy_from_slice(&data::<i32>(r, n, round));
+        let gathered = ctx.tensor(&v);
+        let op = ReduceOp::Sum;
+        let scattered = ctx.tensor(&reduce_input::<i32>(op, r, n * world, round));
+        let swapped = ctx.tensor(&data::<i32>(r, n * world, round));
+        let works = [
+            ctx.comm.all_gather_into_tensor_in_place_async(&gathered).unwrap(),
+            ctx.comm.reduce_scatter_tensor_in_place_async(&scattered, op).unwrap(),
+            ctx.comm.all_to_all_single_in_place_async(&swapped).unwrap(),
+        ];
+        works.iter().for_each(|w| w.wait().unwrap());
+        let all: Vec<i32> = (0..world).flat_map(|q| data::<i32>(q, n, round)).collect();
+        assert_bits(&gathered.to_vec::<i32>().unwrap(), &all, "all_gather in place, non-blocking");
+        let want = reduced::<i32>(op, world, n * world, round);
+        let got = scattered.to_vec::<i32>().unwrap();
+        assert_bits(&got[r * n..(r + 1) * n], &want[r * n..(r + 1) * n], "reduce_scatter in place, non-blocking");
+        let want: Vec<i32> = (0..world).flat_map(|q| data::<i32>(q, n * world, round)[r * n..(r + 1) * n].to_vec()).collect();
+        assert_bits(&swapped.to_vec::<i32>().unwrap(), &want, "all_to_all in place, non-blocking");
+    });
+}
+
 /// Ops complete in issue order; a blocking call issued after non-blocking ones runs after
 /// them; dropping a `Work` without waiting leaves later ops correct.
 pub fn work_issue_order_and_dropped_handles<D: TestDevice>() {

@@ -235,6 +235,7 @@ macro_rules! core_suite {
                 execution::work_overlaps_computation,
                 execution::work_holds_its_tensors,
                 execution::work_issue_order_and_dropped_handles,
+                execution::work_in_place_block_forms,
                 execution::work_abort_and_errors,
                 execution::nothing_runs_after_a_failure,
                 execution::p2p_cycle_timeout_says_use_a_group,
