@@ -286,8 +286,8 @@ impl<D: Device> OpRun<D> {
     fn describe(&self, b: Blocked) -> (Option<Rank>, String) {
         match b {
             Blocked::Message(p) => (Some(p), format!("rank {p} to send message {} of this op", self.received[p])),
-            Blocked::Release(p, t) => (Some(p), format!("rank {p} to read message #{t} this rank sent it")),
-            Blocked::Delivered(p, t) => (Some(p), format!("rank {p} to take message #{t} this rank sent it")),
+            Blocked::Release(p, t) => (Some(p), format!("rank {p} to read message #{t} sent to it")),
+            Blocked::Delivered(p, t) => (Some(p), format!("rank {p} to take message #{t} sent to it")),
             Blocked::Device => (None, format!("its device ({}) to finish queued work", self.dev.describe())),
             Blocked::Part(_) | Blocked::Reading(..) => super::exchange::describe(b),
         }

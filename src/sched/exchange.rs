@@ -147,7 +147,7 @@ pub(super) fn describe(b: Blocked) -> (Option<Rank>, String) {
     match b {
         Blocked::Part(p) => (Some(p), format!("rank {p} to publish its part of this op")),
         Blocked::Reading(p, held) => {
-            (Some(p), format!("rank {p} to finish reading this rank's part of op #{}", held.saturating_sub(1)))
+            (Some(p), format!("rank {p} to finish reading the part of op #{} published to it", held.saturating_sub(1)))
         }
         _ => (None, format!("{b:?}")),
     }
