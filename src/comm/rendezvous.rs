@@ -209,6 +209,7 @@ pub(crate) fn join(
     host_memory: bool,
     config: &CommConfig,
 ) -> Result<Arc<Shared>> {
+    let deadline = deadline_after(config.timeout());
     config.check().map_err(|e| e.with_rank(members.first().map_or(0, |m| m.0)).with_op("Communicator::new"))?;
     if let Some(root) = id.root_address().filter(|a| !listener::serves(*a)) {
         let [(rank, device)] = members else {
@@ -230,7 +231,7 @@ pub(crate) fn join(
         enter(id, world, &here, None, config).inspect_err(|_| remote::answers_written(Instant::now() + ANSWER_WAIT));
     match entered? {
         Joined::Group(shared) => Ok(shared),
-        Joined::Table(table) => assemble::assemble(id, world, &table, members, host_memory, config),
+        Joined::Table(table) => assemble::assemble(id, world, &table, members, host_memory, config, deadline),
     }
 }
 

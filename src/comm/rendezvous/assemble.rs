@@ -5,7 +5,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::proto::Table;
 use super::{Instance, Shared, listener, registry};
@@ -37,9 +37,15 @@ fn assemblies() -> MutexGuard<'static, HashMap<Key, Assembly>> {
     ASSEMBLIES.0.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The least time a join whose rendezvous completed near its deadline keeps for connecting
+/// (which takes milliseconds when every rank is alive): the whole join takes its timeout and
+/// at most this much more.
+const SETUP_MIN: Duration = Duration::from_secs(2);
+
 /// Waits for the other ranks of this process in `table`, then returns the group they share.
 /// `host_memory`: every device of `members` keeps its memory on the host (see
-/// [`tcp::setup::process_mesh`]).
+/// [`tcp::setup::process_mesh`]). `deadline`: the join's, which setting up the connections
+/// keeps too, with at least [`SETUP_MIN`] (or the timeout, if less) left for them.
 ///
 /// # Errors
 /// As [`tcp::setup::process_mesh`]; `Timeout` when the process's other ranks do not arrive.
@@ -50,11 +56,12 @@ pub(super) fn assemble(
     members: &[(Rank, Arc<dyn Any + Send + Sync>)],
     host_memory: bool,
     config: &CommConfig,
+    deadline: Instant,
 ) -> Result<Arc<Shared>> {
     let me = listener::process_token();
     let local: Vec<bool> = table.procs.iter().map(|p| p.token == me).collect();
     let key = (id.comm_bytes(), table.nonce);
-    let deadline = deadline_after(config.timeout());
+    let deadline = deadline.max(deadline_after(SETUP_MIN.min(config.timeout())));
     let mut g = assemblies();
     let a = g.entry(key).or_insert_with(|| {
         let expected = local.iter().filter(|&&l| l).count();

@@ -18,9 +18,10 @@ use crate::transport::wire::{self, FrameHeader, FrameKind, HEADER_LEN, Limits};
 use crate::types::Rank;
 use crate::unique_id::UniqueId;
 
-/// How much longer than its own deadline a rank waits for the root's answer (the root's
-/// deadline for it starts when its registration arrives).
-const GRACE: Duration = Duration::from_secs(5);
+/// How much longer than its own deadline a rank waits for the root's answer (the root keeps
+/// the rank in its room for the time the rank had left when it registered, so the answer
+/// comes at the rank's own deadline, give or take the network).
+const GRACE: Duration = Duration::from_secs(1);
 /// The longest a root waits for a rank of another process, whatever it asks.
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
@@ -44,16 +45,6 @@ pub(super) fn join(
     };
     let deadline = deadline_after(config.timeout());
     let at = ProcAddr { token: listener::process_token(), addr: listener::mesh_address().map_err(fail)? };
-    let reg = Registration {
-        id: id.clone(),
-        rank,
-        world,
-        at,
-        timeout: config.timeout(),
-        chunk_bytes: config.chunk_bytes() as u64,
-        algorithm: config.algorithm(),
-        peer_silence: config.peer_silence(),
-    };
     let mut s = setup::connect(root, deadline).map_err(|_| {
         fail(
             CollectiveError::new(
@@ -115,6 +106,18 @@ pub(super) fn join(
         let e = CollectiveError::new(kind, format!("{what} the rendezvous root at {root}: {e}"));
         fail(if kind == ErrorKind::Protocol { e.with_hint(NOT_THE_ROOT) } else { e })
     };
+    // The root keeps this rank in its room for the time it has left (not its whole timeout:
+    // connecting may have taken some of it, while the root was not up yet).
+    let reg = Registration {
+        id: id.clone(),
+        rank,
+        world,
+        at,
+        timeout: deadline.saturating_duration_since(Instant::now()),
+        chunk_bytes: config.chunk_bytes() as u64,
+        algorithm: config.algorithm(),
+        peer_silence: config.peer_silence(),
+    };
     s.write_all(&proto::encode_register(&reg)).map_err(|e| io("registering at", e))?;
     let wait = deadline.saturating_duration_since(Instant::now()) + GRACE;
     s.set_read_timeout(Some(wait)).map_err(|e| io("configuring the connection to", e))?;
@@ -135,7 +138,7 @@ pub(super) fn join(
             if table.procs.len() != world {
                 return Err(bad(format!("sent a table of {} ranks for a world of {world}", table.procs.len())));
             }
-            assemble::assemble(id, world, &table, &[(rank, device)], host_memory, config)
+            assemble::assemble(id, world, &table, &[(rank, device)], host_memory, config, deadline)
         }
         FrameKind::Abort => {
             let e = wire::decode_error(&body).map_err(|e| bad(format!("sent a bad error: {e}")))?;
