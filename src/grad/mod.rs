@@ -295,6 +295,24 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
                 self.comm.device().describe()
             )));
         }
+        // Two parameters' gradients on one memory: reduced where they lie (large ones), it was
+        // summed twice; packed into buckets, once. Either way one of them is not its own.
+        let dev = self.comm.device();
+        let (mem, start, len) = (dev.mem_id(grad.buffer()), grad.byte_offset(), grad.byte_len());
+        let shares = |g: &Tensor<D>| {
+            len > 0
+                && g.byte_len() > 0
+                && dev.mem_id(g.buffer()) == mem
+                && start < g.byte_offset() + g.byte_len()
+                && g.byte_offset() < start + len
+        };
+        if let Some(j) = self.slots.iter().position(|s| s.as_ref().is_some_and(shares)) {
+            return Err(CollectiveError::invalid(format!(
+                "the gradient of parameter {id} shares memory with the gradient of parameter {}, handed over this \
+                 step: every parameter needs a gradient tensor of its own",
+                self.layout.entries[j].id
+            )));
+        }
         Ok(i)
     }
 

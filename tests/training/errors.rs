@@ -115,6 +115,33 @@ fn a_bad_gradient_is_rejected_and_the_step_goes_on() {
     }
 }
 
+/// Two parameters whose gradients share one buffer: the second is refused, naming the
+/// first, whether the gradients are large (reduced where they lie: the buffer was summed
+/// twice, 4.0 where 2.0 was due) or small (packed into a bucket).
+#[test]
+fn gradients_sharing_memory_are_refused() {
+    for n in [4usize, 1 << 19] {
+        let got = on_ranks(2, |comm| {
+            let dev = *comm.device();
+            let mut sync = GradientSync::new(&comm, [("a", f32s(&[n])), ("b", f32s(&[n]))]).unwrap();
+            let g = Tensor::from_slice(&dev, &vec![1.0f32; n], &[n]).unwrap();
+            let alias = Tensor::from_buffer(&dev, g.buffer().clone(), ruccl::DType::F32, &[n]).unwrap();
+            sync.push(&"a", g).unwrap();
+            let e = sync.push(&"b", alias).unwrap_err();
+            let out = sync.wait().unwrap();
+            (e, out[0].1.to_vec::<f32>().unwrap()[0])
+        });
+        for (e, a) in got {
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(
+                e.to_string().contains("the gradient of parameter b shares memory with the gradient of parameter a"),
+                "{e}"
+            );
+            assert_eq!(a, 1.0, "the mean of a (n = {n})");
+        }
+    }
+}
+
 #[test]
 fn a_failed_communicator_ends_the_step_and_every_later_one() {
     on_ranks(2, |comm| {
