@@ -187,7 +187,10 @@ element!(u64, DType::U64, |v| v as u64, |self| self as f64);
 /// - `Sum`, `Prod`, `Min`, `Max` combine element-wise; integer `Sum`/`Prod` wrap on overflow.
 /// - `Avg` sums, then divides by the number of ranks. For integer types that is integer
 ///   division of the (wrapping) sum, truncated toward zero, exactly as NCCL does; for floats
-///   the sum is divided by the rank count in the element type.
+///   the sum is divided by the rank count in the element type. So on `f16` the *sum* must fit
+///   (65504 at most): NCCL's `Avg` on half precision scales each input by 1/n first, which
+///   here is `PreMulSum(1.0 / n as f64)` — use it for values near `f16`'s range (loss-scaled
+///   gradients), at the cost of a rounding per input.
 /// - `PreMulSum(s)` multiplies every rank's input by `s` (converted to the element type),
 ///   then sums. On integer types `s` must be a whole number the type holds; any other scalar
 ///   (as a non-finite one on any type) is refused with `InvalidArgument`.
