@@ -55,10 +55,10 @@ mod roles_faults;
 mod roles_large;
 
 use cases::{
-    four_processes_run_every_collective, from_env_with_torchrun_variables, large_messages_cross_processes,
-    sizes_around_the_single_copy_threshold, the_listener_survives_garbage_and_serves_real_peers,
-    three_processes_run_every_collective, two_processes_of_two_ranks_run_every_collective,
-    two_processes_run_every_collective,
+    a_launch_forms_its_group_again, four_processes_run_every_collective, from_env_with_torchrun_variables,
+    large_messages_cross_processes, sizes_around_the_single_copy_threshold,
+    the_listener_survives_garbage_and_serves_real_peers, three_processes_run_every_collective,
+    two_processes_of_two_ranks_run_every_collective, two_processes_run_every_collective,
 };
 use cases_faults::{
     a_killed_peer_is_named_in_peer_lost, a_peer_killed_mid_all_gather_is_named_in_peer_lost,
@@ -110,6 +110,7 @@ fn child() {
         "waiter" => waiter_child(),
         "stopped_waiter" => stopped_waiter_child(),
         "env" => env_child(),
+        "env_again" => roles::env_again_child(),
         "env_join" => env_join_child(),
         "large" => large_child(),
         "threshold" => threshold_child(),
@@ -334,6 +335,7 @@ per_transport!(
     a_silent_peer_is_named_in_the_timeout,
     the_listener_survives_garbage_and_serves_real_peers,
     from_env_with_torchrun_variables,
+    a_launch_forms_its_group_again,
     a_small_mismatch_names_both_calls,
     a_mismatch_across_the_slot_limit_is_named_at_once,
     a_mismatch_no_awaited_message_shows_is_named_at_once,

@@ -139,6 +139,10 @@ struct Live {
     /// with the id is refused at once; once none does, a join waits up to `RELEASE_WAIT` for
     /// the group itself to go.
     held: Arc<AtomicUsize>,
+    /// The processes of a group that spans processes (their tokens): a rank of one of them
+    /// joining again is the same job forming its group anew, and waits (up to its deadline)
+    /// for this process to drop the old one, rather than being refused as another job.
+    procs: Vec<[u8; 16]>,
 }
 
 /// One group's claim on its id: the nonce that tells this group from any other that used
@@ -152,9 +156,9 @@ pub(crate) struct Instance {
 
 impl Instance {
     /// Claims `id` for a new group: its registry entry, until the `Instance` is dropped.
-    fn claim(reg: &mut Registry, id: &UniqueId, nonce: u128) -> Self {
+    fn claim(reg: &mut Registry, id: &UniqueId, nonce: u128, procs: Vec<[u8; 16]>) -> Self {
         let held = Arc::new(AtomicUsize::new(0));
-        reg.live.insert(id.clone(), Live { nonce, held: held.clone() });
+        reg.live.insert(id.clone(), Live { nonce, held: held.clone(), procs });
         Instance { id: id.clone(), nonce, held }
     }
 
@@ -219,7 +223,7 @@ pub(crate) fn join(
             ))
             .with_op("Communicator::new"));
         };
-        if released(id, Instant::now(), deadline_after(config.timeout())).live.contains_key(id) {
+        if released(id, Instant::now(), deadline_after(config.timeout()), None).live.contains_key(id) {
             return Err(in_use(id).with_rank(*rank).with_op("Communicator::new"));
         }
         return remote::join(id, world, *rank, device.clone(), host_memory, config);
@@ -246,16 +250,34 @@ const RELEASE_WAIT: Duration = Duration::from_millis(250);
 
 /// The registry, once `id` is no longer claimed by a live group, or at once when a
 /// communicator of that group still exists (the id is in use: no wait makes it free), or
-/// once `RELEASE_WAIT` (at most until `deadline`) has passed.
-fn released(id: &UniqueId, started: Instant, deadline: Instant) -> MutexGuard<'static, Registry> {
+/// once `RELEASE_WAIT` (at most until `deadline`) has passed. A joiner of a process of that
+/// group (`from`, its token) is the same job forming its group again: it waits for the old
+/// group to go until `deadline`.
+fn released(
+    id: &UniqueId,
+    started: Instant,
+    deadline: Instant,
+    from: Option<[u8; 16]>,
+) -> MutexGuard<'static, Registry> {
     let patience = deadline.min(started + RELEASE_WAIT);
     let mut reg = registry();
-    while reg.live.get(id).is_some_and(|l| l.held.load(Ordering::Acquire) == 0) && Instant::now() < patience {
+    loop {
+        let Some(l) = reg.live.get(id) else { return reg };
+        let again = from.is_some_and(|t| l.procs.contains(&t));
+        let wait_until = if again {
+            deadline
+        } else if l.held.load(Ordering::Acquire) == 0 {
+            patience
+        } else {
+            return reg;
+        };
+        if Instant::now() >= wait_until {
+            return reg;
+        }
         drop(reg);
         std::thread::sleep(Duration::from_millis(1));
         reg = registry();
     }
-    reg
 }
 
 /// A member of a room: its rank, its device, and its process when not this one.
@@ -283,13 +305,31 @@ pub(crate) fn enter(
     let started = Instant::now();
     let deadline = deadline_after(config.timeout());
     let fail = |e: CollectiveError| e.with_rank(rank).with_op("Communicator::new");
-    let mut reg = released(id, started, deadline);
+    let from = members.iter().find_map(|(_, _, at)| at.map(|a| a.token));
+    let mut reg = released(id, started, deadline, from);
     reg.refused.retain(|_, (until, _)| *until > started);
     reg.pending.retain(|_, room| room.joined.iter().any(Option::is_some) || room.latest > started);
     if let Some((_, e)) = reg.refused.get(id) {
         return Err(fail(e.clone()));
     }
-    if reg.live.contains_key(id) {
+    if let Some(l) = reg.live.get(id) {
+        if from.is_some_and(|t| l.procs.contains(&t)) {
+            return Err(fail(
+                CollectiveError::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "communicator {}'s previous group, which this rank's process was part of, still exists in the \
+                     root's process (rank 0's) after {:?}: a group forms again only once every rank dropped the old \
+                     one",
+                        id.short(),
+                        config.timeout()
+                    ),
+                )
+                .with_hint(
+                    "make rank 0 drop its communicator before it joins again (or give the new group its own id)",
+                ),
+            ));
+        }
         return Err(fail(in_use(id)));
     }
     let ticket = reg.next_ticket;
@@ -401,7 +441,7 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
         })
     } else if differ.is_empty() {
         Shared::link_for(id, room.world, &first).map(|link| {
-            let instance = Instance::claim(reg, id, fresh_nonce());
+            let instance = Instance::claim(reg, id, fresh_nonce(), Vec::new());
             Joined::Group(Arc::new(Shared::new(id.clone(), room.world, first, instance, devices, link)))
         })
     } else {

@@ -85,6 +85,24 @@ pub(super) fn the_listener_survives_garbage_and_serves_real_peers(t: Transport) 
     kids.wait(&[]);
 }
 
+/// A launch drops its group and forms it again from the same variables, rank 0 (whose
+/// process holds the rendezvous) a second after the others: they wait for it rather than
+/// being refused at once as another job on the port.
+pub(super) fn a_launch_forms_its_group_again(t: Transport) {
+    let port = ruccl::launch::free_port().expect("a free port");
+    let mut kids = Kids::new(t);
+    for r in 0..3 {
+        let env = [
+            ("RANK", r.to_string()),
+            ("WORLD_SIZE", "3".to_string()),
+            ("MASTER_ADDR", "127.0.0.1".to_string()),
+            ("MASTER_PORT", port.to_string()),
+        ];
+        kids.spawn(&format!("rank{r}"), "env_again", &env);
+    }
+    kids.wait(&[]);
+}
+
 pub(super) fn from_env_with_torchrun_variables(t: Transport) {
     let port = ruccl::launch::free_port().expect("a free port");
     let mut kids = Kids::new(t);

@@ -244,6 +244,20 @@ pub(super) fn env_join_child() -> Result<(), String> {
     expect_error(Communicator::from_env(HostDevice::default()).map(|_| ()))
 }
 
+/// torchrun's variables: `Communicator::from_env` and a barrier, then the group dropped and
+/// formed again (rank 0, the root, drops its communicator a second after the others), and
+/// every collective on the new one.
+pub(super) fn env_again_child() -> Result<(), String> {
+    let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    if comm.rank() == 0 {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    drop(comm);
+    let comm = Communicator::from_env(HostDevice::default()).map_err(|e| format!("forming the group again: {e}"))?;
+    every_collective::<f32, _>(&comm, |v| v as f32)
+}
+
 /// torchrun's variables: `Communicator::from_env`, an all_reduce, a barrier.
 pub(super) fn env_child() -> Result<(), String> {
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;

@@ -127,7 +127,8 @@ fn build(
     for (r, d) in arrived {
         devices[r] = d;
     }
-    let instance = Instance::claim(&mut registry(), id, table.nonce);
+    let procs = table.procs.iter().map(|p| p.token).collect();
+    let instance = Instance::claim(&mut registry(), id, table.nonce, procs);
     let mut shared = Shared::new(id.clone(), world, config.clone(), instance, devices, Link::Tcp(Arc::new(mesh)));
     shared.board = super::super::flight::Board::with_local(local, config.warn_after());
     // A peer's timeout asks this process's ranks what they are doing (over the connection).

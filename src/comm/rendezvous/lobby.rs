@@ -209,7 +209,7 @@ fn complete(reg: &mut Registry, lobby: &UniqueId) {
             return;
         }
     };
-    let instance = Instance::claim(reg, &id, nonce);
+    let instance = Instance::claim(reg, &id, nonce, Vec::new());
     let shared = Arc::new(Shared::new(id.clone(), room.world, config, instance, devices, link));
     for (rank, (ticket, ..)) in room.joined.values().enumerate() {
         let seat = Seat { shared: shared.clone(), rank, members: members.clone() };
