@@ -84,6 +84,26 @@ impl<D: Device> OpRun<D> {
         }
     }
 
+    /// The `Timeout` of an op that reached its deadline while still moving, step after step.
+    #[cold]
+    pub(super) fn overran(&self) -> CollectiveError {
+        let c = &self.ctx;
+        CollectiveError::new(
+            crate::error::ErrorKind::Timeout,
+            format!(
+                "reached the op's deadline ({:?}) still moving: {} of its {} steps done, chunks of {} bytes",
+                c.shared.config.timeout(),
+                self.pos,
+                self.plan.steps.len(),
+                c.shared.config.chunk_bytes()
+            ),
+        )
+        .with_hint(
+            "a larger chunk size (CommConfig::with_chunk_bytes, RUCCL_CHUNK_BYTES) makes fewer, larger steps; or raise \
+             the timeout (CommConfig::with_timeout, RUCCL_TIMEOUT) for ops this large",
+        )
+    }
+
     /// Whether stepping the op again may move it (cheap; no side effects).
     pub(crate) fn is_ready(&self, turn: &Turn) -> bool {
         turn.blocked.is_none_or(|b| self.ready(b)) || self.ctx.link().is_poisoned(self.ctx.rank)

@@ -519,26 +519,6 @@ impl<D: Device> OpRun<D> {
         Ok(())
     }
 
-    /// The `Timeout` of an op that reached its deadline while still moving, step after step.
-    #[cold]
-    fn overran(&self) -> CollectiveError {
-        let c = &self.ctx;
-        CollectiveError::new(
-            crate::error::ErrorKind::Timeout,
-            format!(
-                "reached the op's deadline ({:?}) still moving: {} of its {} steps done, chunks of {} bytes",
-                c.shared.config.timeout(),
-                self.pos,
-                self.plan.steps.len(),
-                c.shared.config.chunk_bytes()
-            ),
-        )
-        .with_hint(
-            "a larger chunk size (CommConfig::with_chunk_bytes, RUCCL_CHUNK_BYTES) makes fewer, larger steps; or raise \
-             the timeout (CommConfig::with_timeout, RUCCL_TIMEOUT) for ops this large",
-        )
-    }
-
     /// Whether an unreleased lend overlaps `key`.
     fn lent(&self, key: (usize, usize, usize)) -> bool {
         let (link, me) = (self.ctx.link(), self.ctx.rank);

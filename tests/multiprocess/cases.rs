@@ -89,32 +89,30 @@ pub(super) fn the_listener_survives_garbage_and_serves_real_peers(t: Transport) 
 /// process holds the rendezvous) a second after the others: they wait for it rather than
 /// being refused at once as another job on the port.
 pub(super) fn a_launch_forms_its_group_again(t: Transport) {
+    torchrun_launch(t, "env_again", &[]);
+}
+
+/// A variable and its value for a rank.
+type PerRankVar = (&'static str, fn(usize) -> String);
+
+/// Starts 3 processes as `role` with torchrun's variables (and `extra` per rank), on a free
+/// port, and checks them all.
+fn torchrun_launch(t: Transport, role: &str, extra: &[PerRankVar]) {
     let port = ruccl::launch::free_port().expect("a free port");
     let mut kids = Kids::new(t);
     for r in 0..3 {
-        let env = [
+        let mut env = vec![
             ("RANK", r.to_string()),
             ("WORLD_SIZE", "3".to_string()),
             ("MASTER_ADDR", "127.0.0.1".to_string()),
             ("MASTER_PORT", port.to_string()),
         ];
-        kids.spawn(&format!("rank{r}"), "env_again", &env);
+        env.extend(extra.iter().map(|(k, v)| (*k, v(r))));
+        kids.spawn(&format!("rank{r}"), role, &env);
     }
     kids.wait(&[]);
 }
 
 pub(super) fn from_env_with_torchrun_variables(t: Transport) {
-    let port = ruccl::launch::free_port().expect("a free port");
-    let mut kids = Kids::new(t);
-    for r in 0..3 {
-        let env = [
-            ("RANK", r.to_string()),
-            ("WORLD_SIZE", "3".to_string()),
-            ("LOCAL_RANK", r.to_string()),
-            ("MASTER_ADDR", "127.0.0.1".to_string()),
-            ("MASTER_PORT", port.to_string()),
-        ];
-        kids.spawn(&format!("rank{r}"), "env", &env);
-    }
-    kids.wait(&[]);
+    torchrun_launch(t, "env", &[("LOCAL_RANK", |r| r.to_string())]);
 }

@@ -1,0 +1,117 @@
+//! Ranks that leave a room before it is full: at their deadline ([`give_up`]), or because
+//! their process went away ([`withdraw`]), and the errors that name who never came, who gave
+//! up and whose process is gone.
+
+use std::time::Duration;
+
+use super::{Gone, Registry, ranks_list};
+use crate::config::CommConfig;
+use crate::error::{CollectiveError, ErrorKind};
+use crate::types::Rank;
+use crate::unique_id::UniqueId;
+
+/// Takes the ranks of `ticket` out of `id`'s room, marked `why`; drops the room once nobody
+/// is left in it.
+fn leave(reg: &mut Registry, id: &UniqueId, ticket: u64, why: Gone) {
+    let Some(room) = reg.pending.get_mut(id) else { return };
+    for r in 0..room.world {
+        if room.joined[r].as_ref().is_some_and(|((t, ..), _)| *t == ticket) {
+            room.joined[r] = None;
+            room.gone[r] = why;
+            room.probes[r] = None;
+        }
+    }
+    // A room whose only trace is a rank whose process went away is kept, so the ranks still
+    // to come hear of it.
+    if room.joined.iter().all(Option::is_none) && !room.gone.contains(&Gone::Lost) {
+        reg.pending.remove(id);
+    }
+}
+
+/// A rank of another process whose process went away while it waited in `id`'s room.
+pub(super) fn lost(id: &UniqueId, rank: Rank, why: &str) -> CollectiveError {
+    CollectiveError::new(
+        ErrorKind::PeerLost,
+        format!(
+            "rank {rank} of another process left the rendezvous of communicator {} before it was complete: {why}",
+            id.short()
+        ),
+    )
+}
+
+/// Leaves the room for a joiner whose process went away (its probe found the connection
+/// closed); the others stay, and their timeout names it (the room is kept for those still to
+/// come until its latest deadline).
+pub(super) fn withdraw(reg: &mut Registry, id: &UniqueId, ticket: u64) -> CollectiveError {
+    let rank = reg
+        .pending
+        .get(id)
+        .and_then(|room| room.joined.iter().position(|m| m.as_ref().is_some_and(|((t, ..), _)| *t == ticket)));
+    leave(reg, id, ticket, Gone::Lost);
+    lost(id, rank.unwrap_or_default(), "its connection closed (the process exited or was killed)")
+}
+
+/// Leaves the room at the deadline; the error names who never came, who gave up, and whose
+/// process went away (then the error is `PeerLost`).
+pub(super) fn give_up(
+    reg: &mut Registry,
+    id: &UniqueId,
+    rank: Rank,
+    ticket: u64,
+    config: &CommConfig,
+) -> CollectiveError {
+    let Some(room) = reg.pending.get(id) else {
+        return CollectiveError::protocol(format!("the rendezvous of communicator {} vanished", id.short()));
+    };
+    let world = room.world;
+    let absent =
+        |why: Gone| -> Vec<usize> { (0..world).filter(|&r| room.joined[r].is_none() && room.gone[r] == why).collect() };
+    let (missing, left, died) = (absent(Gone::No), absent(Gone::GaveUp), absent(Gone::Lost));
+    leave(reg, id, ticket, Gone::GaveUp);
+    let _ = rank;
+    let mut why = Vec::new();
+    if !missing.is_empty() {
+        why.push(format!("rank(s) {} never called Communicator::new", ranks_list(&missing)));
+    }
+    if !left.is_empty() {
+        why.push(format!("rank(s) {} called Communicator::new but gave up first", ranks_list(&left)));
+    }
+    if !died.is_empty() {
+        why.push(format!(
+            "rank(s) {} joined from another process, which then went away (its connection closed: the process \
+             exited or was killed) and was not started again",
+            ranks_list(&died)
+        ));
+    }
+    let kind = if died.is_empty() { ErrorKind::Timeout } else { ErrorKind::PeerLost };
+    CollectiveError::new(
+        kind,
+        format!(
+            "communicator {} ({world} ranks) was not complete after {:?}: {}. Communicator::new returns only once every rank has joined: call it once per rank (a thread per rank in one process, or a process per rank), with ranks numbered 0 to {}",
+            id.short(),
+            config.timeout(),
+            why.join("; "),
+            world - 1
+        ),
+    )
+    .with_hint(
+        "start the rank(s) named above (a rank whose process went away: look at its own output for why, then start it again as the same rank), with the same UniqueId (or MASTER_ADDR and MASTER_PORT) and world_size, or raise CommConfig::timeout (RUCCL_TIMEOUT) if they start late; nothing was created, so call Communicator::new again",
+    )
+}
+
+/// Logs which ranks have not joined `id`'s room yet.
+pub(super) fn warn_missing(reg: &Registry, id: &UniqueId, rank: Rank, waited: Duration) {
+    #[cfg(feature = "tracing")]
+    if let Some(room) = reg.pending.get(id) {
+        let world = room.world;
+        let missing: Vec<usize> = (0..world).filter(|&r| room.joined[r].is_none()).collect();
+        let (list, secs, comm) = (ranks_list(&missing), waited.as_secs_f64(), id.short());
+        tracing::warn!(
+            comm = %comm, rank, missing = %list, waited_s = secs,
+            "rank {rank} has waited {secs:.1}s in Communicator::new for communicator {comm} ({world} ranks); rank(s) {list} have not joined yet. Every rank must call Communicator::new on its own thread (one thread per rank), with ranks numbered 0 to {}",
+            world - 1
+        );
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = (reg, id, rank, waited);
+}

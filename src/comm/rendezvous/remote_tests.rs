@@ -1,0 +1,229 @@
+//! The rendezvous between processes, over real sockets on this host: roots that leave or
+//! never listen, refused joins, strangers on the port, ranks that die or restart while joining.
+
+use super::*;
+
+/// Sends `frame` to `root` and reads the root's answer: the error it refused with.
+fn refused(root: std::net::SocketAddr, frame: &[u8]) -> CollectiveError {
+    let mut s = TcpStream::connect(root).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(frame).unwrap();
+    let mut hb = [0u8; HEADER_LEN];
+    s.read_exact(&mut hb).unwrap();
+    let h = wire::decode_header(&hb, Limits { max_data: 0 }).unwrap();
+    assert_eq!(h.kind, FrameKind::Abort);
+    let mut body = vec![0u8; h.len as usize];
+    s.read_exact(&mut body).unwrap();
+    wire::decode_error(&body).unwrap()
+}
+
+fn registration(id: &UniqueId) -> Registration {
+    let at = ProcAddr { token: [1; 16], addr: "127.0.0.1:9".parse().unwrap() };
+    let timeout = Duration::from_millis(300);
+    Registration {
+        id: id.clone(),
+        rank: 1,
+        world: 2,
+        at,
+        timeout,
+        chunk_bytes: 1 << 20,
+        algorithm: Default::default(),
+        peer_silence: crate::config::DEFAULT_PEER_SILENCE,
+    }
+}
+
+/// A root whose process goes away after the registration (rank 0 that gave up and
+/// exited): `PeerLost` saying so, not a protocol error blaming the port.
+#[test]
+fn a_root_that_closes_before_answering_is_peer_lost() {
+    let Ok(l) = std::net::TcpListener::bind("127.0.0.1:0") else {
+        eprintln!("skipped: this machine cannot listen on a socket");
+        return;
+    };
+    let root = l.local_addr().unwrap();
+    let gone = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut b = [0u8; HEADER_LEN];
+        s.read_exact(&mut b).unwrap();
+    });
+    let id = UniqueId::from_parts([7; 16], Some(root));
+    let config = CommConfig::default().with_timeout(Duration::from_secs(10));
+    let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined a root that left") };
+    gone.join().unwrap();
+    assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
+    assert!(e.to_string().contains("closed the connection before answering"), "{e}");
+    assert!(format!("{e:?}").contains("gave up waiting for ranks that never started"), "{e:?}");
+}
+
+/// Nothing listens where the id says its root is (rank 0 never started): `Timeout` at
+/// this rank's deadline, saying so, with advice about rank 0 and the address rather than
+/// the generic "the ranks named above" (this error names no rank).
+#[test]
+fn a_root_that_never_listens_is_a_timeout_about_rank_0() {
+    let Ok(l) = std::net::TcpListener::bind("127.0.0.1:0") else {
+        eprintln!("skipped: this machine cannot listen on a socket");
+        return;
+    };
+    let root = l.local_addr().unwrap();
+    drop(l);
+    let id = UniqueId::from_parts([9; 16], Some(root));
+    let config = CommConfig::default().with_timeout(Duration::from_millis(300));
+    let start = std::time::Instant::now();
+    let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined a root that is not there") };
+    assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    let s = e.to_string();
+    assert!(s.contains("could not reach the rendezvous root") && s.contains(&root.to_string()), "{s}");
+    assert!(s.contains("What to do: start rank 0") && !s.contains("named above"), "{s}");
+}
+
+/// A second launch given a running job's MASTER_ADDR:MASTER_PORT reaches that job's rank
+/// 0: its ranks are refused with an error that says so and what to do, relayed from the
+/// root's process, and the running group is left alone.
+#[test]
+fn a_join_of_a_running_group_is_refused_naming_its_rendezvous() {
+    let id = UniqueId::new().unwrap();
+    let Some(root) = id.root_address() else {
+        eprintln!("skipped: this machine cannot listen on a socket");
+        return;
+    };
+    let running = crate::Communicator::new(crate::HostDevice::default(), 1, id.clone(), 0).unwrap();
+    let config = CommConfig::default().with_timeout(Duration::from_secs(10));
+    let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined a running group") };
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    let s = e.to_string();
+    assert!(s.contains(&format!("rendezvous is at {root},")) && s.contains("MASTER_ADDR:MASTER_PORT"), "{s}");
+    assert!(s.contains("What to do: fix what the rendezvous root's refusal above says"), "{s}");
+    assert_eq!(e.context().rank, Some(1), "{e}");
+    assert!(running.barrier().is_ok());
+}
+
+/// A registration for an id of `UniqueId::new`'s kind that the root's process never made
+/// (a stale id of an earlier run, at the same address) is refused at once, saying so;
+/// it waited out the rank's timeout for a group that never forms.
+#[test]
+fn an_id_of_an_earlier_run_is_refused_at_once() {
+    let id = UniqueId::new().unwrap();
+    let Some(root) = id.root_address() else {
+        eprintln!("skipped: this machine cannot listen on a socket");
+        return;
+    };
+    let mut stale = registration(&id.of_another_run());
+    stale.timeout = Duration::from_secs(30);
+    let start = Instant::now();
+    let e = refused(root, &proto::encode_register(&stale));
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("never made: the UniqueId is from an earlier run"), "{e}");
+}
+
+/// A world size no job has, from another process (a typo in its WORLD_SIZE) or from this
+/// one: refused before anything is allocated per rank (the root's process aborted,
+/// allocating hundreds of GB), and the listener keeps serving.
+#[test]
+fn an_impossible_world_size_is_refused() {
+    let id = UniqueId::new().unwrap();
+    let Some(root) = id.root_address() else {
+        eprintln!("skipped: this machine cannot listen on a socket");
+        return;
+    };
+    let mut huge = registration(&id);
+    huge.world = 3_000_000_000;
+    let e = refused(root, &proto::encode_register(&huge));
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("world_size 3000000000 is more than ruCCL's limit"), "{e}");
+    let e = crate::Communicator::new(crate::HostDevice::default(), usize::MAX, id.clone(), 0).unwrap_err();
+    assert_eq!((e.kind(), e.context().rank), (ErrorKind::InvalidArgument, Some(0)), "{e}");
+    let e = refused(root, &proto::encode_register(&registration(&id)));
+    assert_eq!(e.kind(), ErrorKind::Timeout, "the listener still serves: {e}");
+}
+
+/// Registers `reg` at `root` and returns the open connection.
+fn register(root: std::net::SocketAddr, reg: &Registration) -> TcpStream {
+    let mut s = TcpStream::connect(root).unwrap();
+    s.write_all(&proto::encode_register(reg)).unwrap();
+    s
+}
+
+/// A rank of another process that registered and then died (its connection closed)
+/// leaves the room: rank 0, arriving after, is not handed a table with a dead rank in it
+/// (it then waited a second timeout connecting to it), and its error at the deadline is
+/// `PeerLost` naming rank 1 as gone, not a rank that never came.
+#[test]
+fn a_joiner_whose_process_died_leaves_the_room_and_is_named() {
+    let id = UniqueId::new().unwrap();
+    let Some(root) = id.root_address() else {
+        eprintln!("skipped: this machine cannot listen on a socket");
+        return;
+    };
+    let mut reg = registration(&id);
+    reg.timeout = Duration::from_secs(30);
+    drop(register(root, &reg));
+    std::thread::sleep(Duration::from_millis(400));
+    let config = CommConfig::default().with_timeout(Duration::from_millis(800));
+    let start = Instant::now();
+    let e = crate::Communicator::with_config(crate::HostDevice::default(), 2, id, 0, config).unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
+    assert!(e.to_string().contains("rank(s) 1 joined from another process, which then went away"), "{e}");
+}
+
+/// A rank restarted after its process died in the rendezvous takes its place, rather than
+/// being refused as a second rank of that number (which failed the whole group).
+#[test]
+fn a_restarted_joiner_takes_the_place_of_its_dead_process() {
+    let id = UniqueId::new().unwrap();
+    let Some(root) = id.root_address() else {
+        eprintln!("skipped: this machine cannot listen on a socket");
+        return;
+    };
+    for pause in [0, 300] {
+        let mut first = registration(&id);
+        first.timeout = Duration::from_secs(30);
+        let dead = register(root, &first);
+        std::thread::sleep(Duration::from_millis(50));
+        drop(dead);
+        std::thread::sleep(Duration::from_millis(pause));
+        // The restart: rank 0 never comes, so its own timeout names rank 0, not a duplicate.
+        let mut again = registration(&id);
+        again.at.token = [2; 16];
+        let mut s = register(root, &again);
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut hb = [0u8; HEADER_LEN];
+        s.read_exact(&mut hb).unwrap();
+        let h = wire::decode_header(&hb, Limits { max_data: 0 }).unwrap();
+        let mut body = vec![0u8; h.len as usize];
+        s.read_exact(&mut body).unwrap();
+        let e = wire::decode_error(&body).unwrap();
+        assert_eq!(e.kind(), ErrorKind::Timeout, "pause {pause}: {e}");
+        assert!(e.to_string().contains("rank(s) 0 never called"), "pause {pause}: {e}");
+    }
+}
+
+#[test]
+fn strangers_are_refused_and_the_listener_keeps_serving() {
+    let id = UniqueId::new().unwrap();
+    let Some(root) = id.root_address() else {
+        eprintln!("skipped: this machine cannot listen on a socket");
+        return;
+    };
+    // Garbage and silence: the connection is closed, the listener goes on.
+    let mut g = TcpStream::connect(root).unwrap();
+    g.write_all(&b"GET / HTTP/1.1\r\n\r\n".repeat(8)).unwrap();
+    let _silent = TcpStream::connect(root).unwrap();
+    // An id rooted elsewhere.
+    let elsewhere = UniqueId::from_parts([9; 16], Some("10.255.255.1:1".parse().unwrap()));
+    let e = refused(root, &proto::encode_register(&registration(&elsewhere)));
+    assert_eq!(e.kind(), ErrorKind::Protocol, "{e}");
+    assert!(e.to_string().contains("not rooted in this process"), "{e}");
+    // A malformed registration (truncated body, announced as such).
+    let mut f = proto::encode_register(&registration(&id));
+    f.truncate(f.len() - 3);
+    let len = (f.len() - HEADER_LEN) as u64;
+    f[40..48].copy_from_slice(&len.to_le_bytes());
+    assert_eq!(refused(root, &f).kind(), ErrorKind::Protocol);
+    // A real registration is still served: rank 0 never comes, so the root names it.
+    let e = refused(root, &proto::encode_register(&registration(&id)));
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(e.to_string().contains("rank(s) 0 never called"), "{e}");
+}
