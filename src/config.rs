@@ -207,7 +207,12 @@ fn parse_secs(name: &str, v: &str) -> Result<Duration> {
     if secs.is_nan() || secs <= 0.0 {
         return Err(bad());
     }
-    Ok(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
+    let d = Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX);
+    // Below a nanosecond it is zero, which no wait can live with (`CommConfig::check`).
+    if d.is_zero() {
+        return Err(CollectiveError::invalid(format!("{name}={v:?} is less than a nanosecond")));
+    }
+    Ok(d)
 }
 
 impl CommConfig {
@@ -464,7 +469,7 @@ mod tests {
         assert_eq!(parse_secs("T", "1.5").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_secs("T", " 1e30 ").unwrap(), Duration::MAX);
         assert_eq!(parse_secs("T", "inf").unwrap(), Duration::MAX);
-        for bad in ["0", "-1", "-inf", "NaN", "", "ten"] {
+        for bad in ["0", "-1", "-inf", "NaN", "", "ten", "1e-12"] {
             let e = parse_secs("T", bad).unwrap_err();
             assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{bad}");
             assert!(e.message().contains('T'), "names the variable: {e}");

@@ -20,7 +20,8 @@ impl<D: Device> Communicator<D> {
     /// `InvalidArgument` listing every missing or bad variable; as
     /// [`from_launch`](Self::from_launch).
     pub fn from_env(device: D) -> Result<Self> {
-        Self::from_env_with_config(device, CommConfig::from_env()?)
+        let config = CommConfig::from_env().map_err(|e| e.with_op("Communicator::from_env"))?;
+        Self::from_env_with_config(device, config)
     }
 
     /// Like [`from_env`](Self::from_env) with an explicit config.

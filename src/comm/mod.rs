@@ -232,7 +232,8 @@ impl<D: Device> Communicator<D> {
     /// when something else answers there, `Io`/`Timeout` when the mesh of TCP connections
     /// cannot be built.
     pub fn new(device: D, world_size: usize, unique_id: UniqueId, rank: Rank) -> Result<Self> {
-        Self::with_config(device, world_size, unique_id, rank, CommConfig::from_env()?)
+        let config = CommConfig::from_env().map_err(|e| e.with_rank(rank).with_op("Communicator::new"))?;
+        Self::with_config(device, world_size, unique_id, rank, config)
     }
 
     /// Like [`new`](Self::new) with an explicit config (no environment overrides).

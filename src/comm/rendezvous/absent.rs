@@ -94,10 +94,15 @@ pub(super) fn give_up(
             world - 1
         ),
     )
-    .with_hint(
-        "start the rank(s) named above (a rank whose process went away: look at its own output for why, then start it again as the same rank), with the same UniqueId (or MASTER_ADDR and MASTER_PORT) and world_size, or raise CommConfig::timeout (RUCCL_TIMEOUT) if they start late; nothing was created, so call Communicator::new again",
-    )
+    .with_hint(INCOMPLETE)
 }
+
+/// The advice when a room was not complete at the deadline (a rank of another process hears
+/// the root's error without it: hints stay in their process).
+pub(super) const INCOMPLETE: &str = "start the rank(s) named above (a rank whose process went away: look at its own \
+     output for why, then start it again as the same rank), with the same UniqueId (or MASTER_ADDR and MASTER_PORT) \
+     and world_size, or raise CommConfig::timeout (RUCCL_TIMEOUT) if they start late; nothing was created, so call \
+     Communicator::new again";
 
 /// Logs which ranks have not joined `id`'s room yet.
 pub(super) fn warn_missing(reg: &Registry, id: &UniqueId, rank: Rank, waited: Duration) {

@@ -142,8 +142,14 @@ pub(super) fn join(
         }
         FrameKind::Abort => {
             let e = wire::decode_error(&body).map_err(|e| bad(format!("sent a bad error: {e}")))?;
-            // The root's hint stays in its process: a refused argument's advice, for this side.
-            Err(fail(if e.kind() == ErrorKind::InvalidArgument { e.with_hint(REFUSED) } else { e }))
+            // The root's hint stays in its process: the advice for this side, by kind (a room not
+            // complete in time is `Timeout`, or `PeerLost` naming a rank whose process went away;
+            // nothing was created either way).
+            Err(fail(match e.kind() {
+                ErrorKind::InvalidArgument => e.with_hint(REFUSED),
+                ErrorKind::Timeout | ErrorKind::PeerLost => e.with_hint(super::absent::INCOMPLETE),
+                _ => e,
+            }))
         }
         k => Err(bad(format!("answered with a {k:?} frame"))),
     }

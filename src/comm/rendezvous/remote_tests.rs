@@ -77,6 +77,24 @@ fn a_root_that_never_listens_is_a_timeout_about_rank_0() {
     assert!(s.contains("What to do: start rank 0") && !s.contains("named above"), "{s}");
 }
 
+/// The root's `Timeout` for a room that was not complete reaches a rank of another process
+/// with this side's advice (nothing was created: call again), not the generic one of a
+/// failed op ("this communicator is now aborted, create a new one").
+#[test]
+fn a_rooms_timeout_says_nothing_was_created() {
+    let id = UniqueId::new().unwrap();
+    if id.root_address().is_none() {
+        eprintln!("skipped: this machine cannot listen on a socket");
+        return;
+    }
+    let config = CommConfig::default().with_timeout(Duration::from_millis(300));
+    let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined without rank 0") };
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    let text = format!("{e:?}");
+    assert!(text.contains("nothing was created, so call Communicator::new again"), "{text}");
+    assert!(!text.contains("create a new one"), "{text}");
+}
+
 /// A second launch given a running job's MASTER_ADDR:MASTER_PORT reaches that job's rank
 /// 0: its ranks are refused with an error that says so and what to do, relayed from the
 /// root's process, and the running group is left alone.
