@@ -10,9 +10,11 @@
 //! or running. Another `Tensor` on the same memory ([`Tensor::from_buffer`]) is refused
 //! alike, and so is a call of another communicator (another rank, a split) that would write
 //! what the op uses or read what it writes: nothing orders the two (this communicator's own
-//! later calls run after the op). Raw access through [`Tensor::buffer`] is not (there,
-//! [`mem::HostMem`](crate::mem::HostMem)'s own guards refuse only an access that overlaps one
-//! of the op's reads or writes while that runs).
+//! later calls run after the op). So is [`Device::write`](crate::Device::write) or
+//! [`Device::read`](crate::Device::read) of ruCCL's own devices on the tensor's buffer. Raw
+//! access to the memory itself is not (there, [`mem::HostMem`](crate::mem::HostMem)'s own
+//! guards refuse only an access that overlaps one of the op's reads or writes while that
+//! runs).
 
 use super::validate::Call;
 use super::{Communicator, Work};
