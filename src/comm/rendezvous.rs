@@ -225,7 +225,7 @@ pub(crate) fn join(
             ))
             .with_op("Communicator::new"));
         };
-        if released(id, Instant::now(), deadline_after(config.timeout()), None).live.contains_key(id) {
+        if released(id, Instant::now(), deadline, None).live.contains_key(id) {
             return Err(in_use(id).with_rank(*rank).with_op("Communicator::new"));
         }
         return remote::join(id, world, *rank, device.clone(), host_memory, config);

@@ -6,8 +6,13 @@ use super::*;
 /// Sends `frame` to `root` and reads the root's answer: the error it refused with.
 fn refused(root: std::net::SocketAddr, frame: &[u8]) -> CollectiveError {
     let mut s = TcpStream::connect(root).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(frame).unwrap();
+    refusal(&mut s)
+}
+
+/// The root's answer on `s`: the error it refused with.
+fn refusal(s: &mut TcpStream) -> CollectiveError {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut hb = [0u8; HEADER_LEN];
     s.read_exact(&mut hb).unwrap();
     let h = wire::decode_header(&hb, Limits { max_data: 0 }).unwrap();
@@ -15,6 +20,17 @@ fn refused(root: std::net::SocketAddr, frame: &[u8]) -> CollectiveError {
     let mut body = vec![0u8; h.len as usize];
     s.read_exact(&mut body).unwrap();
     wire::decode_error(&body).unwrap()
+}
+
+/// A fresh id rooted in this process's listener, and the listener's address; `None` (the
+/// test says it is skipped) when this machine cannot listen on a socket.
+fn rooted() -> Option<(UniqueId, std::net::SocketAddr)> {
+    let id = UniqueId::new().unwrap();
+    let root = id.root_address();
+    if root.is_none() {
+        eprintln!("skipped: this machine cannot listen on a socket");
+    }
+    root.map(|r| (id, r))
 }
 
 fn registration(id: &UniqueId) -> Registration {
@@ -82,11 +98,7 @@ fn a_root_that_never_listens_is_a_timeout_about_rank_0() {
 /// failed op ("this communicator is now aborted, create a new one").
 #[test]
 fn a_rooms_timeout_says_nothing_was_created() {
-    let id = UniqueId::new().unwrap();
-    if id.root_address().is_none() {
-        eprintln!("skipped: this machine cannot listen on a socket");
-        return;
-    }
+    let Some((id, _)) = rooted() else { return };
     let config = CommConfig::default().with_timeout(Duration::from_millis(300));
     let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined without rank 0") };
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
@@ -100,11 +112,7 @@ fn a_rooms_timeout_says_nothing_was_created() {
 /// root's process, and the running group is left alone.
 #[test]
 fn a_join_of_a_running_group_is_refused_naming_its_rendezvous() {
-    let id = UniqueId::new().unwrap();
-    let Some(root) = id.root_address() else {
-        eprintln!("skipped: this machine cannot listen on a socket");
-        return;
-    };
+    let Some((id, root)) = rooted() else { return };
     let running = crate::Communicator::new(crate::HostDevice::default(), 1, id.clone(), 0).unwrap();
     let config = CommConfig::default().with_timeout(Duration::from_secs(10));
     let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined a running group") };
@@ -121,11 +129,7 @@ fn a_join_of_a_running_group_is_refused_naming_its_rendezvous() {
 /// it waited out the rank's timeout for a group that never forms.
 #[test]
 fn an_id_of_an_earlier_run_is_refused_at_once() {
-    let id = UniqueId::new().unwrap();
-    let Some(root) = id.root_address() else {
-        eprintln!("skipped: this machine cannot listen on a socket");
-        return;
-    };
+    let Some((id, root)) = rooted() else { return };
     let mut stale = registration(&id.of_another_run());
     stale.timeout = Duration::from_secs(30);
     let start = Instant::now();
@@ -140,11 +144,7 @@ fn an_id_of_an_earlier_run_is_refused_at_once() {
 /// allocating hundreds of GB), and the listener keeps serving.
 #[test]
 fn an_impossible_world_size_is_refused() {
-    let id = UniqueId::new().unwrap();
-    let Some(root) = id.root_address() else {
-        eprintln!("skipped: this machine cannot listen on a socket");
-        return;
-    };
+    let Some((id, root)) = rooted() else { return };
     let mut huge = registration(&id);
     huge.world = 3_000_000_000;
     let e = refused(root, &proto::encode_register(&huge));
@@ -169,11 +169,7 @@ fn register(root: std::net::SocketAddr, reg: &Registration) -> TcpStream {
 /// `PeerLost` naming rank 1 as gone, not a rank that never came.
 #[test]
 fn a_joiner_whose_process_died_leaves_the_room_and_is_named() {
-    let id = UniqueId::new().unwrap();
-    let Some(root) = id.root_address() else {
-        eprintln!("skipped: this machine cannot listen on a socket");
-        return;
-    };
+    let Some((id, root)) = rooted() else { return };
     let mut reg = registration(&id);
     reg.timeout = Duration::from_secs(30);
     drop(register(root, &reg));
@@ -190,11 +186,7 @@ fn a_joiner_whose_process_died_leaves_the_room_and_is_named() {
 /// being refused as a second rank of that number (which failed the whole group).
 #[test]
 fn a_restarted_joiner_takes_the_place_of_its_dead_process() {
-    let id = UniqueId::new().unwrap();
-    let Some(root) = id.root_address() else {
-        eprintln!("skipped: this machine cannot listen on a socket");
-        return;
-    };
+    let Some((id, root)) = rooted() else { return };
     for pause in [0, 300] {
         let mut first = registration(&id);
         first.timeout = Duration::from_secs(30);
@@ -205,14 +197,7 @@ fn a_restarted_joiner_takes_the_place_of_its_dead_process() {
         // The restart: rank 0 never comes, so its own timeout names rank 0, not a duplicate.
         let mut again = registration(&id);
         again.at.token = [2; 16];
-        let mut s = register(root, &again);
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut hb = [0u8; HEADER_LEN];
-        s.read_exact(&mut hb).unwrap();
-        let h = wire::decode_header(&hb, Limits { max_data: 0 }).unwrap();
-        let mut body = vec![0u8; h.len as usize];
-        s.read_exact(&mut body).unwrap();
-        let e = wire::decode_error(&body).unwrap();
+        let e = refusal(&mut register(root, &again));
         assert_eq!(e.kind(), ErrorKind::Timeout, "pause {pause}: {e}");
         assert!(e.to_string().contains("rank(s) 0 never called"), "pause {pause}: {e}");
     }
@@ -220,11 +205,7 @@ fn a_restarted_joiner_takes_the_place_of_its_dead_process() {
 
 #[test]
 fn strangers_are_refused_and_the_listener_keeps_serving() {
-    let id = UniqueId::new().unwrap();
-    let Some(root) = id.root_address() else {
-        eprintln!("skipped: this machine cannot listen on a socket");
-        return;
-    };
+    let Some((id, root)) = rooted() else { return };
     // Garbage and silence: the connection is closed, the listener goes on.
     let mut g = TcpStream::connect(root).unwrap();
     g.write_all(&b"GET / HTTP/1.1\r\n\r\n".repeat(8)).unwrap();
