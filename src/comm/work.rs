@@ -97,6 +97,12 @@ impl<D: Device> Engine<D> {
         }
     }
 
+    /// Whether non-blocking ops may be outstanding: some are queued, or a progress thread is
+    /// on the queue (two atomic loads, no lock: a group asks at every run).
+    pub(crate) fn may_be_busy(&self) -> bool {
+        self.queued.load(Ordering::Acquire) > 0 || self.worker.load(Ordering::Acquire)
+    }
+
     /// Whether ops are queued (issued, not yet finished by a driver).
     pub(crate) fn has_queued(&self, current: &Current<D>) -> bool {
         current.0.is_some() || self.queued.load(Ordering::Acquire) > 0

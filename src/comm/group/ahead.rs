@@ -28,7 +28,8 @@ pub(super) fn suspect<D: Device>(calls: &[(&Communicator<D>, Call<'_, D>)]) -> O
             comms.push(*c);
         }
     }
-    if comms.len() < 2 {
+    // Usually no communicator has a non-blocking op outstanding: no lock is taken then.
+    if comms.len() < 2 || !comms.iter().any(|c| c.engine.may_be_busy()) {
         return None;
     }
     let next = |c: &Communicator<D>| {
