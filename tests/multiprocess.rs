@@ -173,7 +173,8 @@ fn a_rank_killed_in_the_rendezvous_can_be_started_again() {
         };
         let tag = if restart { "restart" } else { "gone" };
         kids.spawn(&format!("{tag}-dead"), "collectives", &env(1, &[]));
-        std::thread::sleep(Duration::from_millis(1500));
+        // Time for it to start and register, on a loaded machine too.
+        std::thread::sleep(Duration::from_millis(2500));
         kids.kill(&format!("{tag}-dead"));
         if restart {
             kids.spawn(&format!("{tag}-1"), "collectives", &env(1, &[]));

@@ -385,9 +385,25 @@ pub(crate) fn enter(
         room.gone[*r] = Gone::No;
         room.probes[*r] = probe.clone();
     }
+    // A rank whose process went away since its waiter last looked (every `PROBE_EVERY`)
+    // must not complete the room: the others would get a table naming a dead process and
+    // wait out a second timeout connecting to it.
+    let mut died = Vec::new();
+    for r in 0..world {
+        if room.probes[r].as_ref().is_some_and(|alive| !alive()) {
+            if let Some(((t, ..), _)) = room.joined[r].take() {
+                died.push((r, t));
+            }
+            room.gone[r] = Gone::Lost;
+            room.probes[r] = None;
+        }
+    }
     let full = room.joined.iter().all(Option::is_some);
     for (r, t) in restarted {
         reg.outcomes.insert(t, Err(lost(id, r, "a process started since as the same rank took its place")));
+    }
+    for (r, t) in died {
+        reg.outcomes.insert(t, Err(lost(id, r, "its connection closed (the process exited or was killed)")));
     }
     if full {
         complete(&mut reg, id);

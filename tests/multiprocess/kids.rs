@@ -89,6 +89,8 @@ impl Kids {
     pub(super) fn kill(&mut self, name: &str) {
         let (_, c, _) = self.kids.iter_mut().find(|(n, ..)| n == name).unwrap();
         c.kill().unwrap();
+        // Reaped: its sockets are closed once this returns, as a test that kills expects.
+        let _ = c.wait();
     }
 
     /// Waits for every child; panics with their logs if one fails or the deadline passes

@@ -182,6 +182,23 @@ fn a_joiner_whose_process_died_leaves_the_room_and_is_named() {
     assert!(e.to_string().contains("rank(s) 1 joined from another process, which then went away"), "{e}");
 }
 
+/// A joiner whose process died just before the last rank came (before its waiter's next
+/// look) does not complete the room: a table naming the dead process made the others wait out
+/// a second timeout connecting to it (seen in CI: a rank killed, the others started at once).
+#[test]
+fn a_joiner_that_died_just_before_the_last_rank_came_is_not_in_the_table() {
+    let Some((id, root)) = rooted() else { return };
+    let mut reg = registration(&id);
+    reg.timeout = Duration::from_secs(30);
+    let dead = register(root, &reg);
+    std::thread::sleep(Duration::from_millis(30));
+    drop(dead);
+    let config = CommConfig::default().with_timeout(Duration::from_millis(800));
+    let e = crate::Communicator::with_config(crate::HostDevice::default(), 2, id, 0, config).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
+    assert!(e.to_string().contains("rank(s) 1 joined from another process, which then went away"), "{e}");
+}
+
 /// A rank restarted after its process died in the rendezvous takes its place, rather than
 /// being refused as a second rank of that number (which failed the whole group).
 #[test]
