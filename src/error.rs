@@ -101,6 +101,11 @@ struct Inner {
 /// Shorthand used across the crate.
 pub type Result<T, E = CollectiveError> = std::result::Result<T, E>;
 
+/// The advice to a rank that another rank's `Timeout` names as the one it waited for.
+const HELD_UP_BY_THIS_RANK: &str = "the other ranks gave up waiting for this one: look at what held it up (its \
+     process stopped or swapped out, a long computation or a blocking call between collectives, a slow or hung \
+     device), or raise CommConfig::timeout; this communicator is now aborted, create a new one";
+
 impl CollectiveError {
     /// A new error of `kind` with a human-readable message.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
@@ -189,7 +194,10 @@ impl CollectiveError {
             .context
             .rank
             .filter(|&r| r != rank)
-            .map(|r| format!("rank {r} failed first: "))
+            .map(|r| {
+                let me = if self.inner.context.peer == Some(rank) { ", naming this rank" } else { "" };
+                format!("rank {r} failed first{me}: ")
+            })
             .unwrap_or_default();
         let op = self.inner.context.op.as_deref().map(|o| format!("in {o}: ")).unwrap_or_default();
         // "this rank" in the quoted message is the rank that failed first, not the relaying one.
@@ -204,7 +212,18 @@ impl CollectiveError {
         out.inner.context.peer = c.peer.filter(|&p| p != rank).or(c.rank.filter(|&r| r != rank));
         out.inner.report = self.inner.report.clone();
         out.inner.hint = self.inner.hint;
+        if self.inner.kind == ErrorKind::Timeout && c.peer == Some(rank) && c.rank != Some(rank) {
+            out.inner.hint = Some(HELD_UP_BY_THIS_RANK);
+        }
         out
+    }
+
+    /// Adds `more` (a sentence) to the message: something known where the error passes by
+    /// that may explain it.
+    pub(crate) fn appended(mut self, more: &str) -> Self {
+        self.inner.message.push_str(". ");
+        self.inner.message.push_str(more);
+        self
     }
 
     /// Marks an argument error of a call on a communicator, which stays usable (the hint
@@ -264,7 +283,7 @@ impl CollectiveError {
                 "every rank must issue the same collectives, with the same counts, dtypes, reduce ops and roots, in the same order"
             }
             ErrorKind::Timeout => {
-                "the rank(s) named above never reached this point: look for a crash, a hang or a missing call there, or raise CommConfig::timeout; this communicator is now aborted, create a new one"
+                "the rank(s) named above held this op up (never reached it, or stopped making progress in it): look for a crash, a hang, a stopped process or a missing call there, or raise CommConfig::timeout; this communicator is now aborted, create a new one"
             }
             ErrorKind::PeerLost => "the peer's process or communicator is gone; create a new communicator",
             ErrorKind::Aborted => "create a new communicator; the first error on this one is shown above",
@@ -410,7 +429,7 @@ mod tests {
         let want = "timeout: waited 1s for data\n\n\
             Context:\n    rank  2\n    op    all_reduce(sum, 4 x f32)\n    \
             seq   7 (the op's number on this communicator)\n    peer  rank 3\n\n\
-            What to do: the rank(s) named above never reached this point";
+            What to do: the rank(s) named above held this op up";
         assert!(d.starts_with(want), "{d}");
         assert!(d.contains("\n\nReport:\n    rank 0: done\n    rank 3: idle\n\nCaused by:\n    socket closed"), "{d}");
         assert!(!d.contains("inner"), "no struct dump: {d}");

@@ -64,6 +64,7 @@ use cases_faults::{
     a_killed_peer_is_named_in_peer_lost, a_peer_killed_mid_all_gather_is_named_in_peer_lost,
     a_receiver_killed_mid_recv_is_named_in_peer_lost, a_sender_killed_mid_send_is_named_in_peer_lost,
     a_silent_peer_is_named_in_the_timeout, a_stopped_peer_is_named_in_peer_lost, a_stopped_peer_times_out_on_time,
+    a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits,
 };
 use cases_slots::{
     a_mismatch_across_the_slot_limit_is_named_at_once, a_mismatch_no_awaited_message_shows_is_named_at_once,
@@ -255,6 +256,20 @@ fn rendezvous_errors_cross_processes() {
         ];
         kids.spawn(&format!("launch_world{r}"), "env_join", &env);
     }
+    // RANK and WORLD_SIZE left over beside mpirun's variables (no torchrun): the join that
+    // fails says which were used, with or without a tracing subscriber.
+    let port = ruccl::launch::free_port().expect("a free port");
+    let env = [
+        ("RANK", "0".to_string()),
+        ("WORLD_SIZE", "2".to_string()),
+        ("OMPI_COMM_WORLD_RANK", "1".to_string()),
+        ("OMPI_COMM_WORLD_SIZE", "2".to_string()),
+        ("MASTER_ADDR", "127.0.0.1".to_string()),
+        ("MASTER_PORT", port.to_string()),
+        ("MP_EXPECT", "Timeout:Note: RANK=0 and WORLD_SIZE=2 are used, and OMPI_COMM_WORLD_RANK=1".to_string()),
+        ("RUCCL_TIMEOUT", "1".to_string()),
+    ];
+    kids.spawn("stale_rank", "env_join", &env);
     kids.wait(&[]);
 }
 
@@ -333,6 +348,7 @@ per_transport!(
     a_receiver_killed_mid_recv_is_named_in_peer_lost,
     a_stopped_peer_is_named_in_peer_lost,
     a_stopped_peer_times_out_on_time,
+    a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits,
     a_silent_peer_is_named_in_the_timeout,
     the_listener_survives_garbage_and_serves_real_peers,
     from_env_with_torchrun_variables,

@@ -2,6 +2,7 @@
 //! every rank of the communicator can read it, so that a hang is reported as "rank 3 never
 //! reached op #17" instead of silence.
 
+mod blame;
 pub(crate) mod heard;
 mod quick;
 mod ring;
@@ -328,119 +329,6 @@ impl Board {
             found || s.history.len() as u64 + quick >= FLIGHT_DEPTH as u64
         })?;
         (!issued).then_some(theirs)
-    }
-
-    /// The rank furthest behind among those that never reached collective op `seq` (`me`
-    /// aside), and a sentence saying so; `None` when every rank got there. Ranks of other
-    /// processes count as what they answered (`heard`), if they did.
-    pub(crate) fn behind(&self, me: Rank, seq: u64, heard: &[Heard]) -> Option<(Rank, String)> {
-        let behind: Vec<Rank> = self.not_reached(seq, heard).into_iter().filter(|&r| r != me).collect();
-        // The furthest behind: the lowest last collective (none at all is lowest).
-        let culprit = behind.iter().copied().min_by_key(|&r| self.last_collective(r, heard).flatten())?;
-        let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-        let remote = Heard::of(heard, culprit).map(|h| format!("in another process, it reports: {}", h.line));
-        let detail = remote.unwrap_or_else(|| {
-            self.seen(culprit, |s| {
-                let last = s
-                    .last_collective
-                    .and_then(|l| s.history.iter().rev().find(|e| e.seq == l && e.op.kind.is_collective()));
-                let mut d = match (s.last_collective, last) {
-                    (None, _) => "it has not issued any collective".to_string(),
-                    (Some(_), Some(e)) => {
-                        format!("its last collective is op #{} {}, {}", e.seq, e.op, state_word(e.state))
-                    }
-                    (Some(l), None) => format!("its last collective is op #{l}"),
-                };
-                if s.departed {
-                    d.push_str(", and it dropped its communicator");
-                }
-                d
-            })
-            .unwrap_or_default()
-        });
-        let plural = if behind.len() > 1 { "s" } else { "" };
-        Some((
-            culprit,
-            format!("rank{plural} {list} never reached op #{seq}; rank {culprit} is furthest behind ({detail})"),
-        ))
-    }
-
-    /// Who to blame when `me`, waiting on `peer` in collective op `seq` (or in a
-    /// point-to-point op, `None`), times out: the root cause, not the nearest peer. Returns the
-    /// rank and a sentence for the error's headline.
-    ///
-    /// In a collective, that is the rank furthest behind among those that never reached op
-    /// `seq`. When every rank got there (or in a point-to-point op), it is `peer`, described by
-    /// what it is doing — including when it is itself waiting for `me` (a deadlock).
-    /// Ranks of other processes count as what they answered (`heard`), if they did.
-    pub(crate) fn blame(&self, me: Rank, peer: Rank, seq: Option<u64>, heard: &[Heard]) -> (Rank, String) {
-        if let Some(found) = seq.and_then(|seq| self.behind(me, seq, heard)) {
-            return found;
-        }
-        // Read before the peer's slot is locked: one slot's lock is never held while another's
-        // is taken (two ranks blame each other at once).
-        let i_receive = self.receiving_from(me, peer);
-        let why = self
-            .seen(peer, |s| match (s.history.last(), s.waiting) {
-                (None, _) => format!("rank {peer} has not issued any operation"),
-                (Some(e), Some(w)) if e.state == OpState::Running => {
-                    // Waits are described as "rank N to ...", N being the awaited rank.
-                    if w.starts_with(&format!("rank {me} ")) {
-                        format!(
-                            "rank {peer} is itself waiting, in op #{} {}, for {w}: the two ranks wait for each other \
-                             (a deadlock: check the order of sends, receives and collectives on both)",
-                            e.seq, e.op
-                        )
-                    } else {
-                        format!("rank {peer} is stuck in op #{} {}, waiting for {w}", e.seq, e.op)
-                    }
-                }
-                (Some(e), None) if e.state == OpState::Running => {
-                    format!(
-                        "rank {peer} is in op #{} {} and not waiting on anyone (busy, or not scheduled)",
-                        e.seq, e.op
-                    )
-                }
-                // Its last op waited for this rank and gave up first (a point-to-point wait of
-                // both sides on each other, seen by the side whose deadline came second).
-                (Some(e), _)
-                    if seq.is_none()
-                        && e.state == OpState::Failed
-                        && e.op.kind == OpKind::Recv
-                        && e.op.peer == Some(me)
-                        && i_receive =>
-                {
-                    format!(
-                        "rank {peer} was itself waiting, in op #{} {}, for rank {me} to send, and gave up first{}: the \
-                         two ranks waited for each other (a deadlock: check the order of sends, receives and \
-                         collectives on both)",
-                        e.seq,
-                        e.op,
-                        if s.departed { " (it has dropped its communicator since)" } else { "" }
-                    )
-                }
-                (Some(e), _) => format!(
-                    "rank {peer} never got there: its last op is #{} {}, {}{}",
-                    e.seq,
-                    e.op,
-                    state_word(e.state),
-                    if s.departed { ", and it dropped its communicator" } else { "" }
-                ),
-            })
-            .unwrap_or_else(|| match Heard::of(heard, peer) {
-                Some(h) => format!("rank {peer} (in another process) reports: {}", h.line),
-                None => format!("rank {peer} (in another process) never answered"),
-            });
-        (peer, why)
-    }
-
-    /// Whether `rank`'s running op is a receive from `peer`.
-    fn receiving_from(&self, rank: Rank, peer: Rank) -> bool {
-        self.seen(rank, |s| {
-            s.history
-                .last()
-                .is_some_and(|e| e.state == OpState::Running && e.op.kind == OpKind::Recv && e.op.peer == Some(peer))
-        }) == Some(true)
     }
 
     /// The ranks that have not issued collective op `seq` yet (in rank order): the ones a

@@ -31,12 +31,17 @@ impl<D: Device> Communicator<D> {
     pub fn from_env_with_config(device: D, config: CommConfig) -> Result<Self> {
         let vars = std::env::vars().collect();
         let env = LaunchEnv::from_map(&vars)?;
-        if let Some(why) = env.shadows(&vars) {
-            #[cfg(feature = "tracing")]
+        let shadow = env.shadows(&vars);
+        #[cfg(feature = "tracing")]
+        if let Some(why) = &shadow {
             tracing::warn!(rank = env.rank, "Communicator::from_env: {why}");
-            let _ = why;
         }
-        Self::from_launch(device, &env, config)
+        // Without a subscriber the warning is lost, and a join that fails is where stale
+        // variables show (every process took the same rank): the error says it too.
+        Self::from_launch(device, &env, config).map_err(|e| match &shadow {
+            Some(why) => e.appended(&format!("Note: {why}")),
+            None => e,
+        })
     }
 
     /// Joins the communicator of a launch: rank `env.rank` of `env.world_size`. Rank 0 listens

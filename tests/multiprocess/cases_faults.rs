@@ -92,6 +92,25 @@ pub(super) fn a_stopped_peer_times_out_on_time(t: Transport) {
     kids.wait_for(&["rank0"]);
 }
 
+/// Three ranks, the middle one stopped (`SIGSTOP`) inside a large all_gather: both others
+/// name it in their `Timeout`, the one whose ring neighbour waits for it too (it named that
+/// neighbour, which was there and waiting, as the rank that "never reached this point").
+pub(super) fn a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits(t: Transport) {
+    let mark = Mark::new("mark");
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for r in 0..3 {
+        let role = if r == 1 { "victim" } else { "stopped_waiter" };
+        let mut env = ranks_env(&id, 3, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), ("MP_BIG", "1".into()), mark.env()]);
+        env.extend([("RUCCL_TIMEOUT", "2".to_string()), ("RUCCL_PEER_SILENCE", "60".to_string())]);
+        kids.spawn(&format!("rank{r}"), role, &env);
+    }
+    mark.wait(GROUP_DEADLINE, "the victim never passed its barrier");
+    kids.stop("rank1");
+    kids.wait_for(&["rank0", "rank2"]);
+}
+
 /// A peer process that is alive but never calls the collective: named in the warnings of the
 /// slow wait and in the `Timeout`, from what its process answers when asked.
 pub(super) fn a_silent_peer_is_named_in_the_timeout(t: Transport) {

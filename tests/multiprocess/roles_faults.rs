@@ -77,7 +77,17 @@ pub(super) fn stopped_waiter_child() -> Result<(), String> {
     comm.barrier().map_err(|e| e.to_string())?;
     let mut t = Tensor::from_slice(&HostDevice::default(), &[1.0f32; 64], &[64]).map_err(|e| e.to_string())?;
     let started = Instant::now();
-    let result = comm.all_reduce(&mut t, ReduceOp::Sum);
+    // `MP_BIG=1`: a 1 MiB all_gather, whose ring has a rank wait for one that waits for
+    // the victim (the victim must be blamed at the end of that chain).
+    let result = if var("MP_BIG") == "1" {
+        let n = 1 << 18;
+        let x = Tensor::from_slice(&HostDevice::default(), &vec![1.0f32; n], &[n]).map_err(|e| e.to_string())?;
+        let mut out = Tensor::zeros(&HostDevice::default(), ruccl::DType::F32, &[comm.world_size() * n])
+            .map_err(|e| e.to_string())?;
+        comm.all_gather_into_tensor(&mut out, &x)
+    } else {
+        comm.all_reduce(&mut t, ReduceOp::Sum)
+    };
     let (took, timeout) = (started.elapsed(), comm.config().timeout());
     match result {
         Err(e) if e.kind() == ErrorKind::Timeout && e.context().peer == Some(victim) => {

@@ -73,3 +73,38 @@ fn not_reached_counts_collectives_only() {
     assert_eq!(b.not_reached(1, &[]), vec![1, 2]);
     assert_eq!(b.warn_after(), Duration::from_secs(1));
 }
+
+/// A rank that timed out waiting for a peer that itself waits for a third rank blames the
+/// end of that chain (rank 0 waits for 2, which waits for 1), whether the ranks are of this
+/// process or answered from others; a rank that never answered ends the chain.
+#[test]
+fn blame_follows_the_chain_of_waits() {
+    let ag = OpDesc::new(OpKind::AllGather, DType::F32, 4);
+    let b = Board::new(3, Duration::from_secs(1));
+    for r in 0..3 {
+        b.start_at(r, 7, ag, Algorithm::Ring, Instant::now());
+    }
+    b.set_waiting(0, Some("rank 2 to send message 4 of this op".into()));
+    b.set_waiting(2, Some("rank 1 to send message 0 of this op".into()));
+    let (culprit, why) = b.blame(0, 2, Some(7), &[]);
+    assert_eq!(culprit, 1, "{why}");
+    assert!(why.contains("rank 2 is stuck in op #7") && why.contains("rank 1 is in op #7"), "{why}");
+    assert!(why.ends_with("The waits run 0 -> 2 -> 1: rank 1, at their end, holds the op up"), "{why}");
+    // A cycle through this rank stops there, and says so.
+    b.set_waiting(1, Some("rank 0 to send message 1 of this op".into()));
+    let (culprit, why) = b.blame(0, 2, Some(7), &[]);
+    assert_eq!(culprit, 1, "{why}");
+    assert!(why.contains("the ranks wait for each other in a cycle"), "{why}");
+
+    // Ranks 1 and 2 in other processes: 2 answered, 1 did not.
+    let b = Board::with_local(&[true, false, false], Duration::from_secs(1));
+    b.start_at(0, 7, ag, Algorithm::Ring, Instant::now());
+    let line = "in op #7 all_gather(4 x f32) for 4.0s, waiting for rank 1 to send message 0 of this op";
+    let heard = [Heard::parse(2, &heard::encode(Some(7), line))];
+    let (culprit, why) = b.blame(0, 2, Some(7), &heard);
+    assert_eq!(culprit, 1, "{why}");
+    assert!(why.contains("rank 1 (in another process) never answered"), "{why}");
+    // Nobody further: the peer itself.
+    let heard = [Heard::parse(2, &heard::encode(Some(7), "in op #7 all_gather(4 x f32) for 4.0s"))];
+    assert_eq!(b.blame(0, 2, Some(7), &heard).0, 2);
+}

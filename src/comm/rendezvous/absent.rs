@@ -74,7 +74,12 @@ pub(super) fn give_up(
         why.push(format!("rank(s) {} never called Communicator::new", ranks_list(&missing)));
     }
     if !left.is_empty() {
-        why.push(format!("rank(s) {} called Communicator::new but gave up first", ranks_list(&left)));
+        // Its deadline came first (it may have started a moment earlier with the same timeout):
+        // it waited as long as it was told to, which is no fault of its own.
+        why.push(format!(
+            "rank(s) {} called Communicator::new and waited until their own deadline, which came before this one's",
+            ranks_list(&left)
+        ));
     }
     if !died.is_empty() {
         why.push(format!(

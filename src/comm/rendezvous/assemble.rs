@@ -73,7 +73,8 @@ pub(super) fn assemble(
         let arrived = std::mem::take(&mut a.arrived);
         let host_memory = a.host_memory;
         drop(g);
-        let built = build(id, world, table, &local, (arrived, host_memory), config, deadline);
+        let built = build(id, world, table, &local, (arrived, host_memory), config, deadline)
+            .map_err(|e| e.with_op("Communicator::new"));
         g = assemblies();
         if let Some(a) = g.get_mut(&key) {
             a.result = Some(built);

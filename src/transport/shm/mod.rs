@@ -124,12 +124,40 @@ pub(crate) struct Pair {
 
 type Rows = [Option<Vec<Option<TcpStream>>>];
 
+/// A failed step of the handshake with `peer`. A connection that closed means the peer's
+/// process failed (or gave up) while the group was set up — usually because of a third rank,
+/// which its own error names — and one that stayed silent, that it is stopped, hung or still
+/// waiting for such a rank: said so (`PeerLost`, `Timeout`), not as a network fault.
 fn io_err(me: Rank, peer: Rank, what: &str, e: std::io::Error) -> CollectiveError {
-    CollectiveError::new(ErrorKind::Io, format!("shared-memory handshake ({what}): {e}"))
-        .with_rank(me)
-        .with_peer(peer)
-        .with_source(e)
+    use std::io::ErrorKind as K;
+    let (kind, why, hint) = match e.kind() {
+        K::UnexpectedEof | K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => (
+            ErrorKind::PeerLost,
+            format!("rank {peer}'s process closed its connection while the group was being set up"),
+            SETUP_PEER_FAILED,
+        ),
+        K::WouldBlock | K::TimedOut => (
+            ErrorKind::Timeout,
+            format!("rank {peer} did not answer in time while the group was being set up"),
+            SETUP_PEER_SILENT,
+        ),
+        _ => (ErrorKind::Io, String::new(), ""),
+    };
+    let e2 = match kind {
+        ErrorKind::Io => CollectiveError::new(kind, format!("shared-memory handshake ({what}): {e}")),
+        _ => CollectiveError::new(kind, format!("{why} (shared-memory handshake, {what}: {e})")).with_hint(hint),
+    };
+    e2.with_rank(me).with_peer(peer).with_source(e)
 }
+
+/// The advice when a peer's process went away during the handshake.
+const SETUP_PEER_FAILED: &str = "look at that rank's own error first: most often it gave up waiting for another \
+     rank that never connected (its error names it), or it crashed; then start every rank again";
+
+/// The advice when a peer stayed silent during the handshake.
+const SETUP_PEER_SILENT: &str = "look at that rank: its process may be stopped or hung, or still waiting for \
+     another rank (its own error names it); then start every rank again, or raise CommConfig::timeout \
+     (RUCCL_TIMEOUT) if ranks start far apart";
 
 /// Over every connection of `rows` (`rows[me][peer]`, fresh: nothing else sent yet), agrees
 /// with the peer whether they share memory and, when they do, sets up the pair's segment
@@ -137,7 +165,8 @@ fn io_err(me: Rank, peer: Rank, what: &str, e: std::io::Error) -> CollectiveErro
 /// all connections before reading any, so processes never wait for each other in a cycle.
 ///
 /// # Errors
-/// `Io` when a connection breaks or stays silent past `deadline`; `Protocol` when a peer
+/// `PeerLost` when a peer's connection closes, `Timeout` when it stays silent past `deadline`,
+/// `Io` for other socket faults; `Protocol` when a peer
 /// answers with something that is not this handshake.
 pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Option<Pair>>>> {
     let want = !disabled();
@@ -246,5 +275,25 @@ mod tests {
         long[16..18].copy_from_slice(&1000u16.to_le_bytes());
         assert_eq!(decode_ident(&long), None);
         assert!(host_key().contains('|'));
+    }
+
+    /// A peer whose process went away during the handshake is `PeerLost` naming it, and one
+    /// that stays silent a `Timeout` naming it (they were `Io`, blaming the network: the peer
+    /// had given up because of a third rank).
+    #[test]
+    fn a_peer_gone_or_silent_in_the_handshake_is_named_as_such() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        for gone in [true, false] {
+            let mine = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (theirs, _) = l.accept().unwrap();
+            // Silent: held open, saying nothing, until the end of the case.
+            let _held = (!gone).then_some(theirs);
+            let mut rows = vec![Some(vec![None, Some(mine)]), None];
+            let e = negotiate(&mut rows, Instant::now() + Duration::from_millis(200)).unwrap_err();
+            let want = if gone { ErrorKind::PeerLost } else { ErrorKind::Timeout };
+            assert_eq!(e.kind(), want, "{e}");
+            assert_eq!((e.context().rank, e.context().peer), (Some(0), Some(1)), "{e}");
+            assert!(e.to_string().contains("rank 1"), "{e}");
+        }
     }
 }
