@@ -218,6 +218,16 @@ impl CollectiveError {
         out
     }
 
+    /// Names `op` as the op, the call the user made; an op already named (an inner step of
+    /// that call) moves into the message ("in <inner>: ...").
+    pub(crate) fn with_outer_op(mut self, op: String) -> Self {
+        if let Some(inner) = self.inner.context.op.take().filter(|i| *i != op) {
+            self.inner.message = format!("in {inner}: {}", self.inner.message);
+        }
+        self.inner.context.op = Some(op);
+        self
+    }
+
     /// Adds `more` (a sentence) to the message: something known where the error passes by
     /// that may explain it.
     pub(crate) fn appended(mut self, more: &str) -> Self {

@@ -61,9 +61,10 @@ use cases::{
     two_processes_of_two_ranks_run_every_collective, two_processes_run_every_collective,
 };
 use cases_faults::{
-    a_killed_peer_is_named_in_peer_lost, a_peer_killed_mid_all_gather_is_named_in_peer_lost,
-    a_receiver_killed_mid_recv_is_named_in_peer_lost, a_sender_killed_mid_send_is_named_in_peer_lost,
-    a_silent_peer_is_named_in_the_timeout, a_stopped_peer_is_named_in_peer_lost, a_stopped_peer_times_out_on_time,
+    a_killed_peer_is_named_in_peer_lost, a_late_rank_fails_the_op_its_peer_failed,
+    a_peer_killed_mid_all_gather_is_named_in_peer_lost, a_receiver_killed_mid_recv_is_named_in_peer_lost,
+    a_sender_killed_mid_send_is_named_in_peer_lost, a_silent_peer_is_named_in_the_timeout,
+    a_stopped_peer_is_named_in_peer_lost, a_stopped_peer_times_out_on_time,
     a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits,
 };
 use cases_slots::{
@@ -110,6 +111,7 @@ fn child() {
         "survivor" => survivor_child(),
         "waiter" => waiter_child(),
         "stopped_waiter" => stopped_waiter_child(),
+        "late" => roles_faults::late_child(),
         "env" => env_child(),
         "env_again" => roles::env_again_child(),
         "env_join" => env_join_child(),
@@ -349,6 +351,7 @@ per_transport!(
     a_stopped_peer_is_named_in_peer_lost,
     a_stopped_peer_times_out_on_time,
     a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits,
+    a_late_rank_fails_the_op_its_peer_failed,
     a_silent_peer_is_named_in_the_timeout,
     the_listener_survives_garbage_and_serves_real_peers,
     from_env_with_torchrun_variables,

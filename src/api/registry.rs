@@ -315,6 +315,10 @@ fn config_mismatch(d: &Disagreement<'_>) -> CollectiveError {
         ),
     )
     .with_op("register")
+    .with_hint(
+        "build one CollectiveConfig and pass it to every peer's register (the same strategies, number of \
+         devices and nodes, and addresses), then register every peer again",
+    )
 }
 
 fn already_registered<B: Backend>(peer: PeerId, entry: &Entry<B>) -> CollectiveError {

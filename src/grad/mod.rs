@@ -215,7 +215,8 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
     /// an id handed twice in one step, or a gradient of another dtype, shape or device than
     /// the set says; otherwise the communicator's or the device's errors, which end the step.
     pub fn push(&mut self, id: &K, grad: Tensor<D>) -> Result<()> {
-        let label = |e: CollectiveError| e.with_rank(self.comm.rank()).with_op(format!("GradientSync::push({id})"));
+        let label =
+            |e: CollectiveError| e.with_rank(self.comm.rank()).with_outer_op(format!("GradientSync::push({id})"));
         let i = self.check(id, &grad).map_err(label)?;
         self.accept(i, grad).map_err(label)
     }
@@ -253,7 +254,8 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
     pub fn all_reduce(&mut self, grads: impl IntoIterator<Item = (K, Tensor<D>)>) -> Result<Vec<(K, Tensor<D>)>> {
         let mut rejected = None;
         for (id, grad) in grads {
-            let label = |e: CollectiveError| e.with_rank(self.comm.rank()).with_op(format!("GradientSync::push({id})"));
+            let label =
+                |e: CollectiveError| e.with_rank(self.comm.rank()).with_outer_op(format!("GradientSync::push({id})"));
             match self.check(&id, &grad) {
                 Ok(i) => self.accept(i, grad).map_err(label)?,
                 Err(e) => {

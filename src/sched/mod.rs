@@ -240,6 +240,12 @@ fn fusable_run(steps: &[Step]) -> usize {
 /// they are in the failed op, behind it or past it ([`after_failure`]).
 pub(crate) fn fail(ctx: View<'_>, err: &CollectiveError) {
     let poison = err.clone().with_rank(ctx.rank).with_op(ctx.fp.desc.to_string());
+    if !ctx.p2p
+        && let Some(slots) = ctx.link().slots()
+    {
+        // Before the poison: a peer that sees the poison finds the part gone too.
+        slots.withdraw(ctx.rank, ctx.seq);
+    }
     ctx.link().poison(ctx.rank, if ctx.p2p { poison } else { poison.with_seq(ctx.seq) });
 }
 

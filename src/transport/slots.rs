@@ -352,6 +352,16 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
         }
     }
 
+    /// Takes back `me`'s part of op `seq`, if its slot still holds it: `me` failed the op,
+    /// and a peer that has not read the part yet must not finish the op with it (a rank
+    /// stopped while the others timed out waiting for it returned `Ok` for an op they had
+    /// failed). Such a peer finds the part missing and waits, until the failure that comes
+    /// with it (poison, or the `Abort` frame over the connection) ends its wait. The slot is
+    /// never written again: the failed rank's communicator is done.
+    pub(crate) fn withdraw(&self, me: Rank, seq: u64) {
+        let _ = word(self.slot(me, seq), 0).compare_exchange(seq + 1, WITHDRAWN, Ordering::AcqRel, Ordering::Relaxed);
+    }
+
     /// Says that `me` has read every part of op `seq` it needs: its peers may reuse their
     /// slots.
     pub(crate) fn finish(&self, me: Rank, seq: u64) {
@@ -360,6 +370,10 @@ impl<S: Deref<Target = [Line]>> Slots<S> {
         }
     }
 }
+
+/// What a slot's sequence word holds once its part was [withdrawn](Slots::withdraw): no
+/// op's number + 1.
+const WITHDRAWN: u64 = u64::MAX;
 
 /// Word `i` of a slot's lines.
 #[inline]

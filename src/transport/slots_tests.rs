@@ -203,3 +203,18 @@ fn views_of_one_shared_store_exchange_like_processes() {
         t.join().unwrap();
     }
 }
+
+/// A part withdrawn by its failed rank reads as missing (a late peer waits, and meets the
+/// failure); withdrawing an op the slot does not hold changes nothing.
+#[test]
+fn a_withdrawn_part_reads_as_missing() {
+    let s = Slots::new(2);
+    let fp = [1, 2, 3, 4, 5];
+    s.publish(0, 3, &fp, &[7; 8]);
+    s.withdraw(0, 3 + DEPTH as u64);
+    assert!(s.arrived(0, 3), "another op's withdrawal leaves it");
+    s.withdraw(0, 3);
+    assert!(!s.arrived(0, 3) && !s.disagrees(0, 3, &[0; 5]));
+    s.withdraw(1, 0);
+    assert!(!s.arrived(1, 0));
+}

@@ -111,6 +111,28 @@ pub(super) fn a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits(t: Transp
     kids.wait_for(&["rank0", "rank2"]);
 }
 
+/// A rank stopped (`SIGSTOP`: it stops itself) before it called a small op, which its peer
+/// then failed at its deadline, and continued after: its op fails too. It returned `Ok`,
+/// finishing from the part its peer had published in the exchange slots, and heard of the
+/// failure only at its next op. (Whether it did so without the fix is a race between its
+/// thread and its reader thread, which hears of the failure: seen in a 3-process run stopped
+/// from outside, rarely here.)
+pub(super) fn a_late_rank_fails_the_op_its_peer_failed(t: Transport) {
+    let mark = Mark::new("mark");
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for (r, role) in [(0, "stopped_waiter"), (1, "late")] {
+        let mut env = ranks_env(&id, 2, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), mark.env()]);
+        env.extend([("RUCCL_TIMEOUT", "2".to_string()), ("RUCCL_PEER_SILENCE", "60".to_string())]);
+        kids.spawn(&format!("rank{r}"), role, &env);
+    }
+    mark.wait(GROUP_DEADLINE, "the late rank never passed its barrier");
+    kids.wait_for(&["rank0"]);
+    kids.cont("rank1");
+    kids.wait_for(&["rank1"]);
+}
+
 /// A peer process that is alive but never calls the collective: named in the warnings of the
 /// slow wait and in the `Timeout`, from what its process answers when asked.
 pub(super) fn a_silent_peer_is_named_in_the_timeout(t: Transport) {

@@ -86,6 +86,13 @@ impl Kids {
         assert!(ok.success(), "kill -STOP failed");
     }
 
+    /// Continues `name` after a [`stop`](Self::stop) (`SIGCONT`).
+    pub(super) fn cont(&mut self, name: &str) {
+        let (_, c, _) = self.kids.iter_mut().find(|(n, ..)| n == name).unwrap();
+        let ok = Command::new("kill").args(["-CONT", &c.id().to_string()]).status().unwrap();
+        assert!(ok.success(), "kill -CONT failed");
+    }
+
     pub(super) fn kill(&mut self, name: &str) {
         let (_, c, _) = self.kids.iter_mut().find(|(n, ..)| n == name).unwrap();
         c.kill().unwrap();

@@ -102,6 +102,32 @@ pub(super) fn stopped_waiter_child() -> Result<(), String> {
     }
 }
 
+/// Joins, passes a barrier, says so (`MP_MARK`) and stops itself (`SIGSTOP`) just before
+/// the next op; continued once its peer failed that op (a small all_reduce, as
+/// [`stopped_waiter_child`]'s) at its deadline, it runs it at once: which must fail too, not
+/// finish from the part its peer published before it gave up (the peer's `Abort` frame
+/// waits in the socket for this process's reader thread, continued at the same moment).
+pub(super) fn late_child() -> Result<(), String> {
+    let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    let mut t = Tensor::from_slice(&HostDevice::default(), &[1.0f32; 64], &[64]).map_err(|e| e.to_string())?;
+    File::create(var("MP_MARK")).map_err(|e| e.to_string())?;
+    // SAFETY: `raise` takes a signal number and touches no memory; SIGSTOP stops the whole
+    // process, and the call returns once it is continued. (`kill -STOP` run as a child
+    // process sometimes left this one running.)
+    if unsafe { libc::raise(libc::SIGSTOP) } != 0 {
+        return Err(format!("raise(SIGSTOP) failed: {}", std::io::Error::last_os_error()));
+    }
+    match comm.all_reduce(&mut t, ReduceOp::Sum) {
+        Ok(()) => Err("the late rank's all_reduce returned Ok, while its peer had failed it".into()),
+        Err(e) if e.context().seq.is_some_and(|s| s != 1) => Err(format!("an error about another op: {e}")),
+        Err(e) => {
+            println!("{:?}: {e}", e.kind());
+            Ok(())
+        }
+    }
+}
+
 pub(super) fn waiter_child() -> Result<(), String> {
     let victim = num("MP_VICTIM");
     let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
