@@ -187,10 +187,12 @@ element!(u64, DType::U64, |v| v as u64, |self| self as f64);
 /// - `Sum`, `Prod`, `Min`, `Max` combine element-wise; integer `Sum`/`Prod` wrap on overflow.
 /// - `Avg` sums, then divides by the number of ranks. For integer types that is integer
 ///   division of the (wrapping) sum, truncated toward zero, exactly as NCCL does; for floats
-///   the sum is divided by the rank count in the element type. So on `f16` the *sum* must fit
-///   (65504 at most): NCCL's `Avg` on half precision scales each input by 1/n first, which
-///   here is `PreMulSum(1.0 / n as f64)` — use it for values near `f16`'s range (loss-scaled
-///   gradients), at the cost of a rounding per input.
+///   the sum is divided by the rank count in the element type. On `f16`, whose sums overflow
+///   early (65504 at most), each input is first multiplied by `2^-k`, `2^k` the least power
+///   of two at least the rank count (exact), and the result by `2^k` after the division: an
+///   average that fits `f16` comes out finite (40000 and 60000 average to 50000, where a
+///   plain sum would be `inf`), as NCCL's half-precision `Avg`, which scales by `1/n` first,
+///   promises; only inputs below `2^k` times `f16`'s smallest normal lose precision.
 /// - `PreMulSum(s)` multiplies every rank's input by `s` (converted to the element type),
 ///   then sums. On integer types `s` must be a whole number the type holds; any other scalar
 ///   (as a non-finite one on any type) is refused with `InvalidArgument`.
@@ -223,6 +225,26 @@ impl ReduceOp {
     /// Every operator, with `PreMulSum(2.0)` standing for the scalar family.
     pub const ALL: [ReduceOp; 6] =
         [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg, ReduceOp::PreMulSum(2.0)];
+
+    /// The scalar an op's inputs are multiplied by before they are summed: `PreMulSum`'s, and
+    /// `Avg`'s on f16 over `world` ranks ([`avg_prescale`](Self::avg_prescale)).
+    pub(crate) fn premul(self, dtype: DType, world: usize) -> Option<f64> {
+        match self {
+            ReduceOp::PreMulSum(s) => Some(s),
+            _ => Self::avg_prescale(self, dtype, world).map(|k| 0.5f64.powi(k as i32)),
+        }
+    }
+
+    /// How `Avg` keeps an f16 sum in range: its inputs are pre-multiplied by `2^-k` (exact),
+    /// `2^k` the least power of two at least `world`, so that no partial sum exceeds the
+    /// largest input (NCCL pre-multiplies half-precision averages by `1/n` for the same
+    /// reason: 40000 and 60000 averaged to `inf`). The finish divides by `world` as usual
+    /// and multiplies by `2^k` again (exact), so an average whose sum fits f16 keeps the bits
+    /// a sum divided once has; with `world` a power of two the prescale is the whole
+    /// division. `Some(k)` for `Avg` on f16 over more than one rank, else `None`.
+    pub(crate) fn avg_prescale(self, dtype: DType, world: usize) -> Option<u32> {
+        (self == ReduceOp::Avg && dtype == DType::F16 && world > 1).then(|| world.next_power_of_two().trailing_zeros())
+    }
 
     /// The element-wise combine a kernel runs for this operator.
     pub(crate) fn combine(self) -> Combine {

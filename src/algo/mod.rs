@@ -106,10 +106,35 @@ pub enum Step {
         /// What is divided.
         span: Span,
     },
+    /// Multiply `span` in place by `2^k`, the power of two f16 `Avg`'s inputs were divided
+    /// by first ([`ReduceOp::avg_prescale`]), after its [`Average`](Step::Average).
+    /// [`build`] never makes it: [`prescaled_avg`] adds it.
+    Rescale {
+        /// What is multiplied.
+        span: Span,
+        /// The power of two's exponent.
+        k: u32,
+    },
     /// The whole op in one step, without messages: publish this rank's part in its exchange
     /// slot, read every peer's, compute the result locally. What small ops between threads of
     /// one process run (see [`exchange_part`]); [`build`] never makes it.
     Exchange,
+}
+
+/// The plan of an f16 `Avg` whose inputs were pre-multiplied by `2^-k`
+/// ([`ReduceOp::avg_prescale`]): with `world` a power of two the prescale was the whole
+/// division, and the [`Average`](Step::Average) steps go; otherwise each is followed by a
+/// [`Rescale`](Step::Rescale) by `2^k`.
+pub(crate) fn prescaled_avg(steps: &[Step], world: usize, k: u32) -> Vec<Step> {
+    let mut out = Vec::with_capacity(steps.len() + 2);
+    for &step in steps {
+        match step {
+            Step::Average { .. } if world.is_power_of_two() => {}
+            Step::Average { span } => out.extend([step, Step::Rescale { span, k }]),
+            _ => out.push(step),
+        }
+    }
+    out
 }
 
 /// What one rank does for one op.

@@ -271,7 +271,9 @@ fn step(
             let vals: Vec<i64> = ranks[r].bufs[d.0][d.1..d.1 + d.2].iter().map(|x| x / n).collect();
             write(&mut ranks[r], d, &vals);
         }
-        Step::Exchange => return Err(format!("rank {r}: `build` never makes exchange steps (the communicator does)")),
+        Step::Exchange | Step::Rescale { .. } => {
+            return Err(format!("rank {r}: `build` never makes exchange or rescale steps (the communicator does)"));
+        }
     }
     ranks[r].pc += 1;
     Ok(true)

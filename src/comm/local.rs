@@ -137,7 +137,7 @@ fn qualify<'a, D: Device>(
         || !kinds_ok
         || !matches!(first.shared.link, Link::InProc(_))
         || first.shared.config.algorithm() != Algorithm::Auto
-        || matches!(desc.op, Some(ReduceOp::PreMulSum(_)))
+        || desc.op.and_then(|o| o.premul(desc.dtype, world)).is_some()
         || (desc.kind == OpKind::AllToAll && desc.in_place)
         // Every communicator checked below shares `first`'s in-process link, whose poison
         // is the same for every rank: one look for the group.

@@ -37,7 +37,9 @@ impl<D: Device> Communicator<D> {
             return self.issue(call)?.wait();
         }
         let (desc, io) = self.check_lent(&call)?;
-        let exchanged = self.exchanges(&desc).is_some() && !matches!(desc.op, Some(ReduceOp::PreMulSum(_)));
+        // A pre-multiplied op (PreMulSum, f16 Avg) needs its prologue: the plan's path.
+        let premul = desc.op.and_then(|o| o.premul(desc.dtype, self.shared.world));
+        let exchanged = self.exchanges(&desc).is_some() && premul.is_none();
         if exchanged {
             let local = self.lock();
             if local.in_flight == 0 {
@@ -187,7 +189,11 @@ impl<D: Device> Communicator<D> {
             (None, Some((d, a, c, plan))) if *d == desc && *a == cfg.algorithm() && *c == chunk => plan.clone(),
             _ => {
                 let network = self.network();
-                let plan = Arc::new(algo::build(&desc, self.rank, world, cfg.algorithm(), chunk, network));
+                let mut plan = algo::build(&desc, self.rank, world, cfg.algorithm(), chunk, network);
+                if let Some(k) = desc.op.and_then(|o| o.avg_prescale(desc.dtype, world)) {
+                    plan.steps = algo::prescaled_avg(&plan.steps, world, k);
+                }
+                let plan = Arc::new(plan);
                 local.last_plan = Some((desc, cfg.algorithm(), chunk, plan.clone()));
                 plan
             }
@@ -212,7 +218,7 @@ impl<D: Device> Communicator<D> {
             }
             let mut io = io;
             let mut prologue = smallvec::SmallVec::<[_; 1]>::new();
-            if let Some(ReduceOp::PreMulSum(s)) = desc.op {
+            if let Some(s) = desc.op.and_then(|o| o.premul(desc.dtype, world)) {
                 let bytes = io.input_elems * size;
                 ensure(dev, &mut local.premul, bytes)?;
                 // The input, pre-multiplied into one buffer the plan reads instead: the one

@@ -441,6 +441,20 @@ impl<D: Device> OpRun<D> {
                 self.inflight.push(InFlight::writing(event, d.key(), Msgs::new()));
                 Ok(Progress::Advanced)
             }
+            // After the division, once its write is done.
+            Step::Rescale { span, k } => {
+                let d = self.bufs.resolve(span, size)?;
+                if self.being_written(d.key()) {
+                    return Ok(Progress::Blocked(Blocked::Device));
+                }
+                if let Some(b) = self.hazard(d.key()) {
+                    return Ok(Progress::Blocked(b));
+                }
+                let by = Scale::MulBy(2f64.powi(k as i32));
+                let event = self.dev.scale(&d.range, &d.range, self.ctx.dtype, by)?;
+                self.inflight.push(InFlight::writing(event, d.key(), Msgs::new()));
+                Ok(Progress::Advanced)
+            }
         }
     }
 

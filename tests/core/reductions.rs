@@ -3,7 +3,8 @@
 //! shuffled arrival, compared bit for bit with the host reference. Every rank compares with
 //! the same reference, so every rank holding identical bits is checked too.
 
-use ruccl::{DType, ReduceOp};
+use half::f16;
+use ruccl::{Algorithm, CommConfig, DType, ReduceOp};
 
 use crate::harness::{Ctx, Opts, TestDevice, run};
 use crate::reference::counts;
@@ -111,6 +112,56 @@ fn reduce_scatter_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
             // Only this rank's block is specified after an in-place reduce_scatter.
             let got = ctx.read(&t, &what).slice(r * n..(r + 1) * n);
             vals::assert_vals(&got, &want, format!("{what} in place, block {r}"));
+        }
+    }
+}
+
+/// `Avg` on f16 whose sum overflows f16 while the average fits (40000 and 60000, and more):
+/// the inputs are pre-multiplied, as NCCL's are, so the result is the average within f16's
+/// rounding, not `inf`. Every algorithm for all_reduce (the exchange of small ops among
+/// them), and reduce and reduce_scatter, over 2, 3 and 5 ranks.
+pub fn f16_avg_does_not_overflow<D: TestDevice>() {
+    let big = [40000.0f32, 60000.0, 48000.0, 52000.0, 44000.0];
+    for world in [2, 3, 5].into_iter().filter(|&w| w <= D::max_world()) {
+        let exact = big[..world].iter().sum::<f32>() / world as f32;
+        let close = |got: &[f16], what: &str| {
+            for (i, g) in got.iter().enumerate() {
+                let g = g.to_f32();
+                assert!(
+                    g.is_finite() && (g - exact).abs() <= exact * 2e-3,
+                    "{what}, {world} ranks: element {i} is {g}, the average is {exact}"
+                );
+            }
+        };
+        let algorithms = [Algorithm::Auto, Algorithm::Ring, Algorithm::Tree, Algorithm::Direct, Algorithm::RecursiveDoubling];
+        for alg in algorithms {
+            let config = CommConfig::default().with_algorithm(alg).with_chunk_bytes(1024);
+            run::<D, _>(world, &Opts::with_config(config), |ctx| {
+                let mine = f16::from_f32(big[ctx.rank]);
+                for n in [4, 3000] {
+                    let what = format!("all_reduce(avg, {n} x f16, algorithm {alg})");
+                    let mut t = ctx.tensor(&vec![mine; n]);
+                    ctx.arrive();
+                    ctx.ok(ctx.comm.all_reduce(&mut t, ReduceOp::Avg), &what);
+                    close(&t.to_vec::<f16>().unwrap(), &what);
+                    if alg != Algorithm::Auto {
+                        continue;
+                    }
+                    let what = format!("reduce(avg, {n} x f16, root 1)");
+                    let mut t = ctx.tensor(&vec![mine; n]);
+                    ctx.arrive();
+                    ctx.ok(ctx.comm.reduce(&mut t, ReduceOp::Avg, 1), &what);
+                    if ctx.rank == 1 {
+                        close(&t.to_vec::<f16>().unwrap(), &what);
+                    }
+                    let what = format!("reduce_scatter_tensor(avg, {n} x f16 each)");
+                    let x = ctx.tensor(&vec![mine; n * world]);
+                    let mut y = ctx.tensor(&vec![f16::ZERO; n]);
+                    ctx.arrive();
+                    ctx.ok(ctx.comm.reduce_scatter_tensor(&mut y, &x, ReduceOp::Avg), &what);
+                    close(&y.to_vec::<f16>().unwrap(), &what);
+                }
+            });
         }
     }
 }

@@ -163,6 +163,7 @@ macro_rules! core_suite {
                 soundness::aliased_outputs_of_every_collective,
             );
             single!($dev;
+                reductions::f16_avg_does_not_overflow,
                 movement::broadcast_into_ignores_non_root_input,
                 movement::shapes_are_free,
                 p2p::p2p_interleaved_with_collectives,

@@ -137,7 +137,9 @@ pub(super) fn a_late_rank_fails_the_op_its_peer_failed(t: Transport) {
 /// slow wait and in the `Timeout`, from what its process answers when asked.
 pub(super) fn a_silent_peer_is_named_in_the_timeout(t: Transport) {
     let mark = Mark::new("mark");
-    let mut kids = against_a_victim(t, "waiter", &mark, &[("RUCCL_TIMEOUT", "2"), ("RUCCL_WARN_AFTER", "0.5")]);
+    // A timeout of 4 s: the report waits a twentieth of it (200 ms) for the victim's answer,
+    // which a loaded machine took more than 100 ms to send.
+    let mut kids = against_a_victim(t, "waiter", &mark, &[("RUCCL_TIMEOUT", "4"), ("RUCCL_WARN_AFTER", "0.5")]);
     kids.wait_for(&["rank0"]);
 }
 

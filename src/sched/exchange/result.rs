@@ -136,7 +136,16 @@ impl<D: Device, B: Borrow<D::Buffer>> Exchange<'_, D, B> {
         let combine = desc.op.map_or(Combine::Sum, ReduceOp::combine);
         kernels::reduce_many(desc.dtype, combine, out, Some(first), srcs)?;
         if desc.op == Some(ReduceOp::Avg) {
-            kernels::scale(desc.dtype, Scale::DivBy(n as u64), out, None)?;
+            // f16: the parts were pre-multiplied by 2^-k (the op's prologue), which was the
+            // whole division when the world is a power of two (`ReduceOp::avg_prescale`).
+            match ReduceOp::Avg.avg_prescale(desc.dtype, n) {
+                Some(_) if n.is_power_of_two() => {}
+                Some(k) => {
+                    kernels::scale(desc.dtype, Scale::DivBy(n as u64), out, None)?;
+                    kernels::scale(desc.dtype, Scale::MulBy(2f64.powi(k as i32)), out, None)?;
+                }
+                None => kernels::scale(desc.dtype, Scale::DivBy(n as u64), out, None)?,
+            }
         }
         Ok(())
     }
