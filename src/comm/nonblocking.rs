@@ -242,7 +242,10 @@ impl<D: Device> Communicator<D> {
         self.issue(Call::barrier())
     }
 
-    /// Non-blocking [`send`](Self::send) (`torch.distributed.isend`).
+    /// Non-blocking [`send`](Self::send) (`torch.distributed.isend`). It runs in this rank's
+    /// issue order and finishes once the peer received it: a ring of `send_async` then
+    /// `recv_async` on every rank waits in a cycle (see [`send`](Self::send)); use a
+    /// [`Group`](crate::Group) for it.
     ///
     /// # Errors
     /// As [`all_reduce_async`](Self::all_reduce_async).
