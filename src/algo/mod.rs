@@ -107,8 +107,8 @@ pub enum Step {
         span: Span,
     },
     /// Multiply `span` in place by `2^k`, the power of two f16 `Avg`'s inputs were divided
-    /// by first ([`ReduceOp::avg_prescale`]), after its [`Average`](Step::Average).
-    /// [`build`] never makes it: [`prescaled_avg`] adds it.
+    /// by first (see [`ReduceOp::Avg`]), after its [`Average`](Step::Average). [`build`]
+    /// never makes it: the communicator adds it to the plans of f16 `Avg`.
     Rescale {
         /// What is multiplied.
         span: Span,
