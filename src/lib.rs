@@ -94,10 +94,11 @@
 //! ## Environment
 //! `RUCCL_TIMEOUT` (seconds; huge values mean no deadline), `RUCCL_WARN_AFTER` (seconds a
 //! join or collective waits before it logs who is missing), `RUCCL_ALGO` (`auto`, `ring`,
-//! `tree`, `rd`, `direct`, `kary:K`, `centralized`), `RUCCL_CHUNK_BYTES`, `RUCCL_TRANSPORT`
-//! (`inproc`, `tcp`), `RUCCL_PEER_SILENCE` (seconds a peer's connection may stay silent before
-//! it counts as lost) override the defaults
-//! of [`Communicator::new`] (see [`CommConfig::from_env`]).
+//! `tree`, `rd`, `direct`, `kary:K`, `centralized`, `exchange`), `RUCCL_CHUNK_BYTES`,
+//! `RUCCL_TRANSPORT` (`inproc`, `tcp`), `RUCCL_PEER_SILENCE` (seconds a peer's connection may
+//! stay silent before it counts as lost), `RUCCL_SHARED_PROGRESS` (`1`: one process-wide
+//! progress thread drives every rank) override the defaults of [`Communicator::new`] (see
+//! [`CommConfig::from_env`]).
 //! `RUCCL_SHM_DISABLE=1` makes processes of one host talk TCP instead of shared memory;
 //! `RUCCL_SHM_CMA=0` keeps their large messages in the shared ring (no single-copy reads of
 //! the peer process's memory). A communicator whose ranks are all processes of one host

@@ -304,3 +304,36 @@ pub enum Scale {
     /// Multiply by a scalar converted to the element type.
     MulBy(f64),
 }
+
+/// `ranks` (ascending) as text, runs of three or more as ranges: "0-2999, 3005, 3007".
+pub(crate) fn ranks_text(ranks: &[Rank]) -> String {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        if j >= i + 2 {
+            out.push(format!("{}-{}", ranks[i], ranks[j]));
+        } else {
+            out.extend(ranks[i..=j].iter().map(|r| r.to_string()));
+        }
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod ranks_text_tests {
+    use super::ranks_text;
+
+    #[test]
+    fn runs_of_three_or_more_are_ranges() {
+        assert_eq!(ranks_text(&[]), "");
+        assert_eq!(ranks_text(&[4]), "4");
+        assert_eq!(ranks_text(&[0, 1]), "0, 1");
+        assert_eq!(ranks_text(&[0, 1, 2, 5, 7, 8, 9, 10]), "0-2, 5, 7-10");
+        assert_eq!(ranks_text(&(0..3000).collect::<Vec<_>>()), "0-2999");
+    }
+}

@@ -320,6 +320,14 @@ const VALUED: &[(&str, &[&str], &str)] = &[
     ("-z", &["--blocking"], "z"),
     ("-T", &["--timeout"], "T"),
     ("-a", &["--average"], "a"),
+    // nccl-tests flags that change nothing here, accepted at the value that means so.
+    ("-m", &["--agg_iters"], "m"),
+    ("-G", &["--cudagraph"], "G"),
+    ("-N", &["--run_cycles"], "N"),
+    ("-p", &["--parallel_init"], "p"),
+    ("-C", &["--report_cputime"], "C"),
+    ("-R", &["--local_register"], "R"),
+    ("-M", &["--memory_report"], "M"),
     ("", &["--device"], "device"),
     ("", &["--transport"], "transport"),
     ("", &["--algo"], "algo"),
@@ -333,6 +341,9 @@ const VALUED: &[(&str, &[&str], &str)] = &[
 fn key_of(flag: &str) -> Option<&'static str> {
     VALUED.iter().find(|(s, longs, _)| *s == flag || longs.contains(&flag)).map(|(_, _, k)| *k)
 }
+
+/// The most ranks one process runs as threads (`-t` x `-g`).
+pub const MAX_LOCAL_RANKS: usize = 4096;
 
 /// Parses `argv[1..]`.
 ///
@@ -467,6 +478,22 @@ pub fn parse_with_env(argv: &[String], env: &HashMap<String, String>) -> Result<
 
 /// What `--group` and `--api peer` cannot run, as usage errors rather than failed runs.
 fn check_mode(o: &Options) -> Result<(), UsageError> {
+    // One thread per rank (but in --group mode): past a few thousand, starting them fails in
+    // the runtime (an abort, "failed to set up alternative stack guard page"), not here.
+    if o.local_ranks() > MAX_LOCAL_RANKS && o.mode() != Mode::Group {
+        return err(format!(
+            "-t x -g = {} ranks in this process: at most {MAX_LOCAL_RANKS} (one thread each); run more processes \
+             (mpirun, the launchers' variables, or --world/--rank/--master) or --group (one thread for all)",
+            o.local_ranks()
+        ));
+    }
+    if o.coll == Coll::SendRecv && o.ranks() < 2 {
+        // nccl-tests sends to itself on one GPU; a rank here cannot (outside a group): say so
+        // rather than print an empty table that looks like a pass.
+        return err(
+            "sendrecv needs at least 2 ranks (each sends to the next, and a rank cannot send to itself): use -g 2 or more",
+        );
+    }
     match o.mode() {
         Mode::Threads => {}
         Mode::Group if o.api == Api::Peer => {
@@ -548,6 +575,25 @@ fn apply(o: &mut Options, key: &str, flag: &str, v: &str) -> Result<(), UsageErr
             o.root = Some(r);
         }
         "z" => o.blocking = parse_int(flag, v)? != 0,
+        "m" | "G" | "N" | "p" | "C" | "R" | "M" => {
+            // (key, the values that change nothing, what the flag does in nccl-tests)
+            let (ok, what): (&[i64], &str) = match key {
+                "m" => (&[1], "aggregated iterations"),
+                "G" => (&[0], "CUDA graph launches"),
+                "N" => (&[1], "run cycles"),
+                "p" => (&[0, 1], "parallel init"),
+                "C" => (&[0], "CPU-time reporting"),
+                "R" => (&[0], "buffer registration"),
+                _ => (&[0], "memory reports"),
+            };
+            let n = parse_int(flag, v)?;
+            if !ok.contains(&n) {
+                return err(format!(
+                    "{flag} {n}: ruCCL has no {what}; {flag} is accepted for nccl-tests command lines only as {}",
+                    ok.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" or ")
+                ));
+            }
+        }
         "T" => {
             let secs: f64 = v
                 .trim()

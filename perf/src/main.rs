@@ -74,6 +74,9 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
   -T, --timeout <secs>      deadline of every wait inside ruCCL (0 or absent: the library
                             default, 600 s, or RUCCL_TIMEOUT)
   -a, --average <0-3>       how ranks' times combine: 0 rank 0, 1 mean (default), 2 min, 3 max
+  -m 1  -G 0  -N 1  -p 0|1  -C 0  -R 0  -M 0
+                            nccl-tests flags accepted at these values, which change nothing
+                            here (other values are refused)
       --device <name>       what the ranks run on; compiled-in devices: DEVICES (wgpu and
                             cuda with the perf crate's features of those names). wgpu: the
                             default adapter's device, shared by every rank; cuda: GPU 0,
@@ -199,6 +202,9 @@ fn run_main() -> ExitCode {
     }
     if opts.algo != ruccl::Algorithm::Auto {
         config = config.with_algorithm(opts.algo);
+    } else {
+        // RUCCL_ALGO applies without --algo: the header and the JSON say what ran.
+        opts.algo = config.algorithm();
     }
     // `--transport tcp` wins over RUCCL_TRANSPORT; without it, RUCCL_TRANSPORT applies.
     if opts.transport == ruccl::config::Transport::Tcp {
@@ -355,6 +361,14 @@ fn run<D: PerfDevice>(opts: &Options, config: CommConfig, json: Option<std::fs::
         let cause = report.failures.iter().position(|(_, f)| !is_echo(f)).unwrap_or(0);
         let (rank, f) = &report.failures[cause];
         eprintln!("ruccl-perf: rank {rank} failed: {f}");
+        if opts.launch.is_some() && matches!(f, run::Failure::Lib(e) if e.kind() == ruccl::ErrorKind::Mismatch) {
+            // The ops named are the harness's own (its barriers, result gathers): what differs
+            // is how the processes were started.
+            eprintln!(
+                "ruccl-perf: the processes disagree on what to run: start every one with the same flags (sizes, \
+                 -n, -w, -c, -o, -d, -r, --ref, ...) and the same RUCCL_* variables"
+            );
+        }
         let others = report.failures.len() - 1;
         if others > 0 {
             eprintln!("ruccl-perf: ({others} other rank(s) stopped after it)");

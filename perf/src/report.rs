@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::args::{Average, Mode, Options, PREMUL_SCALAR};
 use crate::check::FLOAT_ULPS;
 use crate::run::{Failure, Msg, Plan};
-use crate::table::{self, Coll};
+use crate::table;
 
 /// The lines printed before the table; `device` names the ranks' devices together, and
 /// `per_rank[r]` rank `r`'s.
@@ -113,12 +113,7 @@ pub fn header(
         h.push(format!("#  Ranks {}..{} in the other processes", per_rank.len(), n - 1));
     }
     h.push("#".into());
-    if o.coll == Coll::SendRecv && n < 2 {
-        h.push(
-            "# sendrecv: skipped: it needs at least 2 ranks (a rank cannot send to itself); use -g 2 or more".into(),
-        );
-    }
-    if plan.rows.is_empty() && o.coll != Coll::SendRecv {
+    if plan.rows.is_empty() {
         h.push("# no sizes in range: nothing to run".into());
     }
     h.extend(table::header_lines());
@@ -283,7 +278,7 @@ impl<'a> Report<'a> {
                 "device": "host",
                 "transport": transport_name(o),
                 "algo": o.algo.to_string(),
-                "mode": o.mode().name(),
+                "mode": if o.launch.is_some() { "processes" } else { o.mode().name() },
                 "iters": o.iters,
                 "warmup_iters": o.warmup,
                 "time_average": o.average.name(),
@@ -306,7 +301,13 @@ impl<'a> Report<'a> {
         if !self.print {
             return Ok(self.bad_checks > 0);
         }
-        let verdict = if self.bad_checks > 0 { "FAILED" } else { "OK" };
+        // A run that stopped on an error is no pass, whatever its rows found (scripts grep
+        // for the verdict).
+        let verdict = match (self.bad_checks, self.failures.first()) {
+            (_, Some(_)) => "FAILED (the run stopped on an error, shown below)".to_string(),
+            (0, None) => "OK".to_string(),
+            _ => "FAILED".to_string(),
+        };
         crate::out::line(&format!("# Out of bounds values : {} {verdict}", self.bad_checks));
         crate::out::line(&format!("# Avg bus bandwidth    : {}", table::fmt_g(avg)));
         crate::out::line("#");

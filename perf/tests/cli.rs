@@ -234,14 +234,20 @@ fn ref_lines_follow_rows() {
     }
 }
 
+/// One rank cannot run sendrecv: a usage error, not an empty table ending in "OK".
 #[test]
-fn one_rank_sendrecv_is_skipped_with_a_reason() {
+fn one_rank_sendrecv_is_refused_with_a_reason() {
     let o = perf(&["sendrecv", "-b", "8", "-e", "64", "-g", "1"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    assert!(out.contains("sendrecv: skipped"), "{out}");
-    assert!(rows(&out).is_empty());
-    assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("sendrecv needs at least 2 ranks"), "{}", stderr(&o));
+}
+
+/// More ranks than one process starts threads for: a usage error (it aborted in the runtime).
+#[test]
+fn too_many_ranks_in_one_process_are_refused() {
+    let o = perf(&["all_reduce", "-b", "8", "-e", "8", "-g", "20000"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("at most 4096"), "{}", stderr(&o));
 }
 
 #[test]
@@ -596,4 +602,16 @@ fn a_reader_that_stops_early_ends_the_run_quietly() {
     let err = stderr(&o);
     assert!(o.status.success(), "exit {:?}: {err}", o.status);
     assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
+}
+
+/// nccl-tests' flags that change nothing here are accepted at that value (scripts written for
+/// `all_reduce_perf` pass them), and refused at any other, saying why.
+#[test]
+fn nccl_tests_no_op_flags_are_accepted_at_their_no_op_values() {
+    let o =
+        perf(&["all_reduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0", "-m", "1", "-G", "0", "-N", "1", "-C", "0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = perf(&["all_reduce", "-b", "8", "-e", "8", "-G", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("ruCCL has no CUDA graph launches"), "{}", stderr(&o));
 }

@@ -363,4 +363,8 @@ fn timeout(peer: PeerId, registered: &[u64], config: &CollectiveConfig) -> Colle
         ),
     )
     .with_op(format!("register(peer {peer})"))
+    .with_hint(
+        "register every peer of the session (CollectiveConfig::with_num_devices of them, each on its own thread), \
+         or raise CollectiveConfig::with_timeout if some register late; nothing was created: register again",
+    )
 }

@@ -22,6 +22,9 @@ use quick::QuickRing;
 /// its peers through exchange slots).
 pub const FLIGHT_DEPTH: usize = 128;
 
+/// The most lines a timeout's report shows (after merging ranks that say the same).
+const REPORT_LINES: usize = 64;
+
 /// The state of a recorded operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -357,13 +360,34 @@ impl Board {
     /// (`heard`).
     pub(crate) fn report(&self, comm: &str, heard: &[Heard]) -> String {
         let now = Instant::now();
-        let mut out = format!("flight recorder of communicator {comm} ({} ranks):", self.ranks.len());
-        for r in 0..self.ranks.len() {
-            let line = self.line(r, now).unwrap_or_else(|| match Heard::of(heard, r) {
-                Some(h) => format!("(another process) {}", h.line),
-                None => "in another process (no answer)".to_string(),
-            });
-            let _ = write!(out, "\n  rank {r}: {line}");
+        let n = self.ranks.len();
+        let mut out = format!("flight recorder of communicator {comm} ({n} ranks):");
+        // Consecutive ranks that say the same are one line ("ranks 3-2999: ..."): a large
+        // world's report stays readable. Past `REPORT_LINES` lines, the rest are counted.
+        let mut lines = 0;
+        let mut r = 0;
+        while r < n {
+            let line_of = |r: Rank| {
+                self.line(r, now).unwrap_or_else(|| match Heard::of(heard, r) {
+                    Some(h) => format!("(another process) {}", h.line),
+                    None => "in another process (no answer)".to_string(),
+                })
+            };
+            let line = line_of(r);
+            let mut end = r + 1;
+            while end < n && line_of(end) == line {
+                end += 1;
+            }
+            if lines == REPORT_LINES {
+                let _ = write!(out, "\n  ... and ranks {r}-{} (not shown)", n - 1);
+                break;
+            }
+            let _ = match end - r {
+                1 => write!(out, "\n  rank {r}: {line}"),
+                _ => write!(out, "\n  ranks {r}-{}: {line}", end - 1),
+            };
+            lines += 1;
+            r = end;
         }
         out
     }

@@ -131,7 +131,7 @@ fn registry() -> MutexGuard<'static, Registry> {
 }
 
 fn ranks_list(v: &[usize]) -> String {
-    v.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+    crate::types::ranks_text(v)
 }
 
 /// A live group's registry entry.

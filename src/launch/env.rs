@@ -107,13 +107,24 @@ impl std::error::Error for LaunchError {}
 
 impl From<LaunchError> for CollectiveError {
     fn from(e: LaunchError) -> Self {
-        CollectiveError::new(ErrorKind::InvalidArgument, e.to_string()).with_source(e).with_hint(
-            "start every process under torchrun, mpirun or srun (they set these), or set them yourself: the rank and \
-             world size, and MASTER_ADDR:MASTER_PORT, the host of rank 0 and a free port there, the same in every \
-             process; Communicator::from_env's docs list every variable each launcher sets",
-        )
+        // mpirun and srun set the rank and size, never the rendezvous address.
+        let address_only = matches!(e.launcher, Some(Launcher::OpenMpi | Launcher::Slurm))
+            && !e.missing.is_empty()
+            && e.missing.iter().all(|m| matches!(*m, "MASTER_ADDR" | "MASTER_PORT"));
+        let hint = if address_only { NO_ADDRESS } else { INCOMPLETE };
+        CollectiveError::new(ErrorKind::InvalidArgument, e.to_string()).with_source(e).with_hint(hint)
     }
 }
+
+/// The advice for a launch environment missing more than the rendezvous address.
+const INCOMPLETE: &str = "start every process under torchrun, mpirun or srun, or set the variables yourself: the \
+     rank and world size (the launchers set these), and MASTER_ADDR:MASTER_PORT, the host of rank 0 and a free port \
+     there, the same in every process; Communicator::from_env's docs list every variable each launcher sets";
+
+/// The advice under mpirun or srun without `MASTER_ADDR`/`MASTER_PORT`, which they never set.
+const NO_ADDRESS: &str = "mpirun and srun set the rank and world size but not MASTER_ADDR and MASTER_PORT: pass \
+     them to every process (mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<free port>; under srun, export \
+     them in the job script), the same in every process";
 
 /// The variables of one launcher: rank, size, local rank, local size.
 struct Names {

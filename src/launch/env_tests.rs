@@ -158,3 +158,15 @@ fn conflicting_and_malformed_values() {
             .unwrap_err();
     assert_eq!(e.invalid.len(), 1);
 }
+
+/// Under mpirun or srun without the rendezvous address the advice says how to pass it (they
+/// never set it), not to run under mpirun or srun.
+#[test]
+fn mpirun_without_the_address_is_told_how_to_pass_it() {
+    let ompi = map(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")]);
+    let e = CollectiveError::from(LaunchEnv::from_map(&ompi).unwrap_err());
+    assert!(format!("{e:?}").contains("mpirun -x MASTER_ADDR="), "{e:?}");
+    let half = map(&[("RANK", "0")]);
+    let e = CollectiveError::from(LaunchEnv::from_map(&half).unwrap_err());
+    assert!(!format!("{e:?}").contains("mpirun -x"), "{e:?}");
+}

@@ -16,7 +16,7 @@ impl Board {
         let behind: Vec<Rank> = self.not_reached(seq, heard).into_iter().filter(|&r| r != me).collect();
         // The furthest behind: the lowest last collective (none at all is lowest).
         let culprit = behind.iter().copied().min_by_key(|&r| self.last_collective(r, heard).flatten())?;
-        let list = behind.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+        let list = crate::types::ranks_text(&behind);
         let remote = Heard::of(heard, culprit).map(|h| format!("in another process, it reports: {}", h.line));
         let detail = remote.unwrap_or_else(|| {
             self.seen(culprit, |s| {

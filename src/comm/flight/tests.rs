@@ -108,3 +108,23 @@ fn blame_follows_the_chain_of_waits() {
     let heard = [Heard::parse(2, &heard::encode(Some(7), "in op #7 all_gather(4 x f32) for 4.0s"))];
     assert_eq!(b.blame(0, 2, Some(7), &heard).0, 2);
 }
+
+/// Consecutive ranks that say the same share one line of the report, and a large world's
+/// report stops after a bounded number of lines.
+#[test]
+fn report_merges_ranks_that_say_the_same() {
+    let b = Board::new(5, Duration::from_secs(1));
+    let report = b.report("c", &[]);
+    assert!(report.ends_with("\n  ranks 0-4: has not issued any operation"), "{report}");
+    b.start_at(2, 0, OpDesc::new(OpKind::Barrier, DType::U8, 0), Algorithm::Auto, Instant::now());
+    let report = b.report("c", &[]);
+    assert!(report.contains("\n  ranks 0-1: has not") && report.contains("\n  rank 2: in op #0 barrier"), "{report}");
+    assert!(report.ends_with("\n  ranks 3-4: has not issued any operation"), "{report}");
+    let big = Board::new(1000, Duration::from_secs(1));
+    for r in (0..1000).step_by(2) {
+        big.start_at(r, 0, OpDesc::new(OpKind::Barrier, DType::U8, 0), Algorithm::Auto, Instant::now());
+    }
+    let report = big.report("c", &[]);
+    assert_eq!(report.lines().count(), 1 + REPORT_LINES + 1, "{report}");
+    assert!(report.ends_with(&format!("... and ranks {REPORT_LINES}-999 (not shown)")), "{report}");
+}
