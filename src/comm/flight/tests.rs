@@ -120,11 +120,12 @@ fn report_merges_ranks_that_say_the_same() {
     let report = b.report("c", &[]);
     assert!(report.contains("\n  ranks 0-1: has not") && report.contains("\n  rank 2: in op #0 barrier"), "{report}");
     assert!(report.ends_with("\n  ranks 3-4: has not issued any operation"), "{report}");
-    let big = Board::new(1000, Duration::from_secs(1));
-    for r in (0..1000).step_by(2) {
+    // 200 ranks (Miri runs this), every other one in an op: 200 different lines.
+    let big = Board::new(200, Duration::from_secs(1));
+    for r in (0..200).step_by(2) {
         big.start_at(r, 0, OpDesc::new(OpKind::Barrier, DType::U8, 0), Algorithm::Auto, Instant::now());
     }
     let report = big.report("c", &[]);
     assert_eq!(report.lines().count(), 1 + REPORT_LINES + 1, "{report}");
-    assert!(report.ends_with(&format!("... and ranks {REPORT_LINES}-999 (not shown)")), "{report}");
+    assert!(report.ends_with(&format!("... and ranks {REPORT_LINES}-199 (not shown)")), "{report}");
 }
