@@ -135,6 +135,16 @@ impl OpDesc {
         OpDesc { kind, dtype, count, op: None, root: None, peer: None, in_place: false, algorithm: None, shape: None }
     }
 
+    /// A send's or receive's lane: (whether it sends, the peer). A rank's calls on one lane
+    /// are matched to its peer's in order, so they run in order even where sends and
+    /// receives move together (a group, a stage of non-blocking calls).
+    pub(crate) fn lane(&self) -> Option<(bool, Rank)> {
+        match self.kind {
+            OpKind::Send | OpKind::Recv => self.peer.map(|p| (self.kind == OpKind::Send, p)),
+            _ => None,
+        }
+    }
+
     /// The fingerprint other ranks must agree with.
     pub fn fingerprint(&self) -> Fingerprint {
         let (op, scalar) = self.op.map(ReduceOp::code).unwrap_or((0xff, 0));

@@ -80,6 +80,25 @@ impl Held {
     pub(crate) fn of<D: 'static>(id: usize, off: usize, len: usize, write: bool) -> Self {
         Held { mem: (TypeId::of::<D>(), id), off, len, write }
     }
+
+    /// Whether two ops holding `self` and `other` would race if they ran at once: the same
+    /// bytes, and one of them writes them.
+    pub(crate) fn clashes(&self, other: &Held) -> bool {
+        self.mem == other.mem
+            && (self.write || other.write)
+            && self.len > 0
+            && other.len > 0
+            && self.off < other.off + other.len
+            && other.off < self.off + self.len
+    }
+}
+
+/// An op's ranges (its input and outputs: one or two for a send or receive).
+pub(crate) type Ranges = SmallVec<[Held; 2]>;
+
+/// Whether ops holding `a` and `b` would race if they ran at once.
+pub(crate) fn clash(a: &[Held], b: &[Held]) -> bool {
+    a.iter().any(|x| b.iter().any(|y| x.clashes(y)))
 }
 
 /// An op's ranges, held until it is dropped (or [`release`](Self::release)d).
@@ -137,11 +156,7 @@ fn conflict(access: &Held, owner: Option<usize>) -> Option<(bool, String)> {
     }
     let pins = shard(access.mem);
     let p = pins.iter().find(|p| {
-        p.mem == access.mem
-            && owner != Some(p.owner)
-            && (p.write || access.write)
-            && p.off < access.off + access.len
-            && access.off < p.off + p.len
+        owner != Some(p.owner) && access.clashes(&Held { mem: p.mem, off: p.off, len: p.len, write: p.write })
     })?;
     let verb = if p.write { "written" } else { "read" };
     Some((p.write, format!("{verb} by {} (op #{} of rank {})", p.op, p.seq, p.rank)))

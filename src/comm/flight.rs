@@ -261,6 +261,21 @@ impl Board {
         self.finish_at(rank, ok, Instant::now());
     }
 
+    /// [`finish`](Self::finish) of `rank`'s op `seq` (`op`), which need not be its newest
+    /// entry: sends and receives that move together end in any order.
+    pub(crate) fn finish_op(&self, rank: Rank, seq: u64, op: &OpDesc, ok: bool) {
+        let now = Instant::now();
+        self.with(rank, |s, _| {
+            let same = |r: &Rec| r.e.seq == seq && r.e.op.kind == op.kind && r.e.op.peer == op.peer;
+            // Usually the newest entry; a few back at most (a stage of sends and receives).
+            if let Some(r) = s.history.newest_where(64, |r| r.e.state == OpState::Running && same(r)) {
+                r.e.state = if ok { OpState::Done } else { OpState::Failed };
+                r.ended = Some(now);
+            }
+            s.waiting = None;
+        });
+    }
+
     /// [`finish`](Self::finish) at a time the caller read.
     pub(crate) fn finish_at(&self, rank: Rank, ok: bool, now: Instant) {
         self.finish_with(rank, ok, |r| r.ended = Some(now));
@@ -364,18 +379,25 @@ impl Board {
         let mut out = format!("flight recorder of communicator {comm} ({n} ranks):");
         // Consecutive ranks that say the same are one line ("ranks 3-2999: ..."): a large
         // world's report stays readable. Past `REPORT_LINES` lines, the rest are counted.
+        let line_of = |r: Rank| {
+            self.line(r, now).unwrap_or_else(|| match Heard::of(heard, r) {
+                Some(h) => format!("(another process) {}", h.line),
+                None => "in another process (no answer)".to_string(),
+            })
+        };
         let mut lines = 0;
         let mut r = 0;
+        // The line of the rank that ended the last run of identical lines: the next run's.
+        let mut next = None;
         while r < n {
-            let line_of = |r: Rank| {
-                self.line(r, now).unwrap_or_else(|| match Heard::of(heard, r) {
-                    Some(h) => format!("(another process) {}", h.line),
-                    None => "in another process (no answer)".to_string(),
-                })
-            };
-            let line = line_of(r);
+            let line = next.take().unwrap_or_else(|| line_of(r));
             let mut end = r + 1;
-            while end < n && line_of(end) == line {
+            while end < n {
+                let other = line_of(end);
+                if other != line {
+                    next = Some(other);
+                    break;
+                }
                 end += 1;
             }
             if lines == REPORT_LINES {

@@ -15,7 +15,7 @@ use super::work::Current;
 use super::{Communicator, Local, Prepared};
 use crate::device::Device;
 use crate::error::Result;
-use crate::op::{OpDesc, OpKind};
+use crate::op::OpDesc;
 use crate::sched::{self, OpRun};
 
 /// A batch of calls on several communicators (typically every local rank of one
@@ -170,7 +170,7 @@ impl<'a, D: Device> Group<'a, D> {
         if calls.is_empty() {
             return;
         }
-        let kinds: Few<OpKind> = checked.iter().map(|(d, _)| d.kind).collect();
+        let kinds: Few<OpDesc> = checked.iter().map(|(d, _)| *d).collect();
         // Each communicator's state stays locked while the group runs, as for a blocking
         // call; locks are taken in address order so that groups sharing communicators cannot
         // deadlock each other. Each communicator's driver is held too (so no progress thread
@@ -179,6 +179,11 @@ impl<'a, D: Device> Group<'a, D> {
         if super::local::try_run(&calls, &checked, &mut held, each).is_some() {
             return;
         }
+        // What each send and receive reads and writes: those that clash run one after the other.
+        let ranges: Few<crate::pins::Ranges> = calls
+            .iter()
+            .map(|(c, call)| if call.kind.is_collective() { crate::pins::Ranges::new() } else { c.held(call) })
+            .collect();
         let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(calls.len());
         for ((comm, _), (desc, io)) in calls.into_iter().zip(checked) {
             let io = Io {
@@ -193,7 +198,7 @@ impl<'a, D: Device> Group<'a, D> {
             };
             ops.push((comm, prepared));
         }
-        let order = stages(&ops, &kinds);
+        let order = stages(&ops, &kinds, &ranges);
         let mut runs: Vec<&mut OpRun<D>> =
             ops.iter_mut().filter_map(|(_, p)| p.as_mut().ok().map(|p| &mut p.run)).collect();
         let mut driven = sched::drive_all(&mut runs, &order).into_iter();
@@ -213,33 +218,42 @@ impl<'a, D: Device> Group<'a, D> {
     }
 }
 
-/// Each prepared op's place in its communicator's order, for [`sched::drive_all`]: (the
-/// communicator's key, its stage). A communicator's ops run in the order they were added, one
-/// stage after another; consecutive sends and receives share a stage (they run together, so
-/// that a ring of them cannot deadlock), and every other op has a stage of its own.
-fn stages<D: Device>(ops: &[(&Communicator<D>, Result<Prepared<D>>)], kinds: &[OpKind]) -> Vec<(usize, u32)> {
-    // (key, its last stage, whether that stage is sends and receives), per communicator.
-    let mut last: Few<(usize, u32, bool)> = Few::new();
+/// Each prepared op's place in its communicator's order, for [`sched::drive_all`]. A
+/// communicator's ops run in the order they were added, one stage after another; consecutive
+/// sends and receives share a stage (they run together, so that a ring of them cannot
+/// deadlock) unless one uses memory another writes (a receive into a tensor, then a send of
+/// it), and every other op has a stage of its own.
+fn stages<D: Device>(
+    ops: &[(&Communicator<D>, Result<Prepared<D>>)],
+    descs: &[OpDesc],
+    ranges: &[crate::pins::Ranges],
+) -> Vec<sched::Place> {
+    // Per communicator: its key, its last stage, and that stage's sends' and receives'
+    // memory (`None` when it is another op).
+    let mut last: Few<(usize, u32, Option<crate::pins::Ranges>)> = Few::new();
     let mut order = Vec::with_capacity(ops.len());
-    for ((comm, prepared), kind) in ops.iter().zip(kinds) {
+    for (((comm, prepared), desc), mine) in ops.iter().zip(descs).zip(ranges) {
         if prepared.is_err() {
             continue;
         }
-        let (key, p2p) = (addr(comm), matches!(kind, OpKind::Send | OpKind::Recv));
+        let (key, lane) = (addr(comm), desc.lane());
         let stage = match last.iter_mut().find(|l| l.0 == key) {
             Some(l) => {
-                if !(p2p && l.2) {
-                    l.1 += 1;
+                match (&mut l.2, lane) {
+                    (Some(held), Some(_)) if !crate::pins::clash(held, mine) => held.extend(mine.iter().copied()),
+                    _ => {
+                        l.1 += 1;
+                        l.2 = lane.map(|_| mine.clone());
+                    }
                 }
-                l.2 = p2p;
                 l.1
             }
             None => {
-                last.push((key, 0, p2p));
+                last.push((key, 0, lane.map(|_| mine.clone())));
                 0
             }
         };
-        order.push((key, stage));
+        order.push(sched::Place { key, stage, lane });
     }
     order
 }

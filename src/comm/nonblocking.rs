@@ -242,13 +242,38 @@ impl<D: Device> Communicator<D> {
         self.issue(Call::barrier())
     }
 
-    /// Non-blocking [`send`](Self::send) (`torch.distributed.isend`). It runs in this rank's
-    /// issue order and finishes once the peer received it: a ring of `send_async` then
-    /// `recv_async` on every rank waits in a cycle (see [`send`](Self::send)); use a
-    /// [`Group`](crate::Group) for it.
+    /// Non-blocking [`send`](Self::send) (`torch.distributed.isend`); it finishes once the
+    /// peer received it. A rank's consecutive sends and receives — non-blocking ones, and a
+    /// blocking one issued behind them — move together, as in a [`Group`](crate::Group), so
+    /// torch's ring of `isend` to the next rank then `irecv` (or `recv`) from the previous
+    /// completes. Any other op waits until they are done, and they wait for the ops issued
+    /// before them; sends to one peer (and receives from one peer) keep their order.
     ///
     /// # Errors
     /// As [`all_reduce_async`](Self::all_reduce_async).
+    ///
+    /// ```
+    /// # use ruccl::{Communicator, DType, HostDevice, Tensor, UniqueId};
+    /// # fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator<HostDevice>) -> ruccl::Result<T> + Sync) -> ruccl::Result<Vec<T>> {
+    /// #     let (id, f) = (UniqueId::new()?, &f);
+    /// #     std::thread::scope(|s| {
+    /// #         let ranks: Vec<_> = (0..n).map(|r| { let id = id.clone(); s.spawn(move || f(Communicator::new(HostDevice::default(), n, id, r)?)) }).collect();
+    /// #         ranks.into_iter().map(|r| r.join().expect("a rank panicked")).collect()
+    /// #     })
+    /// # }
+    /// // Every rank sends to the next before it receives from the previous.
+    /// let out = on_ranks(3, |comm| {
+    ///     let (dev, rank, world) = (*comm.device(), comm.rank(), comm.world_size());
+    ///     let mine = Tensor::from_slice(&dev, &[rank as u32], &[1])?;
+    ///     let got = Tensor::zeros(&dev, DType::U32, &[1])?;
+    ///     let send = comm.send_async(&mine, (rank + 1) % world)?;
+    ///     comm.recv_async(&got, (rank + world - 1) % world)?.wait()?;
+    ///     send.wait()?;
+    ///     got.to_vec::<u32>()
+    /// })?;
+    /// assert_eq!(out, vec![vec![2], vec![0], vec![1]]);
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
     pub fn send_async(&self, tensor: &Tensor<D>, peer: Rank) -> Result<Work> {
         self.issue(Call::send(tensor, peer))
     }

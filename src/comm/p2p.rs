@@ -12,11 +12,11 @@ impl<D: Device> Communicator<D> {
     /// Sends `tensor` to `peer`, which must call [`recv`](Self::recv) with the same count and
     /// dtype. Returns once the peer has received the data, whatever its size (a send always
     /// waits for its matching receive: there is no eager send of small messages, as MPI's,
-    /// so that a mismatch fails both calls). A rank's calls run in issue order, so a ring in
-    /// which every rank sends before it receives — blocking, or torch's `isend` then `irecv`
-    /// ([`send_async`](Self::send_async) then [`recv_async`](Self::recv_async)) — waits in a
-    /// cycle and ends in `Timeout`: put the sends and receives in one
-    /// [`Group`](crate::Group) (`batch_isend_irecv`), or let one rank receive first.
+    /// so that a mismatch fails both calls). So a ring in which every rank makes a blocking
+    /// send before it receives waits in a cycle and ends in `Timeout`. Make the send
+    /// non-blocking ([`send_async`](Self::send_async), torch's `isend`), then receive: a rank's
+    /// consecutive sends and receives move together; or put them in one
+    /// [`Group`](crate::Group) (`batch_isend_irecv`); or let one rank receive first.
     ///
     /// # Errors
     /// `InvalidArgument` for a bad peer (out of range, or this rank: a send to self needs its

@@ -33,7 +33,10 @@ impl<D: Device> Communicator<D> {
     /// and four cost 4 ranks on 2 cores ~15% of a 16-byte rooted op (PERFORMANCE.md, session
     /// 26).
     pub(super) fn submit(&self, call: Call<'_, D>) -> Result<()> {
-        if self.engine.shared_progress {
+        // A send or receive behind non-blocking ops joins them if they are sends and receives
+        // too (torch's `isend` then a blocking `recv` around a ring): the engine runs it.
+        let joins = matches!(call.kind, OpKind::Send | OpKind::Recv) && self.engine.may_be_busy();
+        if self.engine.shared_progress || joins {
             return self.issue(call)?.wait();
         }
         let (desc, io) = self.check_lent(&call)?;
@@ -92,14 +95,14 @@ impl<D: Device> Communicator<D> {
             let mut local = self.lock();
             let op = self.prepare(&mut local, call)?;
             let hold = pins::Hold::new(&held, self.pin_owner(), op.run.ctx.fp.desc, self.rank, op.run.ctx.seq);
-            self.engine.push(op, hold)
+            self.engine.push(op, hold, &held)
         };
         self.engine.kick();
         Ok(work)
     }
 
     /// The byte ranges `call` reads (its input, unless in place) and writes (its outputs).
-    fn held(&self, call: &Call<'_, D>) -> smallvec::SmallVec<[pins::Held; 2]> {
+    pub(super) fn held(&self, call: &Call<'_, D>) -> pins::Ranges {
         let range = |t: &Tensor<D>, write: bool| {
             pins::Held::of::<D>(self.device.mem_id(t.buffer()), t.byte_offset(), t.byte_len(), write)
         };
@@ -334,7 +337,7 @@ pub(crate) fn complete<D: Device>(
         stage.trim();
         local.staging = Some(stage);
     }
-    shared.board.finish(rank, result.is_ok());
+    shared.board.finish_op(rank, seq, &desc, result.is_ok());
     let result = result.map_err(|e| e.with_rank(rank).with_op(desc.to_string()).with_seq(seq));
     if let Err(e) = &result {
         // The first failure stays what later calls quote (an op skipped after it fails too).

@@ -3,8 +3,12 @@
 //! Each communicator (rank) has an [`Engine`]: a queue of prepared ops, in issue order, and a
 //! progress thread that drives them while the caller computes. Ops of one communicator run
 //! one at a time in the order they were issued — blocking calls included: a blocking call
-//! first drives whatever non-blocking ops are still queued ahead of it. The progress thread
-//! starts when a non-blocking op is issued and ends when the queue is empty.
+//! first drives whatever non-blocking ops are still queued ahead of it — except that
+//! consecutive sends and receives move together, as in a [`Group`](crate::Group) (see
+//! `stage.rs`), so that torch's `isend` then `irecv` around a ring completes. The progress
+//! thread starts when a non-blocking op is issued and ends when the queue is empty.
+
+mod stage;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -40,6 +44,9 @@ struct Queued<D: Device> {
     slot: Arc<Slot>,
     /// The tensors' ranges it reads and writes, held until it completes.
     hold: crate::pins::Hold,
+    /// Those ranges, for a send or receive: it moves together with the sends and receives
+    /// before it unless they clash (`stage.rs`).
+    ranges: crate::pins::Ranges,
     /// Its state while the shared progress thread drives it alongside other ranks' ops.
     turn: sched::Turn,
     /// The issuing thread's `tracing` subscriber: what the op logs while another thread
@@ -61,9 +68,10 @@ impl<D: Device> Queued<D> {
     }
 }
 
-/// The op a rank's driver is in the middle of (the shared progress thread leaves it here
-/// between turns), locked by whoever drives the rank.
-pub(crate) struct Current<D: Device>(Option<Queued<D>>);
+/// The ops a rank's driver is in the middle of (the shared progress thread leaves them here
+/// between turns), locked by whoever drives the rank: one op, or a run of consecutive sends
+/// and receives moving together (`stage.rs`). Its capacity is kept from op to op.
+pub(crate) struct Current<D: Device>(Vec<Queued<D>>);
 
 /// One rank's queue of issued ops and what drives it.
 pub(crate) struct Engine<D: Device> {
@@ -88,7 +96,7 @@ impl<D: Device> Engine<D> {
         Engine {
             queue: Mutex::new(VecDeque::new()),
             queued: AtomicUsize::new(0),
-            driving: Mutex::new(Current(None)),
+            driving: Mutex::new(Current(Vec::new())),
             worker: AtomicBool::new(false),
             shared_progress,
             shared,
@@ -105,19 +113,19 @@ impl<D: Device> Engine<D> {
 
     /// Whether ops are queued (issued, not yet finished by a driver).
     pub(crate) fn has_queued(&self, current: &Current<D>) -> bool {
-        current.0.is_some() || self.queued.load(Ordering::Acquire) > 0
+        !current.0.is_empty() || self.queued.load(Ordering::Acquire) > 0
     }
 
-    /// The oldest queued op that may start, if any. An op issued before an earlier op of its
-    /// rank failed does not start: it ends at once with `Aborted`, as a call issued after the
-    /// failure does (`admit`), and its peers learn of the failure from the op that failed.
-    /// Run, it could succeed on this rank (its peers' parts already published) while they
-    /// report it failed.
-    fn pop(&self) -> Option<Queued<D>> {
+    /// The oldest queued op if `take` says so. An op issued before an
+    /// earlier op of its rank failed does not start: it ends at once with `Aborted`, as a call
+    /// issued after the failure does (`admit`), and its peers learn of the failure from the op
+    /// that failed. Run, it could succeed on this rank (its peers' parts already published)
+    /// while they report it failed.
+    fn pop_if(&self, take: impl Fn(&Queued<D>) -> bool) -> Option<Queued<D>> {
         loop {
             let q = {
                 let mut queue = lock(&self.queue);
-                let q = queue.pop_front();
+                let q = if queue.front().is_some_and(&take) { queue.pop_front() } else { None };
                 self.queued.store(queue.len(), Ordering::Release);
                 q
             }?;
@@ -129,14 +137,25 @@ impl<D: Device> Engine<D> {
         }
     }
 
-    /// Drives every queued op to completion, in order (the one a driver left half done
+    /// Drives every queued op to completion, in order (the ones a driver left half done
     /// first). The caller holds `driving`.
     pub(crate) fn drain(&self, current: &mut Current<D>) {
         loop {
-            let next = current.0.take().or_else(|| self.pop());
-            let Some(mut q) = next else { return };
-            let r = sched::drive(&mut q.op.run);
-            self.finish(q, r);
+            self.admit(&mut current.0);
+            // A lone collective blocks on its own waits (a peer's doorbell, its device event).
+            if let [q] = current.0.as_slice()
+                && !q.op.run.ctx.p2p
+                && let Some(mut q) = current.0.pop()
+            {
+                let r = sched::drive(&mut q.op.run);
+                self.finish(q, r);
+                continue;
+            }
+            match self.step(&mut current.0) {
+                stage::Stepped::Idle => return,
+                stage::Stepped::Moved => {}
+                stage::Stepped::Blocked { deadline, slices } => self.wait(&mut current.0, deadline, slices),
+            }
         }
     }
 
@@ -148,15 +167,22 @@ impl<D: Device> Engine<D> {
     }
 
     /// Queues a prepared op (the caller holds the rank's state lock, so queue order is issue
-    /// order) and returns its handle.
-    pub(crate) fn push(self: &Arc<Self>, op: Prepared<D>, hold: crate::pins::Hold) -> Work {
+    /// order) and returns its handle; `ranges`: what it reads and writes.
+    pub(crate) fn push(
+        self: &Arc<Self>,
+        op: Prepared<D>,
+        hold: crate::pins::Hold,
+        ranges: &[crate::pins::Held],
+    ) -> Work {
         let (desc, seq) = (op.run.ctx.fp.desc, op.run.ctx.seq);
         let slot = Arc::new(Slot::default());
         let mut queue = lock(&self.queue);
+        let ranges = if op.run.ctx.p2p { ranges.iter().copied().collect() } else { crate::pins::Ranges::new() };
         queue.push_back(Queued {
             op,
             slot: slot.clone(),
             hold,
+            ranges,
             turn: sched::Turn::default(),
             #[cfg(feature = "tracing")]
             dispatch: tracing::dispatcher::get_default(Clone::clone),
@@ -169,6 +195,8 @@ impl<D: Device> Engine<D> {
     /// Makes sure a progress thread drives the queue: the shared one, or this rank's own.
     pub(crate) fn kick(self: &Arc<Self>) {
         if self.worker.swap(true, Ordering::SeqCst) {
+            // A driver waiting on running sends and receives may take this op in with them.
+            crate::transport::ring_any();
             return;
         }
         if self.shared_progress {
@@ -200,7 +228,7 @@ impl<D: Device> Engine<D> {
     fn retire(&self) -> bool {
         self.worker.store(false, Ordering::SeqCst);
         // A driver busy elsewhere (a blocking call, a group) may leave ops behind: look again.
-        let current = self.driving.try_lock().map_or(true, |c| c.0.is_some());
+        let current = self.driving.try_lock().map_or(true, |c| !c.0.is_empty());
         let more = current || !lock(&self.queue).is_empty();
         more && !self.worker.swap(true, Ordering::SeqCst)
     }
@@ -211,41 +239,25 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
         use super::progress::Pass;
         let Ok(mut current) = self.driving.try_lock() else { return Pass::Busy };
         loop {
-            if current.0.is_none() {
-                current.0 = self.pop();
-            }
-            let Some(q) = current.0.as_mut() else { return Pass::Idle };
-            match q.traced(|q| q.op.run.take_turn(&mut q.turn)) {
-                sched::Advance::Blocked => {
-                    return Pass::Blocked { deadline: q.op.run.deadline(), slices: q.op.run.needs_slices(&q.turn) };
-                }
-                sched::Advance::Done(r) => {
-                    if let Some(q) = current.0.take() {
-                        self.finish(q, r);
-                    }
-                }
+            self.admit(&mut current.0);
+            match self.step(&mut current.0) {
+                stage::Stepped::Idle => return Pass::Idle,
+                stage::Stepped::Moved => {}
+                stage::Stepped::Blocked { deadline, slices } => return Pass::Blocked { deadline, slices },
             }
         }
     }
 
     fn is_ready(&self) -> bool {
         match self.driving.try_lock() {
-            Ok(current) => match &current.0 {
-                Some(q) => q.op.run.is_ready(&q.turn),
-                None => !lock(&self.queue).is_empty(),
-            },
+            Ok(current) => self.stage_ready(&current.0),
             Err(_) => false,
         }
     }
 
     fn check_waiting(&self) -> bool {
         let Ok(mut current) = self.driving.try_lock() else { return false };
-        let Some(q) = current.0.as_mut() else { return false };
-        let Some(e) = q.traced(|q| q.op.run.check_waiting(&mut q.turn)) else { return false };
-        if let Some(q) = current.0.take() {
-            self.finish(q, Err(e));
-        }
-        true
+        self.check_stage(&mut current.0)
     }
 
     fn retire(&self) -> bool {

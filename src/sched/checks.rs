@@ -34,9 +34,9 @@ const DEVICE_SLOW: &str = "this rank's device did not finish the op's work in ti
 
 /// What to do when a point-to-point call timed out waiting for its peer.
 const P2P_SLOW: &str = "the rank named above never took part: look for a crash, a hang or a missing matching call \
-     there. A rank's calls run in issue order, so point-to-point calls that wait for each other in a cycle never \
-     finish: a ring of blocking sends, or of non-blocking sends each issued before its receive (torch's isend then \
-     irecv). Put them in one Group (batch_isend_irecv), or let one side receive first; or raise \
+     there. A blocking send waits for its receive, so blocking calls that wait for each other in a cycle never \
+     finish (a ring in which every rank sends before it receives): make the sends non-blocking (send_async, \
+     torch's isend), put the calls in one Group (batch_isend_irecv), or let one side receive first; or raise \
      CommConfig::timeout. This communicator is now aborted, create a new one";
 
 impl Deadline {

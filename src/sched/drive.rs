@@ -143,24 +143,43 @@ impl<D: Device> OpRun<D> {
     }
 }
 
+/// A run's place in its rank's order, for [`drive_all`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Place {
+    /// Which rank (a communicator's address).
+    pub key: usize,
+    /// Its stage among the rank's runs.
+    pub stage: u32,
+    /// A send's or receive's lane: (whether it sends, the peer).
+    pub lane: Option<(bool, Rank)>,
+}
+
 /// Runs every op in `runs` to completion from this thread, polling each in turn and sleeping
 /// only when none can move. Ranks of one communicator waiting on each other (a ring of sends
 /// and receives) never deadlock: each poll moves whatever can move.
 ///
-/// `order[i]` is run `i`'s place in its rank's order: (the rank's key, its stage). A run
-/// starts once every earlier run of its rank in an earlier stage is done, so that one rank's
-/// ops run one after the other (a rank completes its ops in issue order, and its messages
-/// are matched to its ops by number), while the runs of one stage (a batch of sends and
-/// receives) move together.
-pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>], order: &[(usize, u32)]) -> Vec<Result<()>> {
+/// `order[i]` is run `i`'s [`Place`] in its rank's order. A run starts once every earlier
+/// run of its rank in an earlier stage is done, so that one rank's ops run one after the other
+/// (a rank completes its ops in issue order, and its messages are matched to its ops by
+/// number), while the runs of one stage (a batch of sends and receives) move together —
+/// except that runs of one lane (sends to one peer, receives from one peer) still run in
+/// order, so that a later receive never opens the message an earlier one waits for.
+pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>], order: &[Place]) -> Vec<Result<()>> {
     let mut results: Vec<Option<Result<()>>> = runs.iter().map(|_| None).collect();
     let mut turns: Vec<Turn> = runs.iter().map(|_| Turn::default()).collect();
-    // Usually every run is in its rank's first stage: then all start at once.
-    let staged = order.iter().any(|&(_, stage)| stage > 0);
-    let mut started: Vec<bool> = runs.iter().map(|_| !staged).collect();
     // Whether run `j` must be done before run `i` starts.
-    let before =
-        |j: usize, i: usize| matches!((order.get(j), order.get(i)), (Some(a), Some(b)) if a.0 == b.0 && a.1 < b.1);
+    let before = |j: usize, i: usize| match (order.get(j), order.get(i)) {
+        (Some(a), Some(b)) => a.key == b.key && (a.stage < b.stage || (j < i && a.lane.is_some() && a.lane == b.lane)),
+        _ => false,
+    };
+    // Usually every run is in its rank's first stage, each on a lane of its own: then all
+    // start at once.
+    let staged = order.iter().any(|p| p.stage > 0) || {
+        let mut lanes: Vec<_> = order.iter().filter_map(|p| Some((p.key, p.lane?))).collect();
+        lanes.sort_unstable();
+        lanes.windows(2).any(|w| w[0] == w[1])
+    };
+    let mut started: Vec<bool> = runs.iter().map(|_| !staged).collect();
     loop {
         if staged {
             for (i, s) in started.iter_mut().enumerate() {

@@ -341,15 +341,16 @@ pub fn nothing_runs_after_a_failure<D: TestDevice>() {
     assert_eq!(ts[0].to_vec::<f32>().unwrap(), vec![10.0], "the group's all_reduce wrote rank 0's tensor");
 }
 
-/// A ring of non-blocking sends each issued before its receive (torch's isend, then irecv)
-/// waits in a cycle, a rank's ops running in issue order: every op times out, and the hint
-/// says to put them in one `Group`.
+/// Sends and receives that wait for each other in a cycle. Non-blocking ones complete: each
+/// send issued before its receive (torch's isend, then irecv), from one thread driving both
+/// ranks. Blocking ones (a send before the receive on every rank) time out, and the hint says
+/// what to do: non-blocking sends, or one `Group`.
 pub fn p2p_cycle_timeout_says_use_a_group<D: TestDevice>() {
     let devices = (0..2).map(D::for_rank).collect();
-    let cfg = D::configure(CommConfig::default().with_timeout(Duration::from_millis(500)));
-    let comms = Communicator::init_all(devices, cfg).unwrap();
-    let xs: Vec<_> = comms.iter().map(|c| t(c, &vec![1.0f32; 64 << 10])).collect();
-    let ys: Vec<_> = comms.iter().map(|c| Tensor::zeros(c.device(), DType::F32, &[64 << 10]).unwrap()).collect();
+    let comms = Communicator::init_all(devices, D::configure(CommConfig::default().with_timeout(TEST_TIMEOUT))).unwrap();
+    let n = 64 << 10;
+    let xs: Vec<_> = comms.iter().map(|c| t(c, &vec![c.rank() as f32 + 1.0; n])).collect();
+    let ys: Vec<_> = comms.iter().map(|c| Tensor::zeros(c.device(), DType::F32, &[n]).unwrap()).collect();
     let works: Vec<_> = comms
         .iter()
         .zip(xs.iter().zip(&ys))
@@ -358,18 +359,27 @@ pub fn p2p_cycle_timeout_says_use_a_group<D: TestDevice>() {
             (c.send_async(x, peer).unwrap(), c.recv_async(y, peer).unwrap())
         })
         .collect();
-    // The error says what to do about the cycle: the rank that gave up first in its hint;
-    // a rank that hears of it from that rank quotes its cause.
-    let errors: Vec<String> = works
-        .iter()
-        .map(|(send, recv)| send.wait().and(recv.wait()))
-        .map(|r| {
-            let e = r.expect_err("a cycle of sends finished");
-            assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
-            e.to_string()
-        })
-        .collect();
-    assert!(errors.iter().any(|e| e.contains("Group (batch_isend_irecv)")), "{errors:#?}");
+    for (r, (send, recv)) in works.iter().enumerate() {
+        recv.wait().unwrap_or_else(|e| panic!("rank {r}'s recv_async: {e}"));
+        send.wait().unwrap_or_else(|e| panic!("rank {r}'s send_async: {e}"));
+        assert_eq!(ys[r].to_vec::<f32>().unwrap(), vec![(1 - r) as f32 + 1.0; n], "rank {r} received");
+    }
+    drop(works);
+    let opts = Opts::timed(Duration::from_millis(500));
+    let errors = std::sync::Mutex::new(Vec::new());
+    run::<D, _>(2, &opts, |ctx| {
+        let peer = 1 - ctx.rank;
+        let x = ctx.tensor(&vec![1.0f32; n]);
+        let mut y = ctx.tensor(&vec![0.0f32; n]);
+        let r = ctx.comm.send(&x, peer).and_then(|()| ctx.comm.recv(&mut y, peer));
+        let e = r.expect_err("a cycle of blocking sends finished");
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        errors.lock().unwrap().push(e.to_string());
+    });
+    // The rank that gave up first has the hint; a rank that hears of it from that rank
+    // quotes its cause.
+    let errors = errors.into_inner().unwrap();
+    assert!(errors.iter().any(|e| e.contains("Group (batch_isend_irecv)") && e.contains("send_async")), "{errors:#?}");
     assert!(errors.iter().all(|e| e.contains("Group") || e.contains("wait for each other")), "{errors:#?}");
 }
 

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ruccl::{DType, ErrorKind, ReduceOp};
+use ruccl::{DType, ErrorKind, Group, ReduceOp, Tensor};
 
 use crate::harness::{Ctx, Opts, TestDevice, run};
 use crate::reference::{counts, data, reduce_input, reduced, sentinel};
@@ -69,6 +69,97 @@ fn send_recv_as<D: TestDevice>(ctx: &Ctx<D>, dt: DType) {
             }
         }
     }
+}
+
+/// torch's ring of non-blocking point-to-point calls, each rank sending to the next before it
+/// receives from the previous: the calls move together and complete (`isend` then `irecv`;
+/// `isend` then a blocking `recv`), several messages on one lane keep their order, and a
+/// collective issued behind them runs once they are done.
+pub fn async_ring<D: TestDevice>(world: usize) {
+    run::<D, _>(world, &Opts::default(), |ctx| {
+        let (w, r) = (ctx.world, ctx.rank);
+        if w == 1 {
+            return;
+        }
+        let (next, prev) = ((r + 1) % w, (r + w - 1) % w);
+        // Small (one slot), and large (in chunks between processes).
+        for (salt, n) in [(0, 3), (1, 70_000)] {
+            let what = format!("{n} x i32");
+            let x = ctx.tensor(&data::<i32>(r, n, salt));
+            let y = ctx.tensor(&sentinel::<i32>(n));
+            ctx.arrive();
+            let send = ctx.ok(ctx.comm.send_async(&x, next), format!("{what}: send_async"));
+            let recv = ctx.ok(ctx.comm.recv_async(&y, prev), format!("{what}: recv_async"));
+            ctx.ok(recv.wait(), format!("{what}: recv_async's wait"));
+            ctx.ok(send.wait(), format!("{what}: send_async's wait"));
+            ctx.check(&y, &data::<i32>(prev, n, salt), format!("{what}: isend then irecv"));
+
+            let mut y = ctx.tensor(&sentinel::<i32>(n));
+            ctx.arrive();
+            let send = ctx.ok(ctx.comm.send_async(&x, next), format!("{what}: send_async"));
+            ctx.ok(ctx.comm.recv(&mut y, prev), format!("{what}: blocking recv behind send_async"));
+            ctx.ok(send.wait(), format!("{what}: send_async's wait"));
+            ctx.check(&y, &data::<i32>(prev, n, salt), format!("{what}: isend then recv"));
+        }
+        // Three messages of different sizes on one lane, then an all_reduce behind them.
+        let sizes = [5, 70_000, 1];
+        let xs: Vec<_> = sizes.iter().enumerate().map(|(m, &n)| ctx.tensor(&data::<u64>(r, n, m))).collect();
+        let ys: Vec<_> = sizes.iter().map(|&n| ctx.tensor(&sentinel::<u64>(n))).collect();
+        let mut sum = ctx.tensor(&reduce_input::<i32>(ReduceOp::Sum, r, 9, 0));
+        ctx.arrive();
+        let sends: Vec<_> = xs.iter().map(|x| ctx.ok(ctx.comm.send_async(x, next), "send_async")).collect();
+        let recvs: Vec<_> = ys.iter().map(|y| ctx.ok(ctx.comm.recv_async(y, prev), "recv_async")).collect();
+        ctx.ok(ctx.comm.all_reduce(&mut sum, ReduceOp::Sum), "all_reduce behind the sends and receives");
+        for (m, (s, v)) in sends.iter().zip(&recvs).enumerate() {
+            ctx.ok(v.wait(), format!("recv_async #{m}'s wait"));
+            ctx.ok(s.wait(), format!("send_async #{m}'s wait"));
+            ctx.check(&ys[m], &data::<u64>(prev, sizes[m], m), format!("message #{m} of three on one lane"));
+        }
+        ctx.check(&sum, &reduced::<i32>(ReduceOp::Sum, w, 9, 0), "all_reduce behind the sends and receives");
+        // The same three messages in one group.
+        let mut ys: Vec<_> = sizes.iter().map(|&n| ctx.tensor(&sentinel::<u64>(n))).collect();
+        let mut g = Group::new();
+        for x in &xs {
+            g.send(&ctx.comm, x, next);
+        }
+        for y in ys.iter_mut() {
+            g.recv(&ctx.comm, y, prev);
+        }
+        ctx.arrive();
+        ctx.ok(g.run(), "three messages on one lane in a group");
+        for (m, y) in ys.iter().enumerate() {
+            ctx.check(y, &data::<u64>(prev, sizes[m], m), format!("message #{m} of three on one lane, in a group"));
+        }
+        // A relay down the ranks: each receives a tensor, then sends that tensor on. The send
+        // reads what the receive writes, so it waits for it (issue order), non-blocking or in
+        // a group alike.
+        for (grouped, n) in [(false, 7), (false, 70_000), (true, 7), (true, 70_000)] {
+            let what = format!("a relay of {n} x u32{}", if grouped { " in a group" } else { "" });
+            let want = data::<u32>(0, n, n);
+            let mut y = ctx.tensor(&if r == 0 { want.clone() } else { sentinel::<u32>(n) });
+            ctx.arrive();
+            if grouped {
+                // A second handle on the receive's memory, for the send.
+                let dev = ctx.comm.device();
+                let same = ctx.ok(Tensor::from_buffer(dev, y.buffer().clone(), DType::U32, &[n]), "an alias");
+                let mut g = Group::new();
+                if r > 0 {
+                    g.recv(&ctx.comm, &mut y, r - 1);
+                }
+                if r + 1 < w {
+                    g.send(&ctx.comm, &same, r + 1);
+                }
+                ctx.ok(g.run(), &what);
+            } else {
+                let recv = (r > 0).then(|| ctx.ok(ctx.comm.recv_async(&y, r - 1), format!("{what}: recv_async")));
+                let send = (r + 1 < w).then(|| ctx.ok(ctx.comm.send_async(&y, r + 1), format!("{what}: send_async")));
+                for w in recv.iter().chain(&send) {
+                    ctx.ok(w.wait(), format!("{what}: wait"));
+                }
+            }
+            ctx.check(&y, &want, &what);
+        }
+    });
 }
 
 /// Point-to-point calls between collectives keep their own sequence numbers.

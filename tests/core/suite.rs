@@ -146,6 +146,7 @@ macro_rules! core_suite {
                 lists::lists_grouped,
                 objects::byte_collectives,
                 p2p::send_recv,
+                p2p::async_ring,
                 p2p::barrier,
                 large::all_reduce_large,
                 large::rooted_large,

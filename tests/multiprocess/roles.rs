@@ -74,6 +74,7 @@ pub(super) fn collectives_child() -> Result<(), String> {
                 every_collective::<bf16, _>(&comm, |v| bf16::from_f64(v as f64))?;
                 every_collective::<u8, _>(&comm, |v| v as u8)?;
                 queued_ops(&comm)?;
+                async_ring(&comm)?;
                 // A split across processes: even and odd ranks, each a group of its own.
                 let mine: Vec<usize> = (0..comm.world_size()).filter(|r| r % 2 == rank % 2).collect();
                 let child = comm.split_from(&mine).map_err(|e| e.to_string())?.ok_or("left out of the split")?;
@@ -116,6 +117,30 @@ fn queued_ops(comm: &Communicator<HostDevice>) -> Result<(), String> {
         check("a queued op", rank, t.to_vec::<f32>().map_err(e)?, vec![want; 5])?;
     }
     check("an op behind queued ones", rank, last.to_vec::<f32>().map_err(e)?, vec![world as f32; 3])
+}
+
+/// torch's ring of `isend` to the next rank then `irecv` from the previous, small and large
+/// (in chunks between processes), two rounds back to back; every result checked.
+fn async_ring(comm: &Communicator<HostDevice>) -> Result<(), String> {
+    let (rank, world, dev) = (comm.rank(), comm.world_size(), HostDevice::default());
+    let e = |e: ruccl::CollectiveError| e.to_string();
+    let (next, prev) = ((rank + 1) % world, (rank + world - 1) % world);
+    for n in [5, 300_000] {
+        let x = Tensor::from_slice(&dev, &vec![rank as f32; n], &[n]).map_err(e)?;
+        let ys: Vec<_> =
+            (0..2).map(|_| Tensor::zeros(&dev, ruccl::DType::F32, &[n])).collect::<Result<_, _>>().map_err(e)?;
+        let works: Vec<_> = ys
+            .iter()
+            .map(|y| Ok((comm.send_async(&x, next)?, comm.recv_async(y, prev)?)))
+            .collect::<Result<_, ruccl::CollectiveError>>()
+            .map_err(e)?;
+        for ((s, r), y) in works.iter().zip(&ys) {
+            r.wait().map_err(e)?;
+            s.wait().map_err(e)?;
+            check("an isend/irecv ring", rank, y.to_vec::<f32>().map_err(e)?, vec![prev as f32; n])?;
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn check<T: PartialEq + Debug>(what: &str, rank: usize, got: Vec<T>, want: Vec<T>) -> Result<(), String> {

@@ -57,6 +57,12 @@ impl<T> Ring<T> {
         }
     }
 
+    /// The newest record for which `hit` holds, among the newest `depth`, to update.
+    pub(super) fn newest_where(&mut self, depth: usize, hit: impl Fn(&T) -> bool) -> Option<&mut T> {
+        let (new, old) = self.recs.split_at_mut(self.head);
+        new.iter_mut().rev().chain(old.iter_mut().rev()).take(depth).find(|r| hit(r))
+    }
+
     /// The records, oldest first.
     pub(super) fn iter(&self) -> impl DoubleEndedIterator<Item = &T> {
         let (new, old) = self.recs.split_at(self.head);

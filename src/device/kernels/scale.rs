@@ -16,7 +16,10 @@ pub(crate) fn scale(dtype: DType, scale: Scale, dst: &mut [u8], src: Option<&[u8
     match dtype {
         DType::F16 => match scale {
             // f16 `Avg`'s prescale and rescale (`ReduceOp::avg_prescale`): on the exponent.
-            Scale::MulBy(f) if pow2(f).is_some() => scale_f16_pow2(dst, src, pow2(f).unwrap_or(0)),
+            Scale::MulBy(f) => match pow2(f) {
+                Some(j) => scale_f16_pow2(dst, src, j),
+                None => scale_half::<f16>(dst, src, scale),
+            },
             _ => scale_half::<f16>(dst, src, scale),
         },
         // bf16 converts with a shift and a rounding add per element: no faster in tiles.
