@@ -1,6 +1,7 @@
 //! The lean path of a blocking exchanged op: a small op between ranks sharing slots that
 //! [`submit`](super::Communicator::submit) runs at once, with nothing queued ahead of it, no
-//! shared progress engine and no `PreMulSum` prologue. It does what `prepare_checked`, the
+//! shared progress engine; a pre-multiplied op (`PreMulSum`, f16 `Avg`) scales its input
+//! first, at once. It does what `prepare_checked`, the
 //! driver and `complete` do for such an op — the same admission checks, sequence number,
 //! deadline, flight-recorder entry, sticky failure — but builds no `OpRun`: the exchange
 //! runs on a borrowed [`Exchange`] on this stack ([`sched::run_exchange`]), the same code an
@@ -8,7 +9,7 @@
 
 use std::sync::MutexGuard;
 
-use super::prepare::next_seq;
+use super::prepare::{next_seq, premultiply};
 use super::validate::Io;
 use super::{Communicator, Local};
 use crate::device::Device;
@@ -43,7 +44,34 @@ impl<D: Device> Communicator<D> {
             deadline: sched::Deadline::OnWait(shared.config.timeout()),
             shared,
         };
-        let bufs = Bindings { input: io.input, output: io.output, scratch: Binding::Unbound };
+        // f16 `Avg` pre-multiplies its input (as the plan path's prologue does, so that every
+        // rank's part is scaled alike whichever path its rank took); its result rescales.
+        let premul = desc.op.and_then(|o| o.premul(desc.dtype, shared.world));
+        let pre = match premul {
+            None => None,
+            Some(s) => match self.premultiplied(&mut local, &io, &desc, s) {
+                Ok(pre) => pre,
+                Err(e) => {
+                    sched::fail(view, &e);
+                    shared.board.start_at(
+                        rank,
+                        seq,
+                        desc,
+                        crate::config::Algorithm::Exchange,
+                        std::time::Instant::now(),
+                    );
+                    shared.board.finish(rank, false);
+                    let e = e.with_rank(rank).with_op(desc.to_string()).with_seq(seq);
+                    local.failed = Some(e.clone());
+                    return Err(e);
+                }
+            },
+        };
+        let input = match &pre {
+            Some(buf) => Binding::Contig { buf, base: 0, id: self.device.mem_id(buf) },
+            None => io.input,
+        };
+        let bufs = Bindings { input, output: io.output, scratch: Binding::Unbound };
         let result = sched::run_exchange(&Exchange::new(&self.device, &bufs, view, sole));
         debug_event!(rank, seq, ok = result.is_ok(), "exchange done");
         result.map_err(|e| {
@@ -51,5 +79,25 @@ impl<D: Device> Communicator<D> {
             local.failed = Some(e.clone());
             e
         })
+    }
+
+    /// The rank's `premul` buffer holding the input scaled by `s`, once the scaling is done
+    /// (a handle of its own: the caller keeps the rank's state locked meanwhile); `None` for
+    /// an op with no input.
+    fn premultiplied(
+        &self,
+        local: &mut Local<D>,
+        io: &Io<&D::Buffer>,
+        desc: &OpDesc,
+        s: f64,
+    ) -> Result<Option<D::Buffer>> {
+        let bytes = io.input_elems * desc.dtype.size();
+        let Some((pre, work)) = premultiply(&self.device, &mut local.premul, &io.input, bytes, desc.dtype, s)? else {
+            return Ok(None);
+        };
+        for (event, _) in &work {
+            self.device.wait(event, None)?;
+        }
+        Ok(Some(pre.clone()))
     }
 }

@@ -40,9 +40,7 @@ impl<D: Device> Communicator<D> {
             return self.issue(call)?.wait();
         }
         let (desc, io) = self.check_lent(&call)?;
-        // A pre-multiplied op (PreMulSum, f16 Avg) needs its prologue: the plan's path.
-        let premul = desc.op.and_then(|o| o.premul(desc.dtype, self.shared.world));
-        let exchanged = self.exchanges(&desc).is_some() && premul.is_none();
+        let exchanged = self.exchanges(&desc).is_some();
         if exchanged {
             let local = self.lock();
             if local.in_flight == 0 {
@@ -221,31 +219,12 @@ impl<D: Device> Communicator<D> {
             }
             let mut io = io;
             let mut prologue = smallvec::SmallVec::<[_; 1]>::new();
-            if let Some(s) = desc.op.and_then(|o| o.premul(desc.dtype, world)) {
-                let bytes = io.input_elems * size;
-                ensure(dev, &mut local.premul, bytes)?;
-                // The input, pre-multiplied into one buffer the plan reads instead: the one
-                // tensor, or an input list's tensors one after the other (its blocks).
-                let srcs: smallvec::SmallVec<[_; 1]> = match &io.input {
-                    Binding::Contig { buf, base, .. } => {
-                        smallvec::smallvec![(Range::new(buf.clone(), *base, bytes), 0)]
-                    }
-                    Binding::Blocks { bufs, block } => bufs
-                        .iter()
-                        .enumerate()
-                        .map(|(k, (b, _))| (Range::new(b.clone(), 0, *block), k * block))
-                        .collect(),
-                    Binding::Unbound => smallvec::SmallVec::new(),
-                };
-                if let Some(pre) = local.premul.as_ref().filter(|_| !srcs.is_empty()) {
-                    let id = dev.mem_id(pre);
-                    for (src, off) in srcs {
-                        let dst = Range::new(pre.clone(), off, src.len);
-                        let event = dev.scale(&src, &dst, desc.dtype, Scale::MulBy(s))?;
-                        prologue.push((event, (id, off, dst.len)));
-                    }
-                    io.input = Binding::Contig { buf: pre.clone(), base: 0, id };
-                }
+            if let Some(s) = desc.op.and_then(|o| o.premul(desc.dtype, world))
+                && let Some((pre, work)) =
+                    premultiply(dev, &mut local.premul, &io.input, io.input_elems * size, desc.dtype, s)?
+            {
+                prologue = work;
+                io.input = Binding::Contig { id: dev.mem_id(pre), buf: pre.clone(), base: 0 };
             }
             let bufs = Bindings {
                 input: io.input,
@@ -381,6 +360,43 @@ pub(super) fn next_seq<D: Device>(local: &mut Local<D>, desc: &OpDesc) -> u64 {
 /// Makes `slot` hold a buffer of at least `bytes` (reused across ops, grown when needed).
 /// Even for 0 bytes: plans of empty ops still name zero-length scratch spans, which must
 /// resolve to a bound buffer.
+/// The device work of an op's prologue, each with the range it writes.
+pub(super) type Prologue<E> = smallvec::SmallVec<[(E, (usize, usize, usize)); 1]>;
+
+/// The buffer holding a pre-multiplied input, and the device work that writes it.
+pub(super) type Premultiplied<'p, D> = (&'p <D as Device>::Buffer, Prologue<<D as Device>::Event>);
+
+/// Pre-multiplies an op's input (`PreMulSum`, f16 `Avg`) by `s` into the rank's `premul`
+/// buffer, which the op then reads instead: the one tensor, or an input list's tensors one
+/// after the other (its blocks), `bytes` in all. The buffer and the device work, or `None`
+/// for an op with no input.
+pub(super) fn premultiply<'p, D: Device, B: std::borrow::Borrow<D::Buffer>>(
+    dev: &D,
+    premul: &'p mut Option<D::Buffer>,
+    input: &Binding<B>,
+    bytes: usize,
+    dtype: crate::types::DType,
+    s: f64,
+) -> Result<Option<Premultiplied<'p, D>>> {
+    let srcs: smallvec::SmallVec<[_; 1]> = match input {
+        Binding::Contig { buf, base, .. } => smallvec::smallvec![(Range::new(buf.borrow().clone(), *base, bytes), 0)],
+        Binding::Blocks { bufs, block } => {
+            bufs.iter().enumerate().map(|(k, (b, _))| (Range::new(b.borrow().clone(), 0, *block), k * block)).collect()
+        }
+        Binding::Unbound => return Ok(None),
+    };
+    ensure(dev, premul, bytes)?;
+    let Some(pre) = premul.as_ref() else { return Ok(None) };
+    let id = dev.mem_id(pre);
+    let mut work = Prologue::new();
+    for (src, off) in srcs {
+        let dst = Range::new(pre.clone(), off, src.len);
+        let event = dev.scale(&src, &dst, dtype, Scale::MulBy(s))?;
+        work.push((event, (id, off, dst.len)));
+    }
+    Ok(Some((pre, work)))
+}
+
 fn ensure<D: Device>(dev: &D, slot: &mut Option<D::Buffer>, bytes: usize) -> Result<()> {
     if slot.as_ref().is_some_and(|b| dev.len(b) >= bytes) {
         return Ok(());
