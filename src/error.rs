@@ -212,7 +212,13 @@ impl CollectiveError {
         out.inner.context.peer = c.peer.filter(|&p| p != rank).or(c.rank.filter(|&r| r != rank));
         out.inner.report = self.inner.report.clone();
         out.inner.hint = self.inner.hint;
-        if self.inner.kind == ErrorKind::Timeout && c.peer == Some(rank) && c.rank != Some(rank) {
+        // Not when the ranks waited for each other: the hint of the rank that gave up (what
+        // to do about the cycle) stays.
+        if self.inner.kind == ErrorKind::Timeout
+            && c.peer == Some(rank)
+            && c.rank != Some(rank)
+            && !self.inner.message.contains(crate::comm::flight::DEADLOCK)
+        {
             out.inner.hint = Some(HELD_UP_BY_THIS_RANK);
         }
         out

@@ -34,7 +34,7 @@ use crate::op::OpDesc;
 use crate::types::Rank;
 
 /// Memory: the device type and its `mem_id` (ids of two device types may coincide).
-type Mem = (TypeId, usize);
+pub(crate) type Mem = (TypeId, usize);
 
 /// One held range.
 struct Pin {

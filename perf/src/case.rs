@@ -310,12 +310,9 @@ fn wrong_in<T: Num, D: PerfDevice>(
     Ok(wrong)
 }
 
-/// Sends `input` to rank `rank + 1` and receives from `rank - 1` (ring order, as
-/// nccl-tests' sendrecv). ruCCL's `send` returns only once the peer has received, so the
-/// order matters: even ranks send first, odd ranks receive first. Every even rank's send
-/// then targets an odd rank that is already receiving, except (for odd `n`) rank `n - 1`'s
-/// send to rank 0, which rank 0 takes once its own send to rank 1 (receiving first) is done.
-/// No cycle of waits exists for any `n >= 2`. The caller skips `n == 1`.
+/// Sends `input` to rank `rank + 1` and receives from `rank - 1` (ring order), the two in
+/// one group, as nccl-tests' sendrecv does (`ncclGroupStart`, `ncclSend`, `ncclRecv`,
+/// `ncclGroupEnd`): they move together. The caller skips `n == 1`.
 fn send_recv<D: PerfDevice>(
     comm: &Communicator<D>,
     input: &Tensor<D>,
@@ -324,12 +321,7 @@ fn send_recv<D: PerfDevice>(
     n: usize,
 ) -> Result<()> {
     let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
-    // `%` rather than `is_multiple_of`, which is newer than the crate's rust-version.
-    if matches!(rank % 2, 0) {
-        comm.send(input, next)?;
-        comm.recv(output, prev)
-    } else {
-        comm.recv(output, prev)?;
-        comm.send(input, next)
-    }
+    let mut group = Group::new();
+    group.send(comm, input, next).recv(comm, output, prev);
+    group.run()
 }

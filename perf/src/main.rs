@@ -134,8 +134,8 @@ TIME: each rank times -n calls back to back after one untimed call and a barrier
 IN PLACE: all_reduce, all_gather, reduce_scatter, broadcast, reduce and all_to_all run their
   in-place forms; ruCCL has no in-place gather, scatter, sendrecv or all_to_allv: those
   columns print N/A.
-SENDRECV: each rank sends to rank+1 and receives from rank-1 (even ranks send first, odd
-  ranks receive first: deadlock-free for every rank count). Needs at least 2 ranks.
+SENDRECV: each rank sends to rank+1 and receives from rank-1, the two in one ruccl::Group
+  (as nccl-tests' ncclGroupStart/End): they move together. Needs at least 2 ranks.
 CHECK: inputs are small integers chosen so every reduction is exact in any order; results
   are compared bit for bit, except float avg and premulsum, allowed 1 ULP (one rounding at
   the end may round twice); integer avg is exact (wrapping sum, then truncating division).

@@ -3,6 +3,7 @@
 //! reached op #17" instead of silence.
 
 mod blame;
+pub(crate) use blame::DEADLOCK;
 pub(crate) mod heard;
 mod quick;
 mod ring;

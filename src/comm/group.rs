@@ -25,7 +25,11 @@ use crate::sched::{self, OpRun};
 /// methods, and a call that fails them fails the whole group before anything is sent. A
 /// communicator may take several calls: they run in the order they were added (as its
 /// blocking calls would), except that consecutive sends and receives run together, so a ring
-/// of them never deadlocks. Every rank must add its calls in the same order. A send to the
+/// of them never deadlocks — those to one peer (or from one peer) in order, and one that uses
+/// memory an earlier one writes (or writes memory one reads) after it: a relay works, a swap
+/// in place (a send of a tensor and a receive into it, on both ranks) never finishes. Every
+/// rank must add its calls in the same order. A group first waits for its communicators'
+/// pending non-blocking ops. A send to the
 /// communicator's own rank and a receive from it pair up, in the order they are added, and
 /// are a local copy (NCCL allows them in a group; torch's all_to_all over NCCL sends every
 /// rank its own block so); a pair whose tensors another call of the group also uses is
@@ -201,8 +205,13 @@ impl<'a, D: Device> Group<'a, D> {
         let order = stages(&ops, &kinds, &ranges);
         let mut runs: Vec<&mut OpRun<D>> =
             ops.iter_mut().filter_map(|(_, p)| p.as_mut().ok().map(|p| &mut p.run)).collect();
-        let mut driven = sched::drive_all(&mut runs, &order).into_iter();
+        let mut driven = sched::drive_all(&mut runs, &order);
         drop(runs);
+        if driven.iter().any(|r| r.as_ref().is_err_and(|e| e.kind() == crate::error::ErrorKind::Timeout)) {
+            let descs: Vec<OpDesc> = ops.iter().zip(&kinds).filter(|((_, p), _)| p.is_ok()).map(|(_, d)| *d).collect();
+            held_back(&mut driven, &order, &descs);
+        }
+        let mut driven = driven.into_iter();
         for (comm, prepared) in ops {
             each(match prepared {
                 Err(e) => Err(e),
@@ -237,11 +246,13 @@ fn stages<D: Device>(
             continue;
         }
         let (key, lane) = (addr(comm), desc.lane());
+        let mut clashed = false;
         let stage = match last.iter_mut().find(|l| l.0 == key) {
             Some(l) => {
                 match (&mut l.2, lane) {
                     (Some(held), Some(_)) if !crate::pins::clash(held, mine) => held.extend(mine.iter().copied()),
-                    _ => {
+                    (held, _) => {
+                        clashed = held.is_some() && lane.is_some();
                         l.1 += 1;
                         l.2 = lane.map(|_| mine.clone());
                     }
@@ -253,9 +264,27 @@ fn stages<D: Device>(
                 0
             }
         };
-        order.push(sched::Place { key, stage, lane });
+        order.push(sched::Place { key, stage, lane, clashed });
     }
     order
+}
+
+/// Notes, in a send's or receive's `Timeout`, a send or receive of its communicator that a
+/// memory clash put in a later stage: if the peer's side does the same, neither finishes.
+#[cold]
+#[inline(never)]
+fn held_back(results: &mut [Result<()>], order: &[sched::Place], descs: &[OpDesc]) {
+    for (i, r) in results.iter_mut().enumerate() {
+        let Err(e) = r else { continue };
+        if e.kind() != crate::error::ErrorKind::Timeout || order[i].lane.is_none() {
+            continue;
+        }
+        let (key, stage) = (order[i].key, order[i].stage);
+        let later = (0..order.len()).find(|&j| order[j].key == key && order[j].clashed && order[j].stage > stage);
+        if let Some(desc) = later.and_then(|j| descs.get(j)) {
+            *r = Err(e.clone().appended(&super::work::clash_note(&desc.to_string())));
+        }
+    }
 }
 
 /// A few of something, inline (one per call or rank of a group: no allocation for the usual

@@ -249,6 +249,19 @@ impl<D: Device> Communicator<D> {
     /// completes. Any other op waits until they are done, and they wait for the ops issued
     /// before them; sends to one peer (and receives from one peer) keep their order.
     ///
+    /// Where this differs from torch over NCCL (which runs them on streams of their own):
+    /// - a collective issued between a send and its receive waits for the send, and so holds
+    ///   the receive back: issue the receive before the collective, or wait for the send;
+    /// - a send or receive that uses memory one issued before it writes (or writes memory one
+    ///   reads) waits for it, in issue order: a relay (receive into a tensor, then send it on)
+    ///   works, but a swap in place (both ranks send a tensor and receive into it) never
+    ///   finishes: use separate tensors;
+    /// - a [`Group`](crate::Group) waits for the rank's pending ops first; and a blocking
+    ///   call that finds nothing pending runs alone, so a send or receive issued from another
+    ///   thread meanwhile waits for it: from several threads, make them all non-blocking.
+    ///
+    /// A `Timeout` says when this rank held a call back for one of these reasons.
+    ///
     /// # Errors
     /// As [`all_reduce_async`](Self::all_reduce_async).
     ///

@@ -25,6 +25,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The note of a send's or receive's `Timeout` about a later send or receive (`call`) of its
+/// rank that waits for it because the two share memory.
+pub(super) fn clash_note(call: &str) -> String {
+    format!(
+        "This rank's {call} is held back: it uses memory that a send or receive issued before it writes (or writes \
+         memory one reads), so it runs after them, in issue order; if its peer does the same, neither finishes: \
+         send from and receive into separate tensors"
+    )
+}
+
 /// Where a non-blocking op's result lands.
 #[derive(Debug, Default)]
 struct Slot {
@@ -71,7 +81,7 @@ impl<D: Device> Queued<D> {
 /// The ops a rank's driver is in the middle of (the shared progress thread leaves them here
 /// between turns), locked by whoever drives the rank: one op, or a run of consecutive sends
 /// and receives moving together (`stage.rs`). Its capacity is kept from op to op.
-pub(crate) struct Current<D: Device>(Vec<Queued<D>>);
+pub(crate) struct Current<D: Device>(stage::Stage<D>);
 
 /// One rank's queue of issued ops and what drives it.
 pub(crate) struct Engine<D: Device> {
@@ -96,7 +106,7 @@ impl<D: Device> Engine<D> {
         Engine {
             queue: Mutex::new(VecDeque::new()),
             queued: AtomicUsize::new(0),
-            driving: Mutex::new(Current(Vec::new())),
+            driving: Mutex::new(Current(stage::Stage::default())),
             worker: AtomicBool::new(false),
             shared_progress,
             shared,
@@ -143,10 +153,7 @@ impl<D: Device> Engine<D> {
         loop {
             self.admit(&mut current.0);
             // A lone collective blocks on its own waits (a peer's doorbell, its device event).
-            if let [q] = current.0.as_slice()
-                && !q.op.run.ctx.p2p
-                && let Some(mut q) = current.0.pop()
-            {
+            if let Some(mut q) = current.0.take_solo() {
                 let r = sched::drive(&mut q.op.run);
                 self.finish(q, r);
                 continue;
@@ -160,10 +167,40 @@ impl<D: Device> Engine<D> {
     }
 
     fn finish(&self, mut q: Queued<D>, r: Result<()>) {
+        let r = match r {
+            Err(e) if q.op.run.ctx.p2p && e.kind() == ErrorKind::Timeout => Err(self.held_back(e)),
+            r => r,
+        };
         let r = complete(&self.shared, self.rank, &mut lock(&self.local), &mut q.op, r);
         // Free before the waiters wake, so that they find their tensors free.
         q.hold.release();
         q.slot.finish(r);
+    }
+
+    /// A send's or receive's `Timeout`, with what this rank holds back in its queue that
+    /// the peer may be waiting for (the cycle the peer's side of it closes).
+    #[cold]
+    #[inline(never)]
+    fn held_back(&self, e: CollectiveError) -> CollectiveError {
+        let queue = lock(&self.queue);
+        let called = |q: &Queued<D>| {
+            let c = &q.op.run.ctx;
+            sched::called(&c.fp.desc.to_string(), c.p2p, c.seq)
+        };
+        match queue.front() {
+            Some(front) if front.op.run.ctx.p2p => e.appended(&clash_note(&called(front))),
+            Some(front) => match queue.iter().find(|q| q.op.run.ctx.p2p) {
+                Some(p2p) => e.appended(&format!(
+                    "This rank's {} is held back in its queue behind {}, which starts only once this rank's earlier \
+                     sends and receives are done: a collective issued between a send and its receive holds the \
+                     receive back (issue the receive before the collective, or wait for the send first)",
+                    called(p2p),
+                    called(front)
+                )),
+                None => e,
+            },
+            None => e,
+        }
     }
 
     /// Queues a prepared op (the caller holds the rank's state lock, so queue order is issue

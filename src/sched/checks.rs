@@ -33,11 +33,12 @@ const DEVICE_SLOW: &str = "this rank's device did not finish the op's work in ti
      launch compiles it); this communicator is now aborted, create a new one";
 
 /// What to do when a point-to-point call timed out waiting for its peer.
-const P2P_SLOW: &str = "the rank named above never took part: look for a crash, a hang or a missing matching call \
-     there. A blocking send waits for its receive, so blocking calls that wait for each other in a cycle never \
-     finish (a ring in which every rank sends before it receives): make the sends non-blocking (send_async, \
-     torch's isend), put the calls in one Group (batch_isend_irecv), or let one side receive first; or raise \
-     CommConfig::timeout. This communicator is now aborted, create a new one";
+const P2P_SLOW: &str = "the rank named above did not match this call in time: look for a crash, a hang, or a \
+     missing or different matching call there. Calls that wait for each other in a cycle never finish: blocking \
+     sends issued before their receives on every rank (make the sends non-blocking with send_async, torch's isend; \
+     put the calls in one Group, batch_isend_irecv; or let one side receive first), or a receive held back in its \
+     rank's queue (the message says so, if this rank's is); or raise CommConfig::timeout. This communicator is now \
+     aborted, create a new one";
 
 impl Deadline {
     /// The time, an [`OnWait`](Deadline::OnWait) counted from `now` (a time the caller read:

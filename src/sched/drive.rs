@@ -127,6 +127,14 @@ impl<D: Device> OpRun<D> {
         first.is_none_or(|ev| self.dev.poll_waking(ev, crate::transport::bell_waker()).is_ok())
     }
 
+    /// Whether this send or receive has sent or opened its message: the next call on its
+    /// lane may then start (its message follows this one in the peer's mailbox, or it opens
+    /// the one after).
+    pub(crate) fn moved_message(&self) -> bool {
+        let moved = |n: &Vec<u32>, p: Rank| n.get(p).is_some_and(|&k| k > 0);
+        self.ctx.fp.desc.peer.is_some_and(|p| moved(&self.sent, p) || moved(&self.received, p))
+    }
+
     /// The op's deadline.
     pub(crate) fn deadline(&self) -> Instant {
         self.ctx.deadline
@@ -143,6 +151,35 @@ impl<D: Device> OpRun<D> {
     }
 }
 
+/// For each run of `order`, the runs it waits for before it starts: every run of its rank's
+/// previous stage (to be done), and the previous run on its lane (`true`: to have sent or
+/// opened its message). Linear in the runs, but for
+/// stages of many runs that follow each other (then their product).
+fn dependencies(order: &[Place]) -> Vec<smallvec::SmallVec<[(usize, bool); 1]>> {
+    use std::collections::HashMap;
+    // Per rank: its current stage, the runs of that stage and those of the stage before.
+    let mut ranks: HashMap<usize, (u32, Vec<usize>, Vec<usize>)> = HashMap::new();
+    let mut lanes: HashMap<(usize, (bool, Rank)), usize> = HashMap::new();
+    let mut deps = Vec::with_capacity(order.len());
+    for (i, p) in order.iter().enumerate() {
+        let (stage, now, before) = ranks.entry(p.key).or_insert_with(|| (p.stage, Vec::new(), Vec::new()));
+        if *stage != p.stage {
+            *stage = p.stage;
+            *before = std::mem::take(now);
+        }
+        now.push(i);
+        let mut d: smallvec::SmallVec<[(usize, bool); 1]> = before.iter().map(|&j| (j, false)).collect();
+        if let Some(lane) = p.lane
+            && let Some(j) = lanes.insert((p.key, lane), i)
+            && order[j].stage == p.stage
+        {
+            d.push((j, true));
+        }
+        deps.push(d);
+    }
+    deps
+}
+
 /// A run's place in its rank's order, for [`drive_all`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Place {
@@ -152,6 +189,9 @@ pub(crate) struct Place {
     pub stage: u32,
     /// A send's or receive's lane: (whether it sends, the peer).
     pub lane: Option<(bool, Rank)>,
+    /// Whether a memory clash with the sends and receives before it put it in a stage of
+    /// its own (for the notes of a `Timeout`).
+    pub clashed: bool,
 }
 
 /// Runs every op in `runs` to completion from this thread, polling each in turn and sleeping
@@ -162,55 +202,47 @@ pub(crate) struct Place {
 /// run of its rank in an earlier stage is done, so that one rank's ops run one after the other
 /// (a rank completes its ops in issue order, and its messages are matched to its ops by
 /// number), while the runs of one stage (a batch of sends and receives) move together —
-/// except that runs of one lane (sends to one peer, receives from one peer) still run in
-/// order, so that a later receive never opens the message an earlier one waits for.
+/// except that a run on a lane (sends to one peer, receives from one peer) starts only once
+/// the one before it on the lane has sent or opened its message, so that the messages keep
+/// their order and a later receive never opens the message an earlier one waits for.
 pub(crate) fn drive_all<D: Device>(runs: &mut [&mut OpRun<D>], order: &[Place]) -> Vec<Result<()>> {
     let mut results: Vec<Option<Result<()>>> = runs.iter().map(|_| None).collect();
     let mut turns: Vec<Turn> = runs.iter().map(|_| Turn::default()).collect();
-    // Whether run `j` must be done before run `i` starts.
-    let before = |j: usize, i: usize| match (order.get(j), order.get(i)) {
-        (Some(a), Some(b)) => a.key == b.key && (a.stage < b.stage || (j < i && a.lane.is_some() && a.lane == b.lane)),
-        _ => false,
-    };
+    // What each run waits for before it starts: the runs of its rank's previous stage, and
+    // the run before it on its lane (each of those waits for what came before it in turn).
     // Usually every run is in its rank's first stage, each on a lane of its own: then all
     // start at once.
-    let staged = order.iter().any(|p| p.stage > 0) || {
-        let mut lanes: Vec<_> = order.iter().filter_map(|p| Some((p.key, p.lane?))).collect();
-        lanes.sort_unstable();
-        lanes.windows(2).any(|w| w[0] == w[1])
-    };
-    let mut started: Vec<bool> = runs.iter().map(|_| !staged).collect();
+    let deps = dependencies(order);
+    let mut started: Vec<bool> = deps.iter().map(|d| d.is_empty()).collect();
     loop {
-        if staged {
-            for (i, s) in started.iter_mut().enumerate() {
-                if *s {
-                    continue;
-                }
+        let (mut blocked, mut finished, mut pending) = (false, false, false);
+        // In order, so that a run whose dependencies move in this pass starts in it too (a
+        // lane of many messages moves them all in one pass, not one per pass).
+        for i in 0..runs.len() {
+            if results[i].is_some() {
+                continue;
+            }
+            if !started[i] {
                 // A later op of a rank whose earlier op failed does not start (failures are
                 // sticky): it fails as a call issued after the failure would.
-                let failed = (0..i).find_map(|j| match &results[j] {
-                    Some(Err(e)) if before(j, i) => Some(e.clone()),
+                let failed = deps[i].iter().find_map(|&(j, _)| match &results[j] {
+                    Some(Err(e)) => Some(e.clone()),
                     _ => None,
                 });
                 if let Some(first) = failed {
                     runs[i].start_at(Instant::now());
                     results[i] = Some(Err(CollectiveError::failed_earlier(&first)));
-                    *s = true;
+                    finished = true;
                     continue;
                 }
-                *s = (0..i).all(|j| results[j].is_some() || !before(j, i));
+                // A lane's earlier run need only have sent or opened its message.
+                started[i] = deps[i].iter().all(|&(j, lane)| results[j].is_some() || (lane && runs[j].moved_message()));
+                if !started[i] {
+                    pending = true;
+                    continue;
+                }
             }
-        }
-        let (mut blocked, mut finished, mut pending) = (false, false, false);
-        for (i, run) in runs.iter_mut().enumerate() {
-            if results[i].is_some() {
-                continue;
-            }
-            if !started[i] {
-                pending = true;
-                continue;
-            }
-            match run.take_turn(&mut turns[i]) {
+            match runs[i].take_turn(&mut turns[i]) {
                 Advance::Done(r) => (results[i], finished) = (Some(r), true),
                 Advance::Blocked => blocked = true,
             }

@@ -162,6 +162,43 @@ pub fn async_ring<D: TestDevice>(world: usize) {
     });
 }
 
+/// Sends and receives that a rank holds back, in cycles its peer closes: the `Timeout` names
+/// the held-back call and why. A collective issued between `isend` and `irecv` holds the
+/// receive back; a receive into the memory a send of the same group reads (a swap in place)
+/// waits for the send.
+pub fn held_back_calls_are_named<D: TestDevice>() {
+    for case in ["collective between", "swap in place"] {
+        let notes = std::sync::Mutex::new(Vec::new());
+        run::<D, _>(2, &Opts::timed(std::time::Duration::from_millis(500)), |ctx| {
+            let peer = 1 - ctx.rank;
+            let x = ctx.tensor(&[ctx.rank as u32; 4]);
+            let mut y = ctx.tensor(&[0u32; 4]);
+            let r = if case == "collective between" {
+                (|| {
+                    let s = ctx.comm.send_async(&x, peer)?;
+                    let a = ctx.comm.all_reduce_async(&x, ReduceOp::Sum)?;
+                    let v = ctx.comm.recv_async(&y, peer)?;
+                    s.wait().and(a.wait()).and(v.wait())
+                })()
+            } else {
+                let alias = ctx.ok(Tensor::from_buffer(ctx.comm.device(), y.buffer().clone(), DType::U32, &[4]), "alias");
+                let mut g = Group::new();
+                g.send(&ctx.comm, &alias, peer).recv(&ctx.comm, &mut y, peer);
+                g.run()
+            };
+            let e = ctx.expect_err(r, ErrorKind::Timeout, &[], case);
+            notes.lock().unwrap().push(e.to_string());
+        });
+        let notes = notes.into_inner().unwrap();
+        let want = if case == "collective between" {
+            "is held back in its queue behind all_reduce(sum, 4 x u32)"
+        } else {
+            "is held back: it uses memory that a send or receive issued before it writes"
+        };
+        assert!(notes.iter().any(|n| n.contains(want)), "{case}: no rank says {want:?}: {notes:#?}");
+    }
+}
+
 /// Point-to-point calls between collectives keep their own sequence numbers.
 pub fn p2p_interleaved_with_collectives<D: TestDevice>() {
     run::<D, _>(4, &Opts::default(), |ctx| {

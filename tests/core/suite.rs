@@ -168,6 +168,7 @@ macro_rules! core_suite {
                 movement::broadcast_into_ignores_non_root_input,
                 movement::shapes_are_free,
                 p2p::p2p_interleaved_with_collectives,
+                p2p::held_back_calls_are_named,
                 large::large_frames_between_small,
                 concurrency::thousand_small_all_reduces,
                 concurrency::one_communicator_from_two_threads,

@@ -8,6 +8,11 @@ use super::{Board, Heard, OpState, state_word};
 use crate::op::OpKind;
 use crate::types::Rank;
 
+/// How a wait that another rank closes into a cycle is called in a `Timeout`'s message: a
+/// rank relaying such an error keeps the hint of the rank that gave up (what to do about the
+/// cycle) rather than being told it held the others up.
+pub(crate) const DEADLOCK: &str = "a deadlock";
+
 impl Board {
     /// The rank furthest behind among those that never reached collective op `seq` (`me`
     /// aside), and a sentence saying so; `None` when every rank got there. Ranks of other
@@ -87,7 +92,7 @@ impl Board {
                 // Waits are described as "rank N to ...", N being the awaited rank.
                 if w.starts_with(&format!("rank {me} ")) {
                     format!(
-                        "rank {rank} is itself waiting, in op #{} {}, for {w}: {between} (a deadlock: check the \
+                        "rank {rank} is itself waiting, in op #{} {}, for {w}: {between} ({DEADLOCK}: check the \
                          order of sends, receives and collectives on each)",
                         e.seq, e.op
                     )
@@ -109,7 +114,7 @@ impl Board {
             {
                 format!(
                     "rank {rank} was itself waiting, in op #{} {}, for rank {me} to send, and gave up first{}: the \
-                     two ranks waited for each other (a deadlock: check the order of sends, receives and \
+                     two ranks waited for each other ({DEADLOCK}: check the order of sends, receives and \
                      collectives on both)",
                     e.seq,
                     e.op,

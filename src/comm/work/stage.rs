@@ -3,19 +3,24 @@
 //! in a [`Group`](crate::Group): torch's ring of `isend` to the next rank then `irecv` from
 //! the previous one (`send_async`, `recv_async`) completes, where running the send alone
 //! would wait for a receive queued behind it. A send or receive issued while such a stage
-//! runs joins it; any other op waits until the stage is done.
+//! runs joins it, unless it uses memory one of the stage's ops writes (or writes memory one
+//! reads): then it waits for the stage, as issue order says. Any other op waits until the
+//! stage is done.
 //!
 //! Within a stage, ops on one lane (sends to one peer, or receives from one peer) still run
 //! one after the other: a peer matches a rank's messages to its calls in order, so a later
-//! receive must not open the message an earlier one waits for.
+//! receive must not open the message an earlier one waits for: each lane is a queue of its
+//! own, on which an op starts once the one before it has sent or opened its message.
 
 use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{Engine, Queued, lock};
 use crate::device::Device;
-use crate::error::CollectiveError;
+use crate::error::{CollectiveError, Result};
+use crate::pins::Mem;
 use crate::sched;
 use crate::types::Rank;
 
@@ -33,34 +38,101 @@ pub(super) enum Stepped {
     Blocked { deadline: Instant, slices: bool },
 }
 
-fn lane<D: Device>(q: &Queued<D>) -> Option<(bool, Rank)> {
-    q.op.run.ctx.fp.desc.lane()
+/// A send's or receive's lane: (whether it sends, the peer).
+type Lane = (bool, Rank);
+
+/// The ops a rank's driver moves together (see the module's docs).
+pub(crate) struct Stage<D: Device> {
+    /// An op that is not a send or receive: alone in its stage.
+    solo: Option<Queued<D>>,
+    /// The sends and receives, a queue per lane (whether it sends, the peer), in issue order.
+    lanes: Vec<(Lane, VecDeque<Queued<D>>)>,
+    /// How many of the stage's sends and receives use each memory: one that uses none of
+    /// them clashes with none (the usual case) without a look at each.
+    mems: HashMap<Mem, usize>,
 }
 
-/// Whether `next` may join a stage of sends and receives: it is one too, and shares no
-/// memory with them that one of them writes.
-fn joins<D: Device>(stage: &[Queued<D>], next: &Queued<D>) -> bool {
-    next.op.run.ctx.p2p && !stage.iter().any(|q| crate::pins::clash(&q.ranges, &next.ranges))
+impl<D: Device> Default for Stage<D> {
+    fn default() -> Self {
+        Stage { solo: None, lanes: Vec::new(), mems: HashMap::new() }
+    }
 }
 
-/// Whether `stage[i]` waits for an earlier op of its lane in the stage.
-fn held_back<D: Device>(stage: &[Queued<D>], i: usize) -> bool {
-    let Some(l) = stage.get(i).and_then(lane) else { return false };
-    stage[..i].iter().any(|q| lane(q) == Some(l))
+impl<D: Device> Stage<D> {
+    /// Whether no op is in the stage.
+    pub(super) fn is_empty(&self) -> bool {
+        self.solo.is_none() && self.lanes.is_empty()
+    }
+
+    /// Whether the stage holds sends and receives only (or nothing).
+    fn p2p(&self) -> bool {
+        self.solo.is_none()
+    }
+
+    /// The ops that may move now: the solo op, and on each lane the oldest ops up to the
+    /// first that has not sent or opened its message.
+    fn movable(&self) -> impl Iterator<Item = &Queued<D>> {
+        let lanes = self.lanes.iter().flat_map(|(_, ops)| {
+            let waiting = ops.iter().position(|q| !q.op.run.moved_message()).map_or(ops.len(), |k| k + 1);
+            ops.iter().take(waiting)
+        });
+        self.solo.iter().chain(lanes)
+    }
+
+    /// The lone op that is not a send or receive, taken out to be driven on its own.
+    pub(super) fn take_solo(&mut self) -> Option<Queued<D>> {
+        self.solo.take()
+    }
+
+    fn push(&mut self, q: Queued<D>) {
+        let Some(lane) = q.op.run.ctx.fp.desc.lane() else {
+            self.solo = Some(q);
+            return;
+        };
+        for r in &q.ranges {
+            *self.mems.entry(r.mem).or_insert(0) += 1;
+        }
+        match self.lanes.iter_mut().find(|(l, _)| *l == lane) {
+            Some((_, ops)) => ops.push_back(q),
+            None => self.lanes.push((lane, VecDeque::from([q]))),
+        }
+    }
+
+    /// Forgets a send's or receive's memory once it left the stage.
+    fn forget(&mut self, q: &Queued<D>) {
+        for r in &q.ranges {
+            if let Some(n) = self.mems.get_mut(&r.mem) {
+                *n -= 1;
+                if *n == 0 {
+                    self.mems.remove(&r.mem);
+                }
+            }
+        }
+    }
+
+    /// Whether `next` may join the stage: it is a send or receive, the stage holds only
+    /// those, and it shares no memory with them that one of the two writes.
+    fn joins(&self, next: &Queued<D>) -> bool {
+        if !(self.p2p() && next.op.run.ctx.p2p) {
+            return false;
+        }
+        if !next.ranges.iter().any(|r| self.mems.contains_key(&r.mem)) {
+            return true;
+        }
+        !self.lanes.iter().flat_map(|(_, ops)| ops).any(|q| crate::pins::clash(&q.ranges, &next.ranges))
+    }
 }
 
 impl<D: Device> Engine<D> {
     /// Takes the next ops off the queue into `stage`: the oldest op when the stage is empty,
     /// and then, while the stage holds only sends and receives, every send and receive queued
-    /// right behind them — up to one that uses memory an op of the stage writes, or writes
-    /// memory one reads (a receive into a tensor, then a send of it: it waits for the stage,
-    /// as issue order says).
-    pub(super) fn admit(&self, stage: &mut Vec<Queued<D>>) {
+    /// right behind them that [`Stage::joins`] it.
+    pub(super) fn admit(&self, stage: &mut Stage<D>) {
         while self.queued.load(Ordering::Acquire) > 0 {
             let next = if stage.is_empty() {
                 self.pop_if(|_| true)
-            } else if stage.iter().all(|q| q.op.run.ctx.p2p) {
-                self.pop_if(|next| joins(stage, next))
+            } else if stage.p2p() {
+                self.pop_if(|next| stage.joins(next))
             } else {
                 return;
             };
@@ -70,32 +142,54 @@ impl<D: Device> Engine<D> {
         }
     }
 
-    /// Moves every op of the stage as far as it goes without blocking, oldest first, and
+    /// Moves every op of the stage that may move as far as it goes without blocking, and
     /// finishes those that are done.
-    pub(super) fn step(&self, stage: &mut Vec<Queued<D>>) -> Stepped {
+    pub(super) fn step(&self, stage: &mut Stage<D>) -> Stepped {
         let (mut moved, mut deadline, mut slices) = (false, None::<Instant>, false);
-        let mut i = 0;
-        while i < stage.len() {
-            if held_back(stage, i) {
-                i += 1;
-                continue;
-            }
-            let q = &mut stage[i];
+        let mut wait = |q: &Queued<D>| {
+            let d = q.op.run.deadline();
+            deadline = Some(deadline.map_or(d, |e: Instant| e.min(d)));
+            slices |= q.op.run.needs_slices(&q.turn);
+        };
+        if let Some(q) = stage.solo.as_mut() {
             match q.traced(|q| q.op.run.take_turn(&mut q.turn)) {
-                sched::Advance::Blocked => {
-                    let d = q.op.run.deadline();
-                    deadline = Some(deadline.map_or(d, |e| e.min(d)));
-                    slices |= q.op.run.needs_slices(&q.turn);
-                    i += 1;
-                }
+                sched::Advance::Blocked => wait(q),
                 sched::Advance::Done(r) => {
-                    // Later ops of its lane may start now: the loop reaches them.
-                    let q = stage.remove(i);
-                    self.finish(q, r);
+                    if let Some(q) = stage.solo.take() {
+                        self.finish(q, r);
+                    }
                     moved = true;
                 }
             }
         }
+        let mut done = Vec::new();
+        for (_, ops) in stage.lanes.iter_mut() {
+            // Oldest first; each may start once the one before it has sent or opened its
+            // message (or is done).
+            let mut k = 0;
+            while let Some(q) = ops.get_mut(k) {
+                match q.traced(|q| q.op.run.take_turn(&mut q.turn)) {
+                    sched::Advance::Blocked => {
+                        wait(q);
+                        if !q.op.run.moved_message() {
+                            break;
+                        }
+                        k += 1;
+                    }
+                    sched::Advance::Done(r) => {
+                        if let Some(q) = ops.remove(k) {
+                            done.push((q, r));
+                        }
+                    }
+                }
+            }
+        }
+        moved |= !done.is_empty();
+        for (q, r) in done {
+            stage.forget(&q);
+            self.finish(q, r);
+        }
+        stage.lanes.retain(|(_, ops)| !ops.is_empty());
         match deadline {
             _ if moved => Stepped::Moved,
             Some(deadline) => Stepped::Blocked { deadline, slices },
@@ -103,43 +197,46 @@ impl<D: Device> Engine<D> {
         }
     }
 
-    /// Whether stepping the stage again may move it: one of its ops that may run is ready,
-    /// or an op waits in the queue that [`admit`](Self::admit) would take (cheap).
-    pub(super) fn stage_ready(&self, stage: &[Queued<D>]) -> bool {
-        let ready = (0..stage.len()).any(|i| !held_back(stage, i) && stage[i].op.run.is_ready(&stage[i].turn));
-        ready || (self.queued.load(Ordering::Acquire) > 0 && self.joinable(stage))
-    }
-
-    /// Whether the queue's oldest op may join `stage`.
-    fn joinable(&self, stage: &[Queued<D>]) -> bool {
-        if stage.is_empty() {
-            return true;
-        }
-        stage.iter().all(|q| q.op.run.ctx.p2p) && lock(&self.queue).front().is_some_and(|q| joins(stage, q))
+    /// Whether stepping the stage again may move it: an op that may move is ready, or an op
+    /// waits in the queue that [`admit`](Self::admit) would take (cheap).
+    pub(super) fn stage_ready(&self, stage: &Stage<D>) -> bool {
+        stage.movable().any(|q| q.op.run.is_ready(&q.turn))
+            || (self.queued.load(Ordering::Acquire) > 0
+                && (stage.is_empty() || (stage.p2p() && lock(&self.queue).front().is_some_and(|q| stage.joins(q)))))
     }
 
     /// The long-wait checks of the stage's waiting ops; finishes those the checks ended and
     /// says whether any did.
-    pub(super) fn check_stage(&self, stage: &mut Vec<Queued<D>>) -> bool {
-        let mut ended = false;
-        let mut i = 0;
-        while i < stage.len() {
-            let q = &mut stage[i];
-            match q.traced(|q| q.op.run.check_waiting(&mut q.turn)) {
-                Some(e) => {
-                    let q = stage.remove(i);
-                    self.finish(q, Err(e));
-                    ended = true;
+    pub(super) fn check_stage(&self, stage: &mut Stage<D>) -> bool {
+        let mut ended: Vec<(Queued<D>, Result<()>)> = Vec::new();
+        if let Some(q) = stage.solo.as_mut()
+            && let Some(e) = q.traced(|q| q.op.run.check_waiting(&mut q.turn))
+            && let Some(q) = stage.solo.take()
+        {
+            ended.push((q, Err(e)));
+        }
+        for (_, ops) in stage.lanes.iter_mut() {
+            // Ops that have not started have no wait to check.
+            let mut k = 0;
+            while let Some(q) = ops.get_mut(k) {
+                match q.traced(|q| q.op.run.check_waiting(&mut q.turn)) {
+                    Some(e) => ended.extend(ops.remove(k).map(|q| (q, Err(e)))),
+                    None => k += 1,
                 }
-                None => i += 1,
             }
         }
-        ended
+        stage.lanes.retain(|(_, ops)| !ops.is_empty());
+        let any = !ended.is_empty();
+        for (q, r) in ended {
+            stage.forget(&q);
+            self.finish(q, r);
+        }
+        any
     }
 
     /// Blocks the driving thread until the stage may move, a new op may join it, or the
     /// earliest deadline passes (the next step sees it).
-    pub(super) fn wait(&self, stage: &mut Vec<Queued<D>>, deadline: Instant, slices: bool) {
+    pub(super) fn wait(&self, stage: &mut Stage<D>, deadline: Instant, slices: bool) {
         let now = Instant::now();
         let wake = if slices { deadline.min(now + DEVICE_SLICE) } else { deadline };
         let stage = RefCell::new(stage);
