@@ -126,11 +126,11 @@ impl<D: Device> Engine<D> {
         !current.0.is_empty() || self.queued.load(Ordering::Acquire) > 0
     }
 
-    /// The oldest queued op if `take` says so. An op issued before an
-    /// earlier op of its rank failed does not start: it ends at once with `Aborted`, as a call
-    /// issued after the failure does (`admit`), and its peers learn of the failure from the op
-    /// that failed. Run, it could succeed on this rank (its peers' parts already published)
-    /// while they report it failed.
+    /// The oldest queued op if `take` says so. An op issued before an earlier op of its rank
+    /// failed does not start: it ends at once with `Aborted`, as a call issued after the
+    /// failure does (`admit`), and its peers learn of the failure from the op that failed.
+    /// Run, it could succeed on this rank (its peers' parts already published) while they
+    /// report it failed.
     fn pop_if(&self, take: impl Fn(&Queued<D>) -> bool) -> Option<Queued<D>> {
         loop {
             let q = {

@@ -73,7 +73,15 @@ impl Board {
         let culprit = chain.last().copied().unwrap_or(peer);
         if culprit != peer {
             let path = chain.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" -> ");
-            let _ = write!(why, ". The waits run {path}: rank {culprit}, at their end, holds the op up");
+            // The last rank may wait for one already in the chain: then no rank is at the end.
+            match self.awaits(culprit, heard).filter(|n| chain.contains(n)) {
+                Some(back) => {
+                    let _ = write!(why, ". The waits run {path} -> {back}: a cycle ({DEADLOCK})");
+                }
+                None => {
+                    let _ = write!(why, ". The waits run {path}: rank {culprit}, at their end, holds the op up");
+                }
+            }
         }
         (culprit, why)
     }

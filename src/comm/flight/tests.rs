@@ -95,6 +95,7 @@ fn blame_follows_the_chain_of_waits() {
     let (culprit, why) = b.blame(0, 2, Some(7), &[]);
     assert_eq!(culprit, 1, "{why}");
     assert!(why.contains("the ranks wait for each other in a cycle"), "{why}");
+    assert!(why.ends_with("The waits run 0 -> 2 -> 1 -> 0: a cycle (a deadlock)"), "{why}");
 
     // Ranks 1 and 2 in other processes: 2 answered, 1 did not.
     let b = Board::with_local(&[true, false, false], Duration::from_secs(1));
