@@ -267,7 +267,8 @@ pub(crate) fn parse_flag(name: &str, value: &str) -> Result<Option<bool>> {
 
 /// The yes/no variable `name` of the process environment ([`parse_flag`]); `None` when unset,
 /// empty or malformed (communicators refuse a malformed one when they are made:
-/// [`CommConfig::from_env`]).
+/// [`CommConfig::from_env`]). Only the shared-memory transport reads one (Linux, not Miri).
+#[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
 pub(crate) fn env_flag(name: &str) -> Option<bool> {
     std::env::var(name).ok().and_then(|v| parse_flag(name, &v).ok().flatten())
 }

@@ -101,6 +101,32 @@ pub(crate) fn clash(a: &[Held], b: &[Held]) -> bool {
     a.iter().any(|x| b.iter().any(|y| x.clashes(y)))
 }
 
+/// The ranges of a run of ops, by memory: whether another op clashes with them looks only at
+/// those on its own memory (a group of thousands of sends and receives stays linear).
+#[derive(Debug, Default)]
+pub(crate) struct ByMem(std::collections::HashMap<Mem, Ranges>);
+
+impl ByMem {
+    /// The ranges of one op.
+    pub(crate) fn of(ranges: &[Held]) -> Self {
+        let mut by = ByMem::default();
+        by.add(ranges);
+        by
+    }
+
+    /// Adds an op's ranges.
+    pub(crate) fn add(&mut self, ranges: &[Held]) {
+        for r in ranges {
+            self.0.entry(r.mem).or_default().push(*r);
+        }
+    }
+
+    /// Whether an op holding `ranges` would race with those added ([`clash`]).
+    pub(crate) fn clashes(&self, ranges: &[Held]) -> bool {
+        ranges.iter().any(|r| self.0.get(&r.mem).is_some_and(|held| held.iter().any(|h| h.clashes(r))))
+    }
+}
+
 /// An op's ranges, held until it is dropped (or [`release`](Self::release)d).
 #[derive(Debug, Default)]
 pub(crate) struct Hold {

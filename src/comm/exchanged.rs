@@ -52,18 +52,8 @@ impl<D: Device> Communicator<D> {
             Some(s) => match self.premultiplied(&mut local, &io, &desc, s) {
                 Ok(pre) => pre,
                 Err(e) => {
-                    sched::fail(view, &e);
-                    shared.board.start_at(
-                        rank,
-                        seq,
-                        desc,
-                        crate::config::Algorithm::Exchange,
-                        std::time::Instant::now(),
-                    );
-                    shared.board.finish(rank, false);
-                    let e = e.with_rank(rank).with_op(desc.to_string()).with_seq(seq);
-                    local.failed = Some(e.clone());
-                    return Err(e);
+                    let (exchange, now) = (crate::config::Algorithm::Exchange, std::time::Instant::now());
+                    return Err(self.failed_before_run(&mut local, view, desc, exchange, now, e));
                 }
             },
         };

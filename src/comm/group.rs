@@ -174,7 +174,7 @@ impl<'a, D: Device> Group<'a, D> {
         if calls.is_empty() {
             return;
         }
-        let kinds: Few<OpDesc> = checked.iter().map(|(d, _)| *d).collect();
+        let descs: Few<OpDesc> = checked.iter().map(|(d, _)| *d).collect();
         // Each communicator's state stays locked while the group runs, as for a blocking
         // call; locks are taken in address order so that groups sharing communicators cannot
         // deadlock each other. Each communicator's driver is held too (so no progress thread
@@ -202,14 +202,15 @@ impl<'a, D: Device> Group<'a, D> {
             };
             ops.push((comm, prepared));
         }
-        let order = stages(&ops, &kinds, &ranges);
+        let order = stages(&ops, &descs, &ranges);
         let mut runs: Vec<&mut OpRun<D>> =
             ops.iter_mut().filter_map(|(_, p)| p.as_mut().ok().map(|p| &mut p.run)).collect();
         let mut driven = sched::drive_all(&mut runs, &order);
         drop(runs);
         if driven.iter().any(|r| r.as_ref().is_err_and(|e| e.kind() == crate::error::ErrorKind::Timeout)) {
-            let descs: Vec<OpDesc> = ops.iter().zip(&kinds).filter(|((_, p), _)| p.is_ok()).map(|(_, d)| *d).collect();
-            held_back(&mut driven, &order, &descs);
+            let started: Vec<OpDesc> =
+                ops.iter().zip(&descs).filter(|((_, p), _)| p.is_ok()).map(|(_, d)| *d).collect();
+            held_back(&mut driven, &order, &started);
         }
         let mut driven = driven.into_iter();
         for (comm, prepared) in ops {
@@ -239,7 +240,7 @@ fn stages<D: Device>(
 ) -> Vec<sched::Place> {
     // Per communicator: its key, its last stage, and that stage's sends' and receives'
     // memory (`None` when it is another op).
-    let mut last: Few<(usize, u32, Option<crate::pins::Ranges>)> = Few::new();
+    let mut last: Few<(usize, u32, Option<crate::pins::ByMem>)> = Few::new();
     let mut order = Vec::with_capacity(ops.len());
     for (((comm, prepared), desc), mine) in ops.iter().zip(descs).zip(ranges) {
         if prepared.is_err() {
@@ -250,17 +251,17 @@ fn stages<D: Device>(
         let stage = match last.iter_mut().find(|l| l.0 == key) {
             Some(l) => {
                 match (&mut l.2, lane) {
-                    (Some(held), Some(_)) if !crate::pins::clash(held, mine) => held.extend(mine.iter().copied()),
+                    (Some(held), Some(_)) if !held.clashes(mine) => held.add(mine),
                     (held, _) => {
                         clashed = held.is_some() && lane.is_some();
                         l.1 += 1;
-                        l.2 = lane.map(|_| mine.clone());
+                        l.2 = lane.map(|_| crate::pins::ByMem::of(mine));
                     }
                 }
                 l.1
             }
             None => {
-                last.push((key, 0, lane.map(|_| mine.clone())));
+                last.push((key, 0, lane.map(|_| crate::pins::ByMem::of(mine))));
                 0
             }
         };

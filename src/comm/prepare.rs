@@ -239,22 +239,35 @@ impl<D: Device> Communicator<D> {
         })();
         let (bufs, prologue) = match setup {
             Ok(x) => x,
-            Err(e) => {
-                // A failure before the plan runs (scratch allocation, a device error) must stop
-                // the peers at once too, not leave them waiting out the timeout.
-                sched::fail(ctx.view(), &e);
-                self.shared.board.start_at(self.rank, seq, desc, algorithm, issued);
-                self.shared.board.finish(self.rank, false);
-                let e = e.with_rank(self.rank).with_op(desc.to_string()).with_seq(seq);
-                local.failed = Some(e.clone());
-                return Err(e);
-            }
+            Err(e) => return Err(self.failed_before_run(local, ctx.view(), desc, algorithm, issued, e)),
         };
         let stage = if owns_staging { local.staging.take() } else { None };
         let run = OpRun::new(dev.clone(), plan, bufs, ctx, stage, self.reach.clone(), prologue);
         // Every prepared op ends in `complete`, which counts it down.
         local.in_flight += 1;
         Ok(Prepared { run, issued })
+    }
+
+    /// Ends an op that failed before it ran (scratch allocation, its pre-multiply, a device
+    /// error): its peers stop at once instead of waiting out the timeout, the flight recorder
+    /// shows it failed, and the failure is sticky. Both paths end such an op here (this one
+    /// and the lean [`run_exchanged`](Self::run_exchanged)).
+    #[cold]
+    pub(super) fn failed_before_run(
+        &self,
+        local: &mut Local<D>,
+        view: sched::View<'_>,
+        desc: OpDesc,
+        algorithm: crate::config::Algorithm,
+        issued: std::time::Instant,
+        e: CollectiveError,
+    ) -> CollectiveError {
+        sched::fail(view, &e);
+        self.shared.board.start_at(self.rank, view.seq, desc, algorithm, issued);
+        self.shared.board.finish(self.rank, false);
+        let e = e.with_rank(self.rank).with_op(desc.to_string()).with_seq(view.seq);
+        local.failed = Some(e.clone());
+        e
     }
 
     /// Whether this rank may start `desc` at all (both paths ask, before the op takes a

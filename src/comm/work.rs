@@ -6,7 +6,8 @@
 //! first drives whatever non-blocking ops are still queued ahead of it — except that
 //! consecutive sends and receives move together, as in a [`Group`](crate::Group) (see
 //! `stage.rs`), so that torch's `isend` then `irecv` around a ring completes. The progress
-//! thread starts when a non-blocking op is issued and ends when the queue is empty.
+//! thread starts when a non-blocking op is issued; when the queue is empty it waits
+//! [`LINGER`] for the next one (a training step issues its ops in bursts), then ends.
 
 mod stage;
 
@@ -33,6 +34,58 @@ pub(super) fn clash_note(call: &str) -> String {
          memory one reads), so it runs after them, in issue order; if its peer does the same, neither finishes: \
          send from and receive into separate tensors"
     )
+}
+
+/// How long a rank's idle progress thread waits for the next non-blocking op before it ends:
+/// waking a parked thread costs a few microseconds, starting one several times that. Under
+/// Miri none waits, so that a test's end finds no thread left.
+const LINGER: Duration = if cfg!(miri) { Duration::ZERO } else { Duration::from_millis(50) };
+
+/// Where an idle progress thread of a rank waits for the rank's next op ([`LINGER`]). It
+/// holds no reference to the engine meanwhile, so a communicator dropped meanwhile goes at
+/// once; the call that wakes it hands it one.
+struct Park<D: Device> {
+    /// Threads waiting, and the engines handed to them and not yet taken.
+    state: Mutex<(usize, Vec<Arc<Engine<D>>>)>,
+    cv: Condvar,
+}
+
+impl<D: Device> Park<D> {
+    /// Hands the rank's queue to a waiting thread; false when none waits.
+    fn wake(&self, engine: &Arc<Engine<D>>) -> bool {
+        let mut state = lock(&self.state);
+        let (idle, handed) = &mut *state;
+        if *idle == handed.len() {
+            return false;
+        }
+        handed.push(engine.clone());
+        drop(state);
+        self.cv.notify_one();
+        true
+    }
+
+    /// Waits up to `linger` for [`wake`](Self::wake); the engine it handed over (the thread
+    /// then owns the queue: its waker set `worker`), or `None` after `linger`.
+    fn wait(&self, linger: Duration) -> Option<Arc<Engine<D>>> {
+        if linger.is_zero() {
+            return None;
+        }
+        let deadline = crate::config::deadline_after(linger);
+        let mut state = lock(&self.state);
+        state.0 += 1;
+        loop {
+            if let Some(engine) = state.1.pop() {
+                state.0 -= 1;
+                return Some(engine);
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                state.0 -= 1;
+                return None;
+            }
+            state = self.cv.wait_timeout(state, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
 }
 
 /// Where a non-blocking op's result lands.
@@ -93,6 +146,8 @@ pub(crate) struct Engine<D: Device> {
     pub(crate) driving: Mutex<Current<D>>,
     /// Whether a progress thread (this rank's own, or the shared one) is on the queue.
     worker: AtomicBool,
+    /// Where this rank's idle progress thread waits for more ops.
+    park: Arc<Park<D>>,
     /// Whether the process-wide progress thread drives this rank (see
     /// [`CommConfig::with_shared_progress`](crate::CommConfig::with_shared_progress)).
     pub(crate) shared_progress: bool,
@@ -108,6 +163,7 @@ impl<D: Device> Engine<D> {
             queued: AtomicUsize::new(0),
             driving: Mutex::new(Current(stage::Stage::default())),
             worker: AtomicBool::new(false),
+            park: Arc::new(Park { state: Mutex::new((0, Vec::new())), cv: Condvar::new() }),
             shared_progress,
             shared,
             rank,
@@ -168,7 +224,7 @@ impl<D: Device> Engine<D> {
 
     fn finish(&self, mut q: Queued<D>, r: Result<()>) {
         let r = match r {
-            Err(e) if q.op.run.ctx.p2p && e.kind() == ErrorKind::Timeout => Err(self.held_back(e)),
+            Err(e) if q.op.run.ctx.p2p && e.kind() == ErrorKind::Timeout => Err(self.held_back(e, &q.ranges)),
             r => r,
         };
         let r = complete(&self.shared, self.rank, &mut lock(&self.local), &mut q.op, r);
@@ -177,18 +233,22 @@ impl<D: Device> Engine<D> {
         q.slot.finish(r);
     }
 
-    /// A send's or receive's `Timeout`, with what this rank holds back in its queue that
-    /// the peer may be waiting for (the cycle the peer's side of it closes).
+    /// A send's or receive's `Timeout` (its op used `ranges`), with what this rank holds back
+    /// in its queue that the peer may be waiting for (the cycle the peer's side of it closes).
     #[cold]
     #[inline(never)]
-    fn held_back(&self, e: CollectiveError) -> CollectiveError {
+    fn held_back(&self, e: CollectiveError, ranges: &crate::pins::Ranges) -> CollectiveError {
         let queue = lock(&self.queue);
         let called = |q: &Queued<D>| {
             let c = &q.op.run.ctx;
             sched::called(&c.fp.desc.to_string(), c.p2p, c.seq)
         };
         match queue.front() {
-            Some(front) if front.op.run.ctx.p2p => e.appended(&clash_note(&called(front))),
+            // Held back by the clash with this very op (not one issued just now, say).
+            Some(front) if front.op.run.ctx.p2p => match crate::pins::clash(&front.ranges, ranges) {
+                true => e.appended(&clash_note(&called(front))),
+                false => e,
+            },
             Some(front) => match queue.iter().find(|q| q.op.run.ctx.p2p) {
                 Some(p2p) => e.appended(&format!(
                     "This rank's {} is held back in its queue behind {}, which starts only once this rank's earlier \
@@ -240,15 +300,24 @@ impl<D: Device> Engine<D> {
             super::progress::enlist(self.clone());
             return;
         }
-        let engine = self.clone();
+        if self.park.wake(self) {
+            return;
+        }
+        let (mut engine, park) = (self.clone(), self.park.clone());
         let spawned = std::thread::Builder::new().name(format!("ruccl progress rank {}", self.rank)).spawn(move || {
             loop {
-                {
+                loop {
                     let mut current = lock(&engine.driving);
                     engine.drain(&mut current);
+                    drop(current);
+                    if !engine.retire() {
+                        break;
+                    }
                 }
-                if !engine.retire() {
-                    return;
+                drop(engine);
+                match park.wait(LINGER) {
+                    Some(next) => engine = next,
+                    None => return,
                 }
             }
         });

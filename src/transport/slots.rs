@@ -170,7 +170,9 @@ pub(crate) const fn lines_for(world: usize) -> usize {
 impl<S: Deref<Target = [Line]>> Slots<S> {
     /// The slots of `world` ranks in `lines` (fresh: all zero), at least
     /// [`lines_for`]`(world)` of them; `None` when fewer. Every view of one store (each
-    /// process's mapping of one segment) sees the same slots.
+    /// process's mapping of one segment) sees the same slots. Only the shared-memory
+    /// transport maps such a store (Linux, not Miri).
+    #[cfg_attr(not(all(target_os = "linux", not(miri))), allow(dead_code))]
     pub(crate) fn over(world: usize, lines: S) -> Option<Self> {
         (lines.len() >= lines_for(world)).then_some(Slots { world, base: world * DEPTH * SLOT_LINES, lines })
     }

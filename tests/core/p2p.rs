@@ -164,10 +164,10 @@ pub fn async_ring<D: TestDevice>(world: usize) {
 
 /// Sends and receives that a rank holds back, in cycles its peer closes: the `Timeout` names
 /// the held-back call and why. A collective issued between `isend` and `irecv` holds the
-/// receive back; a receive into the memory a send of the same group reads (a swap in place)
-/// waits for the send.
+/// receive back; a receive into the memory a send before it reads (a swap in place, in a
+/// group or non-blocking) waits for the send.
 pub fn held_back_calls_are_named<D: TestDevice>() {
-    for case in ["collective between", "swap in place"] {
+    for case in ["collective between", "swap in place", "swap in place, non-blocking"] {
         let notes = std::sync::Mutex::new(Vec::new());
         run::<D, _>(2, &Opts::timed(std::time::Duration::from_millis(500)), |ctx| {
             let peer = 1 - ctx.rank;
@@ -182,9 +182,17 @@ pub fn held_back_calls_are_named<D: TestDevice>() {
                 })()
             } else {
                 let alias = ctx.ok(Tensor::from_buffer(ctx.comm.device(), y.buffer().clone(), DType::U32, &[4]), "alias");
-                let mut g = Group::new();
-                g.send(&ctx.comm, &alias, peer).recv(&ctx.comm, &mut y, peer);
-                g.run()
+                if case.ends_with("non-blocking") {
+                    (|| {
+                        let s = ctx.comm.send_async(&alias, peer)?;
+                        let v = ctx.comm.recv_async(&y, peer)?;
+                        s.wait().and(v.wait())
+                    })()
+                } else {
+                    let mut g = Group::new();
+                    g.send(&ctx.comm, &alias, peer).recv(&ctx.comm, &mut y, peer);
+                    g.run()
+                }
             };
             let e = ctx.expect_err(r, ErrorKind::Timeout, &[], case);
             notes.lock().unwrap().push(e.to_string());
