@@ -108,6 +108,8 @@ pub struct Options {
     pub reference: bool,
     /// `--group`: every rank driven from one thread through group calls.
     pub group: bool,
+    /// `--nonblocking`: each call is its `_async` form, then `Work::wait`.
+    pub nonblocking: bool,
     pub api: Api,
     /// `--device`: what the ranks run on.
     pub device: DeviceKind,
@@ -384,6 +386,7 @@ pub fn parse_with_env(argv: &[String], env: &HashMap<String, String>) -> Result<
         json: None,
         reference: false,
         group: false,
+        nonblocking: false,
         api: Api::Comm,
         device: DeviceKind::Host,
         distinct: false,
@@ -407,6 +410,10 @@ pub fn parse_with_env(argv: &[String], env: &HashMap<String, String>) -> Result<
         }
         if a == "--group" {
             o.group = true;
+            continue;
+        }
+        if a == "--nonblocking" {
+            o.nonblocking = true;
             continue;
         }
         if a == "--distinct" {
@@ -493,6 +500,12 @@ fn check_mode(o: &Options) -> Result<(), UsageError> {
         return err(
             "sendrecv needs at least 2 ranks (each sends to the next, and a rank cannot send to itself): use -g 2 or more",
         );
+    }
+    if o.nonblocking && o.mode() != Mode::Threads {
+        return err(format!(
+            "--nonblocking times Communicator calls made one thread per rank; it cannot be combined with {}",
+            if o.group { "--group" } else { "--api peer" }
+        ));
     }
     match o.mode() {
         Mode::Threads => {}
@@ -699,5 +712,9 @@ mod tests {
         assert!(parse(&args("all_reduce --api peer -d int32")).is_err());
         assert!(parse(&args("all_reduce --api peer --group")).is_err());
         assert!(parse(&args("all_reduce --api mpi")).is_err());
+        let Ok(Parsed::Run(o)) = parse(&args("sendrecv -g 2 --nonblocking")) else { unreachable!() };
+        assert_eq!((o.mode(), o.halves(), o.nonblocking), (Mode::Threads, [true, false], true));
+        assert!(parse(&args("all_reduce --nonblocking --group")).is_err());
+        assert!(parse(&args("all_reduce --nonblocking --api peer")).is_err());
     }
 }

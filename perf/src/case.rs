@@ -9,7 +9,7 @@
 use std::marker::PhantomData;
 
 use ruccl::api::{self, PeerId};
-use ruccl::{Communicator, Group, ReduceOp, Result, Tensor};
+use ruccl::{Communicator, Group, ReduceOp, Result, Tensor, Work};
 
 use crate::check::{Gen, Num, count_wrong, tolerance};
 use crate::device::PerfDevice;
@@ -43,6 +43,8 @@ pub struct Spec {
     pub ranks: usize,
     pub count: usize,
     pub in_place: bool,
+    /// `--nonblocking`: the call's `_async` form, then `Work::wait`.
+    pub nonblocking: bool,
 }
 
 /// The elements of a rank's input and output for `coll` with count `c` among `n` ranks
@@ -122,6 +124,9 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
 
     fn run_comm(&mut self, comm: &Communicator<D>) -> Result<()> {
         let s = self.spec;
+        if s.nonblocking {
+            return self.issue(comm)?.into_iter().try_for_each(|w| w.wait());
+        }
         let op = s.op.unwrap_or(ReduceOp::Sum);
         let out = &mut self.output;
         if s.in_place {
@@ -152,6 +157,45 @@ impl<T: Num, D: PerfDevice> Case<T, D> {
             Coll::Scatter => comm.scatter(out, Some(inp), s.root),
             Coll::SendRecv => send_recv(comm, inp, out, s.rank, s.ranks),
         }
+    }
+
+    /// `--nonblocking`: issues the call's `_async` form (sendrecv: a send and a receive, as
+    /// torch's `isend` and `irecv`), its handles to wait on.
+    fn issue(&self, comm: &Communicator<D>) -> Result<Vec<Work>> {
+        let s = self.spec;
+        let op = s.op.unwrap_or(ReduceOp::Sum);
+        let out = &self.output;
+        let one = |w: Result<Work>| w.map(|w| vec![w]);
+        if s.in_place {
+            return one(match s.coll {
+                Coll::AllReduce => comm.all_reduce_async(out, op),
+                Coll::AllGather => comm.all_gather_into_tensor_in_place_async(out),
+                Coll::ReduceScatter => comm.reduce_scatter_tensor_in_place_async(out, op),
+                Coll::Broadcast => comm.broadcast_async(out, s.root),
+                Coll::Reduce => comm.reduce_async(out, op, s.root),
+                Coll::AllToAll => comm.all_to_all_single_in_place_async(out),
+                // The caller never asks: these have no in-place form.
+                Coll::SendRecv | Coll::Gather | Coll::Scatter | Coll::AllToAllV => return Ok(Vec::new()),
+            });
+        }
+        let Some(inp) = self.input.as_ref() else {
+            return one(comm.scatter_async(out, None, s.root));
+        };
+        one(match s.coll {
+            Coll::AllReduce => comm.all_reduce_into_async(out, inp, op),
+            Coll::AllGather => comm.all_gather_into_tensor_async(out, inp),
+            Coll::ReduceScatter => comm.reduce_scatter_tensor_async(out, inp, op),
+            Coll::Broadcast => comm.broadcast_into_async(out, Some(inp), s.root),
+            Coll::Reduce => comm.reduce_into_async(out, inp, op, s.root),
+            Coll::AllToAll => comm.all_to_all_single_async(out, inp),
+            Coll::AllToAllV => comm.all_to_all_single_with_splits_async(out, inp, &self.splits, &self.splits),
+            Coll::Gather => comm.gather_async(Some(out), inp, s.root),
+            Coll::Scatter => comm.scatter_async(out, Some(inp), s.root),
+            Coll::SendRecv => {
+                let (next, prev) = ((s.rank + 1) % s.ranks, (s.rank + s.ranks - 1) % s.ranks);
+                return Ok(vec![comm.send_async(inp, next)?, comm.recv_async(out, prev)?]);
+            }
+        })
     }
 
     /// The peer API's form. Out of place, the input is handed over as an alias of the same

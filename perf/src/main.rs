@@ -110,6 +110,10 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
                             rank's call; the time is measured around Group::run. Every
                             collective, both halves as without it (sendrecv: one group of
                             every rank's send and receive)
+      --nonblocking         each call is its non-blocking form (all_reduce_async, ...;
+                            sendrecv: send_async and recv_async), then Work::wait: the time
+                            includes the hand-over to the rank's progress thread. Not with
+                            --group or --api peer
       --api <comm|peer>     comm (default): Communicator methods, one thread per rank.
                             peer: the peer API (ruccl::api, host backend), one thread per
                             peer; supports all_reduce broadcast reduce all_gather

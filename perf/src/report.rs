@@ -64,6 +64,9 @@ pub fn header(
             o.average.name()
         ),
     ];
+    if o.nonblocking {
+        h.push("# --nonblocking: each timed call is its _async form, then Work::wait".into());
+    }
     if o.blocking {
         h.push("# Blocking: every ruCCL collective blocks until done; -z changes nothing".into());
     }

@@ -264,6 +264,7 @@ fn run_combo<T: Num, D: PerfDevice>(r: &Rankwise<'_, '_, D>, ci: usize, seed: &m
         ranks: o.ranks(),
         count,
         in_place,
+        nonblocking: o.nonblocking,
     };
     // Warm-up at the largest and smallest size, out of place, as nccl-tests' TimeTest.
     if o.warmup > 0 {
@@ -408,6 +409,7 @@ fn run_group_combo<T: Num, D: PerfDevice>(
             ranks: comms.len(),
             count,
             in_place,
+            nonblocking: false,
         };
         Ok(comms.iter().enumerate().map(|(r, c)| Case::<T, D>::new(c.device(), spec(r))).collect::<Result<_, _>>()?)
     };

@@ -273,6 +273,8 @@ fn bad_command_lines_fail_with_a_message() {
         (&["all_reduce", "--api", "peer", "-d", "int32"][..], "float tensors only"),
         (&["all_reduce", "--api", "peer", "--group"][..], "cannot be combined"),
         (&["all_reduce", "--api", "nccl"][..], "unknown --api"),
+        (&["all_reduce", "--nonblocking", "--group"][..], "cannot be combined with --group"),
+        (&["all_reduce", "--nonblocking", "--api", "peer"][..], "cannot be combined with --api peer"),
     ] {
         let o = perf(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -298,6 +300,7 @@ fn help_documents_the_flags() {
         "--ref",
         "always block",
         "--group",
+        "--nonblocking",
         "--api",
         "--world",
         "--tcp-ref",
@@ -327,6 +330,31 @@ fn group_mode_checks_clean() {
         let o = perf(&a);
         assert_clean_halves(&o, halves);
         assert!(stdout(&o).contains("--group: all driven by one thread"), "{}", stdout(&o));
+    }
+}
+
+/// `--nonblocking`: each call is its `_async` form, then `Work::wait`; the same checker runs,
+/// both halves where the blocking run has them, over threads and over TCP.
+#[test]
+fn nonblocking_mode_checks_clean() {
+    for (args, halves) in [
+        (&["all_reduce", "-g", "4", "-d", "all", "-o", "all"][..], [true, true]),
+        (&["all_reduce", "-g", "2", "--transport", "tcp"][..], [true, true]),
+        (&["all_gather", "-g", "3"][..], [true, true]),
+        (&["reduce_scatter", "-g", "3", "-o", "max"][..], [true, true]),
+        (&["broadcast", "-g", "3", "-r", "-1"][..], [true, true]),
+        (&["reduce", "-g", "3", "-r", "2"][..], [true, true]),
+        (&["all_to_all", "-g", "3"][..], [true, true]),
+        (&["all_to_allv", "-g", "3"][..], [true, false]),
+        (&["gather", "-g", "3", "-r", "-1"][..], [true, false]),
+        (&["scatter", "-g", "4", "-r", "1"][..], [true, false]),
+        (&["sendrecv", "-g", "3"][..], [true, false]),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["-b", "8", "-e", "1K", "-f", "8", "-c", "1", "-n", "2", "-w", "1", "--nonblocking"]);
+        let o = perf(&a);
+        assert_clean_halves(&o, halves);
+        assert!(stdout(&o).contains("# --nonblocking: each timed call is its _async form"), "{}", stdout(&o));
     }
 }
 

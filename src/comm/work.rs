@@ -44,15 +44,19 @@ const LINGER: Duration = if cfg!(miri) { Duration::ZERO } else { Duration::from_
 /// Where an idle progress thread of a rank waits for the rank's next op ([`LINGER`]). It
 /// holds no reference to the engine meanwhile, so a communicator dropped meanwhile goes at
 /// once; the call that wakes it hands it one.
-struct Park<D: Device> {
+struct Park<T> {
     /// Threads waiting, and the engines handed to them and not yet taken.
-    state: Mutex<(usize, Vec<Arc<Engine<D>>>)>,
+    state: Mutex<(usize, Vec<Arc<T>>)>,
     cv: Condvar,
 }
 
-impl<D: Device> Park<D> {
+impl<T> Park<T> {
+    fn new() -> Self {
+        Park { state: Mutex::new((0, Vec::new())), cv: Condvar::new() }
+    }
+
     /// Hands the rank's queue to a waiting thread; false when none waits.
-    fn wake(&self, engine: &Arc<Engine<D>>) -> bool {
+    fn wake(&self, engine: &Arc<T>) -> bool {
         let mut state = lock(&self.state);
         let (idle, handed) = &mut *state;
         if *idle == handed.len() {
@@ -66,7 +70,7 @@ impl<D: Device> Park<D> {
 
     /// Waits up to `linger` for [`wake`](Self::wake); the engine it handed over (the thread
     /// then owns the queue: its waker set `worker`), or `None` after `linger`.
-    fn wait(&self, linger: Duration) -> Option<Arc<Engine<D>>> {
+    fn wait(&self, linger: Duration) -> Option<Arc<T>> {
         if linger.is_zero() {
             return None;
         }
@@ -147,7 +151,7 @@ pub(crate) struct Engine<D: Device> {
     /// Whether a progress thread (this rank's own, or the shared one) is on the queue.
     worker: AtomicBool,
     /// Where this rank's idle progress thread waits for more ops.
-    park: Arc<Park<D>>,
+    park: Arc<Park<Engine<D>>>,
     /// Whether the process-wide progress thread drives this rank (see
     /// [`CommConfig::with_shared_progress`](crate::CommConfig::with_shared_progress)).
     pub(crate) shared_progress: bool,
@@ -163,7 +167,7 @@ impl<D: Device> Engine<D> {
             queued: AtomicUsize::new(0),
             driving: Mutex::new(Current(stage::Stage::default())),
             worker: AtomicBool::new(false),
-            park: Arc::new(Park { state: Mutex::new((0, Vec::new())), cv: Condvar::new() }),
+            park: Arc::new(Park::new()),
             shared_progress,
             shared,
             rank,
@@ -449,5 +453,37 @@ impl Work {
             }
             r = self.slot.cv.wait_timeout(r, left).unwrap_or_else(|e| e.into_inner()).0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An idle thread's park: a wake reaches a waiting thread only, each waiter takes one
+    /// wake, and a waiter no one wakes gives up after its linger.
+    #[test]
+    fn park_hands_work_to_waiting_threads_only() {
+        let park = Arc::new(Park::<u32>::new());
+        assert!(!park.wake(&Arc::new(1)), "no thread waits: the caller must start one");
+        assert_eq!(park.wait(Duration::ZERO), None);
+        assert_eq!(park.wait(Duration::from_millis(5)), None);
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let park = park.clone();
+                std::thread::spawn(move || park.wait(Duration::from_secs(600)))
+            })
+            .collect();
+        for v in [7, 8] {
+            // Until a thread waits, a wake finds none.
+            while !park.wake(&Arc::new(v)) {
+                std::thread::yield_now();
+            }
+        }
+        let mut got: Vec<u32> = waiters.into_iter().filter_map(|w| w.join().ok().flatten().map(|v| *v)).collect();
+        got.sort_unstable();
+        assert_eq!(got, vec![7, 8]);
+        assert!(!park.wake(&Arc::new(9)), "both threads took their wake and left");
+        assert_eq!(lock(&park.state).0, 0);
     }
 }
