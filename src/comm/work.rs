@@ -12,8 +12,11 @@
 mod stage;
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::{Local, Prepared, Shared, complete};
@@ -97,12 +100,18 @@ impl<T> Park<T> {
 struct Slot {
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
+    /// The tasks awaiting it (a [`Work`] as a future), woken once it lands.
+    wakers: Mutex<Vec<Waker>>,
 }
 
 impl Slot {
     fn finish(&self, r: Result<()>) {
         *lock(&self.result) = Some(r);
         self.cv.notify_all();
+        // After the result: a task that registers later sees it (`Work::poll`).
+        for w in std::mem::take(&mut *lock(&self.wakers)) {
+            w.wake();
+        }
     }
 }
 
@@ -375,8 +384,10 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
     }
 }
 
-/// The handle of a non-blocking call (torch.distributed's `Work`): poll it, or wait for it.
-/// The op runs whether or not anyone waits; dropping the handle neither cancels nor blocks.
+/// The handle of a non-blocking call (torch.distributed's `Work`): poll it, wait for it, or
+/// `.await` it (it is a [`Future`] of the op's result, torch's `get_future()`; any executor,
+/// and every clone of the handle, may await it). The op runs whether or not anyone waits;
+/// dropping the handle neither cancels nor blocks.
 /// Until it is done, the op's tensors refuse to be written, and its outputs to be read,
 /// through their own methods ([`Tensor::to_vec`](crate::Tensor::to_vec),
 /// [`copy_from_slice`](crate::Tensor::copy_from_slice), [`try_clone`](crate::Tensor::try_clone)),
@@ -396,12 +407,55 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
 /// assert_eq!(ts[1].to_vec::<f32>()?, vec![3.0]);
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
+///
+/// Awaited in async code (here on a tokio runtime; the op runs on ruCCL's own threads, so
+/// the task only sleeps until it is done):
+///
+/// ```
+/// use ruccl::{CommConfig, Communicator, HostDevice, ReduceOp, Tensor};
+/// let dev = HostDevice::default();
+/// let comms = Communicator::init_all(vec![dev; 2], CommConfig::default())?;
+/// let ts: Vec<_> = (0..2).map(|r| Tensor::from_slice(&dev, &[r as f32 + 1.0], &[1])).collect::<Result<_, _>>()?;
+/// let works: Vec<_> = comms.iter().zip(&ts).map(|(c, t)| c.all_reduce_async(t, ReduceOp::Sum)).collect::<Result<_, _>>()?;
+/// let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+/// runtime.block_on(async {
+///     for w in works {
+///         w.await?;
+///     }
+///     Ok::<(), ruccl::CollectiveError>(())
+/// })?;
+/// assert_eq!(ts[0].to_vec::<f32>()?, vec![3.0]);
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Work {
     slot: Arc<Slot>,
     rank: Rank,
     /// The op and its number, for the errors of waits that give up.
     op: (crate::op::OpDesc, u64),
+}
+
+/// The op's result once it finished, exactly as [`Work::wait`] returns it. Awaiting adds no
+/// deadline of its own: the op gives up at the communicator's timeout.
+impl Future for Work {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        if let Some(r) = &*lock(&self.slot.result) {
+            return Poll::Ready(r.clone());
+        }
+        {
+            let mut wakers = lock(&self.slot.wakers);
+            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                wakers.push(cx.waker().clone());
+            }
+        }
+        // Looked at again after registering: a result that landed meanwhile woke no one.
+        match &*lock(&self.slot.result) {
+            Some(r) => Poll::Ready(r.clone()),
+            None => Poll::Pending,
+        }
+    }
 }
 
 impl Work {

@@ -138,6 +138,57 @@ pub fn work_overlaps_computation<D: TestDevice>() {
     });
 }
 
+/// A `Work` is a future of its op's result: pending (its task's waker kept) until the peer
+/// arrives, then woken and ready with the result; awaited on a runtime, every clone resolves
+/// alike; a failed op's future resolves with its error.
+pub fn work_is_a_future<D: TestDevice>() {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Wake, Waker};
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    run::<D, _>(2, &Opts { shuffle: false, ..Opts::default() }, |ctx| {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let x = ctx.tensor(&reduce_input::<f32>(ReduceOp::Sum, ctx.rank, 1000, 3));
+        if ctx.rank == 1 {
+            ctx.sync.wait(); // rank 0 has polled its op and seen it pending
+        }
+        let mut work = ctx.comm.all_reduce_async(&x, ReduceOp::Sum).unwrap();
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        if ctx.rank == 0 {
+            let waker = Waker::from(count.clone());
+            let polled = std::pin::Pin::new(&mut work).poll(&mut Context::from_waker(&waker));
+            assert!(polled.is_pending(), "ready before the peer arrived: {polled:?}");
+            ctx.sync.wait();
+        }
+        // Bounded, so that a wake-up the op never sends fails the test instead of hanging it.
+        let awaited = |work: ruccl::Work| {
+            let bounded = runtime.block_on(async { tokio::time::timeout(2 * TEST_TIMEOUT, work).await });
+            bounded.expect("the awaited op never woke its task")
+        };
+        let copy = work.clone();
+        awaited(work).unwrap();
+        awaited(copy).unwrap();
+        if ctx.rank == 0 {
+            assert!(count.0.load(Ordering::SeqCst) >= 1, "the waker of the first poll was never woken");
+        }
+        ctx.check(&x, &reduced::<f32>(ReduceOp::Sum, 2, 1000, 3), "awaited all_reduce");
+        // A mismatch: the awaited result is the error `wait` returns.
+        let op = if ctx.rank == 0 { ReduceOp::Sum } else { ReduceOp::Max };
+        let work = ctx.comm.all_reduce_async(&x, op).unwrap();
+        let waited = work.clone();
+        let r = awaited(work);
+        let e = ctx.expect_err(r, ErrorKind::Mismatch, &[], "awaited all_reduce, mismatched ops");
+        assert_eq!(waited.wait().err().map(|w| w.to_string()), Some(e.to_string()));
+    });
+}
+
 /// A pending op holds its tensors until it completes: reading its input is fine, writing it
 /// is refused, and any access to its output (or a second handle on the output's memory) is
 /// refused, with an error naming the op (so is another communicator's call that writes its

@@ -236,6 +236,7 @@ macro_rules! core_suite {
                 execution::group_ring_of_sends_never_deadlocks,
                 execution::group_with_a_bad_call_runs_nothing,
                 execution::work_overlaps_computation,
+                execution::work_is_a_future,
                 execution::work_holds_its_tensors,
                 execution::work_issue_order_and_dropped_handles,
                 execution::work_in_place_block_forms,
