@@ -310,52 +310,48 @@ fn help_documents_the_flags() {
     }
 }
 
+/// Every collective of the threaded run, at small sizes, with `mode`'s flag: each checks
+/// clean, with the halves it has, and the header says `header`. `extra`: further rows.
+fn every_collective_checks_clean(mode: &str, header: &str, extra: &[(&[&str], [bool; 2])]) {
+    let rows: [(&[&str], [bool; 2]); 9] = [
+        (&["all_reduce", "-g", "4", "-d", "all", "-o", "all"], [true, true]),
+        (&["all_gather", "-g", "3"], [true, true]),
+        (&["reduce_scatter", "-g", "3", "-o", "max"], [true, true]),
+        (&["broadcast", "-g", "3", "-r", "-1"], [true, true]),
+        (&["reduce", "-g", "3", "-r", "2"], [true, true]),
+        (&["all_to_all", "-g", "3"], [true, true]),
+        (&["gather", "-g", "3", "-r", "-1"], [true, false]),
+        (&["scatter", "-g", "4", "-r", "1"], [true, false]),
+        (&["sendrecv", "-g", "3"], [true, false]),
+    ];
+    for (args, halves) in rows.iter().chain(extra) {
+        let mut a = args.to_vec();
+        a.extend(["-b", "8", "-e", "1K", "-f", "8", "-c", "1", "-n", "2", "-w", "1", mode]);
+        let o = perf(&a);
+        assert_clean_halves(&o, *halves);
+        assert!(stdout(&o).contains(header), "{mode} {args:?}: {}", stdout(&o));
+    }
+}
+
 /// `--group`: one thread drives every rank through `Group`; the same checker runs, and the
 /// halves are those of the threaded run (gather, scatter and sendrecv have no in-place half).
 #[test]
 fn group_mode_checks_clean() {
-    for (args, halves) in [
-        (&["all_reduce", "-g", "4", "-d", "all", "-o", "all"][..], [true, true]),
-        (&["all_gather", "-g", "3"][..], [true, true]),
-        (&["reduce_scatter", "-g", "3", "-o", "max"][..], [true, true]),
-        (&["broadcast", "-g", "3", "-r", "-1"][..], [true, true]),
-        (&["reduce", "-g", "3", "-r", "2"][..], [true, true]),
-        (&["all_to_all", "-g", "3"][..], [true, true]),
-        (&["gather", "-g", "3", "-r", "-1"][..], [true, false]),
-        (&["scatter", "-g", "4", "-r", "1"][..], [true, false]),
-        (&["sendrecv", "-g", "3"][..], [true, false]),
-    ] {
-        let mut a = args.to_vec();
-        a.extend(["-b", "8", "-e", "1K", "-f", "8", "-c", "1", "-n", "2", "-w", "1", "--group"]);
-        let o = perf(&a);
-        assert_clean_halves(&o, halves);
-        assert!(stdout(&o).contains("--group: all driven by one thread"), "{}", stdout(&o));
-    }
+    every_collective_checks_clean("--group", "--group: all driven by one thread", &[]);
 }
 
 /// `--nonblocking`: each call is its `_async` form, then `Work::wait`; the same checker runs,
 /// both halves where the blocking run has them, over threads and over TCP.
 #[test]
 fn nonblocking_mode_checks_clean() {
-    for (args, halves) in [
-        (&["all_reduce", "-g", "4", "-d", "all", "-o", "all"][..], [true, true]),
-        (&["all_reduce", "-g", "2", "--transport", "tcp"][..], [true, true]),
-        (&["all_gather", "-g", "3"][..], [true, true]),
-        (&["reduce_scatter", "-g", "3", "-o", "max"][..], [true, true]),
-        (&["broadcast", "-g", "3", "-r", "-1"][..], [true, true]),
-        (&["reduce", "-g", "3", "-r", "2"][..], [true, true]),
-        (&["all_to_all", "-g", "3"][..], [true, true]),
-        (&["all_to_allv", "-g", "3"][..], [true, false]),
-        (&["gather", "-g", "3", "-r", "-1"][..], [true, false]),
-        (&["scatter", "-g", "4", "-r", "1"][..], [true, false]),
-        (&["sendrecv", "-g", "3"][..], [true, false]),
-    ] {
-        let mut a = args.to_vec();
-        a.extend(["-b", "8", "-e", "1K", "-f", "8", "-c", "1", "-n", "2", "-w", "1", "--nonblocking"]);
-        let o = perf(&a);
-        assert_clean_halves(&o, halves);
-        assert!(stdout(&o).contains("# --nonblocking: each timed call is its _async form"), "{}", stdout(&o));
-    }
+    every_collective_checks_clean(
+        "--nonblocking",
+        "# --nonblocking: each timed call is its _async form",
+        &[
+            (&["all_reduce", "-g", "2", "--transport", "tcp"], [true, true]),
+            (&["all_to_allv", "-g", "3"], [true, false]),
+        ],
+    );
 }
 
 /// `--api peer`: one thread per peer of `ruccl::api`; only all_reduce has an in-place half
