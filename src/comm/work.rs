@@ -14,7 +14,7 @@ mod stage;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -51,11 +51,22 @@ struct Park<T> {
     /// Threads waiting, and the engines handed to them and not yet taken.
     state: Mutex<(usize, Vec<Arc<T>>)>,
     cv: Condvar,
+    /// Set when the engine is dropped: its waiting threads end at once.
+    closed: AtomicBool,
 }
 
 impl<T> Park<T> {
     fn new() -> Self {
-        Park { state: Mutex::new((0, Vec::new())), cv: Condvar::new() }
+        Park { state: Mutex::new((0, Vec::new())), cv: Condvar::new(), closed: AtomicBool::new(false) }
+    }
+
+    /// Ends the waits (the engine is gone: no op can come).
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        // Taken and let go, so that a thread about to wait either sees the flag or is
+        // waiting already.
+        drop(lock(&self.state));
+        self.cv.notify_all();
     }
 
     /// Hands the rank's queue to a waiting thread; false when none waits.
@@ -86,7 +97,7 @@ impl<T> Park<T> {
                 return Some(engine);
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || self.closed.load(Ordering::SeqCst) {
                 state.0 -= 1;
                 return None;
             }
@@ -100,16 +111,19 @@ impl<T> Park<T> {
 struct Slot {
     result: Mutex<Option<Result<()>>>,
     cv: Condvar,
-    /// The tasks awaiting it (a [`Work`] as a future), woken once it lands.
-    wakers: Mutex<Vec<Waker>>,
+    /// The tasks awaiting it (a [`Work`] as a future), woken once it lands: the latest
+    /// waker of each handle that was polled, by the handle's number.
+    wakers: Mutex<Vec<(u64, Waker)>>,
 }
 
 impl Slot {
     fn finish(&self, r: Result<()>) {
         *lock(&self.result) = Some(r);
         self.cv.notify_all();
-        // After the result: a task that registers later sees it (`Work::poll`).
-        for w in std::mem::take(&mut *lock(&self.wakers)) {
+        // After the result: a task that registers later sees it (`Work::poll`). Woken with
+        // the list's lock let go.
+        let wakers = std::mem::take(&mut *lock(&self.wakers));
+        for (_, w) in wakers {
             w.wake();
         }
     }
@@ -299,7 +313,7 @@ impl<D: Device> Engine<D> {
         });
         self.queued.store(queue.len(), Ordering::Release);
         drop(queue);
-        Work { slot, rank: self.rank, op: (desc, seq) }
+        Work { slot, rank: self.rank, op: (desc, seq), id: Work::next_id() }
     }
 
     /// Makes sure a progress thread drives the queue: the shared one, or this rank's own.
@@ -350,6 +364,12 @@ impl<D: Device> Engine<D> {
         let current = self.driving.try_lock().map_or(true, |c| !c.0.is_empty());
         let more = current || !lock(&self.queue).is_empty();
         more && !self.worker.swap(true, Ordering::SeqCst)
+    }
+}
+
+impl<D: Device> Drop for Engine<D> {
+    fn drop(&mut self) {
+        self.park.close();
     }
 }
 
@@ -427,16 +447,30 @@ impl<D: Device> super::progress::Drivable for Engine<D> {
 /// assert_eq!(ts[0].to_vec::<f32>()?, vec![3.0]);
 /// # Ok::<(), ruccl::CollectiveError>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Work {
     slot: Arc<Slot>,
     rank: Rank,
     /// The op and its number, for the errors of waits that give up.
     op: (crate::op::OpDesc, u64),
+    /// This handle's number (each clone has its own), under which its task's waker is kept.
+    id: u64,
+}
+
+/// A clone is a handle of its own: it waits and awaits the same op.
+impl Clone for Work {
+    fn clone(&self) -> Self {
+        Work { slot: self.slot.clone(), rank: self.rank, op: self.op, id: Work::next_id() }
+    }
 }
 
 /// The op's result once it finished, exactly as [`Work::wait`] returns it. Awaiting adds no
 /// deadline of its own: the op gives up at the communicator's timeout.
+///
+/// The task's waker is woken on the thread that finished the op: ruCCL's progress thread, or
+/// a thread in a blocking call of the same communicator. An executor whose `wake` runs the
+/// task right there must not call the communicator from it (the op's driver is still busy);
+/// executors that queue the task (tokio, async-std, `futures`' executors) are fine.
 impl Future for Work {
     type Output = Result<()>;
 
@@ -445,9 +479,11 @@ impl Future for Work {
             return Poll::Ready(r.clone());
         }
         {
+            // One waker per handle, its latest: polls with ever new wakers hold one.
             let mut wakers = lock(&self.slot.wakers);
-            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                wakers.push(cx.waker().clone());
+            match wakers.iter_mut().find(|(id, _)| *id == self.id) {
+                Some((_, w)) => w.clone_from(cx.waker()),
+                None => wakers.push((self.id, cx.waker().clone())),
             }
         }
         // Looked at again after registering: a result that landed meanwhile woke no one.
@@ -459,6 +495,11 @@ impl Future for Work {
 }
 
 impl Work {
+    fn next_id() -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// Whether the op has finished (successfully or not). Never blocks.
     pub fn is_completed(&self) -> bool {
         lock(&self.slot.result).is_some()
@@ -539,5 +580,16 @@ mod tests {
         assert_eq!(got, vec![7, 8]);
         assert!(!park.wake(&Arc::new(9)), "both threads took their wake and left");
         assert_eq!(lock(&park.state).0, 0);
+        // The engine dropped: a waiting thread ends at once, and so does a later wait.
+        let waiter = {
+            let park = park.clone();
+            std::thread::spawn(move || park.wait(Duration::from_secs(600)))
+        };
+        while lock(&park.state).0 == 0 {
+            std::thread::yield_now();
+        }
+        park.close();
+        assert_eq!(waiter.join().ok().flatten(), None);
+        assert_eq!(park.wait(Duration::from_secs(600)), None);
     }
 }

@@ -138,8 +138,8 @@ pub fn work_overlaps_computation<D: TestDevice>() {
     });
 }
 
-/// A `Work` is a future of its op's result: pending (its task's waker kept) until the peer
-/// arrives, then woken and ready with the result; awaited on a runtime, every clone resolves
+/// A `Work` is a future of its op's result: pending (the latest waker of its task kept) until
+/// the peer arrives, then woken and ready with the result; awaited on a runtime, every clone resolves
 /// alike; a failed op's future resolves with its error.
 pub fn work_is_a_future<D: TestDevice>() {
     use std::future::Future;
@@ -159,12 +159,18 @@ pub fn work_is_a_future<D: TestDevice>() {
         if ctx.rank == 1 {
             ctx.sync.wait(); // rank 0 has polled its op and seen it pending
         }
-        let mut work = ctx.comm.all_reduce_async(&x, ReduceOp::Sum).unwrap();
+        let work = ctx.comm.all_reduce_async(&x, ReduceOp::Sum).unwrap();
         let count = Arc::new(Count(AtomicUsize::new(0)));
         if ctx.rank == 0 {
-            let waker = Waker::from(count.clone());
-            let polled = std::pin::Pin::new(&mut work).poll(&mut Context::from_waker(&waker));
-            assert!(polled.is_pending(), "ready before the peer arrived: {polled:?}");
+            // A clone polled twice with different wakers keeps only the latest (the futures
+            // contract); `work` itself is awaited below, with the runtime's waker.
+            let first = Arc::new(Count(AtomicUsize::new(0)));
+            let mut probe = work.clone();
+            for waker in [Waker::from(first.clone()), Waker::from(count.clone())] {
+                let polled = std::pin::Pin::new(&mut probe).poll(&mut Context::from_waker(&waker));
+                assert!(polled.is_pending(), "ready before the peer arrived: {polled:?}");
+            }
+            assert_eq!(Arc::strong_count(&first), 1, "the handle still holds the waker of its first poll");
             ctx.sync.wait();
         }
         // Bounded, so that a wake-up the op never sends fails the test instead of hanging it.
@@ -176,7 +182,7 @@ pub fn work_is_a_future<D: TestDevice>() {
         awaited(work).unwrap();
         awaited(copy).unwrap();
         if ctx.rank == 0 {
-            assert!(count.0.load(Ordering::SeqCst) >= 1, "the waker of the first poll was never woken");
+            assert!(count.0.load(Ordering::SeqCst) >= 1, "the waker of the clone's last poll was never woken");
         }
         ctx.check(&x, &reduced::<f32>(ReduceOp::Sum, 2, 1000, 3), "awaited all_reduce");
         // A mismatch: the awaited result is the error `wait` returns.
