@@ -36,14 +36,16 @@
 mod absent;
 mod assemble;
 mod ifaddr;
+mod instance;
 pub(crate) mod listener;
 pub(crate) mod lobby;
 mod proto;
+mod refuse;
 mod remote;
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -54,6 +56,9 @@ use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::types::Rank;
 use crate::unique_id::UniqueId;
 use absent::{give_up, lost, warn_missing, withdraw};
+pub(crate) use instance::Instance;
+use instance::{Live, fresh_nonce};
+use refuse::{config_mismatch, fail_room, in_use, reuse};
 
 #[derive(Default)]
 struct Registry {
@@ -132,74 +137,6 @@ fn registry() -> MutexGuard<'static, Registry> {
 
 fn ranks_list(v: &[usize]) -> String {
     crate::types::ranks_text(v)
-}
-
-/// A live group's registry entry.
-struct Live {
-    nonce: u128,
-    /// The group's communicators that exist (this process's ranks). While any does, a join
-    /// with the id is refused at once; once none does, a join waits up to `RELEASE_WAIT` for
-    /// the group itself to go.
-    held: Arc<AtomicUsize>,
-    /// The processes of a group that spans processes (their tokens): a rank of one of them
-    /// joining again is the same job forming its group anew, and waits (up to its deadline)
-    /// for this process to drop the old one, rather than being refused as another job.
-    procs: Vec<[u8; 16]>,
-}
-
-/// One group's claim on its id: the nonce that tells this group from any other that used
-/// the same id, and the registry entry that refuses the id while the group exists.
-#[derive(Debug)]
-pub(crate) struct Instance {
-    id: UniqueId,
-    nonce: u128,
-    held: Arc<AtomicUsize>,
-}
-
-impl Instance {
-    /// Claims `id` for a new group: its registry entry, until the `Instance` is dropped.
-    fn claim(reg: &mut Registry, id: &UniqueId, nonce: u128, procs: Vec<[u8; 16]>) -> Self {
-        let held = Arc::new(AtomicUsize::new(0));
-        reg.live.insert(id.clone(), Live { nonce, held: held.clone(), procs });
-        Instance { id: id.clone(), nonce, held }
-    }
-
-    /// This group's nonce (random, the same on every rank of the group).
-    pub(crate) fn nonce(&self) -> u128 {
-        self.nonce
-    }
-
-    /// A communicator of the group now exists (its handle, until [`Instance::let_go`]).
-    pub(crate) fn hold(&self) {
-        self.held.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// A communicator of the group was dropped.
-    pub(crate) fn let_go(&self) {
-        self.held.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let mut reg = registry();
-        if reg.live.get(&self.id).is_some_and(|l| l.nonce == self.nonce) {
-            reg.live.remove(&self.id);
-        }
-    }
-}
-
-/// A random nonce; if the OS has no randomness, a process-wide counter and the clock, which
-/// still tell apart every group of this process.
-fn fresh_nonce() -> u128 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut b = [0u8; 16];
-    if getrandom::fill(&mut b).is_err() {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        b[..8].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-        b[8..].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
-    }
-    u128::from_le_bytes(b)
 }
 
 /// Joins the communicator named `id` as `rank` of `world`; returns once all have joined.
@@ -471,76 +408,4 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
         reg.outcomes.insert(ticket, outcome.clone());
     }
     room.cv.notify_all();
-}
-
-/// The refusal of a group whose ranks `differ` pass a config other than rank 0's (`configs`,
-/// by rank): what each of them passed against rank 0's, and where such settings come from.
-/// `spans`: the group spans processes (the transport setting does not count then).
-fn config_mismatch(differ: &[usize], configs: &[&CommConfig], spans: bool) -> CollectiveError {
-    let show = |c: &CommConfig| {
-        let transport = if spans {
-            format!(", peer silence {} ms", proto::millis(c.peer_silence()))
-        } else {
-            format!(", transport {:?}", c.transport())
-        };
-        format!("chunk {} bytes, algorithm {}{transport}", c.chunk_bytes(), c.algorithm())
-    };
-    let first = configs.first().map_or_else(String::new, |c| show(c));
-    let theirs: Vec<String> =
-        differ.iter().filter_map(|&r| configs.get(r).map(|c| format!("rank {r}: {}", show(c)))).collect();
-    CollectiveError::invalid(format!(
-        "rank{} {} pass{} a CommConfig that differs from rank 0's ({first}): {}; all ranks must agree",
-        if differ.len() == 1 { "" } else { "s" },
-        ranks_list(differ),
-        if differ.len() == 1 { "es" } else { "" },
-        theirs.join("; ")
-    ))
-    .with_hint(
-        "give every rank the same CommConfig; set RUCCL_CHUNK_BYTES, RUCCL_ALGO, RUCCL_TRANSPORT and \
-         RUCCL_PEER_SILENCE alike in every process (or in none), then start every rank again",
-    )
-}
-
-/// A join of `id` while a communicator made with it still exists (in this process, or in the
-/// root's, whose answer a joiner of another process relays).
-fn in_use(id: &UniqueId) -> CollectiveError {
-    let at = id.root_address().map_or_else(String::new, |a| format!(", whose rendezvous is at {a},"));
-    CollectiveError::invalid(format!(
-        "communicator id {}{at} is in use by a communicator that still exists: its group formed and runs. Either \
-         another launch uses the same rendezvous address (two launches on one host need two MASTER_PORTs: a \
-         second job started with the first one's MASTER_ADDR:MASTER_PORT reaches the first job's rank 0), or \
-         this process joins one id twice: give each group its own UniqueId (an id can be reused once every \
-         communicator made with it is dropped)",
-        id.short()
-    ))
-    .with_hint("give this group its own rendezvous (a launch: its own MASTER_PORT; else a fresh UniqueId), then start its ranks again")
-}
-
-/// A second joiner for a rank number already in the room: two groups are using `id`. Fails
-/// the room for everyone in it and refuses the id until their latest deadline.
-fn reuse(reg: &mut Registry, id: &UniqueId, rank: Rank, deadline: Instant) -> CollectiveError {
-    let err = CollectiveError::invalid(format!(
-        "communicator id {} looks used by two groups of ranks at once: rank {rank} joined it twice. Either two \
-         processes of one launch claim rank {rank} (check the launcher's RANK, OMPI_COMM_WORLD_RANK or \
-         SLURM_PROCID), or two groups share one id: give each group its own UniqueId (two launches on one host \
-         need two MASTER_PORTs)",
-        id.short()
-    ));
-    fail_room(reg, id, err, deadline)
-}
-
-/// Fails `id`'s room with `err` for everyone in it, and refuses the id with the same error
-/// until the latest deadline of its members and of the newcomer (`deadline`) who found the
-/// fault, so that ranks of the same job arriving later fail at once too.
-fn fail_room(reg: &mut Registry, id: &UniqueId, err: CollectiveError, deadline: Instant) -> CollectiveError {
-    let mut until = deadline;
-    if let Some(room) = reg.pending.remove(id) {
-        for ((ticket, ..), _) in room.joined.iter().flatten() {
-            reg.outcomes.insert(*ticket, Err(err.clone()));
-        }
-        until = until.max(room.latest);
-        room.cv.notify_all();
-    }
-    reg.refused.insert(id.clone(), (until, err.clone()));
-    err
 }
