@@ -41,6 +41,7 @@ pub fn resolve(o: &Options, env: &HashMap<String, String>) -> Result<Option<Laun
         let Some((host, port)) = master.rsplit_once(':') else {
             return Err(UsageError(format!("--master {master:?} is not HOST:PORT")));
         };
+        contradiction(world, rank, env)?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let mut vars: HashMap<String, String> = [
             ("RANK", rank.to_string()),
@@ -84,6 +85,32 @@ pub fn resolve(o: &Options, env: &HashMap<String, String>) -> Result<Option<Laun
     let mut launch = launch;
     (launch.world_size, launch.rank) = (world, rank);
     Ok(Some(launch))
+}
+
+/// A usage error when `--world N --rank R` contradict the rank and size of the first launcher
+/// whose variables `env` sets (say, four processes under `mpirun -np 4`, all started with
+/// `--rank 0`: each would claim rank 0). A launch of one process (size 1: an allocation's shell,
+/// `srun -n 1`) is no contradiction: there the flags say how to run several by hand.
+fn contradiction(world: usize, rank: usize, env: &HashMap<String, String>) -> Result<(), UsageError> {
+    let Some((rv, sv)) = LAUNCHERS.iter().find(|(r, s)| env.contains_key(*r) || env.contains_key(*s)) else {
+        return Ok(());
+    };
+    let get = |k: &str| env.get(k).and_then(|v| v.trim().parse::<usize>().ok());
+    let (theirs_rank, theirs_world) = (get(rv), get(sv));
+    if theirs_world.is_some_and(|w| w <= 1) {
+        return Ok(());
+    }
+    if theirs_rank.is_some_and(|r| r != rank) || theirs_world.is_some_and(|w| w != world) {
+        let show = |k: &str| env.get(k).map_or_else(|| "unset".to_string(), |v| format!("{v:?}"));
+        return Err(UsageError(format!(
+            "--world {world} --rank {rank} contradict the launcher's {rv}={} and {sv}={}: under a launcher leave \
+             out --world/--rank/--master (its variables say which rank this process is, with MASTER_ADDR and \
+             MASTER_PORT), or start the processes by hand with the flags, outside the launcher",
+            show(rv),
+            show(sv)
+        )));
+    }
+    Ok(())
 }
 
 /// Every rank's `(seconds, wrong)` for one half-row, gathered through `comm` (an
@@ -153,5 +180,21 @@ mod tests {
         assert!(run("all_reduce --world 2 --rank 0 --master h:1 --group", &[]).is_err());
         assert!(run("broadcast --world 2 --rank 0 --master h:1 -r 2", &[]).is_err());
         assert!(run("all_reduce", &[("RANK", "0"), ("WORLD_SIZE", "2")]).is_err());
+    }
+
+    #[test]
+    fn flags_that_contradict_the_launcher_are_usage_errors() {
+        let mpi = [("OMPI_COMM_WORLD_RANK", "3"), ("OMPI_COMM_WORLD_SIZE", "4")];
+        let e = run("all_reduce --world 4 --rank 0 --master h:1", &mpi).unwrap_err().0;
+        assert!(e.contains("--rank 0") && e.contains("OMPI_COMM_WORLD_RANK=\"3\""), "{e}");
+        assert!(e.contains("leave out --world/--rank/--master"), "{e}");
+        assert!(run("all_reduce --world 2 --rank 3 --master h:1", &mpi).is_err());
+        let torch = [("RANK", "1"), ("WORLD_SIZE", "2")];
+        assert!(run("all_reduce --world 3 --rank 1 --master h:1", &torch).is_err());
+        // Agreeing flags, and a launch of one process, are fine.
+        let l = run("all_reduce --world 4 --rank 3 --master h:1", &mpi).unwrap().unwrap();
+        assert_eq!((l.rank, l.world_size), (3, 4));
+        let one = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")];
+        assert_eq!(run("all_reduce --world 2 --rank 1 --master h:1", &one).unwrap().unwrap().rank, 1);
     }
 }
