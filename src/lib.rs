@@ -10,7 +10,9 @@
 //! [`config::Transport::Tcp`], each over its own TCP endpoint on loopback (the transport
 //! processes use). Ranks may also be separate processes (or hosts): a [`UniqueId`] carries
 //! its root's rendezvous address, and [`Communicator::from_env`] joins the group a launcher
-//! (torchrun, `mpirun`, `srun`) describes ([`launch`]); such a group talks TCP.
+//! (torchrun, `mpirun`, `srun`) describes ([`launch`]); such a group chooses its transport per
+//! pair of ranks ([`PeerLink`]): in place within a process, shared memory between processes
+//! of one host, TCP between hosts.
 //!
 //! ```
 //! use ruccl::{Communicator, HostDevice, ReduceOp, Tensor, UniqueId};
@@ -168,7 +170,7 @@ pub use config::{Algorithm, CommConfig};
 pub use device::{Device, HostDevice};
 pub use error::{CollectiveError, ErrorKind, Result};
 pub use tensor::Tensor;
-pub use types::{DType, Element, MAX_WORLD, Rank, ReduceOp};
+pub use types::{DType, Element, MAX_WORLD, PeerLink, Rank, ReduceOp};
 pub use unique_id::UniqueId;
 
 /// Every Rust snippet of the README, compiled and run as a doctest.

@@ -30,6 +30,43 @@ pub(crate) fn check_world(world: usize) -> crate::error::Result<()> {
     Ok(())
 }
 
+/// How a rank's data reaches a peer (what NCCL's `NCCL_DEBUG=INFO` prints per channel as
+/// `via P2P/IPC`, `via SHM` or `via NET/Socket`): see
+/// [`Communicator::peer_link`](crate::Communicator::peer_link). Control frames (abort,
+/// goodbye, heartbeats) of a group that spans processes go over TCP whatever this says.
+///
+/// ```
+/// use ruccl::{Communicator, HostDevice, PeerLink, UniqueId};
+/// let comm = Communicator::new(HostDevice::default(), 1, UniqueId::new()?, 0)?;
+/// assert_eq!(comm.peer_link(0)?, PeerLink::Itself);
+/// assert_eq!(PeerLink::SharedMemory.to_string(), "shared memory");
+/// # Ok::<(), ruccl::CollectiveError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PeerLink {
+    /// The rank itself: a local copy.
+    Itself,
+    /// A rank of this process: it reads the sender's memory in place (device memory too,
+    /// where the two devices reach each other).
+    InProcess,
+    /// A rank of another process on this host: data through a segment both map.
+    SharedMemory,
+    /// Over a TCP connection (another host, `RUCCL_SHM_DISABLE=1`, or `RUCCL_TRANSPORT=tcp`).
+    Tcp,
+}
+
+impl fmt::Display for PeerLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PeerLink::Itself => "itself",
+            PeerLink::InProcess => "in process",
+            PeerLink::SharedMemory => "shared memory",
+            PeerLink::Tcp => "tcp",
+        })
+    }
+}
+
 /// The element type of a tensor.
 ///
 /// ```

@@ -405,6 +405,36 @@ impl<D: Device> Communicator<D> {
         &self.shared.config
     }
 
+    /// How this rank's data reaches `peer`: in place in this process, through shared memory
+    /// to another process of this host, or over TCP — chosen per pair when the group
+    /// formed, as NCCL chooses its transport per peer.
+    ///
+    /// ```
+    /// use ruccl::{CommConfig, Communicator, HostDevice, PeerLink, config::Transport};
+    /// let comms = Communicator::init_all(vec![HostDevice::default(); 2], CommConfig::default())?;
+    /// assert_eq!(comms[0].peer_link(1)?, PeerLink::InProcess);
+    /// assert!(comms[0].peer_link(2).is_err()); // no rank 2
+    /// // Each rank its own loopback endpoint, as if every rank were a process of its own:
+    /// let tcp = CommConfig::default().with_transport(Transport::Tcp);
+    /// let comms = Communicator::init_all(vec![HostDevice::default(); 2], tcp)?;
+    /// assert_eq!(comms[1].peer_link(0)?, PeerLink::Tcp);
+    /// # Ok::<(), ruccl::CollectiveError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a peer outside `0..world_size`.
+    pub fn peer_link(&self, peer: Rank) -> Result<crate::types::PeerLink> {
+        if peer >= self.shared.world {
+            return Err(CollectiveError::invalid(format!(
+                "peer_link({peer}): no such rank (the world has {} ranks: 0..{})",
+                self.shared.world, self.shared.world
+            ))
+            .with_rank(self.rank)
+            .with_peer(peer));
+        }
+        Ok(self.shared.link.peer_link(self.rank, peer))
+    }
+
     /// This rank's recent operations, oldest first (at most
     /// [`FLIGHT_DEPTH`](crate::FLIGHT_DEPTH)).
     pub fn flight_recorder(&self) -> Vec<FlightEntry> {

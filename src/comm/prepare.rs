@@ -160,8 +160,7 @@ impl<D: Device> Communicator<D> {
     /// segment) rather than by reading its memory: plans then cut long messages
     /// ([`algo::build`]'s `network`).
     fn network(&self) -> bool {
-        let link = &self.shared.link;
-        (0..self.shared.world).any(|p| p != self.rank && !link.shares_memory(self.rank, p))
+        self.shared.link.network(self.rank, self.shared.world)
     }
 
     /// [`prepare`](Self::prepare) for a call [`check`](Self::check) accepted.

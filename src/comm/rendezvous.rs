@@ -21,9 +21,10 @@
 //! ranks are all of this process forms a group here, over the config's in-process link (as
 //! before); one that spans processes ends with a table of where every rank's process
 //! listens ([`proto::Table`]), sent to the other processes, and the ranks of each process
-//! build one group over TCP from it ([`assemble`]). Every rank of such a group talks TCP,
-//! even to ranks of its own process (choosing the transport per pair of ranks is future
-//! work). Across processes the config checks cover the chunk size, the algorithm and the
+//! build one group over TCP from it ([`assemble`]). The transport is chosen per pair of
+//! ranks there: ranks of one process lend each other memory in place, as in-process groups
+//! do; ranks of processes of one host move their data through shared memory; the others
+//! talk TCP (see [`crate::PeerLink`]). Across processes the config checks cover the chunk size, the algorithm and the
 //! peer-silence limit (each process paces its heartbeats by its own).
 //!
 //! Every wait has the config's deadline; a rank that never comes is named in the `Timeout`

@@ -113,7 +113,9 @@ impl<D: Device> OpRun<D> {
         let size = dt.size().max(1);
         // The piece size `prepare` cut the blocks to: whole elements of the chunk.
         let chunk = self.ctx.shared.config.chunk_elems(size) * size;
-        let whole = self.ctx.link().shares_memory(me, peer) || (msg.header.index == 0 && got < chunk && want < chunk);
+        // Pieces where any peer is across a network: plans cut blocks for every peer then.
+        let network = self.ctx.link().network(me, self.ctx.shared.world);
+        let whole = !network || (msg.header.index == 0 && got < chunk && want < chunk);
         let message = if whole {
             format!(
                 "rank {peer} sends this rank a block of {} x {dt} (its input_splits[{me}] rows), but this rank \

@@ -65,11 +65,102 @@ impl Mailbox {
     }
 }
 
+/// The mailboxes of `n` ranks of one process, one per ordered pair: what a message lent in
+/// place needs, with no waking (the owner rings the ranks concerned). The in-process
+/// transport's [`Fabric`], and a TCP mesh for its pairs of ranks that share a process,
+/// are built on it. Ranks are indices `0..n`.
+#[derive(Debug)]
+pub(crate) struct Boxes {
+    n: usize,
+    boxes: Vec<Mailbox>,
+}
+
+impl Boxes {
+    /// Mailboxes for `n` ranks.
+    pub(crate) fn new(n: usize) -> Self {
+        Boxes { n, boxes: (0..n * n).map(|_| Mailbox::default()).collect() }
+    }
+
+    fn mailbox(&self, from: Rank, to: Rank) -> &Mailbox {
+        &self.boxes[from * self.n + to]
+    }
+
+    /// Queues `payload` for `to`, lent until released; its ticket.
+    pub(crate) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
+        let b = self.mailbox(from, to);
+        let mut q = b.queue();
+        let ticket = b.sent.load(Ordering::SeqCst) + 1;
+        q.push_back(Entry { ticket, header, payload, state: State::Queued });
+        b.sent.store(ticket, Ordering::SeqCst);
+        ticket
+    }
+
+    pub(crate) fn has_message(&self, me: Rank, from: Rank) -> bool {
+        let b = self.mailbox(from, me);
+        b.sent.load(Ordering::SeqCst) > b.taken.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn peek_header(&self, me: Rank, from: Rank) -> Option<Header> {
+        let b = self.mailbox(from, me);
+        let q = b.queue();
+        q.iter().find(|e| e.state == State::Queued).map(|e| e.header)
+    }
+
+    pub(crate) fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
+        if !self.has_message(me, from) {
+            return None;
+        }
+        let b = self.mailbox(from, me);
+        let mut q = b.queue();
+        let e = q.iter_mut().find(|e| e.state == State::Queued)?;
+        e.state = State::Opened;
+        b.taken.fetch_add(1, Ordering::SeqCst);
+        Some(Opened { from, ticket: e.ticket, header: e.header, payload: e.payload.clone() })
+    }
+
+    /// Marks the message `ticket` from `from` done with (`release`) or back in the queue
+    /// unread (`!release`); the caller wakes its sender.
+    pub(crate) fn finish(&self, me: Rank, from: Rank, ticket: u64, release: bool) {
+        let b = self.mailbox(from, me);
+        let mut q = b.queue();
+        if let Some(e) = q.iter_mut().find(|e| e.ticket == ticket && e.state == State::Opened) {
+            if release {
+                e.state = State::Gone;
+            } else {
+                e.state = State::Queued;
+                b.taken.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        b.trim(&mut q);
+    }
+
+    /// Takes back every message `me` sent `to` that `to` has not opened; true while `to`
+    /// still reads one in place.
+    pub(crate) fn revoke(&self, me: Rank, to: Rank) -> bool {
+        let b = self.mailbox(me, to);
+        let mut q = b.queue();
+        let mut taken = 0;
+        for e in q.iter_mut().filter(|e| e.state == State::Queued) {
+            e.state = State::Gone;
+            taken += 1;
+        }
+        if taken > 0 {
+            b.taken.fetch_add(taken, Ordering::SeqCst);
+        }
+        b.trim(&mut q);
+        q.iter().any(|e| e.state == State::Opened)
+    }
+
+    pub(crate) fn is_released(&self, me: Rank, to: Rank, ticket: u64) -> bool {
+        self.mailbox(me, to).released.load(Ordering::SeqCst) >= ticket
+    }
+}
+
 /// The shared state of one communicator's in-process transport.
 #[derive(Debug)]
 pub struct Fabric {
     world: usize,
-    boxes: Vec<Mailbox>,
+    boxes: Boxes,
     events: Vec<Event>,
     departed: Vec<AtomicBool>,
     failed: AtomicBool,
@@ -83,17 +174,13 @@ impl Fabric {
     pub fn new(world: usize) -> Self {
         Fabric {
             world,
-            boxes: (0..world * world).map(|_| Mailbox::default()).collect(),
+            boxes: Boxes::new(world),
             events: (0..world).map(|_| Event::default()).collect(),
             departed: (0..world).map(|_| AtomicBool::new(false)).collect(),
             failed: AtomicBool::new(false),
             poison: Mutex::new(None),
             slots: OnceLock::new(),
         }
-    }
-
-    fn mailbox(&self, from: Rank, to: Rank) -> &Mailbox {
-        &self.boxes[from * self.world + to]
     }
 
     fn ring(&self, rank: Rank) {
@@ -125,79 +212,38 @@ impl Fabric {
     }
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
-        let b = self.mailbox(from, to);
-        let ticket = {
-            let mut q = b.queue();
-            let ticket = b.sent.load(Ordering::SeqCst) + 1;
-            q.push_back(Entry { ticket, header, payload, state: State::Queued });
-            b.sent.store(ticket, Ordering::SeqCst);
-            ticket
-        };
+        let ticket = self.boxes.send(from, to, header, payload);
         self.ring(to);
         ticket
     }
 
     pub(super) fn has_message(&self, me: Rank, from: Rank) -> bool {
-        let b = self.mailbox(from, me);
-        b.sent.load(Ordering::SeqCst) > b.taken.load(Ordering::SeqCst)
+        self.boxes.has_message(me, from)
     }
 
     pub(super) fn peek_header(&self, me: Rank, from: Rank) -> Option<Header> {
-        let b = self.mailbox(from, me);
-        let q = b.queue();
-        q.iter().find(|e| e.state == State::Queued).map(|e| e.header)
+        self.boxes.peek_header(me, from)
     }
 
     pub(super) fn open(&self, me: Rank, from: Rank) -> Option<Opened> {
-        if !self.has_message(me, from) {
-            return None;
-        }
-        let b = self.mailbox(from, me);
-        let mut q = b.queue();
-        let e = q.iter_mut().find(|e| e.state == State::Queued)?;
-        e.state = State::Opened;
-        b.taken.fetch_add(1, Ordering::SeqCst);
-        Some(Opened { from, ticket: e.ticket, header: e.header, payload: e.payload.clone() })
+        self.boxes.open(me, from)
     }
 
     /// Marks the message `ticket` from `from` done with (`release`) or back in the queue
     /// unread (`!release`), and wakes its sender.
     pub(super) fn finish(&self, me: Rank, from: Rank, ticket: u64, release: bool) {
-        let b = self.mailbox(from, me);
-        {
-            let mut q = b.queue();
-            if let Some(e) = q.iter_mut().find(|e| e.ticket == ticket && e.state == State::Opened) {
-                if release {
-                    e.state = State::Gone;
-                } else {
-                    e.state = State::Queued;
-                    b.taken.fetch_sub(1, Ordering::SeqCst);
-                }
-            }
-            b.trim(&mut q);
-        }
+        self.boxes.finish(me, from, ticket, release);
         self.ring(from);
     }
 
     /// Takes back every message `me` sent `to` that `to` has not opened; true while `to`
     /// still reads one in place.
     pub(super) fn revoke(&self, me: Rank, to: Rank) -> bool {
-        let b = self.mailbox(me, to);
-        let mut q = b.queue();
-        let mut taken = 0;
-        for e in q.iter_mut().filter(|e| e.state == State::Queued) {
-            e.state = State::Gone;
-            taken += 1;
-        }
-        if taken > 0 {
-            b.taken.fetch_add(taken, Ordering::SeqCst);
-        }
-        b.trim(&mut q);
-        q.iter().any(|e| e.state == State::Opened)
+        self.boxes.revoke(me, to)
     }
 
     pub(super) fn is_released(&self, me: Rank, to: Rank, ticket: u64) -> bool {
-        self.mailbox(me, to).released.load(Ordering::SeqCst) >= ticket
+        self.boxes.is_released(me, to, ticket)
     }
 
     pub(super) fn wait(

@@ -330,8 +330,27 @@ impl Link {
     pub fn shares_memory(&self, me: Rank, peer: Rank) -> bool {
         match self {
             Link::InProc(_) => true,
-            Link::Tcp(m) => me == peer || m.is_local(),
+            Link::Tcp(m) => me == peer || m.is_local() || m.same_process(me, peer),
         }
+    }
+
+    /// How `me`'s data reaches `peer`.
+    pub(crate) fn peer_link(&self, me: Rank, peer: Rank) -> crate::types::PeerLink {
+        use crate::types::PeerLink;
+        match self {
+            _ if me == peer => PeerLink::Itself,
+            Link::InProc(_) => PeerLink::InProcess,
+            Link::Tcp(m) if m.same_process(me, peer) => PeerLink::InProcess,
+            Link::Tcp(m) if m.through_shm(me, peer) => PeerLink::SharedMemory,
+            Link::Tcp(_) => PeerLink::Tcp,
+        }
+    }
+
+    /// Whether some peer of `me` among `world` ranks is reached over a network (a socket or
+    /// a shared segment) rather than by reading its memory: plans then cut long messages
+    /// (`algo::build`'s `network`), for every peer alike.
+    pub(crate) fn network(&self, me: Rank, world: usize) -> bool {
+        (0..world).any(|p| p != me && !self.shares_memory(me, p))
     }
 
     /// The exchange slots: of ranks that are threads of one process, or of processes of one

@@ -69,6 +69,9 @@ fn one_process_says_no(extra: (&'static str, &'static str), shm_on_1: bool) {
     for r in 0..3 {
         let mut env = ranks_env(&id, 3, &[r]);
         env.push(("MP_SLOTS", "0".into()));
+        if !shm_on_1 {
+            env.push(("MP_NO_SHM", "1".into()));
+        }
         if r == 1 {
             env.extend([(extra.0, extra.1.to_string()), ("MP_SHM", u8::from(shm_on_1).to_string())]);
         }

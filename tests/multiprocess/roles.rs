@@ -55,6 +55,28 @@ pub(super) fn check_transport() -> Result<(), String> {
     Ok(())
 }
 
+/// Checks how `comm`'s rank reaches each peer: in place within this process (`local`, the
+/// ranks of this process), through shared memory or TCP to the others, as `MP_SHM` asks
+/// (TCP to the ranks `MP_NO_SHM` lists, whose processes said no to shared memory).
+pub(super) fn check_links(comm: &Communicator<HostDevice>, local: &[usize]) -> Result<(), String> {
+    use ruccl::PeerLink;
+    let no_shm: Vec<usize> = var("MP_NO_SHM").split(',').filter_map(|r| r.parse().ok()).collect();
+    let shm = var("MP_SHM") == "1" && cfg!(target_os = "linux");
+    for peer in 0..comm.world_size() {
+        let want = match peer {
+            p if p == comm.rank() => PeerLink::Itself,
+            p if local.contains(&p) => PeerLink::InProcess,
+            p if shm && !no_shm.contains(&p) => PeerLink::SharedMemory,
+            _ => PeerLink::Tcp,
+        };
+        let got = comm.peer_link(peer).map_err(|e| e.to_string())?;
+        if got != want {
+            return Err(format!("rank {} reaches rank {peer} {got}, expected {want}", comm.rank()));
+        }
+    }
+    Ok(())
+}
+
 /// Whether this process maps a host's exchange slots (`memfd:ruccl-slots`).
 pub(super) fn slots_mapped() -> bool {
     std::fs::read_to_string("/proc/self/maps").is_ok_and(|m| m.contains("memfd:ruccl-slots"))
@@ -64,11 +86,13 @@ pub(super) fn slots_mapped() -> bool {
 pub(super) fn collectives_child() -> Result<(), String> {
     let ranks: Vec<usize> = var("MP_RANKS").split(',').map(|r| r.parse().unwrap()).collect();
     let threads: Vec<_> = ranks
-        .into_iter()
-        .map(|rank| {
+        .iter()
+        .map(|&rank| {
+            let local = ranks.clone();
             std::thread::spawn(move || -> Result<(), String> {
                 let comm = join(rank).map_err(|e| e.to_string())?;
                 check_transport()?;
+                check_links(&comm, &local)?;
                 every_collective::<f32, _>(&comm, |v| v as f32)?;
                 every_collective::<i64, _>(&comm, |v| v as i64)?;
                 every_collective::<bf16, _>(&comm, |v| bf16::from_f64(v as f64))?;

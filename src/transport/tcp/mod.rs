@@ -225,6 +225,32 @@ pub struct Mesh {
     /// memory, counted as live local ranks while it lives (see `setup::endpoints`): held,
     /// never read.
     _host_ranks: Vec<super::LiveRank>,
+    /// Pairs of ranks that live in this process (a group spanning processes with several
+    /// ranks in this one): their messages are lent in place, as between threads of an
+    /// in-process group, not copied through a socket or a ring; their connection still
+    /// carries the control frames (abort, goodbye, heartbeats).
+    together: Option<Together>,
+}
+
+/// The mailboxes of this process's ranks in a mesh that spans processes.
+#[derive(Debug)]
+pub(crate) struct Together {
+    /// Each rank's index among this process's ranks, if it is one of them.
+    index: Vec<Option<usize>>,
+    boxes: super::inproc::Boxes,
+}
+
+impl Together {
+    /// For the ranks `local` marks, when there are at least two of them.
+    pub(crate) fn new(local: &[bool]) -> Option<Self> {
+        let mut index = Vec::with_capacity(local.len());
+        let mut n = 0;
+        for &here in local {
+            index.push(here.then_some(n));
+            n += usize::from(here);
+        }
+        (n >= 2).then(|| Together { index, boxes: super::inproc::Boxes::new(n) })
+    }
 }
 
 impl Drop for Mesh {
@@ -251,7 +277,37 @@ impl Mesh {
         Some((e, e.peer(p)?))
     }
 
+    /// The mailboxes of `a` and `b`, and their indices there, when both live in this
+    /// process (and the mesh spans processes: a loopback mesh keeps every pair on sockets).
+    fn together(&self, a: Rank, b: Rank) -> Option<(&super::inproc::Boxes, usize, usize)> {
+        let t = self.together.as_ref()?;
+        let (i, j) = (*t.index.get(a)?, *t.index.get(b)?);
+        Some((&t.boxes, i?, j?)).filter(|_| a != b)
+    }
+
+    /// Whether `a` and `b` live in this process and lend each other memory in place.
+    pub(super) fn same_process(&self, a: Rank, b: Rank) -> bool {
+        self.together(a, b).is_some()
+    }
+
+    /// Whether `me`'s data to `peer` goes through a segment both processes map.
+    pub(super) fn through_shm(&self, me: Rank, peer: Rank) -> bool {
+        self.pair(me, peer).is_some_and(|(_, p)| p.shm.is_some())
+    }
+
+    /// Wakes `rank`, one of this process's.
+    fn ring_rank(&self, rank: Rank) {
+        if let Some(e) = self.ep(rank) {
+            e.ring();
+        }
+    }
+
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {
+        if let Some((b, i, j)) = self.together(from, to) {
+            let ticket = b.send(i, j, header, payload);
+            self.ring_rank(to);
+            return ticket;
+        }
         let Some((e, p)) = self.pair(from, to) else { return 0 };
         match &p.shm {
             Some(s) => s.send(e, p, header, payload),
@@ -260,6 +316,9 @@ impl Mesh {
     }
 
     pub(super) fn has_message(&self, me: Rank, from: Rank) -> bool {
+        if let Some((b, i, j)) = self.together(me, from) {
+            return b.has_message(i, j);
+        }
         let Some((e, p)) = self.pair(me, from) else { return false };
         if p.unopened.load(Ordering::SeqCst) > 0 {
             return true;
@@ -277,6 +336,9 @@ impl Mesh {
 
     /// The header of the oldest unopened message from `from`, if it has arrived.
     pub(super) fn peek_header(&self, me: Rank, from: Rank) -> Option<Header> {
+        if let Some((b, i, j)) = self.together(me, from) {
+            return b.peek_header(i, j);
+        }
         let (_, p) = self.pair(me, from)?;
         lock(&p.inbox).msgs.iter().find(|m| !m.opened).map(|m| m.header)
     }
@@ -286,6 +348,10 @@ impl Mesh {
     /// `true`: the payload is that region), else into a receive buffer. A failed read
     /// poisons this rank (naming the peer and the message's op) and opens nothing.
     pub(super) fn open(&self, me: Rank, from: Rank, into: Option<super::Landing<'_>>) -> Option<(Opened, bool)> {
+        if let Some((b, i, j)) = self.together(me, from) {
+            // Lent in place: the receiver reads the sender's memory, nothing lands.
+            return b.open(i, j).map(|m| (Opened { from, ..m }, false));
+        }
         let (e, p) = self.pair(me, from)?;
         let mut inbox = lock(&p.inbox);
         let m = inbox.msgs.iter_mut().find(|m| !m.opened)?;
@@ -328,6 +394,9 @@ impl Mesh {
     /// `me` checked message `id` from `from` and takes it: over shared memory the sender may
     /// count it delivered now (see [`Link::accept`](crate::transport::Link::accept)).
     pub(super) fn accept(&self, me: Rank, from: Rank, id: u64) {
+        if self.same_process(me, from) {
+            return;
+        }
         if let Some((_, p)) = self.pair(me, from)
             && let Some(s) = &p.shm
         {
@@ -338,6 +407,11 @@ impl Mesh {
     /// Done with (`release`: the buffer is freed and its bytes credited back to the sender)
     /// or back in the queue unread.
     pub(super) fn finish(&self, me: Rank, from: Rank, id: u64, release: bool) {
+        if let Some((b, i, j)) = self.together(me, from) {
+            b.finish(i, j, id, release);
+            self.ring_rank(from);
+            return;
+        }
         let Some((e, p)) = self.pair(me, from) else { return };
         let freed = {
             let mut inbox = lock(&p.inbox);
@@ -369,6 +443,9 @@ impl Mesh {
     }
 
     pub(super) fn is_released(&self, me: Rank, to: Rank, ticket: u64) -> bool {
+        if let Some((b, i, j)) = self.together(me, to) {
+            return b.is_released(i, j, ticket);
+        }
         let Some((_, p)) = self.pair(me, to) else { return true };
         if let Some(s) = &p.shm
             && s.lent_pending(p, ticket)
@@ -384,6 +461,9 @@ impl Mesh {
     }
 
     pub(super) fn is_delivered(&self, me: Rank, to: Rank, ticket: u64) -> bool {
+        if self.same_process(me, to) {
+            return self.is_released(me, to, ticket);
+        }
         // Taken by the peer *and* done with here: the peer may read the last bytes (and credit
         // them) before the writer task that wrote them has let go of the sender's memory.
         // The credit that says so is read off the socket by the waiting rank itself.
@@ -399,6 +479,9 @@ impl Mesh {
     /// Takes back what `me` queued for `to` and has not started writing; true while a
     /// message to it is still being written.
     fn revoke(&self, me: Rank, to: Rank) -> bool {
+        if let Some((b, i, j)) = self.together(me, to) {
+            return b.revoke(i, j);
+        }
         let Some((_, p)) = self.pair(me, to) else { return false };
         let mut out = lock(&p.out);
         // The rest of a frame already begun on the socket stays: the peer must be able to read

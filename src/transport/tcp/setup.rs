@@ -135,6 +135,7 @@ pub(crate) fn process_mesh(
     let (shm, slots, _) = (Vec::new(), None, host_memory);
     let mut mesh = endpoints(comm, silence, rows, shm)?;
     mesh.slots = slots;
+    mesh.together = super::Together::new(local);
     Ok(mesh)
 }
 
@@ -228,7 +229,7 @@ fn endpoints(
         .filter(|&p| endpoints.iter().flatten().any(|e| e.peer(p).is_some_and(|q| q.shm.is_some())))
         .map(|_| crate::transport::LiveRank::enter())
         .collect();
-    Ok(Mesh { endpoints, slots: None, _host_ranks: host_ranks })
+    Ok(Mesh { endpoints, slots: None, _host_ranks: host_ranks, together: None })
 }
 
 #[cfg(test)]
