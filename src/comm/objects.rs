@@ -14,6 +14,10 @@ use crate::error::{CollectiveError, Result};
 use crate::tensor::Tensor;
 use crate::types::{DType, Rank};
 
+/// The first length word of a `scatter_bytes` whose root refused its own `parts` (no part
+/// is that long).
+const REFUSED: u64 = u64::MAX;
+
 impl<D: Device> Communicator<D> {
     /// Every rank's `bytes`, in rank order (torch's `all_gather_object`, for bytes; the
     /// ranks' byte strings may differ in length).
@@ -152,20 +156,33 @@ impl<D: Device> Communicator<D> {
     pub fn scatter_bytes(&self, parts: &[Vec<u8>], root: Rank) -> Result<Vec<u8>> {
         let n = self.world_size();
         let is_root = self.rank == root;
-        if is_root && parts.len() != n {
+        let refused = is_root && parts.len() != n;
+        // The lengths, one word per rank (at least two: a root that refused its own `parts`
+        // still sends [REFUSED, the count it passed], so that the other ranks hear of it at
+        // once instead of waiting for the scatter).
+        let mut words = vec![0u64; n.max(2)];
+        if refused {
+            words[..2].copy_from_slice(&[REFUSED, parts.len() as u64]);
+        } else if is_root {
+            words.iter_mut().zip(parts).for_each(|(w, p)| *w = p.len() as u64);
+        }
+        let lens: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut lens_t = Tensor::from_slice(&self.device, &lens, &[lens.len()])?;
+        self.broadcast(&mut lens_t, root)?;
+        let lens_b = lens_t.to_vec::<u8>()?;
+        if lens_b.get(..8) == Some(&REFUSED.to_le_bytes()[..]) {
+            let passed = lens_b.get(8..16).and_then(|w| <[u8; 8]>::try_from(w).ok()).map_or(0, u64::from_le_bytes);
+            let whose = if is_root { "this rank, the root,".to_string() } else { format!("the root, rank {root},") };
             return Err(CollectiveError::invalid(format!(
-                "scatter_bytes: the root passed {} parts, expected one per rank ({n})",
-                parts.len()
+                "{whose} passed {passed} parts to scatter_bytes, where one per rank ({n}) is needed; nothing was \
+                 scattered"
             ))
             .with_rank(self.rank)
+            .with_peer(root)
             .with_op("scatter_bytes")
             .on_usable_communicator());
         }
-        let lens: Vec<u8> =
-            if is_root { parts.iter().flat_map(|p| (p.len() as u64).to_le_bytes()).collect() } else { vec![0; 8 * n] };
-        let mut lens_t = Tensor::from_slice(&self.device, &lens, &[8 * n])?;
-        self.broadcast(&mut lens_t, root)?;
-        let lens_b = lens_t.to_vec::<u8>()?;
+        let lens_b = &lens_b[..8 * n];
         let lens = lens_b.chunks(8).map(|l| self.length(l, root)).collect::<Result<Vec<_>>>()?;
         let max = lens.iter().copied().max().unwrap_or(0);
         let mut output = Tensor::zeros(&self.device, DType::U8, &[max])?;

@@ -157,27 +157,31 @@ pub fn exchange_vs_messages<D: TestDevice>() {
     });
 }
 
-/// Members that pass different lists to `split_from` both get `Mismatch`; a rank left out
-/// gets `None`.
+/// Members that pass different lists to `split_from` get `Mismatch`, and so does every other
+/// rank (a rank left out, and one that formed a list of its own with a rank another list
+/// names), at once; a rank whose own list is invalid gets `InvalidArgument` and the others
+/// `Mismatch` naming it. The parent stays usable after each.
 pub fn split_lists_differ<D: TestDevice>() {
     run::<D, _>(3, &Opts::timed(TIMEOUT), |ctx| {
-        let list: &[Rank] = match ctx.rank {
-            0 => &[0, 1],
-            1 => &[1, 0],
-            _ => &[],
-        };
-        let r = ctx.comm.split_from(list);
-        if ctx.rank == 2 {
-            assert!(ctx.ok(r, "split_from([])").is_none());
-        } else {
-            let other = 1 - ctx.rank;
-            ctx.expect_err(
-                r.map(|_| ()),
-                ErrorKind::Mismatch,
-                &["split", &format!("rank {other}")],
-                "split_from with different lists",
-            );
+        let rounds: [[&[Rank]; 3]; 3] = [
+            [&[0, 1], &[1, 0], &[]],
+            // Ranks 1 and 2 agree with each other; rank 0's list names rank 1.
+            [&[0, 1], &[1, 2], &[1, 2]],
+            [&[0, 0], &[0, 1, 2], &[0, 1, 2]],
+        ];
+        for (round, lists) in rounds.iter().enumerate() {
+            let r = ctx.comm.split_from(lists[ctx.rank]).map(|_| ());
+            let what = format!("split_from round {round}: {:?}", lists[ctx.rank]);
+            match (round, ctx.rank) {
+                (2, 0) => ctx.expect_err(r, ErrorKind::InvalidArgument, &["twice"], what),
+                (2, _) => ctx.expect_err(r, ErrorKind::Mismatch, &["split_from", "rank 0", "invalid"], what),
+                (0, 0 | 1) => ctx.expect_err(r, ErrorKind::Mismatch, &["split", &format!("rank {}", 1 - ctx.rank)], what),
+                _ => ctx.expect_err(r, ErrorKind::Mismatch, &["split_from", "rank 1", "different list"], what),
+            };
+            assert!(ctx.comm.is_usable(), "{round}: the parent is still usable");
         }
+        let child = ctx.ok(ctx.comm.split_all(), "split_all after the failed splits");
+        assert_eq!(child.world_size(), 3);
     });
 }
 

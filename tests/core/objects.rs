@@ -37,17 +37,19 @@ pub fn byte_collectives<D: TestDevice>(world: usize) {
     });
 }
 
-/// A root whose parts are not one per rank fails alone, before anything is sent, and calls
-/// again; a root out of range fails on every rank; the communicator stays usable.
+/// A root whose parts are not one per rank fails, and so does every other rank, at once
+/// (the root says so instead of scattering: its peers do not wait out their timeout), and
+/// all call again; a root out of range fails on every rank; the communicator stays usable.
 pub fn byte_collectives_bad_calls<D: TestDevice>() {
-    run::<D, _>(3, &Opts::default(), |ctx: &Ctx<D>| {
+    run::<D, _>(3, &Opts::timed(std::time::Duration::from_secs(20)), |ctx: &Ctx<D>| {
         let r = ctx.rank;
-        if r == 1 {
-            let e = ctx.comm.scatter_bytes(&[vec![1]], 1).expect_err("two parts short");
-            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-            assert!(e.to_string().contains("1 parts, expected one per rank (3)"), "{e}");
-            assert_eq!(e.context().op.as_deref(), Some("scatter_bytes"), "{e}");
-        }
+        let short = if r == 1 { vec![vec![1]] } else { Vec::new() };
+        let e = ctx.comm.scatter_bytes(&short, 1).expect_err("two parts short");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("passed 1 parts to scatter_bytes, where one per rank (3)"), "{e}");
+        let whose = if r == 1 { "this rank, the root," } else { "the root, rank 1," };
+        assert!(e.to_string().contains(whose), "{e}");
+        assert_eq!(e.context().op.as_deref(), Some("scatter_bytes"), "{e}");
         let parts = vec![vec![9; 4], vec![], vec![7]];
         let got = ctx.ok(ctx.comm.scatter_bytes(&parts, 1), "scatter_bytes after the root's bad call");
         assert_eq!(got, parts[r]);
