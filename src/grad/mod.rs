@@ -155,7 +155,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
         params: impl IntoIterator<Item = (K, ParamSpec)>,
         config: SyncConfig,
     ) -> Result<Self> {
-        let label = |e: CollectiveError| e.with_rank(comm.rank()).with_op("GradientSync::new");
+        let label = |e: CollectiveError| e.with_rank(comm.rank()).with_outer_op("GradientSync::new".into());
         // A rank that rejects its own set still takes part in the comparison (saying why),
         // so that its peers fail at once instead of waiting for it.
         let built = Layout::build(params, &config).and_then(|layout| {
@@ -225,6 +225,9 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
     /// gradients handed over, and returns them, in id order. A parameter with no gradient this
     /// step counts as a zero gradient on this rank (so its peers are not kept waiting), and
     /// its reduced gradient comes back in a new tensor — every rank gets every parameter.
+    /// Zero leaves a sum or a mean as the other ranks make it; with [`crate::ReduceOp::Max`],
+    /// [`crate::ReduceOp::Min`] or [`crate::ReduceOp::Prod`] (see [`SyncConfig::with_op`]) it takes part as
+    /// any other value would: push every gradient on every rank there.
     ///
     /// # Errors
     /// The communicator's or the device's errors (`Timeout`, `Mismatch`, `Aborted`, ...), as
@@ -232,7 +235,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
     pub fn wait(&mut self) -> Result<Vec<(K, Tensor<D>)>> {
         let r = self.finish();
         let out = self.end_step();
-        r.map(|()| out).map_err(|e| e.with_rank(self.comm.rank()).with_op("GradientSync::wait"))
+        r.map(|()| out).map_err(|e| e.with_rank(self.comm.rank()).with_outer_op("GradientSync::wait".into()))
     }
 
     /// One whole step: [`push`](Self::push) every gradient, then [`wait`](Self::wait).
@@ -387,9 +390,11 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
         }
         self.launch_ready()?;
         let deadline = self.deadline();
-        for (b, plan) in self.buckets.iter_mut().zip(&self.layout.buckets) {
+        let n = self.buckets.len();
+        for (k, (b, plan)) in self.buckets.iter_mut().zip(&self.layout.buckets).enumerate() {
             if let Some(work) = b.work.take() {
-                work.wait()?;
+                // Which bucket: its all_reduce's own name shows its size and a tag digest only.
+                work.wait().map_err(|e| e.appended(&format!("(the all_reduce of bucket {k} of {n})")))?;
             }
             let Some(flat) = &b.flat else { continue }; // reduced in place
             for &i in &plan.params {

@@ -83,6 +83,24 @@ fn a_rank_that_rejects_its_own_set_fails_its_peers_at_once() {
     }
 }
 
+/// A bucket's all_reduce that meets another call on a peer (here the user's own all_reduce
+/// of the same size): the error names `GradientSync::wait` as the call and says which bucket.
+#[test]
+fn a_bucket_that_meets_another_call_is_named() {
+    let got = on_ranks(2, |comm| {
+        let dev = *comm.device();
+        let mut sync = GradientSync::new(&comm, [("w", f32s(&[2]))]).unwrap();
+        let mut t = Tensor::from_slice(&dev, &[1.0f32, 2.0], &[2]).unwrap();
+        if comm.rank() == 0 { sync.all_reduce([("w", t)]).map(|_| ()) } else { comm.all_reduce(&mut t, ReduceOp::Sum) }
+    });
+    let e = got[0].as_ref().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Mismatch, "{e}");
+    let msg = e.to_string();
+    assert!(msg.starts_with("rank 0: GradientSync::wait"), "{msg}");
+    assert!(msg.contains("in all_reduce(") && msg.contains("the all_reduce of bucket 0 of 1"), "{msg}");
+    assert_eq!(got[1].as_ref().unwrap_err().kind(), ErrorKind::Mismatch);
+}
+
 #[test]
 fn a_bad_gradient_is_rejected_and_the_step_goes_on() {
     let got = on_ranks(2, |comm| {
