@@ -52,7 +52,13 @@ struct Round {
     num_nodes: usize,
     waiting: Vec<Waiting>,
     since: Option<Instant>,
+    /// Nodes refused while this round waited (the latest few), and why: a round that then
+    /// times out names them, rather than count them as nodes that never connected.
+    refused: Vec<String>,
 }
+
+/// How many refusals a round remembers.
+const REFUSALS_KEPT: usize = 4;
 
 fn lock(m: &Mutex<Round>) -> MutexGuard<'_, Round> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -74,14 +80,29 @@ impl Orchestrator {
         if num_nodes == 0 {
             return Err(CollectiveError::invalid("an orchestrator waits for at least one node"));
         }
-        let listener = TcpListener::bind(addr).map_err(|e| {
-            CollectiveError::new(ErrorKind::Io, format!("the orchestrator cannot listen: {e}")).with_source(e)
+        // Resolved first, so that a name that does not resolve is the caller's mistake
+        // (`InvalidArgument`), and only a failure to listen is `Io`.
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|e| {
+                CollectiveError::invalid(format!("the orchestrator's address does not resolve: {e}"))
+                    .with_hint("pass HOST:PORT with a host this machine can resolve (an IP address, or a name in DNS or /etc/hosts)")
+            })?
+            .collect();
+        let listener = TcpListener::bind(&addrs[..]).map_err(|e| {
+            CollectiveError::new(ErrorKind::Io, format!("the orchestrator cannot listen on {addrs:?}: {e}"))
+                .with_source(e)
         })?;
         let io = |e: std::io::Error| CollectiveError::new(ErrorKind::Io, format!("orchestrator: {e}"));
         let local = listener.local_addr().map_err(io)?;
         listener.set_nonblocking(true).map_err(io)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let round = Arc::new(Mutex::new(Round { num_nodes: num_nodes as usize, waiting: Vec::new(), since: None }));
+        let round = Arc::new(Mutex::new(Round {
+            num_nodes: num_nodes as usize,
+            waiting: Vec::new(),
+            since: None,
+            refused: Vec::new(),
+        }));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("ruccl-orchestrator".into())
@@ -143,6 +164,9 @@ fn arrive(mut s: TcpStream, from: SocketAddr, round: &Mutex<Round>) {
     let mut r = lock(round);
     prune(&mut r);
     if let Err(e) = admit(&r, &hello) {
+        if r.since.is_some() && r.refused.len() < REFUSALS_KEPT {
+            r.refused.push(format!("node {} ({})", hello.data_addr, e.message()));
+        }
         drop(r);
         return refuse(s, e.kind(), e.message().to_string());
     }
@@ -152,6 +176,7 @@ fn arrive(mut s: TcpStream, from: SocketAddr, round: &Mutex<Round>) {
     if r.waiting.len() == r.num_nodes {
         let waiting = std::mem::take(&mut r.waiting);
         r.since = None;
+        r.refused.clear();
         drop(r);
         welcome(waiting);
     }
@@ -175,6 +200,7 @@ fn prune(r: &mut Round) {
     });
     if r.waiting.is_empty() {
         r.since = None;
+        r.refused.clear();
     }
 }
 
@@ -211,17 +237,48 @@ fn admit(r: &Round, h: &Hello) -> Result<()> {
             )));
         }
         if other.settings != h.settings || other.timeout_ms != h.timeout_ms {
+            let mut differ = settings_diff(&h.settings, &other.settings);
+            if other.timeout_ms != h.timeout_ms {
+                differ.push(format!("timeout {} ms where it has {} ms", h.timeout_ms, other.timeout_ms));
+            }
             return Err(CollectiveError::new(
                 ErrorKind::Mismatch,
                 format!(
-                    "node {node} registered with CollectiveConfig settings [{}], but node {} with [{}]; every node \
-                     must pass the same config",
-                    h.settings, other.data_addr, other.settings
+                    "node {node} registered a CollectiveConfig that differs from node {}'s: {}; every node must \
+                     pass the same config",
+                    other.data_addr,
+                    differ.join("; ")
                 ),
             ));
         }
     }
     Ok(())
+}
+
+/// The settings of `mine` that differ from `theirs` ("k = v" entries joined by ", "), as
+/// "k = v where it has k = w" (pure). Both whole when they do not parse as entries.
+fn settings_diff(mine: &str, theirs: &str) -> Vec<String> {
+    let entries = |s: &str| -> Vec<(String, String)> {
+        s.split(", ").filter_map(|e| e.split_once(" = ")).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let (a, b) = (entries(mine), entries(theirs));
+    let mut out: Vec<String> = a
+        .iter()
+        .filter_map(|(k, v)| match b.iter().find(|(l, _)| l == k) {
+            Some((_, w)) if w == v => None,
+            Some((_, w)) => Some(format!("{k} = {v} where it has {k} = {w}")),
+            None => Some(format!("{k} = {v}, a setting it does not have")),
+        })
+        .collect();
+    out.extend(
+        b.iter()
+            .filter(|(k, _)| !a.iter().any(|(l, _)| l == k))
+            .map(|(k, w)| format!("no {k}, where it has {k} = {w}")),
+    );
+    if out.is_empty() && mine != theirs {
+        out.push(format!("settings [{mine}] where it has [{theirs}]"));
+    }
+    out
 }
 
 /// Every node arrived: ids by data address, one id for the leaders' communicator.
@@ -254,15 +311,20 @@ fn expire(r: &mut Round) {
         return;
     }
     let arrived: Vec<String> = r.waiting.iter().map(|w| w.hello.data_addr.clone()).collect();
+    let refused = if r.refused.is_empty() {
+        "none was refused meanwhile".to_string()
+    } else {
+        format!("refused meanwhile: {}", r.refused.join("; "))
+    };
     let message = format!(
-        "only {} of {} nodes arrived within {:?} ({}); {} node(s) never connected",
+        "only {} of {} nodes arrived within {:?} ({}); {refused}",
         arrived.len(),
         r.num_nodes,
         timeout - timeout / 10,
         arrived.join(", "),
-        r.num_nodes - arrived.len()
     );
     r.since = None;
+    r.refused.clear();
     for w in std::mem::take(&mut r.waiting) {
         refuse(w.stream, ErrorKind::Timeout, message.clone());
     }
@@ -273,6 +335,31 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_bad_address_is_the_callers_mistake() {
+        // A port that is no number fails to resolve without asking DNS.
+        let e = Orchestrator::start("127.0.0.1:notaport", 2).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("does not resolve"), "{e}");
+        assert_eq!(Orchestrator::start("127.0.0.1:0", 0).err().unwrap().kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn a_config_mismatch_names_the_settings_that_differ() {
+        let a = "num_devices = 1, local all_reduce strategy = Ring, timeout = 10s";
+        let b = "num_devices = 2, local all_reduce strategy = Ring, pipeline = 4";
+        assert_eq!(
+            settings_diff(a, b),
+            [
+                "num_devices = 1 where it has num_devices = 2",
+                "timeout = 10s, a setting it does not have",
+                "no pipeline, where it has pipeline = 4"
+            ]
+        );
+        assert!(settings_diff(a, a).is_empty());
+        assert_eq!(settings_diff("x", "y"), ["settings [x] where it has [y]"]);
+    }
 
     fn hello(addr: &str, peers: Vec<u64>) -> Hello {
         Hello { num_nodes: 2, data_addr: addr.into(), peers, settings: "s".into(), timeout_ms: 3000 }
@@ -338,6 +425,11 @@ mod tests {
         let late = first.join().unwrap();
         assert!(
             matches!(&late, Msg::Refused(r) if r.kind == ErrorKind::Timeout && r.message.contains("only 1 of 2 nodes arrived") && r.message.contains("127.0.0.1:6001")),
+            "{late:?}"
+        );
+        // The nodes refused meanwhile are named, with why: not "never connected".
+        assert!(
+            matches!(&late, Msg::Refused(r) if r.message.contains("refused meanwhile: node 127.0.0.1:600") && r.message.contains("node 127.0.0.1:6002 (") && r.message.contains("node 127.0.0.1:6003 (peer 0 is on node")),
             "{late:?}"
         );
         assert!(t0.elapsed() < Duration::from_millis(400));

@@ -98,6 +98,13 @@ pub(crate) fn rendezvous(
     stream.set_read_timeout(Some(left)).map_err(io)?;
     match wire::read_msg(&mut stream) {
         Ok(Msg::Welcome(w)) => Ok(w),
+        Ok(Msg::Refused(Refused { kind: ErrorKind::Timeout, message })) => Err(CollectiveError::new(
+            ErrorKind::Timeout,
+            format!(
+                "node {} waited for the orchestrator at {global} to gather {} nodes, and it gave up: {message}",
+                hello.data_addr, hello.num_nodes
+            ),
+        )),
         Ok(Msg::Refused(Refused { kind, message })) => Err(CollectiveError::new(
             kind,
             format!("the orchestrator at {global} refused node {}: {message}", hello.data_addr),

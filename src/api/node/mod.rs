@@ -18,7 +18,7 @@ use crate::comm::Communicator;
 use crate::comm::rendezvous::listener;
 use crate::config::CommConfig;
 use crate::device::Device;
-use crate::error::{CollectiveError, Result};
+use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::tensor::Tensor;
 use crate::types::DType;
 use crate::unique_id::UniqueId;
@@ -139,7 +139,22 @@ fn lead<D: Device>(
         settings: settings.join(", "),
         timeout_ms: u64::try_from(config.timeout().as_millis()).unwrap_or(u64::MAX),
     };
-    let welcome = client::rendezvous(global, &hello, config.timeout(), cancelled)?;
+    let welcome = client::rendezvous(global, &hello, config.timeout(), cancelled).map_err(|e| {
+        // The peer API's advice, not a communicator's: nothing was created yet.
+        let hint = match e.kind() {
+            ErrorKind::Timeout => {
+                "start the orchestrator at global_address (ruccl::orchestrator, examples/orchestrator.rs) and every \
+                 node of the job, or raise CollectiveConfig::with_timeout if some start late; nothing was created: \
+                 register every peer again"
+            }
+            ErrorKind::Mismatch | ErrorKind::InvalidArgument => {
+                "give every node the same CollectiveConfig (only node_address and data_service_port differ, and \
+                 each peer id is on one node), then register every peer again"
+            }
+            _ => "check the network between the nodes and the orchestrator, then register every peer again",
+        };
+        e.with_hint(hint)
+    })?;
     let nodes: Vec<Vec<PeerId>> = welcome.nodes.iter().map(|n| n.iter().copied().map(PeerId::new).collect()).collect();
     let node = welcome.node as usize;
     if nodes.len() != num_nodes as usize || nodes.get(node).map(Vec::as_slice) != Some(peers) {
