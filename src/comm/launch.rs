@@ -32,6 +32,12 @@ impl<D: Device> Communicator<D> {
         let vars = std::env::vars().collect();
         let env = LaunchEnv::from_map(&vars)?;
         let shadow = env.shadows(&vars);
+        if let Some(why) = env.alone_by_mistake(shadow.as_deref()) {
+            return Err(CollectiveError::invalid(why).with_rank(env.rank).with_op("Communicator::from_env").with_hint(
+                "unset RANK and WORLD_SIZE in the environment that starts the launcher (or set them to agree with \
+                 it), then start every process again",
+            ));
+        }
         #[cfg(feature = "tracing")]
         if let Some(why) = &shadow {
             tracing::warn!(rank = env.rank, "Communicator::from_env: {why}");

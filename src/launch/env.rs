@@ -297,13 +297,26 @@ impl LaunchEnv {
             let (r, s) = (get(n.rank)?, get(n.size)?);
             (r != rank || s != size).then(|| {
                 format!(
-                    "RANK={rank} and WORLD_SIZE={size} are used, and {}={r} and {}={s} ({:?}'s) are not: torchrun's \
+                    "RANK={rank} and WORLD_SIZE={size} are used, and {}={r} and {}={s} ({}'s) are not: torchrun's \
                      variables come first. If RANK and WORLD_SIZE are left over in this environment (exported by \
                      hand, no torchrun here), unset them, or every process takes the same rank",
                     n.rank, n.size, n.launcher
                 )
             })
         })
+    }
+
+    /// Why this launch must not go on, given what it [`shadows`](Self::shadows): a world of
+    /// one rank from `RANK` / `WORLD_SIZE` that another launcher's variables contradict. Such
+    /// a process would join nobody and run every collective on its own, with no error — a
+    /// `WORLD_SIZE=1` left exported before `mpirun -np 4` trains four separate models. (A
+    /// stale world of several ranks fails at the join instead, where the note is added.)
+    pub(crate) fn alone_by_mistake(&self, shadowed: Option<&str>) -> Option<String> {
+        let why = shadowed.filter(|_| self.world_size == 1)?;
+        Some(format!(
+            "{why}. Refused: with WORLD_SIZE=1 this process would run alone, without an error, while the launcher \
+             started others"
+        ))
     }
 
     /// Reads this process's environment ([`from_map`](Self::from_map) over `std::env::vars`).

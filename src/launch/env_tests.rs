@@ -81,6 +81,23 @@ fn stale_torchrun_variables_are_said() {
     assert!(LaunchEnv::from_map(&srun).unwrap().shadows(&srun).is_some_and(|w| w.contains("SLURM_PROCID=3")));
 }
 
+/// A stale `WORLD_SIZE=1` under another launcher that says more: refused (the process would
+/// run alone with no error); a real world of one, or one that agrees, is not.
+#[test]
+fn a_stale_world_of_one_is_refused() {
+    let ompi = [("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")];
+    let vars = with_master(&[&ompi[..], &[("RANK", "0"), ("WORLD_SIZE", "1")][..]].concat());
+    let env = LaunchEnv::from_map(&vars).unwrap();
+    let why = env.alone_by_mistake(env.shadows(&vars).as_deref()).expect("refused");
+    assert!(why.contains("OMPI_COMM_WORLD_SIZE=2 (OpenMPI's)") && why.contains("would run alone"), "{why}");
+    let alone = with_master(&[("RANK", "0"), ("WORLD_SIZE", "1")]);
+    let env = LaunchEnv::from_map(&alone).unwrap();
+    assert_eq!(env.alone_by_mistake(env.shadows(&alone).as_deref()), None);
+    let stale4 = with_master(&[&ompi[..], &[("RANK", "0"), ("WORLD_SIZE", "4")][..]].concat());
+    let env = LaunchEnv::from_map(&stale4).unwrap();
+    assert_eq!(env.alone_by_mistake(env.shadows(&stale4).as_deref()), None, "fails at the join, with the note");
+}
+
 #[test]
 fn an_impossible_world_size_is_refused() {
     let e = LaunchEnv::from_map(&with_master(&[("RANK", "0"), ("WORLD_SIZE", "99999999999")])).unwrap_err();
