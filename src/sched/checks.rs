@@ -214,18 +214,30 @@ impl View<'_> {
         peer: Rank,
         describe: impl Fn() -> (Option<Rank>, String),
     ) -> Result<()> {
+        // A wait that did not run for a while (this process stopped or starved) may end in a
+        // peer that gave up on this rank first: said, so the peer is not the only suspect.
+        let stalled = |e: CollectiveError| match crate::transport::last_stall() {
+            Some(d) => e.appended(&format!(
+                "This process did not run for {:.1} s during the wait (stopped, e.g. SIGSTOP or a debugger, or \
+                 starved of CPU): rank {peer} may have given up on this rank first; see its own error",
+                d.as_secs_f64()
+            )),
+            None => e,
+        };
         match outcome {
             WaitOutcome::Ready => Ok(()),
-            WaitOutcome::TimedOut => Err(self.timeout(describe())),
-            WaitOutcome::PeerGone if self.poisoned().is_none() => Err(CollectiveError::new(
-                ErrorKind::PeerLost,
-                format!(
-                    "rank {peer} {} while this rank waited for {}",
-                    self.link().departure(self.rank, peer),
-                    describe().1
-                ),
-            )
-            .with_peer(peer)),
+            WaitOutcome::TimedOut => Err(stalled(self.timeout(describe()))),
+            WaitOutcome::PeerGone if self.poisoned().is_none() => Err(stalled(
+                CollectiveError::new(
+                    ErrorKind::PeerLost,
+                    format!(
+                        "rank {peer} {} while this rank waited for {}",
+                        self.link().departure(self.rank, peer),
+                        describe().1
+                    ),
+                )
+                .with_peer(peer),
+            )),
             WaitOutcome::PeerGone | WaitOutcome::Poisoned => Err(self
                 .poisoned()
                 .unwrap_or_else(|| CollectiveError::new(ErrorKind::Aborted, "the communicator was aborted"))),

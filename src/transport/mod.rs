@@ -39,8 +39,8 @@ use crate::mem::HostRegion;
 use crate::op::Fingerprint;
 use crate::types::Rank;
 
-pub(crate) use wait::LiveRank;
 pub use wait::WaitOutcome;
+pub(crate) use wait::{LiveRank, last_stall};
 
 /// Blocks a thread that drives several ranks, of any communicators, until `ready()` holds,
 /// `stop()` says why not, or the deadline passes. Wakes on anything that happens to any rank

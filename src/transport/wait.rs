@@ -209,6 +209,25 @@ mod membarrier {
 const YIELD_FOR: Duration = Duration::from_millis(1);
 /// Longest single sleep; the slow-path checks run at least this often.
 const PARK_SLICE: Duration = Duration::from_millis(20);
+/// A park that ends this much later than asked means the process was stopped (`SIGSTOP`,
+/// a debugger) or starved: what peers sent meanwhile is still unread on its connections.
+const STALL: Duration = Duration::from_secs(1);
+/// How long a wait that woke from a [`STALL`] lets the reader threads catch up before it
+/// trusts what it sees: a peer that failed the op at its deadline and left must be heard as
+/// that failure, not blamed for the deadline this process slept through.
+const SETTLE: Duration = Duration::from_millis(200);
+
+thread_local! {
+    /// The longest [`STALL`] of this thread's latest wait, if it had one.
+    static STALLED: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
+}
+
+/// How long this thread's latest wait went without running, if it stalled (the process was
+/// stopped, or starved of CPU): an error that wait ends in says so, since a peer may then have
+/// given up on this rank first.
+pub(crate) fn last_stall() -> Option<Duration> {
+    STALLED.get()
+}
 
 /// A rank's doorbell: anyone who changes what the rank may be waiting for rings it.
 #[derive(Debug, Default)]
@@ -306,7 +325,13 @@ impl Event {
             }
             std::thread::yield_now();
         }
+        let mut stalled = false;
+        STALLED.set(None);
         loop {
+            if std::mem::take(&mut stalled) {
+                super::tcp::arm_readers();
+                std::thread::sleep(SETTLE);
+            }
             if ready() {
                 return Ok(WaitOutcome::Ready);
             }
@@ -344,6 +369,11 @@ impl Event {
             }
             let slice = PARK_SLICE.min(deadline.saturating_duration_since(now));
             let (g, res) = self.cv.wait_timeout(g, slice).unwrap_or_else(|e| e.into_inner());
+            let slept = now.elapsed();
+            stalled = slept > slice + STALL;
+            if stalled {
+                STALLED.set(STALLED.get().max(Some(slept - slice)));
+            }
             self.unpark();
             let rung = self.rings.load(Ordering::Relaxed) != seen;
             drop(g);

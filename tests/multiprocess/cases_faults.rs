@@ -133,6 +133,27 @@ pub(super) fn a_late_rank_fails_the_op_its_peer_failed(t: Transport) {
     kids.wait_for(&["rank1"]);
 }
 
+/// A rank stopped while it waits inside an op, past its deadline, and continued once its
+/// peer failed the op (naming it) and left: it reports that failure, not a `Timeout` that
+/// blames the peer it waited for (the peer's abort was on its connection, unread, when its
+/// wait woke past the deadline).
+pub(super) fn a_rank_stopped_inside_an_op_hears_its_peer_failed_first(t: Transport) {
+    let mark = Mark::new("mark");
+    let id = UniqueId::new().unwrap();
+    let mut kids = Kids::new(t);
+    for (r, role) in [(0, "stopped_waiter"), (1, "late")] {
+        let mut env = ranks_env(&id, 2, &[r]);
+        env.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), mark.env()]);
+        env.extend([("MP_INSIDE", "1".to_string()), ("MP_DELAY_MS", "1000".to_string()), ("MP_BCAST", "1".into())]);
+        env.extend([("RUCCL_TIMEOUT", "2".to_string()), ("RUCCL_PEER_SILENCE", "60".to_string())]);
+        kids.spawn(&format!("rank{r}"), role, &env);
+    }
+    mark.wait(GROUP_DEADLINE, "the late rank never passed its barrier");
+    kids.wait_for(&["rank0"]);
+    kids.cont("rank1");
+    kids.wait_for(&["rank1"]);
+}
+
 /// A peer process that is alive but never calls the collective: named in the warnings of the
 /// slow wait and in the `Timeout`, from what its process answers when asked.
 pub(super) fn a_silent_peer_is_named_in_the_timeout(t: Transport) {

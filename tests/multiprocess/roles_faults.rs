@@ -76,10 +76,14 @@ pub(super) fn stopped_waiter_child() -> Result<(), String> {
     let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
     comm.barrier().map_err(|e| e.to_string())?;
     let mut t = Tensor::from_slice(&HostDevice::default(), &[1.0f32; 64], &[64]).map_err(|e| e.to_string())?;
+    // `MP_DELAY_MS`: come to the op late, so the victim is already waiting inside it.
+    std::thread::sleep(Duration::from_millis(var("MP_DELAY_MS").parse().unwrap_or(0)));
     let started = Instant::now();
     // `MP_BIG=1`: a 1 MiB all_gather, whose ring has a rank wait for one that waits for
     // the victim (the victim must be blamed at the end of that chain).
-    let result = if var("MP_BIG") == "1" {
+    let result = if var("MP_BCAST") == "1" {
+        big_broadcast(&comm)
+    } else if var("MP_BIG") == "1" {
         let n = 1 << 18;
         let x = Tensor::from_slice(&HostDevice::default(), &vec![1.0f32; n], &[n]).map_err(|e| e.to_string())?;
         let mut out = Tensor::zeros(&HostDevice::default(), ruccl::DType::F32, &[comm.world_size() * n])
@@ -107,6 +111,15 @@ pub(super) fn stopped_waiter_child() -> Result<(), String> {
 /// [`stopped_waiter_child`]'s) at its deadline, it runs it at once: which must fail too, not
 /// finish from the part its peer published before it gave up (the peer's `Abort` frame
 /// waits in the socket for this process's reader thread, continued at the same moment).
+/// `MP_BCAST=1`: a 1 MiB broadcast from rank 0, whose root waits until its peers took
+/// their messages (a small op, or an all_reduce, could end on the root, or on a rank that
+/// sent its part, with its peer stopped).
+fn big_broadcast(comm: &ruccl::Communicator<HostDevice>) -> ruccl::Result<()> {
+    let n = 1 << 18;
+    let mut x = Tensor::from_slice(&HostDevice::default(), &vec![comm.rank() as f32; n], &[n])?;
+    comm.broadcast(&mut x, 0)
+}
+
 pub(super) fn late_child() -> Result<(), String> {
     let comm = join(num("MP_RANK")).map_err(|e| e.to_string())?;
     comm.barrier().map_err(|e| e.to_string())?;
@@ -115,12 +128,40 @@ pub(super) fn late_child() -> Result<(), String> {
     // SAFETY: `raise` takes a signal number and touches no memory; SIGSTOP stops the whole
     // process, and the call returns once it is continued. (`kill -STOP` run as a child
     // process sometimes left this one running.)
-    if unsafe { libc::raise(libc::SIGSTOP) } != 0 {
-        return Err(format!("raise(SIGSTOP) failed: {}", std::io::Error::last_os_error()));
+    let stop = || match unsafe { libc::raise(libc::SIGSTOP) } {
+        0 => Ok(()),
+        _ => Err(format!("raise(SIGSTOP) failed: {}", std::io::Error::last_os_error())),
+    };
+    // `MP_INSIDE=1`: stopped while it waits inside the op (its peer comes late), and
+    // continued after its peer failed the op at its deadline and left: the deadline passed
+    // while it was stopped, and the news of the failure sits unread on its connection.
+    let inside = var("MP_INSIDE") == "1";
+    let stopper = inside.then(|| {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            stop()
+        })
+    });
+    if !inside {
+        stop()?;
     }
-    match comm.all_reduce(&mut t, ReduceOp::Sum) {
+    let result = if var("MP_BCAST") == "1" { big_broadcast(&comm) } else { comm.all_reduce(&mut t, ReduceOp::Sum) };
+    if let Some(s) = stopper {
+        s.join().map_err(|_| "the stopping thread panicked".to_string())??;
+    }
+    match result {
         Ok(()) => Err("the late rank's all_reduce returned Ok, while its peer had failed it".into()),
         Err(e) if e.context().seq.is_some_and(|s| s != 1) => Err(format!("an error about another op: {e}")),
+        // Its own deadline passed too, but the peer did not hold the op up: it failed first.
+        // Over TCP its abort may never reach this rank (stuck behind data in a full socket
+        // when it left): then the error says this process stalled.
+        Err(e)
+            if inside
+                && !e.to_string().contains("rank 0 failed first")
+                && !e.to_string().contains("did not run for") =>
+        {
+            Err(format!("expected the peer's failure (rank 0 failed first), got {:?}: {e}", e.kind()))
+        }
         Err(e) => {
             println!("{:?}: {e}", e.kind());
             Ok(())
