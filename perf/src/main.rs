@@ -35,6 +35,7 @@ mod report;
 mod run;
 mod table;
 mod tcpref;
+mod warn;
 
 use std::process::ExitCode;
 use std::sync::mpsc;
@@ -72,7 +73,9 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
   -z, --blocking <0/1>      accepted for compatibility: ruCCL collectives always block until
                             done, so every timed call is already synchronous
   -T, --timeout <secs>      deadline of every wait inside ruCCL (0 or absent: the library
-                            default, 600 s, or RUCCL_TIMEOUT)
+                            default, 600 s, or RUCCL_TIMEOUT); while a wait lasts past
+                            RUCCL_WARN_AFTER (30 s), ruCCL's warnings name whom it waits for
+                            on standard error, as '# ruccl WARN: ...' lines
   -a, --average <0-3>       how ranks' times combine: 0 rank 0, 1 mean (default), 2 min, 3 max
   -m 1  -G 0  -N 1  -p 0|1  -C 0  -R 0  -M 0
                             nccl-tests flags accepted at these values, which change nothing
@@ -180,6 +183,7 @@ fn main() -> ExitCode {
 }
 
 fn run_main() -> ExitCode {
+    warn::install();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let env = std::env::vars().collect();
     let mut opts = match args::parse_with_env(&argv, &env) {

@@ -639,3 +639,20 @@ fn nccl_tests_no_op_flags_are_accepted_at_their_no_op_values() {
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stderr(&o).contains("ruCCL has no CUDA graph launches"), "{}", stderr(&o));
 }
+
+/// A rank that never comes: the library's warnings while rank 0 waits for it reach standard
+/// error (the tool installs a printer: ruCCL installs no `tracing` subscriber), before the
+/// timeout's error.
+#[test]
+fn the_librarys_warnings_are_printed_while_a_rank_is_missing() {
+    let port = ruccl::launch::free_port().expect("a free port").to_string();
+    let master = format!("127.0.0.1:{port}");
+    let o =
+        command(&["all_reduce", "-b", "8", "-e", "8", "--world", "2", "--rank", "0", "--master", &master, "-T", "2"])
+            .env("RUCCL_WARN_AFTER", "0.5")
+            .output()
+            .expect("ruccl-perf runs");
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("# ruccl WARN: rank 0 has waited") && err.contains("rank(s) 1 have not joined yet"), "{err}");
+}
