@@ -101,9 +101,13 @@ impl std::str::FromStr for Algorithm {
 /// Settings for one communicator.
 ///
 /// Environment overrides, read by [`CommConfig::from_env`] (which `Communicator::new` uses):
-/// `RUCCL_TIMEOUT` and `RUCCL_WARN_AFTER` (seconds, may be fractional; `inf` or any huge
-/// value means never), `RUCCL_ALGO` (`auto|ring|tree|rd|direct|kary:K|centralized|exchange`),
-/// `RUCCL_CHUNK_BYTES`, `RUCCL_TRANSPORT` (`inproc|tcp`).
+/// `RUCCL_TIMEOUT`, `RUCCL_WARN_AFTER` and `RUCCL_PEER_SILENCE` (seconds, may be
+/// fractional; `inf` or any huge value means never), `RUCCL_ALGO`
+/// (`auto|ring|tree|rd|direct|kary:K|centralized|exchange`), `RUCCL_CHUNK_BYTES`,
+/// `RUCCL_TRANSPORT` (`inproc|tcp`), `RUCCL_SHARED_PROGRESS`; and, checked here though read
+/// where processes set up shared memory, `RUCCL_SHM_DISABLE`, `RUCCL_SHM_SLOTS` and
+/// `RUCCL_SHM_CMA` (yes/no: `1|0`, `true|false`, `yes|no`, `on|off`). A malformed value is
+/// an `InvalidArgument` naming the variable.
 ///
 /// ```
 /// use std::time::Duration;
@@ -282,9 +286,20 @@ impl CommConfig {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
+    /// [`from_lookup`](Self::from_lookup), whose errors are about a variable, not a call's
+    /// arguments, and say so.
+    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        Self::read_lookup(get).map_err(|e| {
+            e.with_hint(
+                "fix the RUCCL_* variable named above (or unset it for the default) in the environment of every \
+                 process, then start them again",
+            )
+        })
+    }
+
     /// The defaults with the overrides that `get` (a variable's value by name) returns: the
     /// parsing of [`from_env`](Self::from_env) without touching the process environment.
-    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+    fn read_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut c = CommConfig::default();
         if let Some(v) = get("RUCCL_TIMEOUT") {
             c.timeout = parse_secs("RUCCL_TIMEOUT", &v)?;
@@ -304,7 +319,10 @@ impl CommConfig {
         }
         if let Some(v) = get("RUCCL_CHUNK_BYTES") {
             c.chunk_bytes = v.trim().parse().ok().filter(|&b: &usize| b > 0).ok_or_else(|| {
-                CollectiveError::invalid(format!("RUCCL_CHUNK_BYTES={v:?} is not a positive integer"))
+                CollectiveError::invalid(format!(
+                    "RUCCL_CHUNK_BYTES={v:?} is not a positive integer of at most {} bytes",
+                    usize::MAX
+                ))
             })?;
         }
         if let Some(v) = get("RUCCL_PEER_SILENCE") {

@@ -208,7 +208,10 @@ impl LaunchEnv {
         let world = number(names.size, true);
         let local_rank = number(names.local_rank, false);
         let local_size = names.local_size.and_then(|n| number(n, false));
-        let addr = get("MASTER_ADDR").map(str::to_string);
+        // An IPv6 address may come in brackets ("[::1]", as in a URL or `[::1]:29500`).
+        let addr = get("MASTER_ADDR")
+            .map(|a| a.strip_prefix('[').and_then(|a| a.strip_suffix(']')).filter(|a| a.contains(':')).unwrap_or(a))
+            .map(str::to_string);
         if addr.is_none() {
             err.missing.push("MASTER_ADDR");
         }

@@ -187,3 +187,13 @@ fn mpirun_without_the_address_is_told_how_to_pass_it() {
     let e = CollectiveError::from(LaunchEnv::from_map(&half).unwrap_err());
     assert!(!format!("{e:?}").contains("mpirun -x"), "{e:?}");
 }
+
+/// `MASTER_ADDR` as an IPv6 address in brackets, as URLs write it: taken without them.
+#[test]
+fn an_ipv6_master_addr_may_come_in_brackets() {
+    let mut vars = with_master(&[("RANK", "0"), ("WORLD_SIZE", "2")]);
+    for (given, taken) in [("[::1]", "::1"), ("::1", "::1"), ("[fd00::2]", "fd00::2"), ("[host]", "[host]")] {
+        vars.insert("MASTER_ADDR".into(), given.into());
+        assert_eq!(LaunchEnv::from_map(&vars).unwrap().master_addr, taken, "{given}");
+    }
+}

@@ -51,14 +51,16 @@ pub(super) fn join(
                 ErrorKind::Timeout,
                 format!(
                     "could not reach the rendezvous root of communicator {} at {root} within {:?}: nothing \
-                     listened there (rank 0, the process that made the id, was not running, or {root} is \
-                     not reachable from this host)",
+                     listened there (rank 0, the process that made the id, was not running — it may have \
+                     started and failed already: a rendezvous error there, such as ranks that disagree on the \
+                     world size, ends it, so see its own output — or {root} is not reachable from this host)",
                     id.short(),
                     config.timeout()
                 ),
             )
             .with_hint(
-                "start rank 0 (the process that made the id, or the launcher's rank 0) with the others; check \
+                "read rank 0's output for an error of its own; start rank 0 (the process that made the id, or \
+                 the launcher's rank 0) with the others; check \
                  that MASTER_ADDR:MASTER_PORT (or the id's address) is rank 0's and reachable from this host \
                  (no firewall between them), or raise CommConfig::timeout (RUCCL_TIMEOUT) if rank 0 starts late",
             ),

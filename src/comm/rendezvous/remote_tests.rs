@@ -90,7 +90,11 @@ fn a_root_that_never_listens_is_a_timeout_about_rank_0() {
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     let s = e.to_string();
     assert!(s.contains("could not reach the rendezvous root") && s.contains(&root.to_string()), "{s}");
-    assert!(s.contains("What to do: start rank 0") && !s.contains("named above"), "{s}");
+    assert!(
+        s.contains("What to do: read rank 0's output") && s.contains("start rank 0") && !s.contains("named above"),
+        "{s}"
+    );
+    assert!(s.contains("it may have started and failed already"), "{s}");
 }
 
 /// The root's `Timeout` for a room that was not complete reaches a rank of another process
