@@ -27,13 +27,19 @@ pub struct SyncConfig {
     bucket_bytes: usize,
     in_place_bytes: usize,
     op: ReduceOp,
+    reverse: bool,
 }
 
 impl Default for SyncConfig {
     /// Buckets of [`DEFAULT_BUCKET_BYTES`]; gradients of [`DEFAULT_IN_PLACE_BYTES`] or more
     /// reduced in place; the mean of the ranks' gradients ([`ReduceOp::Avg`]).
     fn default() -> Self {
-        SyncConfig { bucket_bytes: DEFAULT_BUCKET_BYTES, in_place_bytes: DEFAULT_IN_PLACE_BYTES, op: ReduceOp::Avg }
+        SyncConfig {
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+            in_place_bytes: DEFAULT_IN_PLACE_BYTES,
+            op: ReduceOp::Avg,
+            reverse: false,
+        }
     }
 }
 
@@ -62,6 +68,29 @@ impl SyncConfig {
     pub fn with_op(mut self, op: ReduceOp) -> Self {
         self.op = op;
         self
+    }
+
+    /// Fills buckets from the last parameter id to the first (`true`) instead of from the
+    /// first (`false`, the default). Buckets start their all_reduce in order, each once it is
+    /// full and every bucket before it has started, so the order should be the one backward
+    /// produces gradients in: when ids follow the model forward (`layer0.w`, `layer1.w`, ...),
+    /// backward hands the last id over first, and only the reverse order lets the first
+    /// buckets reduce while backward goes on — what PyTorch DDP does, which buckets
+    /// parameters in reverse. Every rank must pass the same.
+    ///
+    /// ```
+    /// use ruccl::grad::SyncConfig;
+    /// assert!(!SyncConfig::default().reverse_order());
+    /// assert!(SyncConfig::default().with_reverse_order(true).reverse_order());
+    /// ```
+    pub fn with_reverse_order(mut self, reverse: bool) -> Self {
+        self.reverse = reverse;
+        self
+    }
+
+    /// Whether buckets are filled from the last parameter id ([`with_reverse_order`](Self::with_reverse_order)).
+    pub fn reverse_order(&self) -> bool {
+        self.reverse
     }
 
     /// The bucket size in bytes.

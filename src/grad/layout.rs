@@ -85,7 +85,8 @@ pub(crate) struct Layout<K> {
 impl<K: Ord + fmt::Display> Layout<K> {
     /// Sorts `params` by id and packs them into buckets, dtype by dtype in [`DType::ALL`]'s
     /// order: first each gradient of at least `config.in_place_bytes()` in a bucket of its own
-    /// (reduced in place), then the others, in id order, into buckets of at most
+    /// (reduced in place), then the others, in id order (from the last id with
+    /// [`SyncConfig::with_reverse_order`]), into buckets of at most
     /// `config.bucket_bytes()` (one larger than that alone). So every rank with the same set
     /// builds the same buckets.
     ///
@@ -106,14 +107,25 @@ impl<K: Ord + fmt::Display> Layout<K> {
             return Err(CollectiveError::invalid(format!("parameter id {} appears twice", w[0].id)));
         }
         let mut buckets: Vec<BucketPlan> = Vec::new();
+        // The order buckets are filled (and launched) in: by id, or from the last id.
+        let order: Vec<usize> =
+            if config.reverse_order() { (0..entries.len()).rev().collect() } else { (0..entries.len()).collect() };
         for dtype in DType::ALL {
             let of_dtype = |e: &Entry<K>| e.spec.dtype == dtype && e.bytes > 0;
-            for (i, e) in entries.iter_mut().enumerate().filter(|(_, e)| of_dtype(e) && e.bytes >= in_place) {
+            for &i in &order {
+                let e = &mut entries[i];
+                if !of_dtype(e) || e.bytes < in_place {
+                    continue;
+                }
                 e.place = Some((buckets.len(), 0));
                 buckets.push(BucketPlan { dtype, bytes: e.bytes, params: vec![i] });
             }
             let mut open: Option<BucketPlan> = None;
-            for (i, e) in entries.iter_mut().enumerate().filter(|(_, e)| of_dtype(e) && e.bytes < in_place) {
+            for &i in &order {
+                let e = &mut entries[i];
+                if !of_dtype(e) || e.bytes >= in_place {
+                    continue;
+                }
                 if let Some(b) = open.take_if(|b| b.bytes.saturating_add(e.bytes) > bucket_bytes) {
                     buckets.push(b);
                 }
@@ -137,7 +149,7 @@ impl<K: Ord + fmt::Display> Layout<K> {
 /// the buckets and every parameter in id order — or why it rejected its own set.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Wire {
-    Layout { bucket_bytes: u64, in_place_bytes: u64, op: (u8, u64), params: Vec<WireParam> },
+    Layout { bucket_bytes: u64, in_place_bytes: u64, op: (u8, u64), reverse: bool, params: Vec<WireParam> },
     Rejected(String),
 }
 
@@ -158,6 +170,7 @@ impl Wire {
             bucket_bytes: config.bucket_bytes() as u64,
             in_place_bytes: config.in_place_bytes() as u64,
             op: config.op().code(),
+            reverse: config.reverse_order(),
             params,
         }
     }
@@ -175,12 +188,13 @@ impl Wire {
                 out.push(REJECTED);
                 text(&mut out, why);
             }
-            Wire::Layout { bucket_bytes, in_place_bytes, op, params } => {
+            Wire::Layout { bucket_bytes, in_place_bytes, op, reverse, params } => {
                 out.push(LAYOUT);
                 word(&mut out, *bucket_bytes);
                 word(&mut out, *in_place_bytes);
                 out.push(op.0);
                 word(&mut out, op.1);
+                out.push(u8::from(*reverse));
                 word(&mut out, params.len() as u64);
                 for (name, dtype, shape) in params {
                     text(&mut out, name);
@@ -205,6 +219,11 @@ impl Wire {
                 let bucket_bytes = r.word()?;
                 let in_place_bytes = r.word()?;
                 let op = (r.byte()?, r.word()?);
+                let reverse = match r.byte()? {
+                    0 => false,
+                    1 => true,
+                    b => return Err(CollectiveError::protocol(format!("a bucket order of {b} (0 or 1)"))),
+                };
                 let n = r.len()?;
                 let mut params = Vec::new();
                 for _ in 0..n {
@@ -214,7 +233,7 @@ impl Wire {
                     let shape = (0..dims).map(|_| r.word()).collect::<Result<_>>()?;
                     params.push((name, dtype, shape));
                 }
-                Wire::Layout { bucket_bytes, in_place_bytes, op, params }
+                Wire::Layout { bucket_bytes, in_place_bytes, op, reverse, params }
             }
             other => return Err(CollectiveError::protocol(format!("unknown parameter-set record kind {other}"))),
         };
@@ -297,9 +316,13 @@ pub(crate) fn first_difference(a: (usize, &Wire), b: (usize, &Wire)) -> Option<S
         (Wire::Rejected(why), _) => return Some(format!("rank {ra} rejected its own parameter set: {why}")),
         (_, Wire::Rejected(why)) => return Some(format!("rank {rb} rejected its own parameter set: {why}")),
         (
-            Wire::Layout { bucket_bytes: ba, in_place_bytes: ia, op: oa, params: pa },
-            Wire::Layout { bucket_bytes: bb, in_place_bytes: ib, op: ob, params: pb },
+            Wire::Layout { bucket_bytes: ba, in_place_bytes: ia, op: oa, reverse: va, params: pa },
+            Wire::Layout { bucket_bytes: bb, in_place_bytes: ib, op: ob, reverse: vb, params: pb },
         ) => {
+            if va != vb {
+                let order = |v: bool| if v { "from the last id (with_reverse_order)" } else { "in id order" };
+                return Some(format!("buckets are filled {} on rank {ra} but {} on rank {rb}", order(*va), order(*vb)));
+            }
             if ba != bb {
                 return Some(format!("the bucket size is {ba} bytes on rank {ra} but {bb} bytes on rank {rb}"));
             }
@@ -394,6 +417,33 @@ mod tests {
                 (DType::F16, 6, vec![1])
             ]
         );
+    }
+
+    /// From the last id: the same buckets' rules, filled backwards (what backward hands over
+    /// first goes into bucket 0), and entries still sorted for lookups.
+    #[test]
+    fn reverse_order_fills_from_the_last_id() {
+        let c = SyncConfig::default().with_bucket_bytes(32).with_reverse_order(true);
+        let l = Layout::build(mixed(), &c).unwrap();
+        let ids: Vec<_> = l.entries.iter().map(|e| e.id).collect();
+        assert_eq!(ids, ["a", "b", "c", "d", "e", "f"]);
+        let sizes: Vec<_> = l.buckets.iter().map(|b| (b.dtype, b.bytes, b.params.clone())).collect();
+        assert_eq!(
+            sizes,
+            [
+                (DType::F32, 4, vec![5]),
+                (DType::F32, 40, vec![4]),
+                (DType::F32, 32, vec![2, 0]),
+                (DType::F16, 6, vec![1])
+            ]
+        );
+        let places: Vec<_> = l.entries.iter().map(|e| e.place).collect();
+        assert_eq!(places, [Some((2, 16)), Some((3, 0)), Some((2, 0)), None, Some((1, 0)), Some((0, 0))]);
+        // Ranks that disagree on the order are told so.
+        let (a, b) = (Wire::of(&l, &c), Wire::of(&l, &c.with_reverse_order(false)));
+        assert_eq!(Wire::decode(&a.encode()).unwrap(), a);
+        let why = first_difference((0, &a), (1, &b)).unwrap();
+        assert!(why.contains("from the last id (with_reverse_order) on rank 0 but in id order on rank 1"), "{why}");
     }
 
     #[test]

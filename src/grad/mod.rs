@@ -58,7 +58,10 @@ struct Bucket<D: Device> {
 /// one at a time and in any order, then call [`wait`](Self::wait), which returns them reduced
 /// — or do both with [`all_reduce`](Self::all_reduce). A bucket's all_reduce starts as soon as
 /// all of its gradients are in and every bucket before it has started (buckets go in the same
-/// order on every rank: by dtype, then by id), and runs while the caller goes on.
+/// order on every rank: by dtype, then by id), and runs while the caller goes on. Backward
+/// produces the last layer's gradients first: when ids follow the model forward, pass
+/// [`SyncConfig::with_reverse_order`] (as PyTorch DDP buckets parameters in reverse), or no
+/// bucket starts before the last gradient is in.
 ///
 /// Gradients smaller than [`SyncConfig::in_place_bytes`] (1 MiB by default) are copied into
 /// the flat buckets and back; larger ones are reduced where they are, one all_reduce each,
@@ -460,6 +463,28 @@ mod tests {
             let out = sync.all_reduce(grads).unwrap();
             assert_eq!(out[5].1.to_vec::<f32>().unwrap(), vec![step as f32; 3]);
             assert_eq!(ids(&sync), before);
+        }
+    }
+
+    /// Gradients handed over from the last id, as backward produces them for ids that follow
+    /// the model forward: in id order no bucket starts before the last push; from the last
+    /// id (`with_reverse_order`), each bucket starts once its gradients are in.
+    #[test]
+    fn reverse_order_starts_buckets_as_backward_goes() {
+        let dev = HostDevice::default();
+        let comm = Communicator::new(dev, 1, UniqueId::new().unwrap(), 0).unwrap();
+        for reverse in [false, true] {
+            let params = (0..4u64).map(|i| (i, ParamSpec::new(DType::F32, &[2])));
+            let config = SyncConfig::default().with_bucket_bytes(8).with_reverse_order(reverse);
+            let mut sync = GradientSync::with_config(&comm, params, config).unwrap();
+            let mut started = Vec::new();
+            for i in (0..4u64).rev() {
+                sync.push(&i, Tensor::from_slice(&dev, &[i as f32; 2], &[2]).unwrap()).unwrap();
+                started.push(sync.next);
+            }
+            assert_eq!(started, if reverse { [1, 2, 3, 4] } else { [0, 0, 0, 4] }, "reverse {reverse}");
+            let out = sync.wait().unwrap();
+            assert_eq!(out[3].1.to_vec::<f32>().unwrap(), vec![3.0; 2]);
         }
     }
 }
