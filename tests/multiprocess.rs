@@ -62,9 +62,9 @@ use cases::{
 };
 use cases_faults::{
     a_killed_peer_is_named_in_peer_lost, a_late_rank_fails_the_op_its_peer_failed,
-    a_peer_killed_mid_all_gather_is_named_in_peer_lost, a_receiver_killed_mid_recv_is_named_in_peer_lost,
-    a_sender_killed_mid_send_is_named_in_peer_lost, a_silent_peer_is_named_in_the_timeout,
-    a_stopped_peer_is_named_in_peer_lost, a_stopped_peer_times_out_on_time,
+    a_peer_killed_mid_all_gather_is_named_in_peer_lost, a_rank_stopped_inside_an_op_hears_its_peer_failed_first,
+    a_receiver_killed_mid_recv_is_named_in_peer_lost, a_sender_killed_mid_send_is_named_in_peer_lost,
+    a_silent_peer_is_named_in_the_timeout, a_stopped_peer_is_named_in_peer_lost, a_stopped_peer_times_out_on_time,
     a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits,
 };
 use cases_slots::{
@@ -352,6 +352,7 @@ per_transport!(
     a_stopped_peer_times_out_on_time,
     a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits,
     a_late_rank_fails_the_op_its_peer_failed,
+    a_rank_stopped_inside_an_op_hears_its_peer_failed_first,
     a_silent_peer_is_named_in_the_timeout,
     the_listener_survives_garbage_and_serves_real_peers,
     from_env_with_torchrun_variables,

@@ -297,13 +297,19 @@ impl Link {
     }
 
     /// How `me` lost `rank`, in words that follow "rank N": it dropped its communicator (a
-    /// goodbye), or, over a socket, its connection ended without one (the process died or
-    /// was killed, the connection broke, or it fell silent) — with what to check.
+    /// goodbye), or, over a socket, it fell silent past the limit, or its connection ended
+    /// without a goodbye (the process died or was killed, the connection broke) — with what
+    /// to check.
     pub fn departure(&self, me: Rank, rank: Rank) -> &'static str {
         match self {
+            Link::Tcp(m) if m.is_silent(me, rank) => {
+                "is gone: nothing came on its connection for longer than the peer-silence limit \
+                 (RUCCL_PEER_SILENCE, CommConfig::with_peer_silence; 60 s by default): is its process stopped (SIGSTOP, \
+                 a debugger), hung outside ruCCL with its sockets open, or its host unreachable?"
+            }
             Link::Tcp(m) if m.is_lost(me, rank) => {
-                "is gone: its connection closed without a goodbye, broke, or fell silent (did its process \
-                 crash or get killed? is the network between the hosts up?)"
+                "is gone: its connection closed without a goodbye, or broke (did its process crash or get \
+                 killed? is the network between the hosts up?)"
             }
             _ => "dropped its communicator",
         }

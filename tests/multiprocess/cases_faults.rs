@@ -74,7 +74,7 @@ pub(super) fn a_receiver_killed_mid_recv_is_named_in_peer_lost(t: Transport) {
 /// and the survivor fails with `PeerLost` naming it, long before the op's timeout (20 s).
 pub(super) fn a_stopped_peer_is_named_in_peer_lost(t: Transport) {
     let mark = Mark::new("mark");
-    let mut kids = against_a_victim(t, "survivor", &mark, &[("RUCCL_PEER_SILENCE", "1")]);
+    let mut kids = against_a_victim(t, "survivor", &mark, &[("RUCCL_PEER_SILENCE", "1"), ("MP_SILENT", "1")]);
     mark.wait(GROUP_DEADLINE, "the victim never passed its barrier");
     kids.stop("rank1");
     kids.wait_for(&["rank0"]);

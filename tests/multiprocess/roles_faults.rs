@@ -58,6 +58,11 @@ fn peer_lost(e: &ruccl::CollectiveError, victim: usize, started: Instant) -> Res
     if !e.to_string().contains("its process") {
         return Err(format!("a killed process is not called a dropped communicator: {e}"));
     }
+    // `MP_SILENT=1`: the victim was stopped, so the survivor lost it to silence, and says so.
+    let silent = e.to_string().contains("longer than the peer-silence limit (RUCCL_PEER_SILENCE");
+    if silent != (var("MP_SILENT") == "1") {
+        return Err(format!("lost to silence: {silent}, expected {}: {e}", var("MP_SILENT") == "1"));
+    }
     if started.elapsed() > Duration::from_secs(15) {
         return Err(format!("PeerLost came only after {:?}", started.elapsed()));
     }

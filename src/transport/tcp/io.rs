@@ -229,6 +229,7 @@ fn silent(e: &Endpoint, p: &Peer) -> bool {
     }
     rx.ended = true;
     drop(rx);
+    p.silent.store(true, std::sync::atomic::Ordering::SeqCst);
     lost(e, p);
     true
 }

@@ -522,6 +522,11 @@ impl Mesh {
         self.pair(me, rank).is_some_and(|(_, p)| p.lost.load(Ordering::SeqCst))
     }
 
+    /// Whether `me` lost `rank` to silence (nothing came for the peer-silence limit).
+    pub(super) fn is_silent(&self, me: Rank, rank: Rank) -> bool {
+        self.pair(me, rank).is_some_and(|(_, p)| p.silent.load(Ordering::SeqCst))
+    }
+
     pub(super) fn is_departed(&self, me: Rank, rank: Rank) -> bool {
         self.pair(me, rank).is_some_and(|(_, p)| p.is_gone())
     }

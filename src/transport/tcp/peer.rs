@@ -148,6 +148,8 @@ pub(crate) struct Peer {
     pub(super) gone: AtomicBool,
     /// It ended without a goodbye (close, error, or silence).
     pub(super) lost: AtomicBool,
+    /// It was lost to silence: nothing came for the peer-silence limit.
+    pub(super) silent: AtomicBool,
     /// The writer task ended: everything queued before the goodbye is on the wire.
     pub(super) flushed: AtomicBool,
     /// Data goes through a segment shared with the peer's process (the socket carries the
@@ -184,6 +186,7 @@ impl Peer {
             pool: Mutex::new(Vec::new()),
             gone: AtomicBool::new(false),
             lost: AtomicBool::new(false),
+            silent: AtomicBool::new(false),
             flushed: AtomicBool::new(false),
             answer: Mutex::new(None),
         }
