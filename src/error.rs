@@ -256,6 +256,12 @@ impl CollectiveError {
         self
     }
 
+    /// [`with_hint`](Self::with_hint) unless a hint is set already (a join's advice for the
+    /// errors of its steps that carry only their kind's).
+    pub(crate) fn or_hint(self, hint: &'static str) -> Self {
+        if self.inner.hint.is_some() { self } else { self.with_hint(hint) }
+    }
+
     /// The one-line `Display` without the reporting rank, the hint and the report: how a
     /// later error of the same rank quotes this one (so a hint is never printed twice).
     pub(crate) fn quoted(&self) -> String {

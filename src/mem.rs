@@ -145,10 +145,12 @@ impl HostMem {
     pub fn zeroed(len: usize) -> Result<Self> {
         let words = match len.div_ceil(8) {
             n if n <= INLINE_WORDS => Words::Inline(std::array::from_fn(|_| AtomicU64::new(0))),
-            n => Words::Heap(
-                HeapWords::zeroed(n)
-                    .ok_or_else(|| CollectiveError::device(format!("cannot allocate {len} bytes of host memory")))?,
-            ),
+            n => Words::Heap(HeapWords::zeroed(n).ok_or_else(|| {
+                CollectiveError::device(format!("cannot allocate {len} bytes of host memory")).with_hint(
+                    "the machine (or this process's memory limit) has not that much memory free: use smaller \
+                         tensors, or free memory first",
+                )
+            })?),
         };
         Ok(HostMem { block: Arc::new(Block::new(words, len)) })
     }

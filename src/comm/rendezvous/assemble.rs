@@ -37,6 +37,11 @@ fn assemblies() -> MutexGuard<'static, HashMap<Key, Assembly>> {
     ASSEMBLIES.0.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The advice for a group that met but could not connect its ranks: nothing was created.
+const CONNECT_FAILED: &str = "check that every process can reach the others' addresses (RUCCL_SOCKET_IFNAME, \
+     firewalls) and is running (the peer named above may have stopped or failed: see its output); nothing was \
+     created: start every rank again";
+
 /// The least time a join whose rendezvous completed near its deadline keeps for connecting
 /// (which takes milliseconds when every rank is alive): the whole join takes its timeout and
 /// at most this much more.
@@ -74,7 +79,7 @@ pub(super) fn assemble(
         let host_memory = a.host_memory;
         drop(g);
         let built = build(id, world, table, &local, (arrived, host_memory), config, deadline)
-            .map_err(|e| e.with_op("Communicator::new"));
+            .map_err(|e| e.with_op("Communicator::new").or_hint(CONNECT_FAILED));
         g = assemblies();
         if let Some(a) = g.get_mut(&key) {
             a.result = Some(built);
@@ -103,7 +108,8 @@ pub(super) fn assemble(
                     id.short()
                 ),
             )
-            .with_op("Communicator::new"));
+            .with_op("Communicator::new")
+            .with_hint(CONNECT_FAILED));
         }
         g = ASSEMBLIES.1.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
     }
