@@ -118,19 +118,7 @@ pub(super) fn a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits(t: Transp
 /// thread and its reader thread, which hears of the failure: seen in a 3-process run stopped
 /// from outside, rarely here.)
 pub(super) fn a_late_rank_fails_the_op_its_peer_failed(t: Transport) {
-    let mark = Mark::new("mark");
-    let id = UniqueId::new().unwrap();
-    let mut kids = Kids::new(t);
-    for (r, role) in [(0, "stopped_waiter"), (1, "late")] {
-        let mut env = ranks_env(&id, 2, &[r]);
-        env.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), mark.env()]);
-        env.extend([("RUCCL_TIMEOUT", "2".to_string()), ("RUCCL_PEER_SILENCE", "60".to_string())]);
-        kids.spawn(&format!("rank{r}"), role, &env);
-    }
-    mark.wait(GROUP_DEADLINE, "the late rank never passed its barrier");
-    kids.wait_for(&["rank0"]);
-    kids.cont("rank1");
-    kids.wait_for(&["rank1"]);
+    late_rank(t, &[]);
 }
 
 /// A rank stopped while it waits inside an op, past its deadline, and continued once its
@@ -138,14 +126,20 @@ pub(super) fn a_late_rank_fails_the_op_its_peer_failed(t: Transport) {
 /// blames the peer it waited for (the peer's abort was on its connection, unread, when its
 /// wait woke past the deadline).
 pub(super) fn a_rank_stopped_inside_an_op_hears_its_peer_failed_first(t: Transport) {
+    late_rank(t, &[("MP_INSIDE", "1"), ("MP_DELAY_MS", "1000"), ("MP_BCAST", "1")]);
+}
+
+/// Rank 0 (`stopped_waiter`) fails its op at its deadline, waiting for rank 1 (`late`), which
+/// stops itself; rank 1 is continued once rank 0 is done. `extra` set for both.
+fn late_rank(t: Transport, extra: &[(&'static str, &str)]) {
     let mark = Mark::new("mark");
     let id = UniqueId::new().unwrap();
     let mut kids = Kids::new(t);
     for (r, role) in [(0, "stopped_waiter"), (1, "late")] {
         let mut env = ranks_env(&id, 2, &[r]);
         env.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), mark.env()]);
-        env.extend([("MP_INSIDE", "1".to_string()), ("MP_DELAY_MS", "1000".to_string()), ("MP_BCAST", "1".into())]);
         env.extend([("RUCCL_TIMEOUT", "2".to_string()), ("RUCCL_PEER_SILENCE", "60".to_string())]);
+        env.extend(extra.iter().map(|&(k, v)| (k, v.to_string())));
         kids.spawn(&format!("rank{r}"), role, &env);
     }
     mark.wait(GROUP_DEADLINE, "the late rank never passed its barrier");
