@@ -56,15 +56,18 @@ fn run() -> Result<(usize, String), String> {
         return Err(format!("rank {rank}: broadcast from rank 0 differs"));
     }
     comm.barrier().map_err(err)?;
-    // How the processes' data moved (the library's rule; the env var is the only switch).
-    let tcp_only = std::env::var("RUCCL_SHM_DISABLE").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
-    let path = if tcp_only {
-        "over TCP only (RUCCL_SHM_DISABLE=1)"
-    } else {
-        "through shared memory between processes of one host, TCP between hosts"
-    };
+    // How this rank's data moved to each peer (chosen per pair when the group formed).
+    let mut links: Vec<String> = Vec::new();
+    for peer in (0..world).filter(|&p| p != rank) {
+        let link = comm.peer_link(peer).map_err(err)?.to_string();
+        if !links.contains(&link) {
+            links.push(link);
+        }
+    }
     let line = format!(
-        "OK: {world} processes, {path}: all_reduce of {COUNT} and {BIG} x f32 and broadcast exact on every rank"
+        "OK: {world} processes, rank {rank}'s data to its peers by {}: all_reduce of {COUNT} and {BIG} x f32 and \
+         broadcast exact on every rank",
+        links.join(" and ")
     );
     Ok((rank, line))
 }

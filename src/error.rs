@@ -395,13 +395,22 @@ impl fmt::Debug for CollectiveError {
                 write!(f, "\n    {line}")?;
             }
         }
+        // A cause that says only what the message says (an error kept as the source for
+        // callers who downcast it, whose text became the message) is not printed again.
+        let mut causes: Vec<String> = Vec::new();
         let mut cause = std::error::Error::source(self);
-        if cause.is_some() {
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if text != e.message {
+                causes.push(text);
+            }
+            cause = c.source();
+        }
+        if !causes.is_empty() {
             f.write_str("\n\nCaused by:")?;
         }
-        while let Some(c) = cause {
+        for c in causes {
             write!(f, "\n    {c}")?;
-            cause = c.source();
         }
         Ok(())
     }

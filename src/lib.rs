@@ -44,7 +44,7 @@
 //! | [`algo`] | plans: per-rank lists of send / receive / reduce / copy steps; pure, no I/O, no clock; exhaustively simulated | never |
 //! | `sched` | runs a plan as a state machine (`poll` never blocks): lends ranges to peers, receives, enqueues device work and tracks its events, enforces "never write a lent range"; drivers block with the op's deadline, for one op or several ranks' ops at once | only the drivers, always with the op's deadline |
 //! | `transport` | moves payloads between ranks — host bytes, or device ranges as opaque tokens (in-process mailboxes; TCP connections with a pure wire codec, credits, abort / goodbye / heartbeat frames) — and wakes waiters; never sees a device | only inside `wait`, with a deadline |
-//! | [`device`] | memory and enqueued work with events ([`HostDevice`] today; CubeCL devices next); says how it reaches other devices; never sees the transport | only in `wait`/`synchronize`, with a deadline |
+//! | [`device`] | memory and enqueued work with events ([`HostDevice`], and CubeCL devices with the `wgpu`, `vulkan`, `metal` or `cuda` features); says how it reaches other devices; never sees the transport | only in `wait`/`synchronize`, with a deadline |
 //!
 //! ## Guarantees
 //! - Every rank gets the same bits, and the same inputs give the same bits on every run.
@@ -81,7 +81,7 @@
 //! | `cuda` | `device::CubeDevice` on CUDA (the driver is loaded at run time; builds without one) |
 //! | `test-wgpu`, `test-vulkan`, `test-metal`, `test-cuda` | stamp the core test suite out on that GPU device (one at a time) |
 //! | `orchestrator` | `ruccl::orchestrator`: the rendezvous server of a multi-node peer-API job (its `global_address`), and `examples/orchestrator.rs`; pulls in no crate |
-//! | `serde` | `Serialize` / `Deserialize` for [`UniqueId`] (as hex), [`DType`], [`ReduceOp`], [`Algorithm`], [`CommConfig`] and the peer API's [`PeerId`](api::PeerId), [`ReduceOperation`](api::ReduceOperation), [`Strategy`](api::Strategy), [`CollectiveConfig`](api::CollectiveConfig) |
+//! | `serde` | `Serialize` / `Deserialize` for [`UniqueId`] (as its text, `ruccl:<token>@ip:port`), [`DType`], [`ReduceOp`], [`Algorithm`], [`CommConfig`] and the peer API's [`PeerId`](api::PeerId), [`ReduceOperation`](api::ReduceOperation), [`Strategy`](api::Strategy), [`CollectiveConfig`](api::CollectiveConfig) |
 //!
 //! ## Debug builds
 //! Unoptimised, ruCCL's copy and reduce loops are slow (a 4 MiB all_reduce took 150–560 ms

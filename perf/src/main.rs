@@ -90,7 +90,8 @@ FLAGS (as nccl-tests; short, long, '-b8' and '--minbytes=8' forms)
                             memory as distinct GPUs are
       --transport <name>    how this process's ranks talk: inproc (default) or tcp (each
                             rank its own loopback endpoint); RUCCL_TRANSPORT applies too.
-                            Ranks in other processes always talk TCP
+                            Ranks in other processes: shared memory on one host (TCP with
+                            RUCCL_SHM_DISABLE=1), TCP between hosts; '# links' says which
       --world <n>           with --rank and --master: this process is rank R of N (see
       --rank <r>            SEVERAL PROCESSES); HOST:PORT is rank 0's rendezvous address
       --master <host:port>

@@ -126,7 +126,9 @@ pub fn header(
 /// How ranks talk: TCP between processes, else the `--transport` of this process's threads.
 pub fn transport_name(o: &Options) -> &'static str {
     match (&o.launch, o.transport) {
-        (Some(_), _) | (None, ruccl::config::Transport::Tcp) => "tcp",
+        // Chosen per pair of ranks: the `# links` line says which.
+        (Some(_), _) => "per pair",
+        (None, ruccl::config::Transport::Tcp) => "tcp",
         _ => "inproc",
     }
 }

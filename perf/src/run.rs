@@ -185,11 +185,44 @@ pub fn rank_main<D: PerfDevice>(ctx: &Ctx<'_>, rank: usize, dev: D, tx: Sender<M
             return;
         }
     };
+    // Several processes: how rank 0 reaches its peers (the transport is chosen per pair).
+    if rank == 0 && ctx.opts.launch.is_some() {
+        crate::out::line(&links(&comm));
+    }
     if let Err(failure) = walk_plan(ctx, Via::Comm(&comm), comm.device(), rank, &tx) {
         ctx.gate.abort();
         comm.abort();
         let _ = tx.send(Msg::Failed { rank, failure });
     }
+}
+
+/// `# links from rank 0: shared memory to ranks 1-3, tcp to ranks 4-7`: how `comm`'s rank
+/// reaches each peer, grouped by kind.
+fn links<D: PerfDevice>(comm: &Communicator<D>) -> String {
+    let mut kinds: Vec<(ruccl::PeerLink, Vec<usize>)> = Vec::new();
+    for peer in (0..comm.world_size()).filter(|&p| p != comm.rank()) {
+        let Ok(link) = comm.peer_link(peer) else { continue };
+        match kinds.iter_mut().find(|(k, _)| *k == link) {
+            Some((_, ranks)) => ranks.push(peer),
+            None => kinds.push((link, vec![peer])),
+        }
+    }
+    let parts: Vec<String> = kinds.iter().map(|(k, ranks)| format!("{k} to {}", ranks_text(ranks))).collect();
+    format!("# links from rank {}: {}", comm.rank(), parts.join(", "))
+}
+
+/// `ranks 1-3, 5` (`rank 4` alone).
+fn ranks_text(ranks: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &r in ranks {
+        match runs.last_mut() {
+            Some((_, hi)) if *hi + 1 == r => *hi = r,
+            _ => runs.push((r, r)),
+        }
+    }
+    let text: Vec<String> =
+        runs.iter().map(|&(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") }).collect();
+    format!("{} {}", if ranks.len() == 1 { "rank" } else { "ranks" }, text.join(", "))
 }
 
 /// The body of peer `rank`'s thread with `--api peer`: registers with the peer API (the

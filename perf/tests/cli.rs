@@ -439,6 +439,7 @@ fn processes(n: usize, args: &[&str], vars: impl Fn(usize, u16) -> Vec<(String, 
                 .env_remove("RUCCL_ALGO")
                 .env_remove("RUCCL_CHUNK_BYTES")
                 .env_remove("RUCCL_TRANSPORT")
+                .env_remove("RUCCL_SHM_DISABLE")
                 .envs(vars(r, port))
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());
@@ -481,7 +482,10 @@ fn two_processes_print_one_table() {
     assert_eq!(rows.len(), 4, "sizes 8, 64, 512, 4096");
     let text = stdout(&out[0]);
     assert_eq!(text.matches("# Out of bounds values").count(), 1, "{text}");
-    assert!(text.contains("transport: tcp"), "{text}");
+    assert!(text.contains("transport: per pair"), "{text}");
+    // The harness sets no RUCCL_SHM_DISABLE: the two processes of this host share memory.
+    let shm = if cfg!(target_os = "linux") { "shared memory" } else { "tcp" };
+    assert!(text.contains(&format!("# links from rank 0: {shm} to rank 1")), "{text}");
     assert_eq!(text.matches("# tcp-ref: ").count(), 3, "stream, round trip, streams at once: {text}");
     assert!(text.contains("2 loopback TCP streams at once"), "{text}");
     assert!(out[1].status.success(), "rank 1: {:?}\n{}", out[1].status, stderr(&out[1]));

@@ -12,7 +12,7 @@ use crate::unique_id::UniqueId;
 
 impl<D: Device> Communicator<D> {
     /// Joins the communicator the launcher describes (torchrun, `srun` or `mpirun`
-    /// variables, see [`LaunchEnv`] for which and in what order), with the default config and
+    /// variables: the [`launch`](crate::launch) module lists which, and in what order), with the default config and
     /// `RUCCL_*` overrides ([`CommConfig::from_env`]). See
     /// [`from_launch`](Self::from_launch).
     ///

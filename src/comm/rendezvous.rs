@@ -296,7 +296,11 @@ pub(crate) fn enter(
             ranks_list(&theirs),
             room.world,
             ranks_list(&mine)
-        ));
+        ))
+        .with_hint(
+            "give every rank the same world_size (a launch: the same WORLD_SIZE, OMPI_COMM_WORLD_SIZE or \
+             SLURM_NTASKS in every process), then start every rank again",
+        );
         return Err(fail(fail_room(&mut reg, id, err, deadline)));
     }
     let cv = room.cv.clone();

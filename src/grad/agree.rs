@@ -45,7 +45,12 @@ pub(crate) fn agree<D: Device>(comm: &Communicator<D>, mine: &Wire) -> Result<()
     let what = first_difference((0, &record(0)?), (other, &record(other)?))
         .unwrap_or_else(|| format!("rank {other}'s parameter-set digest differs from rank 0's"));
     let peer = if me == other { 0 } else { other };
-    Err(CollectiveError::new(ErrorKind::Mismatch, format!("the ranks' parameter sets differ: {what}")).with_peer(peer))
+    Err(CollectiveError::new(ErrorKind::Mismatch, format!("the ranks' parameter sets differ: {what}"))
+        .with_peer(peer)
+        .with_hint(
+            "build the GradientSync on every rank from the same parameters (ids, dtypes, shapes) and the same \
+             SyncConfig; nothing was reduced",
+        ))
 }
 
 /// One word from every rank, in rank order.

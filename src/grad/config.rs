@@ -76,7 +76,9 @@ impl SyncConfig {
     /// produces gradients in: when ids follow the model forward (`layer0.w`, `layer1.w`, ...),
     /// backward hands the last id over first, and only the reverse order lets the first
     /// buckets reduce while backward goes on — what PyTorch DDP does, which buckets
-    /// parameters in reverse. Every rank must pass the same.
+    /// parameters in reverse. Every rank must pass the same. Ids sort as their type does:
+    /// strings as text, so `layer10.w` comes before `layer2.w` — pad the numbers
+    /// (`layer02.w`) or use integer ids for the order to follow the model.
     ///
     /// ```
     /// use ruccl::grad::SyncConfig;

@@ -1,28 +1,6 @@
 //! Launcher environments as a pure function over a variable map: which rank this process is,
 //! how many there are, and where the rendezvous root listens.
-//!
-//! # Precedence
-//! The first launcher whose rank or size variable is set wins:
-//! 1. **torchrun** (and Kubernetes jobs, and anyone setting them by hand): `RANK`,
-//!    `WORLD_SIZE`, optional `LOCAL_RANK` / `LOCAL_WORLD_SIZE`;
-//! 2. **OpenMPI** (`mpirun`): `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, optional
-//!    `OMPI_COMM_WORLD_LOCAL_RANK` / `OMPI_COMM_WORLD_LOCAL_SIZE`;
-//! 3. **Slurm** (`srun`): `SLURM_PROCID`, `SLURM_NTASKS`, optional `SLURM_LOCALID`.
-//!
-//! torchrun's variables come first because they are the ones a user sets to override a
-//! launcher (and torchrun under `srun` sets its own per-process `RANK` while Slurm's
-//! `SLURM_PROCID` numbers the torchrun agents); OpenMPI's beat Slurm's because `mpirun` inside
-//! a Slurm allocation inherits the allocation's `SLURM_*` variables, which describe the
-//! allocation, not the MPI job. A launcher whose variables are only partly set is an error
-//! (never a silent fall-through to the next one). When `RANK` / `WORLD_SIZE` win over
-//! OpenMPI's or Slurm's variables that disagree, and no torchrun agent set them (no
-//! `TORCHELASTIC_RUN_ID`), `Communicator::from_env` logs a warning (`tracing`): they are most
-//! often left over in the shell that started `mpirun` or `srun`.
-//!
-//! Every launcher also needs `MASTER_ADDR` and `MASTER_PORT`: the rendezvous root's address
-//! (torchrun sets them; with `srun` and `mpirun` export them, e.g. `mpirun -x MASTER_ADDR=...
-//! -x MASTER_PORT=...`). `RUCCL_SOCKET_IFNAME` names the interface to bind and advertise (as
-//! `NCCL_SOCKET_IFNAME`); by default, the one that reaches `MASTER_ADDR`.
+//! (The launchers, their variables and their precedence: the `launch` module's docs.)
 
 use std::collections::HashMap;
 use std::fmt;
@@ -119,7 +97,7 @@ impl From<LaunchError> for CollectiveError {
 /// The advice for a launch environment missing more than the rendezvous address.
 const INCOMPLETE: &str = "start every process under torchrun, mpirun or srun, or set the variables yourself: the \
      rank and world size (the launchers set these), and MASTER_ADDR:MASTER_PORT, the host of rank 0 and a free port \
-     there, the same in every process; Communicator::from_env's docs list every variable each launcher sets";
+     there, the same in every process; the docs of ruccl::launch list every variable each launcher sets";
 
 /// The advice under mpirun or srun without `MASTER_ADDR`/`MASTER_PORT`, which they never set.
 const NO_ADDRESS: &str = "mpirun and srun set the rank and world size but not MASTER_ADDR and MASTER_PORT: pass \

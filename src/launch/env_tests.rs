@@ -197,3 +197,15 @@ fn an_ipv6_master_addr_may_come_in_brackets() {
         assert_eq!(LaunchEnv::from_map(&vars).unwrap().master_addr, taken, "{given}");
     }
 }
+
+/// A launch error's `Debug` (what `fn main() -> ruccl::Result<()>` prints) says its message
+/// once: the `LaunchError` kept as the source says the same, and is not printed again.
+#[test]
+fn a_launch_error_is_said_once() {
+    let partial = map(&[("RANK", "0")]);
+    let e: crate::error::CollectiveError = LaunchEnv::from_map(&partial).unwrap_err().into();
+    let d = format!("{e:?}");
+    assert!(!d.contains("Caused by"), "{d}");
+    assert_eq!(d.matches("WORLD_SIZE").count(), 1, "{d}");
+    assert!(std::error::Error::source(&e).is_some());
+}

@@ -1,6 +1,30 @@
 //! Launchers: how a process learns its rank, the world size and where the rendezvous root
 //! listens, from the variables torchrun, `srun` and `mpirun` set ([`LaunchEnv`]): pure
 //! parsers, which read a map, never the network; and [`free_port`], a port to launch on.
+//!
+//! # Precedence
+//! The first launcher whose rank or size variable is set wins:
+//! 1. **torchrun** (and Kubernetes jobs, and anyone setting them by hand): `RANK`,
+//!    `WORLD_SIZE`, optional `LOCAL_RANK` / `LOCAL_WORLD_SIZE`;
+//! 2. **OpenMPI** (`mpirun`): `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, optional
+//!    `OMPI_COMM_WORLD_LOCAL_RANK` / `OMPI_COMM_WORLD_LOCAL_SIZE`;
+//! 3. **Slurm** (`srun`): `SLURM_PROCID`, `SLURM_NTASKS`, optional `SLURM_LOCALID`.
+//!
+//! torchrun's variables come first because they are the ones a user sets to override a
+//! launcher (and torchrun under `srun` sets its own per-process `RANK` while Slurm's
+//! `SLURM_PROCID` numbers the torchrun agents); OpenMPI's beat Slurm's because `mpirun` inside
+//! a Slurm allocation inherits the allocation's `SLURM_*` variables, which describe the
+//! allocation, not the MPI job. A launcher whose variables are only partly set is an error
+//! (never a silent fall-through to the next one). When `RANK` / `WORLD_SIZE` win over
+//! OpenMPI's or Slurm's variables that disagree, and no torchrun agent set them (no
+//! `TORCHELASTIC_RUN_ID`), `Communicator::from_env` logs a warning (`tracing`): they are most
+//! often left over in the shell that started `mpirun` or `srun`; and it refuses a
+//! `WORLD_SIZE=1` that way (`InvalidArgument`), which would let each process run alone.
+//!
+//! Every launcher also needs `MASTER_ADDR` and `MASTER_PORT`: the rendezvous root's address
+//! (torchrun sets them; with `srun` and `mpirun` export them, e.g. `mpirun -x MASTER_ADDR=...
+//! -x MASTER_PORT=...`). `RUCCL_SOCKET_IFNAME` names the interface to bind and advertise (as
+//! `NCCL_SOCKET_IFNAME`); by default, the one that reaches `MASTER_ADDR`.
 
 mod env;
 mod port;

@@ -61,7 +61,11 @@ pub(super) fn reuse(reg: &mut Registry, id: &UniqueId, rank: Rank, deadline: Ins
          SLURM_PROCID), or two groups share one id: give each group its own UniqueId (two launches on one host \
          need two MASTER_PORTs)",
         id.short()
-    ));
+    ))
+    .with_hint(
+        "give every process of a launch its own rank (check the launcher's variables), and each group its own \
+         UniqueId or MASTER_PORT, then start every rank again",
+    );
     fail_room(reg, id, err, deadline)
 }
 
