@@ -6,7 +6,9 @@
 use std::fmt::{Debug, Write as _};
 
 use tracing::field::{Field, Visit};
+use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
 
 /// Prints warnings and errors; every span and lesser event is off.
@@ -46,6 +48,17 @@ fn line(level: &Level, l: &Line) -> String {
 impl Subscriber for Warnings {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
         metadata.is_event() && *metadata.level() <= Level::WARN
+    }
+
+    // The global level filter: every `debug!`, `trace!` and `info!` (the library's per-op
+    // spans and events) stops at one level comparison, as with no subscriber, instead of
+    // asking its callsite. Timed calls must not pay for the printer.
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::WARN)
+    }
+
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        if self.enabled(metadata) { Interest::always() } else { Interest::never() }
     }
 
     fn new_span(&self, _: &Attributes<'_>) -> Id {
