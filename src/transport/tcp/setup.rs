@@ -227,7 +227,7 @@ fn endpoints(
     let host_ranks = (0..endpoints.len())
         .filter(|&p| endpoints.get(p).is_some_and(Option::is_none))
         .filter(|&p| endpoints.iter().flatten().any(|e| e.peer(p).is_some_and(|q| q.shm.is_some())))
-        .map(|_| crate::transport::LiveRank::enter())
+        .map(|_| crate::transport::LiveRank::elsewhere_on_host())
         .collect();
     Ok(Mesh { endpoints, slots: None, _host_ranks: host_ranks, together: None })
 }
