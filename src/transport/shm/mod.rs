@@ -161,7 +161,8 @@ const SETUP_PEER_SILENT: &str = "look at that rank: its process may be stopped o
 
 /// Over every connection of `rows` (`rows[me][peer]`, fresh: nothing else sent yet), agrees
 /// with the peer whether they share memory and, when they do, sets up the pair's segment
-/// (the lower rank creates it, the higher one maps it through `/proc`). Every step writes to
+/// (the lower rank creates it, the higher one maps it through `/proc`). Pairs of two ranks
+/// of this process get none: they lend each other memory in place. Every step writes to
 /// all connections before reading any, so processes never wait for each other in a cycle.
 ///
 /// # Errors
@@ -178,6 +179,10 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
         probe: if cma_ok { cma::probe_addr() } else { 0 },
     };
     let key_sent = &mine.key[..mine.key.len().min(KEY_MAX)];
+    // Ranks of this process reach each other in place (`tcp::Together`): no segment (nor its
+    // reader and writer threads) for their pairs. Both sides of such a pair are here and
+    // skip it alike; the handshake's bytes still pass, so every connection stays in step.
+    let here: Vec<bool> = rows.iter().map(Option::is_some).collect();
     let mut out: Vec<Vec<Option<Pair>>> =
         rows.iter().map(|r| r.as_ref().map_or_else(Vec::new, |r| r.iter().map(|_| None).collect())).collect();
     let mut conns: Vec<(Rank, Rank, &mut TcpStream)> = Vec::new();
@@ -205,7 +210,7 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
                 .with_rank(*me)
                 .with_peer(*peer)
         })?;
-        if want && them.want && them.key == key_sent {
+        if want && them.want && them.key == key_sent && !here.get(*peer).copied().unwrap_or(false) {
             pids[i] = Some(them.pid);
             reads[i] = cma::can_read(cma_ok, them.probe != 0, them.pid, them.probe);
         }

@@ -53,9 +53,12 @@ pub(crate) fn agree(
 ) -> Result<Option<Slots>> {
     let want = host_memory && wanted();
     let world = rows.len();
-    // Whether rank `r` (of this process) shares memory with every peer and wants slots.
+    // Whether rank `r` (of this process) shares memory with every peer and wants slots: a
+    // segment with each peer of another process; those of this one share its memory.
+    let here: Vec<bool> = rows.iter().map(Option::is_some).collect();
     let ok = |r: Rank| {
-        want && (0..world).all(|p| p == r || pairs.get(r).and_then(|row| row.get(p)).is_some_and(Option::is_some))
+        want && (0..world)
+            .all(|p| p == r || here[p] || pairs.get(r).and_then(|row| row.get(p)).is_some_and(Option::is_some))
     };
     agree_with(rows, &ok, deadline)
 }
