@@ -342,12 +342,28 @@ impl Board {
             OpKind::Recv => OpKind::Send,
             _ => return None,
         };
-        // Full: the merged history holds FLIGHT_DEPTH records, some older ones gone.
-        let issued = self.with(me, |s, quick| {
-            let found = s.history.iter().any(|e| e.op.kind == mirror && e.op.peer == Some(rank) && e.seq == seq);
-            found || s.history.len() as u64 + quick >= FLIGHT_DEPTH as u64
-        })?;
-        (!issued).then_some(theirs)
+        (self.issued_p2p(me, mirror, rank, seq) == Some(false)).then_some(theirs)
+    }
+
+    /// Whether `me` issued its `kind` (a send or receive) numbered `seq` with `peer`; `None`
+    /// when nothing can be told (an unknown rank, or a full recorded history that holds no
+    /// such op: older records are gone).
+    pub(crate) fn issued_p2p(&self, me: Rank, kind: OpKind, peer: Rank, seq: u64) -> Option<bool> {
+        self.with(me, |s, quick| {
+            let found = s.history.iter().any(|e| e.op.kind == kind && e.op.peer == Some(peer) && e.seq == seq);
+            (found || (s.history.len() as u64 + quick) < FLIGHT_DEPTH as u64).then_some(found)
+        })?
+    }
+
+    /// The number of the next collective `rank` issues (none issued yet: 0); `None` for a
+    /// rank of another process.
+    pub(crate) fn next_collective(&self, rank: Rank) -> Option<u64> {
+        self.seen(rank, |s| s.last_collective.map_or(0, |l| l + 1))
+    }
+
+    /// Whether `rank` lives in another process (its calls are not on this board).
+    pub(crate) fn is_remote(&self, rank: Rank) -> bool {
+        self.ranks.get(rank).is_some_and(Option::is_none)
     }
 
     /// The ranks that have not issued collective op `seq` yet (in rank order): the ones a

@@ -12,6 +12,7 @@ use super::{Blocked, Now, View, after_failure};
 use crate::comm::flight::heard::Heard;
 use crate::comm::watch::{WaitWatch, warn_op};
 use crate::error::{CollectiveError, ErrorKind, Result};
+use crate::op::OpKind;
 use crate::transport::WaitOutcome;
 use crate::transport::tcp::FLIGHT_WAIT;
 use crate::types::Rank;
@@ -39,6 +40,11 @@ const P2P_SLOW: &str = "the rank named above did not match this call in time: lo
      put the calls in one Group, batch_isend_irecv; or let one side receive first), or a receive held back in its \
      rank's queue (the message says so, if this rank's is); or raise CommConfig::timeout. This communicator is now \
      aborted, create a new one";
+
+/// What to do when a point-to-point call and a collective of two ranks wait for each other.
+const CROSSED: &str = "every rank must issue its collectives and its matching sends and receives in the same \
+     order: move the send or receive before or after the collective on both ranks (a collective and a point-to-point \
+     call of one rank do not overlap, even issued asynchronously); this communicator is now aborted, create a new one";
 
 impl Deadline {
     /// The time, an [`OnWait`](Deadline::OnWait) counted from `now` (a time the caller read:
@@ -85,17 +91,6 @@ impl View<'_> {
         if let Some(e) = self.poisoned() {
             return Err(e);
         }
-        if let Some(p) = gone
-            && !ready()
-        {
-            return Err(CollectiveError::new(
-                ErrorKind::PeerLost,
-                format!("rank {p} {} while this rank waited for {what}", c.link().departure(c.rank, p)),
-            )
-            .with_peer(p));
-        }
-        c.shared.board.set_waiting(c.rank, Some(what));
-        noted.set(true);
         // `q` called `theirs` under this op's number.
         let mismatch = |q: Rank, theirs: &dyn std::fmt::Display| {
             CollectiveError::new(
@@ -111,6 +106,24 @@ impl View<'_> {
         {
             return Err(mismatch(peer, &theirs.desc));
         }
+        // After the look at what the peers called: a peer that ran another call (a broadcast
+        // from another root, which needs nothing from this rank), returned `Ok` and left is
+        // the mismatch, not a lost peer — nor is one that left after a third rank's other
+        // call cut the plan short.
+        if let Some(p) = gone
+            && !ready()
+        {
+            if let Some(e) = self.mismatch_on_board() {
+                return Err(e);
+            }
+            return Err(CollectiveError::new(
+                ErrorKind::PeerLost,
+                format!("rank {p} {} while this rank waited for {what}", c.link().departure(c.rank, p)),
+            )
+            .with_peer(p));
+        }
+        c.shared.board.set_waiting(c.rank, Some(what));
+        noted.set(true);
         // Ranks of other processes, whose calls the flight recorder does not show:
         // - one that runs this op as an exchange where this rank runs another call with
         //   messages (one rank's part fits a slot, the other's does not) shows in its slot: a
@@ -154,7 +167,59 @@ impl View<'_> {
             )
             .with_peer(p));
         }
+        if let Some(p) = peer.filter(|&p| c.shared.board.is_remote(p))
+            && let Some(e) = self.crossed_with_remote(b, p)
+            && !ready()
+        {
+            return Err(e);
+        }
         Ok(())
+    }
+
+    /// A peer of another process and this rank in a point-to-point call and an exchanged
+    /// collective with each other, which neither can finish (the flight recorder shows such
+    /// a crossing between threads; across processes, the messages and slots do):
+    /// - this rank waits for `p`'s part of an exchange, and `p` sent it a message this rank has
+    ///   not issued the receive of (the send waits for it to be taken);
+    /// - this rank waits for `p` in a send or receive, and `p` is inside this rank's next
+    ///   collective (published, not finished) waiting for this rank's part.
+    fn crossed_with_remote(&self, b: Blocked, p: Rank) -> Option<CollectiveError> {
+        let c = self;
+        let board = &c.shared.board;
+        let (theirs, ours) = if let Blocked::Part(_) = b {
+            let h = c.link().peek_header(c.rank, p).filter(|h| h.p2p && h.fp.desc.kind == OpKind::Send)?;
+            (board.issued_p2p(c.rank, OpKind::Recv, p, h.seq) == Some(false)).then(|| {
+                (
+                    super::called(&h.fp.desc.to_string(), true, h.seq),
+                    super::called(&c.fp.desc.to_string(), false, c.seq),
+                )
+            })?
+        } else if c.p2p {
+            let slots = c.link().slots()?;
+            let n = board.next_collective(c.rank)?;
+            if !slots.arrived(p, n) || slots.finished(p) > n {
+                return None;
+            }
+            let desc = crate::op::Fingerprint::desc_of_words(&slots.fingerprint(p, n))?;
+            let waits_for_me = match super::rule::Reads::of(&desc, p) {
+                super::rule::Reads::Every => true,
+                super::rule::Reads::Root(r) => r == c.rank,
+                super::rule::Reads::Own => false,
+            };
+            waits_for_me.then(|| {
+                (super::called(&desc.to_string(), false, n), super::called(&c.fp.desc.to_string(), true, c.seq))
+            })?
+        } else {
+            return None;
+        };
+        Some(
+            CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!("rank {p} called {theirs}, but rank {} called {ours}: each waits for the other", c.rank),
+            )
+            .with_peer(p)
+            .with_hint(CROSSED),
+        )
     }
 
     /// What the ranks of other processes answer when asked for their flight recorders now
@@ -227,21 +292,45 @@ impl View<'_> {
         match outcome {
             WaitOutcome::Ready => Ok(()),
             WaitOutcome::TimedOut => Err(stalled(self.timeout(describe()))),
-            WaitOutcome::PeerGone if self.poisoned().is_none() => Err(stalled(
-                CollectiveError::new(
-                    ErrorKind::PeerLost,
-                    format!(
-                        "rank {peer} {} while this rank waited for {}",
-                        self.link().departure(self.rank, peer),
-                        describe().1
-                    ),
-                )
-                .with_peer(peer),
-            )),
+            WaitOutcome::PeerGone if self.poisoned().is_none() => {
+                Err(stalled(self.mismatch_on_board().unwrap_or_else(|| {
+                    CollectiveError::new(
+                        ErrorKind::PeerLost,
+                        format!(
+                            "rank {peer} {} while this rank waited for {}",
+                            self.link().departure(self.rank, peer),
+                            describe().1
+                        ),
+                    )
+                    .with_peer(peer)
+                })))
+            }
             WaitOutcome::PeerGone | WaitOutcome::Poisoned => Err(self
                 .poisoned()
                 .unwrap_or_else(|| CollectiveError::new(ErrorKind::Aborted, "the communicator was aborted"))),
         }
+    }
+
+    /// A rank of this process that called another collective under this op's number, as the
+    /// `Mismatch` to report. For a wait that ends in a departed peer: the peer may have run
+    /// another call (a broadcast from another root, which needed nothing from this rank),
+    /// returned `Ok` and left, or left after a third rank's other call cut the plan short;
+    /// either way the mismatch is the cause, not a lost peer.
+    fn mismatch_on_board(&self) -> Option<CollectiveError> {
+        let c = self;
+        if c.p2p {
+            return None;
+        }
+        let (q, theirs) = (0..c.shared.world)
+            .filter(|&q| q != c.rank)
+            .find_map(|q| c.shared.board.collective_at(q, c.seq).filter(|t| !t.compatible(c.fp)).map(|t| (q, t)))?;
+        Some(
+            CollectiveError::new(
+                ErrorKind::Mismatch,
+                format!("rank {q} called {} as op #{}, but rank {} called {}", theirs.desc, c.seq, c.rank, c.fp.desc),
+            )
+            .with_peer(q),
+        )
     }
 
     /// Clears "waiting for" in the flight recorder once the op no longer waits, if a slow

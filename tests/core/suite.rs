@@ -246,6 +246,7 @@ macro_rules! core_suite {
                 soundness::buffer_clones_on_two_threads,
                 soundness::impossible_allocations_are_errors,
                 truth::root_mismatch_reaches_every_rank,
+                truth::root_mismatch_then_a_rank_leaves,
                 truth::quiet_root_mismatch_reaches_every_rank,
                 truth::cyclic_roots_mismatch_on_every_rank,
                 truth::cut_short_by_a_later_failure_is_aborted,

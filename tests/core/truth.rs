@@ -64,6 +64,25 @@ pub fn root_mismatch_reaches_every_rank<D: TestDevice>() {
     }
 }
 
+/// Ranks that disagree on the root, and a rank whose call returned `Ok` drops its
+/// communicator at once: every rank that fails gets `Mismatch`, not `PeerLost` blaming the
+/// rank that left (a broadcast's non-root that received from its root is done; a rank that
+/// took another rank as the root waited for it). World sizes 2 to 4, every split.
+pub fn root_mismatch_then_a_rank_leaves<D: TestDevice>() {
+    for world in 2..=4 {
+        for which in 0..4 {
+            for split in 1..world {
+                run_owned::<D, _>(world, &Opts::timed(Duration::from_secs(10)), |ctx| {
+                    let what = format!("rooted op {which}, world {world}, split {split}, rank {}", ctx.rank);
+                    if let Err(e) = rooted_call(&ctx, which, split) {
+                        assert_eq!(e.kind(), ErrorKind::Mismatch, "{what}: {e}");
+                    }
+                });
+            }
+        }
+    }
+}
+
 /// Rank 0 is the root of a reduce or gather — which waits for every part and publishes none
 /// of its own — while every other rank calls another op with root 0 (the other of reduce and
 /// gather, a broadcast, a scatter) or an all_reduce: every rank gets `Mismatch`, from that call

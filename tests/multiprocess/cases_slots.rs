@@ -40,6 +40,15 @@ pub(super) fn a_mismatch_no_awaited_message_shows_is_named_at_once(t: Transport)
     odd_calls(t, 3, Some("bcast"));
 }
 
+/// Rank 0 sends to rank 1 (then receives from it) where rank 1 calls a small all_reduce
+/// (then a barrier): each pair waits for the other, and both get a `Mismatch` at once, on
+/// every transport (with slots, neither reads the other's messages: the exchange sees the
+/// send's message, the receive sees the barrier's part).
+pub(super) fn a_send_or_recv_against_a_small_collective_is_named_at_once(t: Transport) {
+    odd_calls(t, 2, Some("send"));
+    odd_calls(t, 2, Some("recv"));
+}
+
 /// A peer killed while the survivors run small all_reduces and all_gathers with it (3
 /// processes): `PeerLost` naming it, well before the timeout.
 pub(super) fn a_peer_killed_mid_small_ops_is_named_in_peer_lost(t: Transport) {

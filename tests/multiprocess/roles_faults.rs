@@ -281,6 +281,7 @@ pub(super) fn odd_call_child() -> Result<(), String> {
     match std::env::var("MP_ODD").as_deref() {
         Ok("size") => return odd_size(&comm, &dev),
         Ok("bcast") => return odd_bcast(&comm, &dev),
+        Ok(p2p @ ("send" | "recv")) => return odd_p2p(&comm, &dev, p2p == "recv"),
         _ => {}
     }
     let result = if comm.rank() == 0 {
@@ -305,6 +306,26 @@ fn odd_size(comm: &ruccl::Communicator<HostDevice>, dev: &HostDevice) -> Result<
     let mut t = Tensor::from_slice(dev, &vec![1.0f32; n], &[n]).map_err(|e| e.to_string())?;
     let t0 = std::time::Instant::now();
     let Err(e) = comm.all_reduce(&mut t, ReduceOp::Sum) else { return Err("mismatched calls succeeded".into()) };
+    println!("expected: {:?} {e} after {:?}", e.kind(), t0.elapsed());
+    if e.kind() != ErrorKind::Mismatch || t0.elapsed() > std::time::Duration::from_secs(10) {
+        return Err(format!("expected a Mismatch at once, got {:?} after {:?}: {e}", e.kind(), t0.elapsed()));
+    }
+    Ok(())
+}
+
+/// [`odd_call_child`] with `MP_ODD=send` (or `recv`), 2 ranks: rank 0 sends 4 elements to
+/// rank 1 where rank 1 all_reduces 4 (or rank 0 receives from rank 1 where rank 1 calls a
+/// barrier). Both get a `Mismatch` well before the timeout (20 s).
+fn odd_p2p(comm: &ruccl::Communicator<HostDevice>, dev: &HostDevice, recv: bool) -> Result<(), String> {
+    let mut t = Tensor::from_slice(dev, &[1.0f32; 4], &[4]).map_err(|e| e.to_string())?;
+    let t0 = std::time::Instant::now();
+    let result = match (comm.rank(), recv) {
+        (0, false) => comm.send(&t, 1),
+        (0, true) => comm.recv(&mut t, 1),
+        (_, false) => comm.all_reduce(&mut t, ReduceOp::Sum),
+        (_, true) => comm.barrier(),
+    };
+    let Err(e) = result else { return Err("a send or recv against a collective succeeded".into()) };
     println!("expected: {:?} {e} after {:?}", e.kind(), t0.elapsed());
     if e.kind() != ErrorKind::Mismatch || t0.elapsed() > std::time::Duration::from_secs(10) {
         return Err(format!("expected a Mismatch at once, got {:?} after {:?}: {e}", e.kind(), t0.elapsed()));
