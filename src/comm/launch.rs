@@ -53,8 +53,9 @@ impl<D: Device> Communicator<D> {
     /// Joins the communicator of a launch: rank `env.rank` of `env.world_size`. Rank 0 listens
     /// on `MASTER_ADDR:MASTER_PORT` for the rendezvous (on every interface when that address is
     /// not one of its host's); the other ranks connect there, retrying until the config's
-    /// timeout. The id is derived from the address and the world size, so no id needs to be
-    /// passed around (and two launches at once need two ports). This process listens for its
+    /// timeout. The id is derived from the address alone, so no id needs to be passed around
+    /// (two launches at once need two ports; ranks launched with different world sizes meet
+    /// and are all told that the sizes differ). This process listens for its
     /// peers on `RUCCL_SOCKET_IFNAME` (an address, or interfaces selected as by
     /// `NCCL_SOCKET_IFNAME`: `eth`, `=eth0`, `^docker,lo`), else on the address that reaches
     /// `MASTER_ADDR`.

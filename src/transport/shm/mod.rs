@@ -237,6 +237,7 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
             continue;
         }
         let mut b = [0u8; 16];
+        s.set_read_timeout(Some(left())).map_err(|e| io_err(*me, *peer, "configuring", e))?;
         s.read_exact(&mut b).map_err(|e| io_err(*me, *peer, "reading the offer", e))?;
         let fd = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         let m = if fd >= 0 { Mapping::open(pid, fd).ok() } else { None };
@@ -250,6 +251,7 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
     for (i, (me, peer, s)) in conns.iter_mut().enumerate() {
         let Some((map, _fd)) = made[i].take() else { continue };
         let mut b = [0u8; 8];
+        s.set_read_timeout(Some(left())).map_err(|e| io_err(*me, *peer, "configuring", e))?;
         s.read_exact(&mut b).map_err(|e| io_err(*me, *peer, "reading the answer", e))?;
         if b[0] == 1 {
             let pid = pids[i].unwrap_or_default();
