@@ -54,7 +54,7 @@ impl<D: Device> Communicator<D> {
     /// ```
     pub fn split_all(&self) -> Result<Self> {
         let all: Vec<Rank> = (0..self.world_size()).collect();
-        self.split_from(&all)?
+        self.split_as(&all, "split_all")?
             .ok_or_else(|| CollectiveError::protocol("split_all left this rank out").with_rank(self.rank))
     }
 
@@ -79,16 +79,21 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn split_from(&self, ranks: &[Rank]) -> Result<Option<Self>> {
+        self.split_as(ranks, "split_from")
+    }
+
+    /// [`split_from`](Self::split_from), its errors naming `call` (the public call made).
+    fn split_as(&self, ranks: &[Rank], call: &str) -> Result<Option<Self>> {
         let n = self.world_size();
         // A rank whose own list is bad still takes part (saying so), so that its peers fail
         // at once too rather than wait for it.
-        let rejected = check_list(ranks, n).map_err(|m| {
-            CollectiveError::invalid(m).with_rank(self.rank).with_op("split_from").on_usable_communicator()
-        });
+        let rejected = check_list(ranks, n)
+            .map_err(|m| CollectiveError::invalid(m).with_rank(self.rank).with_op(call).on_usable_communicator());
         let member = rejected.is_ok() && ranks.contains(&self.rank);
         let d = digest(ranks);
         let flag = if rejected.is_err() { REJECTED } else { u64::from(member) };
-        let got = self.split_gather(&[flag, d, ranks.len() as u64])?;
+        let outer = |e: CollectiveError| e.with_outer_op(call.to_string());
+        let got = self.split_gather(&[flag, d, ranks.len() as u64]).map_err(outer)?;
         // What this rank found: a member checks that every rank of its list passed the same
         // list (and is a member); then every rank learns what every rank found, so that all
         // fail together (a rank that another rank's list names, but that passed a list of its
@@ -101,7 +106,7 @@ impl<D: Device> Communicator<D> {
             }
             Ok(()) => FOUND_NOTHING,
         };
-        let findings = self.split_gather(&[finding])?;
+        let findings = self.split_gather(&[finding]).map_err(outer)?;
         let split_no = {
             let mut l = self.lock();
             l.splits += 1;
@@ -109,7 +114,7 @@ impl<D: Device> Communicator<D> {
         };
         rejected?;
         if let Some((f, &what)) = findings.iter().enumerate().find(|(_, w)| **w != FOUND_NOTHING) {
-            return Err(self.split_mismatch(f, what, ranks));
+            return Err(self.split_mismatch(f, what, ranks).with_op(call));
         }
         if !member {
             return Ok(None);
@@ -143,17 +148,21 @@ impl<D: Device> Communicator<D> {
             )
         } else {
             let k = (what - FOUND_PEER) as usize;
+            let named = if k == self.rank { format!("this rank (rank {k})") } else { format!("rank {k}") };
             format!(
-                "{whose} list names rank {k}, which passed a different list to split_from (or called split_all, \
+                "{whose} list names {named}, which passed a different list to split_from (or called split_all, \
                  which lists every rank) or left itself out; this rank passed {ranks:?}; no rank joined a new \
                  communicator"
             )
         };
-        let peer = if what == FOUND_REJECTED { f } else { (what - FOUND_PEER) as usize };
+        // The other rank involved: the one at fault, or the one whose list names this rank.
+        let peer = match what.checked_sub(FOUND_PEER).map(|k| k as usize) {
+            Some(k) if k != self.rank => k,
+            _ => f,
+        };
         CollectiveError::new(ErrorKind::Mismatch, message)
             .with_rank(self.rank)
             .with_peer(peer)
-            .with_op("split_from")
             .on_usable_communicator()
             .with_hint(
                 "every rank must call split_from (split_all is split_from with every rank) in the same order; the \

@@ -179,7 +179,7 @@ pub(crate) fn validate<'a, D: Device, B>(
     if let Some(r) = call.peer
         && r >= n
     {
-        return Err(fail(range("peer", r)));
+        return Err(fail(range("peer", r)).with_peer(r));
     }
     if let Some(p) = call.peer
         && p == rank
@@ -188,7 +188,8 @@ pub(crate) fn validate<'a, D: Device, B>(
             "rank {rank} cannot {} itself outside a group: a send to self and a receive from self added to one \
              `Group` are a local copy (as between ncclGroupStart/End)",
             if call.kind == OpKind::Send { "send to" } else { "receive from" }
-        )));
+        ))
+        .with_peer(p));
     }
     if let Some(ReduceOp::PreMulSum(s)) = call.op
         && !s.is_finite()

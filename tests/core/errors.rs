@@ -118,11 +118,16 @@ pub fn root_out_of_range<D: TestDevice>() {
 pub fn peer_out_of_range_and_self<D: TestDevice>() {
     then_usable::<D>(3, |ctx| {
         let mut t = zeros(ctx, DType::I64, 3);
+        // The error's context names the peer too, as its message does.
+        let peer = |r: &ruccl::Result<()>| r.as_ref().err().and_then(|e| e.context().peer);
         let r = ctx.comm.send(&t, 3);
+        assert_eq!(peer(&r), Some(3), "send to rank 3 of 3: {r:?}");
         ctx.expect_err(r, BAD, &["send", "peer 3", "out of range"], "send to rank 3 of 3");
         let r = ctx.comm.recv(&mut t, 9);
+        assert_eq!(peer(&r), Some(9), "recv from rank 9 of 3: {r:?}");
         ctx.expect_err(r, BAD, &["recv", "peer 9"], "recv from rank 9 of 3");
         let r = ctx.comm.send(&t, ctx.rank);
+        assert_eq!(peer(&r), Some(ctx.rank), "send to self: {r:?}");
         ctx.expect_err(r, BAD, &["send", "itself"], "send to self");
         let r = ctx.comm.recv(&mut t, ctx.rank);
         ctx.expect_err(r, BAD, &["recv", "itself"], "recv from self");

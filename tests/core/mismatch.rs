@@ -182,6 +182,12 @@ pub fn split_lists_differ<D: TestDevice>() {
         }
         let child = ctx.ok(ctx.comm.split_all(), "split_all after the failed splits");
         assert_eq!(child.world_size(), 3);
+        // A split on an aborted communicator names the call made, not the all-gather inside.
+        child.abort();
+        let e = child.split_all().map(|_| ()).unwrap_err();
+        assert_eq!(e.context().op.as_deref(), Some("split_all"), "{e}");
+        let e = child.split_from(&[0]).map(|_| ()).unwrap_err();
+        assert_eq!(e.context().op.as_deref(), Some("split_from"), "{e}");
     });
 }
 
