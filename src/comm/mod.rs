@@ -495,10 +495,11 @@ impl Aborter {
     }
 }
 
+/// Dropping never blocks. Non-blocking ops issued before the drop still run to their end (or
+/// fail at their own deadline) and complete their [`Work`](crate::Work); the peers see this
+/// rank leave once they are done, as `ncclCommDestroy` flushes what was issued.
 impl<D: Device> Drop for Communicator<D> {
     fn drop(&mut self) {
-        self.shared.instance.let_go();
-        self.shared.board.depart(self.rank);
-        self.shared.link.depart(self.rank);
+        self.engine.leave();
     }
 }

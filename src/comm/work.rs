@@ -181,6 +181,12 @@ pub(crate) struct Engine<D: Device> {
     shared: Arc<Shared>,
     rank: Rank,
     local: Arc<Mutex<Local<D>>>,
+    /// Set when the communicator was dropped: its rank departs once no op of it is queued or
+    /// driven (at once when none is), so that non-blocking ops issued before the drop finish
+    /// (or fail at their own deadline) as they would had it lived, on every transport.
+    leaving: AtomicBool,
+    /// Whether this rank has departed (once).
+    departed: AtomicBool,
 }
 
 impl<D: Device> Engine<D> {
@@ -195,7 +201,29 @@ impl<D: Device> Engine<D> {
             shared,
             rank,
             local,
+            leaving: AtomicBool::new(false),
+            departed: AtomicBool::new(false),
         }
+    }
+
+    /// The communicator was dropped: this rank departs now, or, with non-blocking ops still
+    /// queued or driven, once the last driver lets go of the queue ([`retire`](Self::retire)).
+    /// Never blocks. Either side may see the other's store first: the departure happens once.
+    pub(crate) fn leave(&self) {
+        self.leaving.store(true, Ordering::SeqCst);
+        if !self.may_be_busy() {
+            self.depart();
+        }
+    }
+
+    /// Lets the id go and tells the peers this rank left (once).
+    fn depart(&self) {
+        if self.departed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.shared.instance.let_go();
+        self.shared.board.depart(self.rank);
+        self.shared.link.depart(self.rank);
     }
 
     /// Whether non-blocking ops may be outstanding: some are queued, or a progress thread is
@@ -363,7 +391,14 @@ impl<D: Device> Engine<D> {
         // A driver busy elsewhere (a blocking call, a group) may leave ops behind: look again.
         let current = self.driving.try_lock().map_or(true, |c| !c.0.is_empty());
         let more = current || !lock(&self.queue).is_empty();
-        more && !self.worker.swap(true, Ordering::SeqCst)
+        if more && !self.worker.swap(true, Ordering::SeqCst) {
+            return true;
+        }
+        // The communicator was dropped with ops queued: the last of them is done.
+        if self.leaving.load(Ordering::SeqCst) && !self.may_be_busy() {
+            self.depart();
+        }
+        false
     }
 }
 

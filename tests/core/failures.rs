@@ -240,6 +240,43 @@ pub fn drop_wakes_blocked_peer<D: TestDevice>() {
     });
 }
 
+/// A rank drops its communicator with a non-blocking all_reduce issued, before its peers
+/// reach the op (300 ms later): the drop returns at once, the op still finishes on every
+/// rank with the right sum (the rank leaves once it is done), on every transport. Then the
+/// same with peers that never come: the dropped rank's `Work` fails at its deadline with a
+/// `Timeout` naming a peer, not a `PeerLost` nor an error about its own departure.
+pub fn drop_with_work_pending_finishes_it<D: TestDevice>() {
+    run_owned::<D, _>(3, &Opts::timed(Duration::from_secs(20)), |ctx| {
+        let x = ctx.tensor(&[ctx.rank as f32 + 1.0; 6]);
+        if ctx.rank == 0 {
+            let work = ctx.comm.all_reduce_async(&x, ReduceOp::Sum).unwrap();
+            timed_drop("a communicator with an op pending", ctx.comm);
+            work.wait().unwrap_or_else(|e| panic!("the op issued before the drop: {e}"));
+            assert_eq!(x.to_vec::<f32>().unwrap(), vec![6.0; 6]);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let mut y = ctx.tensor(&[ctx.rank as f32 + 1.0; 6]);
+        ctx.ok(ctx.comm.all_reduce(&mut y, ReduceOp::Sum), "all_reduce with a rank that dropped its communicator");
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![6.0; 6]);
+    });
+    let timeout = Duration::from_millis(500);
+    run_owned::<D, _>(2, &Opts::timed(timeout), |ctx| {
+        let x = ctx.tensor(&[1.0f32; 6]);
+        if ctx.rank == 0 {
+            let work = ctx.comm.all_reduce_async(&x, ReduceOp::Sum).unwrap();
+            let t0 = Instant::now();
+            timed_drop("a communicator with an op pending", ctx.comm);
+            let e = work.wait().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+            assert!(names_rank(e.message(), 1), "should name rank 1: {e}");
+            assert!(t0.elapsed() < timeout + SLACK, "took {:?}", t0.elapsed());
+        }
+        // Rank 1 never calls; its communicator outlives the op's deadline.
+        ctx.sync.wait();
+    });
+}
+
 fn timed_drop<T>(what: &str, value: T) {
     let t0 = Instant::now();
     drop(value);

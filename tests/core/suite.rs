@@ -204,6 +204,7 @@ macro_rules! core_suite {
                 failures::peer_drops_mid_way,
                 failures::drop_wakes_blocked_peer,
                 failures::drop_never_hangs,
+                failures::drop_with_work_pending_finishes_it,
                 failures::a_slow_moving_op_ends_at_its_deadline,
                 joining::new_missing_rank_times_out,
                 joining::new_duplicate_rank,
