@@ -61,7 +61,12 @@ impl View<'_> {
     /// The error this rank reports for a poisoned link, if it is poisoned.
     pub(crate) fn poisoned(&self) -> Option<CollectiveError> {
         let now = if self.p2p { Now::P2p } else { Now::Collective(self.seq) };
-        self.link().poisoned(self.rank).map(|e| after_failure(&e, self.rank, now))
+        let e = after_failure(&self.link().poisoned(self.rank)?, self.rank, now);
+        // A send or receive cut short (by an `abort()` here, say) still names its peer.
+        Some(match self.fp.desc.peer {
+            Some(p) if self.p2p && e.context().peer.is_none() => e.with_peer(p),
+            _ => e,
+        })
     }
 
     /// The checks a long wait on `b` (for `peer`, described as `what`) runs each time it goes

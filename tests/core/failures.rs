@@ -129,6 +129,22 @@ pub fn abort_wakes_blocked_rank<D: TestDevice>() {
         ctx.sync.wait();
         assert_sticky(ctx, "abort()");
     });
+    // A receive cut short by this rank's own abort() names its peer in the context too.
+    run::<D, _>(2, &Opts::timed(Duration::from_secs(30)), |ctx| {
+        if ctx.rank == 0 {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(150));
+                    ctx.comm.abort();
+                });
+                let mut t = ctx.tensor(&[1.0f32; 4]);
+                let r = ctx.comm.recv(&mut t, 1);
+                let e = ctx.expect_err(r, ErrorKind::Aborted, &["abort"], "recv aborted from another thread");
+                assert_eq!(e.context().peer, Some(1), "{e}");
+            });
+        }
+        ctx.sync.wait();
+    });
 }
 
 /// `abort()` on one rank wakes a peer rank blocked in a collective.
