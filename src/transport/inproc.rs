@@ -272,13 +272,7 @@ impl Fabric {
     /// round, the peer could fail and leave between the two loads and look merely gone).
     fn stop(&self, peer: Option<Rank>) -> Option<WaitOutcome> {
         let gone = peer.is_some_and(|p| self.departed.get(p).is_some_and(|d| d.load(Ordering::SeqCst)));
-        if self.failed.load(Ordering::SeqCst) {
-            Some(WaitOutcome::Poisoned)
-        } else if gone {
-            Some(WaitOutcome::PeerGone)
-        } else {
-            None
-        }
+        crate::transport::wait::stopped(self.failed.load(Ordering::SeqCst), gone)
     }
 
     pub(super) fn is_departed(&self, rank: Rank) -> bool {

@@ -109,6 +109,18 @@ fn affinity_and_online() -> (usize, usize) {
     }
 }
 
+/// What a wait's stop check reports, from what the caller loaded (departure first, then the
+/// poison: see the callers): the poison outranks the awaited peer's departure.
+pub(crate) fn stopped(failed: bool, gone: bool) -> Option<WaitOutcome> {
+    if failed {
+        Some(WaitOutcome::Poisoned)
+    } else if gone {
+        Some(WaitOutcome::PeerGone)
+    } else {
+        None
+    }
+}
+
 /// How a wait ended when it did not fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitOutcome {

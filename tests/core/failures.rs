@@ -109,42 +109,32 @@ pub fn a_slow_moving_op_ends_at_its_deadline<D: TestDevice>() {
     });
 }
 
-/// `abort()` from a helper thread wakes this rank's blocked collective.
+/// `abort()` from a helper thread wakes this rank's blocked collective, and a blocked
+/// receive, which names its peer in the error's context too.
 pub fn abort_wakes_blocked_rank<D: TestDevice>() {
-    run::<D, _>(2, &Opts::timed(Duration::from_secs(30)), |ctx| {
-        if ctx.rank == 0 {
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    std::thread::sleep(Duration::from_millis(150));
-                    ctx.comm.abort();
+    for recv in [false, true] {
+        run::<D, _>(2, &Opts::timed(Duration::from_secs(30)), |ctx| {
+            if ctx.rank == 0 {
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        std::thread::sleep(Duration::from_millis(150));
+                        ctx.comm.abort();
+                    });
+                    let mut t = ctx.tensor(&[1.0f32; 4]);
+                    let t0 = Instant::now();
+                    let r = if recv { ctx.comm.recv(&mut t, 1) } else { ctx.comm.all_reduce(&mut t, ReduceOp::Sum) };
+                    let took = t0.elapsed();
+                    let e = ctx.expect_err(r, ErrorKind::Aborted, &["abort"], "aborted from another thread");
+                    assert!(took < Duration::from_millis(150) + PROMPT, "woke after {took:?}");
+                    if recv {
+                        assert_eq!(e.context().peer, Some(1), "{e}");
+                    }
                 });
-                let mut t = ctx.tensor(&[1.0f32; 4]);
-                let t0 = Instant::now();
-                let r = ctx.comm.all_reduce(&mut t, ReduceOp::Sum);
-                let took = t0.elapsed();
-                ctx.expect_err(r, ErrorKind::Aborted, &["abort"], "all_reduce aborted from another thread");
-                assert!(took < Duration::from_millis(150) + PROMPT, "woke after {took:?}");
-            });
-        }
-        ctx.sync.wait();
-        assert_sticky(ctx, "abort()");
-    });
-    // A receive cut short by this rank's own abort() names its peer in the context too.
-    run::<D, _>(2, &Opts::timed(Duration::from_secs(30)), |ctx| {
-        if ctx.rank == 0 {
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    std::thread::sleep(Duration::from_millis(150));
-                    ctx.comm.abort();
-                });
-                let mut t = ctx.tensor(&[1.0f32; 4]);
-                let r = ctx.comm.recv(&mut t, 1);
-                let e = ctx.expect_err(r, ErrorKind::Aborted, &["abort"], "recv aborted from another thread");
-                assert_eq!(e.context().peer, Some(1), "{e}");
-            });
-        }
-        ctx.sync.wait();
-    });
+            }
+            ctx.sync.wait();
+            assert_sticky(ctx, "abort()");
+        });
+    }
 }
 
 /// `abort()` on one rank wakes a peer rank blocked in a collective.

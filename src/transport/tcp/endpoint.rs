@@ -135,12 +135,6 @@ impl Endpoint {
     /// Departure is read before the poison, as in-process (a failing peer poisons first).
     pub(super) fn stop(&self, peer: Option<Rank>) -> Option<WaitOutcome> {
         let gone = peer.and_then(|p| self.peer(p)).is_some_and(|p| p.is_gone());
-        if self.failed.load(Ordering::SeqCst) {
-            Some(WaitOutcome::Poisoned)
-        } else if gone {
-            Some(WaitOutcome::PeerGone)
-        } else {
-            None
-        }
+        crate::transport::wait::stopped(self.failed.load(Ordering::SeqCst), gone)
     }
 }
