@@ -41,6 +41,11 @@ const P2P_SLOW: &str = "the rank named above did not match this call in time: lo
      rank's queue (the message says so, if this rank's is); or raise CommConfig::timeout. This communicator is now \
      aborted, create a new one";
 
+/// How long a wait lasts before a crossing with a peer of another process is judged
+/// ([`View::crossed_with_remote`]): a group may post a send and then run a collective, so a
+/// message or a part can show a moment before the rest of the peer's group does.
+const CROSSED_AFTER: Duration = Duration::from_millis(100);
+
 /// What to do when a point-to-point call and a collective of two ranks wait for each other.
 const CROSSED: &str = "every rank must issue its collectives and its matching sends and receives in the same \
      order: move the send or receive before or after the collective on both ranks (a collective and a point-to-point \
@@ -173,6 +178,7 @@ impl View<'_> {
             .with_peer(p));
         }
         if let Some(p) = peer.filter(|&p| c.shared.board.is_remote(p))
+            && watch.waited(now) >= CROSSED_AFTER
             && let Some(e) = self.crossed_with_remote(b, p)
             && !ready()
         {
