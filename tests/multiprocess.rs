@@ -69,8 +69,8 @@ use cases_faults::{
 };
 use cases_slots::{
     a_mismatch_across_the_slot_limit_is_named_at_once, a_mismatch_no_awaited_message_shows_is_named_at_once,
-    a_peer_killed_mid_small_ops_is_named_in_peer_lost, a_send_or_recv_against_a_small_collective_is_named_at_once,
-    a_small_mismatch_names_both_calls,
+    a_peer_killed_mid_small_broadcasts_is_named_in_peer_lost, a_peer_killed_mid_small_ops_is_named_in_peer_lost,
+    a_send_or_recv_against_a_small_collective_is_named_at_once, a_small_mismatch_names_both_calls,
 };
 use kids::{Kids, Transport, ranks_env};
 use roles::{collectives_child, env_child, env_join_child, join_child, var};
@@ -359,6 +359,7 @@ per_transport!(
     from_env_with_torchrun_variables,
     a_launch_forms_its_group_again,
     a_small_mismatch_names_both_calls,
+    a_peer_killed_mid_small_broadcasts_is_named_in_peer_lost,
     a_mismatch_across_the_slot_limit_is_named_at_once,
     a_mismatch_no_awaited_message_shows_is_named_at_once,
     a_send_or_recv_against_a_small_collective_is_named_at_once,

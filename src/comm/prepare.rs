@@ -11,7 +11,7 @@ use super::{Communicator, Local, Shared};
 use crate::algo;
 use crate::device::Device;
 use crate::device::Range;
-use crate::error::{CollectiveError, Result};
+use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::{OpDesc, OpKind};
 use crate::pins;
 use crate::sched::{self, Binding, Bindings, Now, OpCtx, OpRun};
@@ -281,6 +281,21 @@ impl<D: Device> Communicator<D> {
             // the original error if it is that op (arriving late) or past it, `Aborted` if not.
             let now = if desc.kind.is_collective() { Now::Collective(local.seq) } else { Now::NewP2p };
             let err = sched::after_failure(&e, self.rank, now).with_op(desc.to_string());
+            local.failed = Some(err.clone());
+            return Err(err);
+        }
+        // A peer process that crashed (or fell silent) is gone for every op, including those
+        // that would never wait for it (a broadcast's root runs ahead, and its non-roots read
+        // the root alone): the op fails now, naming it, rather than up to the slots' depth of
+        // ops later or never.
+        if let Some(p) = self.shared.link.lost_peer(self.rank) {
+            let err = CollectiveError::new(
+                ErrorKind::PeerLost,
+                format!("rank {p} {}, before this call", self.shared.link.departure(self.rank, p)),
+            )
+            .with_rank(self.rank)
+            .with_peer(p)
+            .with_op(desc.to_string());
             local.failed = Some(err.clone());
             return Err(err);
         }

@@ -315,6 +315,15 @@ impl Link {
         }
     }
 
+    /// A peer of another process that `me` lost (its connection closed without a goodbye,
+    /// or fell silent), if any; never between threads of one process.
+    pub fn lost_peer(&self, me: Rank) -> Option<Rank> {
+        match self {
+            Link::InProc(_) => None,
+            Link::Tcp(m) => m.lost_peer(me),
+        }
+    }
+
     /// Marks `me` failed with `err`, tells every peer, and wakes every waiting rank.
     pub fn poison(&self, me: Rank, err: CollectiveError) {
         match self {

@@ -52,12 +52,25 @@ pub(super) fn a_send_or_recv_against_a_small_collective_is_named_at_once(t: Tran
 /// A peer killed while the survivors run small all_reduces and all_gathers with it (3
 /// processes): `PeerLost` naming it, well before the timeout.
 pub(super) fn a_peer_killed_mid_small_ops_is_named_in_peer_lost(t: Transport) {
+    killed_mid_small_ops(t, "1");
+}
+
+/// A peer killed while the survivors run 100 small broadcasts from rank 0, one every 20 ms
+/// (3 processes): `PeerLost` naming it. No survivor ever waits for the victim (the root runs
+/// ahead, the other reads the root alone), and 100 ops stay within the slots' depth: the loss
+/// of its connection must fail their next op.
+pub(super) fn a_peer_killed_mid_small_broadcasts_is_named_in_peer_lost(t: Transport) {
+    killed_mid_small_ops(t, "bcast");
+}
+
+/// Rank 1 killed 200 ms after its barrier while ranks 0 and 2 run small ops (`MP_SMALL`).
+fn killed_mid_small_ops(t: Transport, small: &str) {
     let id = UniqueId::new().unwrap();
     let mark = Mark::new("mark");
     let mut kids = Kids::new(t);
     let env = |r: usize| {
         let mut v = ranks_env(&id, 3, &[r]);
-        v.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), ("MP_SMALL", "1".into()), mark.env()]);
+        v.extend([("MP_RANK", r.to_string()), ("MP_VICTIM", "1".into()), ("MP_SMALL", small.into()), mark.env()]);
         v
     };
     kids.spawn("rank0", "survivor", &env(0));

@@ -27,22 +27,30 @@ pub(super) fn survivor_child() -> Result<(), String> {
     check_transport()?;
     comm.barrier().map_err(|e| e.to_string())?;
     let started = Instant::now();
-    // 256 KiB, or with `MP_SMALL=1` 32 bytes (small ops: exchanged where slots are on).
-    let n = if var("MP_SMALL") == "1" { 8 } else { 1 << 16 };
+    // 256 KiB, or with `MP_SMALL` set 32 bytes (small ops: exchanged where slots are on).
+    let n = if var("MP_SMALL").is_empty() { 1 << 16 } else { 8 };
     let mut t = Tensor::from_slice(&HostDevice::default(), &vec![1.0f32; n], &[n]).map_err(|e| e.to_string())?;
     // An all_gather too: its messages (256 KiB) are lent where single copy is on, and the
     // ones lent to the victim are taken back when the op fails.
     let mut out = Tensor::zeros(&HostDevice::default(), ruccl::DType::F32, &[comm.world_size() * n])
         .map_err(|e| e.to_string())?;
     let mut result = Ok(());
-    for i in 0..1000 {
-        result =
-            if i % 2 == 0 { comm.all_reduce(&mut t, ReduceOp::Sum) } else { comm.all_gather_into_tensor(&mut out, &t) };
+    // `MP_SMALL=bcast`: 100 broadcasts of 32 bytes from rank 0, one every 20 ms.
+    let bcast = var("MP_SMALL") == "bcast";
+    for i in 0..if bcast { 100 } else { 1000 } {
+        result = if bcast {
+            std::thread::sleep(Duration::from_millis(20));
+            comm.broadcast(&mut t, 0)
+        } else if i % 2 == 0 {
+            comm.all_reduce(&mut t, ReduceOp::Sum)
+        } else {
+            comm.all_gather_into_tensor(&mut out, &t)
+        };
         if result.is_err() {
             break;
         }
     }
-    let Err(e) = result else { return Err("every all_reduce succeeded with a killed peer".into()) };
+    let Err(e) = result else { return Err("every op succeeded with a killed peer".into()) };
     peer_lost(&e, victim, started)
 }
 

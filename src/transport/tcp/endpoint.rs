@@ -32,6 +32,9 @@ pub(crate) struct Endpoint {
     pub(super) shm: Vec<Arc<shm_io::ShmPeer>>,
     /// [`shm_io::parks`] when [`polls`](Self::polls) last set every flag of this rank.
     pub(super) polls_at: AtomicU64,
+    /// Whether some peer was lost (its connection closed without a goodbye, or fell silent):
+    /// one load for the check every new op makes ([`Mesh::lost_peer`](super::Mesh::lost_peer)).
+    pub(super) lost_any: AtomicBool,
     /// What this rank answers a peer that asks for its flight recorder (set by the
     /// communicator once its board exists; unanswered until then).
     pub(super) flight: std::sync::OnceLock<FlightSource>,

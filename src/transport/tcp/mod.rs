@@ -391,6 +391,16 @@ impl Mesh {
         self.pair(me, rank).is_some_and(|(_, p)| p.lost.load(Ordering::SeqCst))
     }
 
+    /// A peer `me` lost (its connection closed without a goodbye, or fell silent), if any:
+    /// a new op of `me` cannot finish without it. One load while none was lost.
+    pub(super) fn lost_peer(&self, me: Rank) -> Option<Rank> {
+        let e = self.ep(me)?;
+        if !e.lost_any.load(Ordering::Relaxed) {
+            return None;
+        }
+        e.peers.iter().flatten().find(|p| p.lost.load(Ordering::SeqCst)).map(|p| p.rank)
+    }
+
     /// Whether `me` lost `rank` to silence (nothing came for the peer-silence limit).
     pub(super) fn is_silent(&self, me: Rank, rank: Rank) -> bool {
         self.pair(me, rank).is_some_and(|(_, p)| p.silent.load(Ordering::SeqCst))
@@ -484,6 +494,7 @@ impl Mesh {
 fn lost(e: &Endpoint, p: &Peer) {
     if !p.gone.load(Ordering::SeqCst) {
         p.lost.store(true, Ordering::SeqCst);
+        e.lost_any.store(true, Ordering::SeqCst);
     }
     p.gone.store(true, Ordering::SeqCst);
     e.ring();

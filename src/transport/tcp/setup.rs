@@ -211,6 +211,7 @@ fn endpoints(
             silence,
             shm: shm_peers,
             polls_at: AtomicU64::new(u64::MAX),
+            lost_any: std::sync::atomic::AtomicBool::new(false),
             flight: std::sync::OnceLock::new(),
         });
         for (peer, s) in conns {
