@@ -202,6 +202,9 @@ fn released(
     let patience = deadline.min(started + RELEASE_WAIT);
     let mut reg = registry();
     loop {
+        if reg.live.get(id).is_some_and(|l| !l.holds(Instant::now())) {
+            reg.live.remove(id);
+        }
         let Some(l) = reg.live.get(id) else { return reg };
         let again = from.is_some_and(|t| l.procs.contains(&t));
         let wait_until = if again {
@@ -396,8 +399,12 @@ fn complete(reg: &mut Registry, id: &UniqueId) {
     let outcome = if differ.is_empty() && spans {
         listener::mesh_address().map(|addr| {
             let here = proto::ProcAddr { token: listener::process_token(), addr };
-            let procs = members.iter().map(|(_, at)| at.unwrap_or(here)).collect();
-            Joined::Table(Arc::new(proto::Table { nonce: fresh_nonce(), procs }))
+            let procs: Vec<_> = members.iter().map(|(_, at)| at.unwrap_or(here)).collect();
+            let nonce = fresh_nonce();
+            let tokens = procs.iter().map(|p| p.token).collect();
+            let until = room.latest + assemble::SETUP_MIN;
+            reg.live.insert(id.clone(), Live::forming(nonce, tokens, until));
+            Joined::Table(Arc::new(proto::Table { nonce, procs }))
         })
     } else if differ.is_empty() {
         Shared::link_for(id, room.world, &first).map(|link| {

@@ -45,7 +45,7 @@ const CONNECT_FAILED: &str = "check that every process can reach the others' add
 /// The least time a join whose rendezvous completed near its deadline keeps for connecting
 /// (which takes milliseconds when every rank is alive): the whole join takes its timeout and
 /// at most this much more.
-const SETUP_MIN: Duration = Duration::from_secs(2);
+pub(super) const SETUP_MIN: Duration = Duration::from_secs(2);
 
 /// Waits for the other ranks of this process in `table`, then returns the group they share.
 /// `host_memory`: every device of `members` keeps its memory on the host (see
@@ -80,6 +80,9 @@ pub(super) fn assemble(
         drop(g);
         let built = build(id, world, table, &local, (arrived, host_memory), config, deadline)
             .map_err(|e| e.with_op("Communicator::new").or_hint(CONNECT_FAILED));
+        if built.is_err() {
+            Instance::unmark(&mut registry(), id, table.nonce);
+        }
         g = assemblies();
         if let Some(a) = g.get_mut(&key) {
             a.result = Some(built);

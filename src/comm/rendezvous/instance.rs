@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
 
 use super::{Registry, registry};
 use crate::unique_id::UniqueId;
@@ -18,6 +19,26 @@ pub(super) struct Live {
     /// joining again is the same job forming its group anew, and waits (up to its deadline)
     /// for this process to drop the old one, rather than being refused as another job.
     pub(super) procs: Vec<[u8; 16]>,
+    /// `Some(until)`: the group met (its table went out) and its processes are still
+    /// connecting, so no communicator exists yet. A join of the id is refused as during the
+    /// group's life (a duplicate rank, a second job on the port, arriving just after the room
+    /// filled, would otherwise open a new room and wait out its timeout). The marker is
+    /// replaced by this process's [`Instance::claim`], removed by a failed build
+    /// ([`Instance::unmark`]), and lapses at `until` (no rank of the group is of this process).
+    pub(super) forming: Option<Instant>,
+}
+
+impl Live {
+    /// The marker of a group that met at this process's rendezvous and is connecting, until
+    /// `until` at the latest.
+    pub(super) fn forming(nonce: u128, procs: Vec<[u8; 16]>, until: Instant) -> Self {
+        Live { nonce, held: Arc::new(AtomicUsize::new(0)), procs, forming: Some(until) }
+    }
+
+    /// Whether the entry still holds the id at `now` (a forming marker lapses).
+    pub(super) fn holds(&self, now: Instant) -> bool {
+        self.forming.is_none_or(|until| now < until)
+    }
 }
 
 /// One group's claim on its id: the nonce that tells this group from any other that used
@@ -33,8 +54,15 @@ impl Instance {
     /// Claims `id` for a new group: its registry entry, until the `Instance` is dropped.
     pub(super) fn claim(reg: &mut Registry, id: &UniqueId, nonce: u128, procs: Vec<[u8; 16]>) -> Self {
         let held = Arc::new(AtomicUsize::new(0));
-        reg.live.insert(id.clone(), Live { nonce, held: held.clone(), procs });
+        reg.live.insert(id.clone(), Live { nonce, held: held.clone(), procs, forming: None });
         Instance { id: id.clone(), nonce, held }
+    }
+
+    /// Removes the forming marker of the group `nonce` (its build failed here: the id is free).
+    pub(super) fn unmark(reg: &mut Registry, id: &UniqueId, nonce: u128) {
+        if reg.live.get(id).is_some_and(|l| l.nonce == nonce && l.forming.is_some()) {
+            reg.live.remove(id);
+        }
     }
 
     /// This group's nonce (random, the same on every rank of the group).

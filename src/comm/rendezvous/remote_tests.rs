@@ -247,3 +247,33 @@ fn strangers_are_refused_and_the_listener_keeps_serving() {
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     assert!(e.to_string().contains("rank(s) 0 never called"), "{e}");
 }
+
+/// A rank arriving just after its group's room filled (a second process claiming the same
+/// rank, or a second job on the port), while the group's processes connect: refused as a
+/// join of a group that exists. It opened a new room and waited out its timeout, blaming
+/// rank 0. Once the build fails (the marker removed), the id is free again.
+#[test]
+fn a_join_while_the_group_connects_is_refused_as_in_use() {
+    let Some((id, root)) = rooted() else { return };
+    let mut first = registration(&id);
+    first.timeout = Duration::from_secs(30);
+    let _rank1 = register(root, &first);
+    let config = CommConfig::default().with_timeout(Duration::from_secs(10));
+    let here: Vec<super::super::Entrant> = vec![(0, Arc::new(()), None)];
+    let Ok(Joined::Table(table)) = super::super::enter(&id, 2, &here, None, &config) else {
+        panic!("the room did not fill")
+    };
+    // The table went out; this process has not built its side yet.
+    let mut dup = registration(&id);
+    dup.at.token = [2; 16];
+    let e = refusal(&mut register(root, &dup));
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("is in use by a communicator"), "{e}");
+    // A failed build lets go of the id: a later join opens a room (rank 0 never comes).
+    super::super::Instance::unmark(&mut super::super::registry(), &id, table.nonce);
+    let mut later = registration(&id);
+    later.at.token = [3; 16];
+    let e = refusal(&mut register(root, &later));
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(e.to_string().contains("rank(s) 0 never called"), "{e}");
+}
