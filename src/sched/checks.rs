@@ -101,20 +101,12 @@ impl View<'_> {
         if let Some(e) = self.poisoned() {
             return Err(e);
         }
-        // `q` called `theirs` under this op's number.
-        let mismatch = |q: Rank, theirs: &dyn std::fmt::Display| {
-            CollectiveError::new(
-                ErrorKind::Mismatch,
-                format!("rank {q} called {theirs} as op #{}, but rank {} called {}", c.seq, c.rank, c.fp.desc),
-            )
-            .with_peer(q)
-        };
         if let Some(peer) = peer
             && !c.p2p
             && let Some(theirs) = c.shared.board.collective_at(peer, c.seq)
             && !theirs.compatible(c.fp)
         {
-            return Err(mismatch(peer, &theirs.desc));
+            return Err(self.called_other(peer, &theirs.desc));
         }
         // After the look at what the peers called: a peer that ran another call (a broadcast
         // from another root, which needs nothing from this rank), returned `Ok` and left is
@@ -158,7 +150,7 @@ impl View<'_> {
                         .map(|h| h.fp.desc.to_string())
                 };
                 if let Some(theirs) = in_slot.or_else(in_inbox) {
-                    return Err(mismatch(q, &theirs));
+                    return Err(self.called_other(q, &theirs));
                 }
             }
         }
@@ -335,13 +327,17 @@ impl View<'_> {
         let (q, theirs) = (0..c.shared.world)
             .filter(|&q| q != c.rank)
             .find_map(|q| c.shared.board.collective_at(q, c.seq).filter(|t| !t.compatible(c.fp)).map(|t| (q, t)))?;
-        Some(
-            CollectiveError::new(
-                ErrorKind::Mismatch,
-                format!("rank {q} called {} as op #{}, but rank {} called {}", theirs.desc, c.seq, c.rank, c.fp.desc),
-            )
-            .with_peer(q),
+        Some(self.called_other(q, &theirs.desc))
+    }
+
+    /// The `Mismatch` for rank `q`, which called `theirs` under this op's number.
+    fn called_other(&self, q: Rank, theirs: &dyn std::fmt::Display) -> CollectiveError {
+        let c = self;
+        CollectiveError::new(
+            ErrorKind::Mismatch,
+            format!("rank {q} called {theirs} as op #{}, but rank {} called {}", c.seq, c.rank, c.fp.desc),
         )
+        .with_peer(q)
     }
 
     /// Clears "waiting for" in the flight recorder once the op no longer waits, if a slow

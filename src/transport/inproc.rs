@@ -203,12 +203,8 @@ impl Fabric {
         if !super::wait::anyone_parked() {
             return;
         }
-        for (rank, e) in self.events.iter().enumerate() {
-            if rank != me {
-                e.ring_fenced();
-            }
-        }
-        super::wait::bell().ring_fenced();
+        let others = self.events.iter().enumerate().filter(|&(rank, _)| rank != me);
+        super::wait::ring_all(others.map(|(_, e)| e));
     }
 
     pub(super) fn send(&self, from: Rank, to: Rank, header: Header, payload: Payload) -> u64 {

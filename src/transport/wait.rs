@@ -321,6 +321,16 @@ pub(crate) struct Event {
     cv: Condvar,
 }
 
+/// Rings `events` and the process-wide [`bell`], for a caller that has just taken a
+/// [`ringer_fence`] and seen [`anyone_parked`]: every doorbell of this process's ranks that
+/// an op may have made ready, then the one a thread driving several ranks waits on.
+pub(crate) fn ring_all<'a>(events: impl Iterator<Item = &'a Event>) {
+    for e in events {
+        e.ring_fenced();
+    }
+    bell().ring_fenced();
+}
+
 /// The process-wide doorbell, rung with every rank's: what a thread driving several ranks
 /// waits on (a group call, the shared progress thread), whichever communicators and
 /// transports those ranks use. Ringing it costs one load while nobody sleeps on it.

@@ -480,12 +480,8 @@ impl Mesh {
             && t.index.get(me).is_some_and(Option::is_some)
             && super::wait::anyone_parked()
         {
-            for (r, _) in t.index.iter().enumerate().filter(|(r, i)| *r != me && i.is_some()) {
-                if let Some(e) = self.ep(r) {
-                    e.event.ring_fenced();
-                }
-            }
-            super::wait::bell().ring_fenced();
+            let others = t.index.iter().enumerate().filter(|(r, i)| *r != me && i.is_some());
+            super::wait::ring_all(others.filter_map(|(r, _)| self.ep(r)).map(|e| &e.event));
         }
     }
 }
