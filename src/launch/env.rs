@@ -238,13 +238,9 @@ impl LaunchEnv {
         {
             err.invalid.push(format!("{sn}={s} is more than {}={w}", names.size));
         }
-        let socket_ifname = match env.get("RUCCL_SOCKET_IFNAME").map(|v| v.trim()) {
-            Some("") => {
-                err.invalid.push("RUCCL_SOCKET_IFNAME is set but empty".to_string());
-                None
-            }
-            other => other.map(str::to_string),
-        };
+        // Empty counts as unset, as for every RUCCL_* variable (`CommConfig::from_env`).
+        let socket_ifname =
+            env.get("RUCCL_SOCKET_IFNAME").map(|v| v.trim()).filter(|v| !v.is_empty()).map(str::to_string);
         match (rank, world, addr, port) {
             (Some(rank), Some(world_size), Some(master_addr), Some(master_port))
                 if err.missing.is_empty() && err.invalid.is_empty() =>
