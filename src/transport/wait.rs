@@ -137,30 +137,42 @@ pub enum WaitOutcome {
 /// Most spin iterations before yielding. A `pause` costs 3-40 ns by CPU (~30 ns on this
 /// project's 2-core KVM machine, so 200 are ~6 us).
 const SPIN: u32 = 200;
-/// Spin iterations a thread whose spins stopped paying still tries every [`PROBE_EVERY`]
+/// Spin iterations a thread whose spins stopped paying first tries every [`PROBE_EVERY`]
 /// waits, to notice when its peers run beside it again.
 const PROBE: u32 = 8;
-/// How often a thread that does not spin probes.
+/// How often a thread that does not spin first probes.
 const PROBE_EVERY: u32 = 8;
+/// The longest probe: a probe that fails doubles the next one's spins up to this (a round
+/// trip longer than [`PROBE`] pauses, as across sockets, could never pay back otherwise),
+/// and then the waits between probes, up to [`PROBE_EVERY_MAX`].
+const PROBE_MAX: u32 = SPIN / 2;
+/// The most waits between two probes: a thread whose spins never pay spends at most
+/// [`PROBE_MAX`] pauses per this many waits (~2 pauses a wait).
+const PROBE_EVERY_MAX: u32 = 64;
 
 /// How long a thread spins before it yields: the spin budget adapts to whether spinning
 /// ended the thread's recent waits. Live ranks may fit on the cores while other processes
 /// hold them, or the scheduler may put two ranks on one core; a waiter then spins out its
 /// whole budget on the core the awaited peer needs, every wait (two ranks' 8-byte all_reduce
 /// took 10-20 us instead of 2 that way). A wait that spins out its budget halves it; one
-/// that ends while spinning doubles it, up to [`SPIN`]; at zero a thread still probes with
-/// [`PROBE`] spins every [`PROBE_EVERY`] waits. Pure: no clock, no I/O.
+/// that ends while spinning doubles it, up to [`SPIN`]; at zero a thread still probes, with
+/// [`PROBE`] spins every [`PROBE_EVERY`] waits at first, and longer probes further apart
+/// while they fail (up to [`PROBE_MAX`] spins every [`PROBE_EVERY_MAX`] waits). Pure: no
+/// clock, no I/O.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Spin {
     budget: u32,
     /// Waits since the last probe, while the budget is zero.
     idle: u32,
+    /// The next probe's spins, and the waits before it, while the budget is zero.
+    probe: u32,
+    every: u32,
 }
 
 impl Spin {
     /// A thread starts out spinning fully.
     pub(crate) const fn new() -> Self {
-        Spin { budget: SPIN, idle: 0 }
+        Spin { budget: SPIN, idle: 0, probe: PROBE, every: PROBE_EVERY }
     }
 
     /// Spin iterations for the next wait.
@@ -169,9 +181,9 @@ impl Spin {
             return self.budget;
         }
         self.idle += 1;
-        if self.idle >= PROBE_EVERY {
+        if self.idle >= self.every {
             self.idle = 0;
-            PROBE
+            self.probe
         } else {
             0
         }
@@ -183,7 +195,16 @@ impl Spin {
         if spun == 0 {
             return;
         }
-        self.budget = if paid { (self.budget.max(spun) * 2).min(SPIN) } else { self.budget / 2 };
+        if paid {
+            self.budget = (self.budget.max(spun) * 2).min(SPIN);
+            (self.probe, self.every) = (PROBE, PROBE_EVERY);
+        } else if self.budget > 0 {
+            self.budget /= 2;
+        } else if self.probe < PROBE_MAX {
+            self.probe = (self.probe * 2).min(PROBE_MAX);
+        } else {
+            self.every = (self.every * 2).min(PROBE_EVERY_MAX);
+        }
     }
 }
 
@@ -523,7 +544,7 @@ mod tests {
         let mut s = Spin::new();
         assert_eq!(s.spins(), SPIN);
         // Spins that do not pay shrink the budget to nothing...
-        for _ in 0..16 {
+        for _ in 0..8 {
             let n = s.spins();
             s.record(n, false);
         }
@@ -533,6 +554,7 @@ mod tests {
         assert_eq!(probes.iter().filter(|&&n| n == PROBE).count(), 2);
         assert!(probes.iter().all(|&n| n == 0 || n == PROBE));
         // and a probe that pays grows the budget back to the full spin.
+        let mut failing = s;
         s.record(PROBE, true);
         assert_eq!(s.budget, 2 * PROBE);
         for _ in 0..16 {
@@ -543,5 +565,20 @@ mod tests {
         // A wait that did not spin tells nothing.
         s.record(0, false);
         assert_eq!(s.spins(), SPIN);
+        // Probes that fail grow (a round trip longer than PROBE pauses pays back only then),
+        // then come further apart: at most PROBE_MAX spins every PROBE_EVERY_MAX waits.
+        let mut spun = Vec::new();
+        for _ in 0..4096 {
+            let n = failing.spins();
+            failing.record(n, false);
+            spun.push(n);
+        }
+        let probes: Vec<u32> = spun.iter().copied().filter(|&n| n > 0).collect();
+        assert_eq!(probes[..5], [PROBE, 2 * PROBE, 4 * PROBE, 8 * PROBE, PROBE_MAX]);
+        assert!(spun[spun.len() - 1024..].iter().sum::<u32>() <= 1024 / PROBE_EVERY_MAX * PROBE_MAX);
+        // A long probe that pays spins fully again, and starts probing short and often.
+        failing.record(PROBE_MAX, true);
+        assert_eq!(failing.spins(), SPIN);
+        assert_eq!((failing.probe, failing.every), (PROBE, PROBE_EVERY));
     }
 }
