@@ -104,5 +104,35 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
         )
     };
     let all: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(|e| bad(e.to_string()))?.collect();
-    all.iter().find(|a| a.is_ipv4()).or(all.first()).copied().ok_or_else(|| bad("no address".into()))
+    let addr = all.iter().find(|a| a.is_ipv4()).or(all.first()).copied().ok_or_else(|| bad("no address".into()))?;
+    // A link-local IPv6 address names no interface without its zone: every connection to it
+    // failed with the OS's bare "Invalid argument" (or timed out), naming neither cause.
+    if let SocketAddr::V6(a) = addr
+        && (a.ip().segments()[0] & 0xffc0) == 0xfe80
+        && a.scope_id() == 0
+    {
+        return Err(CollectiveError::invalid(format!(
+            "MASTER_ADDR={host} is a link-local IPv6 address without a zone, which names no interface:              add the interface as its zone (as {}%eth0), or use an address that is not link-local",
+            a.ip()
+        ))
+        .with_hint("set MASTER_ADDR to rank 0's address with its zone, or to a global address or host name"));
+    }
+    Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_link_local_master_without_a_zone_is_refused_naming_it() {
+        let e = resolve("fe80::1", 29500).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("MASTER_ADDR=fe80::1 is a link-local IPv6 address without a zone"), "{e}");
+        assert_eq!(resolve("127.0.0.1", 29500).unwrap(), "127.0.0.1:29500".parse().unwrap());
+        assert_eq!(resolve("::1", 29500).unwrap(), "[::1]:29500".parse().unwrap());
+        assert!(resolve("fe80::1%1", 29500).is_ok_and(|a| matches!(a, SocketAddr::V6(v) if v.scope_id() == 1)));
+    }
 }
