@@ -127,7 +127,10 @@ impl<'a, D: Device> Group<'a, D> {
         // general path clones its handles below. Pushed one by one into inline storage: no
         // allocation, no reference count touched.
         let mut checked: Few<(OpDesc, Io<&'a D::Buffer>)> = Few::new();
+        // Held while the group runs: no other thread's call on these communicators meanwhile.
+        let mut entered: Few<super::caller::Entered<'a>> = Few::new();
         for (comm, call) in &calls {
+            entered.push(comm.enter(|| format!("Group::run ({})", call.kind.name()))?);
             checked.push(comm.check_lent(call)?);
         }
         let ahead = ahead::suspect(&calls);

@@ -3,6 +3,7 @@
 //! The rules callers follow are on the [`Communicator`] type's docs (this module is private).
 
 mod blocks;
+mod caller;
 mod calls;
 mod collectives;
 mod exchanged;
@@ -140,7 +141,12 @@ pub(crate) struct Local<D: Device> {
 /// Make one [`UniqueId`], hand it to one thread per rank (a clone) or to other processes (its
 /// text or bytes), and build each rank's communicator on its own thread (below); or let a
 /// launcher's variables describe the group ([`from_env`](Self::from_env)).
-/// `Communicator` is `Send + Sync`; calls on one communicator are serialised.
+/// `Communicator` is `Send + Sync`: it may be moved to another thread, or handed between
+/// threads one call at a time; but a call made while another thread's call on the same
+/// communicator is in flight fails with `InvalidArgument` and aborts the communicator (two
+/// threads' calls can be ordered differently on each rank, pairing one call's data with
+/// another's). Ops that must run at once from several threads need a communicator each
+/// ([`split_all`](Self::split_all)).
 ///
 /// # The ordering rule
 /// Every rank of a communicator must issue the same collectives, with matching counts,
@@ -202,6 +208,9 @@ pub struct Communicator<D: Device> {
     _live: crate::transport::LiveRank,
     local: Arc<Mutex<Local<D>>>,
     engine: Arc<Engine<D>>,
+    /// The thread inside a call of this communicator, if any: a second thread's call is
+    /// refused ([`caller`]).
+    caller: caller::CallerSlot,
 }
 
 impl<D: Device> std::fmt::Debug for Communicator<D> {
@@ -376,6 +385,7 @@ impl<D: Device> Communicator<D> {
             exchange,
             unchunked,
             _live: crate::transport::LiveRank::enter(),
+            caller: caller::CallerSlot::default(),
             shared,
         }
     }
@@ -475,6 +485,28 @@ impl<D: Device> Communicator<D> {
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner().failed.is_none(),
             Err(std::sync::TryLockError::WouldBlock) => true,
         }
+    }
+
+    /// Enters a call (`what`: the op, for the error) from this thread: see [`caller`]. A
+    /// second thread's call is refused and aborts the communicator.
+    #[inline]
+    pub(crate) fn enter(&self, what: impl FnOnce() -> String) -> Result<caller::Entered<'_>> {
+        self.caller.enter().map_err(|()| self.entered_twice(what()))
+    }
+
+    #[cold]
+    fn entered_twice(&self, what: String) -> CollectiveError {
+        let e = CollectiveError::invalid(format!(
+            "{what} was called on rank {}'s communicator while another thread's call on it was in flight: calls on              one communicator come from one thread at a time, in the same order on every rank (two threads' calls              can be ordered differently on each rank, combining the data of different calls); the communicator is              aborted, and its peers' ops fail too",
+            self.rank
+        ))
+        .with_rank(self.rank)
+        .with_op(what)
+        .with_hint(
+            "make every call on a communicator from one thread (or hand it between threads one call at a time); for              streams of ops that must run at once, give each its own communicator (split_all), then create the              communicators again",
+        );
+        self.shared.link.poison(self.rank, e.clone());
+        e
     }
 
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Local<D>> {

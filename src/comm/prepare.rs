@@ -33,6 +33,7 @@ impl<D: Device> Communicator<D> {
     /// and four cost 4 ranks on 2 cores ~15% of a 16-byte rooted op (PERFORMANCE.md, session
     /// 26).
     pub(super) fn submit(&self, call: Call<'_, D>) -> Result<()> {
+        let _entered = self.enter(|| call.kind.name().to_string())?;
         // A send or receive behind non-blocking ops joins them if they are sends and receives
         // too (torch's `isend` then a blocking `recv` around a ring): the engine runs it.
         let joins = matches!(call.kind, OpKind::Send | OpKind::Recv) && self.engine.may_be_busy();
@@ -87,6 +88,7 @@ impl<D: Device> Communicator<D> {
     /// The non-blocking path: prepares the op now (so checks fail here, and its place in the
     /// rank's order is taken), queues it, and lets the progress thread drive it.
     pub(super) fn issue(&self, call: Call<'_, D>) -> Result<Work> {
+        let _entered = self.enter(|| call.kind.name().to_string())?;
         // What the op will read and write: held from now until it completes (`crate::pins`).
         let held = self.held(&call);
         let work = {

@@ -3,7 +3,9 @@
 //! interleaved on one thread and concurrently from several threads per rank; asking whether
 //! a communicator is usable while another thread's op on it waits.
 
-use ruccl::{CommConfig, Communicator, ReduceOp, UniqueId};
+use std::time::Duration;
+
+use ruccl::{CommConfig, Communicator, ErrorKind, ReduceOp, UniqueId};
 
 use crate::harness::{Ctx, Opts, TEST_TIMEOUT, TestDevice, run};
 use crate::reference::{data, reduce_input, reduced, sentinel};
@@ -56,9 +58,10 @@ pub fn is_usable_never_waits_for_a_running_op<D: TestDevice>() {
     });
 }
 
-/// Two threads of each rank call one communicator at once: one blocking all_reduces, the
-/// other issuing them without blocking and waiting for each. Every op is the same call, so
-/// any interleaving matches across ranks; each rank's ops must still run in the order they
+/// Two threads of each rank hand one communicator between them one call at a time (a lock
+/// around each call): one blocking all_reduces, the other issuing them without blocking and
+/// waiting for each outside the lock. Every op is the same call, so any order of the two
+/// threads' calls matches across ranks; each rank's ops must still run in the order they
 /// took their sequence numbers (a blocking call that took its number after an op another
 /// thread queued meanwhile must not run ahead of it: that deadlocks against peers running
 /// the queued op first).
@@ -70,17 +73,23 @@ pub fn one_communicator_from_two_threads<D: TestDevice>() {
         let ones = [ctx.tensor(&[1.0f32; 8]), ctx.tensor(&[1.0f32; 8])];
         let mut outs = [ctx.tensor(&[0.0f32; 8]), ctx.tensor(&[0.0f32; 8])];
         let [out_a, out_b] = &mut outs;
+        let turn = std::sync::Mutex::new(());
+        let turn = &turn;
         let results: Vec<Result<(), String>> = std::thread::scope(|s| {
             let (a, b) = (&ones[0], &ones[1]);
             let blocking = s.spawn(move || {
                 for i in 0..rounds {
+                    let _turn = turn.lock().unwrap();
                     comm.all_reduce_into(out_a, a, ReduceOp::Sum).map_err(|e| format!("blocking #{i}: {e}"))?;
                 }
                 Ok(())
             });
             let issuing = s.spawn(move || {
                 for i in 0..rounds {
-                    let work = comm.all_reduce_into_async(out_b, b, ReduceOp::Sum);
+                    let work = {
+                        let _turn = turn.lock().unwrap();
+                        comm.all_reduce_into_async(out_b, b, ReduceOp::Sum)
+                    };
                     work.and_then(|w| w.wait()).map_err(|e| format!("issued #{i}: {e}"))?;
                 }
                 Ok(())
@@ -231,5 +240,41 @@ pub fn communicators_on_separate_threads<D: TestDevice>() {
             assert!(c.is_usable());
             ctx.ok(c.barrier(), "barrier");
         }
+    });
+}
+
+/// A call made while another thread's call on the same communicator is in flight fails with
+/// `InvalidArgument` saying so, and aborts the communicator: the call in flight fails, and so
+/// does the peer's, rather than pairing the data of different calls (two threads' calls can
+/// be ordered differently on each rank: found returning `Ok` with wrong sums across
+/// processes).
+pub fn a_second_thread_in_a_call_is_refused_and_aborts<D: TestDevice>() {
+    run::<D, _>(2, &Opts::timed(Duration::from_secs(30)), |ctx| {
+        if ctx.rank == 0 {
+            std::thread::scope(|s| {
+                let first = s.spawn(|| {
+                    let mut t = ctx.tensor(&[1.0f32; 4]);
+                    ctx.comm.all_reduce(&mut t, ReduceOp::Sum)
+                });
+                // The all_reduce waits for rank 1, which comes only later.
+                std::thread::sleep(Duration::from_millis(100));
+                let e = ctx.expect_err(
+                    ctx.comm.barrier(),
+                    ErrorKind::InvalidArgument,
+                    &["barrier", "another thread's call on it was in flight", "aborted"],
+                    "a second thread's call",
+                );
+                assert_eq!(e.context().rank, Some(0), "{e}");
+                let first = first.join().unwrap();
+                assert!(first.is_err(), "the call in flight must fail too: {first:?}");
+            });
+        } else {
+            std::thread::sleep(Duration::from_millis(300));
+            let mut t = ctx.tensor(&[1.0f32; 4]);
+            let r = ctx.comm.all_reduce(&mut t, ReduceOp::Sum);
+            assert!(r.is_err(), "rank 1's all_reduce must fail: {r:?}");
+        }
+        ctx.sync.wait();
+        assert!(!ctx.comm.is_usable());
     });
 }

@@ -180,6 +180,7 @@ macro_rules! core_suite {
                 concurrency::thousand_mixed_ops,
                 concurrency::communicators_interleaved,
                 concurrency::communicators_on_separate_threads,
+                concurrency::a_second_thread_in_a_call_is_refused_and_aborts,
                 splits::split_all_concurrent_with_parent,
                 splits::split_from_subset_reordered,
                 splits::split_from_disjoint_groups,
