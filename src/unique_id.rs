@@ -68,6 +68,10 @@ const TAG: &[u8; 4] = b"rucl";
 /// The bit of the token's first byte that marks an id made by [`UniqueId::new`] (rooted in the
 /// process that made it, which remembers it); clear in derived, launch and orchestrator ids.
 const MADE_BY_NEW: u8 = 1;
+/// The bit of the token's first byte that marks a launch's id ([`UniqueId::for_launch`]):
+/// the root's process refuses at once a launch id other than its own at its address (a rank
+/// of another job on the same `MASTER_PORT`).
+const LAUNCH: u8 = 2;
 
 /// The tokens this process made with [`UniqueId::new`] (16 bytes each, kept for the process's
 /// life): its rendezvous listener refuses at once a registration for an id of that kind it
@@ -91,7 +95,7 @@ impl UniqueId {
         let mut token = [0u8; 16];
         getrandom::fill(&mut token)
             .map_err(|e| CollectiveError::new(crate::ErrorKind::Io, format!("no randomness for a UniqueId: {e}")))?;
-        token[0] |= MADE_BY_NEW;
+        token[0] = (token[0] & !LAUNCH) | MADE_BY_NEW;
         let mut id = UniqueId::unchecked(token, crate::comm::rendezvous::listener::default_address()?);
         id.seal();
         made().insert(id.comm_bytes());
@@ -124,20 +128,30 @@ impl UniqueId {
     /// processes launched with different sizes then meet in one rendezvous, which tells
     /// every one of them at once that the sizes differ (with the size in the id, each size
     /// waited in a rendezvous of its own until the timeout, blaming ranks that never came).
-    pub(crate) fn for_launch(root: SocketAddr) -> Self {
-        let text = format!("ruccl-launch {root}");
+    /// `job`: the launcher's id of the job, when it sets one (`LaunchEnv::job`), so that a
+    /// rank of another job on the same address does not join this one.
+    pub(crate) fn for_launch(root: SocketAddr, job: Option<&str>) -> Self {
+        let text = format!("ruccl-launch {root} {}", job.unwrap_or(""));
         let h1 = fnv1a(FNV_OFFSET, text.as_bytes());
         let h2 = fnv1a(FNV_OFFSET ^ 0x9e37_79b9_7f4a_7c15, text.as_bytes());
         let mut token = [0u8; 16];
         token[..8].copy_from_slice(&h1.to_le_bytes());
         token[8..].copy_from_slice(&h2.to_le_bytes());
-        UniqueId::from_parts(token, Some(root))
+        let mut id = Self::from_parts(token, Some(root));
+        id.bytes[4] |= LAUNCH;
+        id.seal();
+        id
+    }
+
+    /// Whether this id is a launch's ([`for_launch`](Self::for_launch)).
+    pub(crate) fn is_launch(&self) -> bool {
+        self.bytes[4] & LAUNCH != 0
     }
 
     /// An id made of a token (its last 2 bytes replaced by the check of the first 14) and a
     /// root address.
     pub(crate) fn from_parts(mut token: [u8; 16], root: Option<SocketAddr>) -> Self {
-        token[0] &= !MADE_BY_NEW;
+        token[0] &= !(MADE_BY_NEW | LAUNCH);
         let mut id = Self::unchecked(token, root);
         id.seal();
         id
@@ -248,7 +262,7 @@ impl UniqueId {
         let mut bytes = self.bytes;
         bytes[4..12].copy_from_slice(&h1.to_le_bytes());
         bytes[12..20].copy_from_slice(&h2.to_le_bytes());
-        bytes[4] &= !MADE_BY_NEW;
+        bytes[4] &= !(MADE_BY_NEW | LAUNCH);
         let mut id = UniqueId { bytes };
         id.seal();
         id
@@ -376,11 +390,11 @@ mod tests {
             assert_eq!(hex(&id.to_bytes()).parse::<UniqueId>().unwrap(), id);
             assert_eq!(UniqueId::from_bytes(&id.to_bytes()).unwrap(), id);
         }
-        // The first byte's lowest bit is clear (not an id of `UniqueId::new`), the last two
-        // check the first 14.
+        // The first byte's two lowest bits are clear (not an id of `UniqueId::new`, nor a
+        // launch's), the last two check the first 14.
         let mut first = [7u8; 14];
-        first[0] = 6;
-        let sealed = format!("06{}{}", "07".repeat(13), hex(&check(&first)));
+        first[0] = 4;
+        let sealed = format!("04{}{}", "07".repeat(13), hex(&check(&first)));
         assert_eq!(v4.to_string(), format!("ruccl:{sealed}@10.1.2.3:29500"));
         assert_eq!(v4.derive(1, &[2]).root_address(), v4.root_address(), "a split keeps its root");
         for bad in ["", "ruccl:", "ruccl:zz", "rucc:0707", &format!("ruccl:{}@host", "07".repeat(16))] {
@@ -417,12 +431,20 @@ mod tests {
         b[9] ^= 0x10;
         assert!(UniqueId::from_bytes(&b).unwrap_err().to_string().contains("damaged"));
         assert!(hex(&b).parse::<UniqueId>().is_err());
-        for split in [id.derive(3, &[1]), UniqueId::for_launch("127.0.0.1:29500".parse().unwrap())] {
+        let root = "127.0.0.1:29500".parse().unwrap();
+        let launch = UniqueId::for_launch(root, None);
+        for split in [id.derive(3, &[1]), launch.clone()] {
             assert_eq!(split.to_string().parse::<UniqueId>().unwrap(), split, "derived ids are sealed too");
             assert!(!split.is_made_by_new(), "derived ids are not of UniqueId::new's kind");
         }
         let made = UniqueId::new().unwrap();
         assert!(made.is_made_by_new() && made.made_here() && !made.of_another_run().made_here());
         assert!(!made.derive(1, &[2]).is_made_by_new());
+        // Launch ids: the same for every rank of a job, another for another job; only they
+        // are marked so (not their splits, nor ids of other kinds).
+        assert!(launch.is_launch() && !launch.derive(1, &[2]).is_launch() && !made.is_launch());
+        assert_eq!(UniqueId::for_launch(root, Some("mpirun 7")), UniqueId::for_launch(root, Some("mpirun 7")));
+        assert_ne!(UniqueId::for_launch(root, Some("mpirun 7")), UniqueId::for_launch(root, Some("mpirun 8")));
+        assert_ne!(UniqueId::for_launch(root, Some("mpirun 7")), launch);
     }
 }

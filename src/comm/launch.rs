@@ -84,13 +84,34 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_launch(device: D, env: &LaunchEnv, config: CommConfig) -> Result<Self> {
-        let fail = |e: CollectiveError| e.with_rank(env.rank).with_op("Communicator::from_env");
-        let root = resolve(&env.master_addr, env.master_port).map_err(fail)?;
+        // The port when it is not MASTER_PORT itself, said in every error.
+        let port_note = (env.port_from != "MASTER_PORT").then(|| {
+            format!(
+                "Note: ruCCL's rendezvous port here is {} = {}{}",
+                env.port_from,
+                env.port,
+                if env.port_from == "MASTER_PORT + 1" {
+                    " (torchrun's agent listens on MASTER_PORT itself: TORCHELASTIC_USE_AGENT_STORE is set); set \
+                     RUCCL_MASTER_PORT to a free port of rank 0's host, the same for every rank, to choose another"
+                } else {
+                    ""
+                }
+            )
+        });
+        let fail = |e: CollectiveError| {
+            let e = e.with_rank(env.rank).with_op("Communicator::from_env");
+            match &port_note {
+                Some(note) => e.appended(note),
+                None => e,
+            }
+        };
+        let root = resolve(&env.master_addr, env.port).map_err(fail)?;
         listener::address_for(env.socket_ifname.as_deref(), Some(&env.master_addr)).map_err(fail)?;
+        let id = UniqueId::for_launch(root, env.job.as_deref());
         if env.rank == 0 {
             listener::serve_at(root).map_err(fail)?;
+            listener::root_launch(&id);
         }
-        let id = UniqueId::for_launch(root);
         Self::with_config(device, env.world_size, id, env.rank, config).map_err(fail)
     }
 }

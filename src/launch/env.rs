@@ -44,8 +44,20 @@ pub struct LaunchEnv {
     pub local_rank: Option<Rank>,
     /// The rendezvous root's host (`MASTER_ADDR`).
     pub master_addr: String,
-    /// The rendezvous root's port (`MASTER_PORT`).
+    /// `MASTER_PORT` (0 when only `RUCCL_MASTER_PORT` is set).
     pub master_port: u16,
+    /// The port ruCCL's rendezvous root listens on: `RUCCL_MASTER_PORT` when set; under
+    /// torchrun's agent store (`TORCHELASTIC_USE_AGENT_STORE=True`: torchrun's own process
+    /// listens on `MASTER_PORT` for the whole job), `MASTER_PORT + 1`; else `MASTER_PORT`.
+    pub port: u16,
+    /// Where [`port`](Self::port) comes from, for messages (`"MASTER_PORT"`,
+    /// `"RUCCL_MASTER_PORT"`, or `"MASTER_PORT + 1"` under torchrun's agent store).
+    pub port_from: &'static str,
+    /// The launcher's id of this job, when it sets one (`TORCHELASTIC_RUN_ID` and its restart
+    /// count, OpenMPI's `PMIX_NAMESPACE` or `OMPI_MCA_ess_base_jobid`, Slurm's `SLURM_JOB_ID`
+    /// and `SLURM_STEP_ID`): part of the communicator's id, so that a rank of another job on
+    /// the same `MASTER_ADDR:MASTER_PORT` is refused instead of joining this one.
+    pub job: Option<String>,
     /// The interface to bind and advertise (`RUCCL_SOCKET_IFNAME`), if set.
     pub socket_ifname: Option<String>,
 }
@@ -103,6 +115,24 @@ const INCOMPLETE: &str = "start every process under torchrun, mpirun or srun, or
 const NO_ADDRESS: &str = "mpirun and srun set the rank and world size but not MASTER_ADDR and MASTER_PORT: pass \
      them to every process (mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<free port>; under srun, export \
      them in the job script), the same in every process";
+
+/// The job id `launcher` sets (the same in every process of one job, different in another
+/// job), if it sets one.
+fn job_of<'a>(launcher: Launcher, get: &impl Fn(&str) -> Option<&'a str>) -> Option<String> {
+    match launcher {
+        Launcher::Torchrun => {
+            let run = get("TORCHELASTIC_RUN_ID")?;
+            Some(format!("torchrun {run} restart {}", get("TORCHELASTIC_RESTART_COUNT").unwrap_or("0")))
+        }
+        Launcher::OpenMpi => {
+            get("PMIX_NAMESPACE").or_else(|| get("OMPI_MCA_ess_base_jobid")).map(|j| format!("mpirun {j}"))
+        }
+        Launcher::Slurm => {
+            let job = get("SLURM_JOB_ID").or_else(|| get("SLURM_JOBID"))?;
+            Some(format!("slurm {job}.{}", get("SLURM_STEP_ID").or_else(|| get("SLURM_STEPID")).unwrap_or("-")))
+        }
+    }
+}
 
 /// The variables of one launcher: rank, size, local rank, local size.
 struct Names {
@@ -165,6 +195,24 @@ impl LaunchEnv {
             return Err(LaunchError { launcher: None, missing: Vec::new(), invalid: Vec::new() });
         };
         let mut err = LaunchError { launcher: Some(names.launcher), missing: Vec::new(), invalid: Vec::new() };
+        // A stray RANK or WORLD_SIZE alone, under a launcher whose variables are all there:
+        // not used in its place (never a silent fall-through), but named.
+        if get(names.rank).is_none() || get(names.size).is_none() {
+            let complete = LAUNCHERS.iter().find(|n| get(n.rank).is_some() && get(n.size).is_some());
+            if let Some(n) = complete {
+                let (set, unset) =
+                    if get(names.rank).is_some() { (names.rank, names.size) } else { (names.size, names.rank) };
+                err.invalid.push(format!(
+                    "{set} is set without {unset}, which hides {}'s complete {}={} and {}={}: if {set} is left over \
+                     in this environment (exported by hand), unset it",
+                    n.launcher,
+                    n.rank,
+                    get(n.rank).unwrap_or_default(),
+                    n.size,
+                    get(n.size).unwrap_or_default()
+                ));
+            }
+        }
         let mut number = |name: &'static str, required: bool| -> Option<usize> {
             match get(name) {
                 None => {
@@ -193,18 +241,38 @@ impl LaunchEnv {
         if addr.is_none() {
             err.missing.push("MASTER_ADDR");
         }
-        let port = match get("MASTER_PORT") {
-            None => {
-                err.missing.push("MASTER_PORT");
-                None
-            }
-            Some(v) => match v.parse::<u16>() {
+        let mut port_of = |name: &'static str| {
+            get(name).and_then(|v| match v.parse::<u16>() {
                 Ok(p) if p > 0 => Some(p),
                 _ => {
-                    err.invalid.push(format!("MASTER_PORT={v:?} is not a port (1 to 65535)"));
+                    err.invalid.push(format!("{name}={v:?} is not a port (1 to 65535)"));
+                    None
+                }
+            })
+        };
+        let ruccl_port = port_of("RUCCL_MASTER_PORT");
+        let master_port = port_of("MASTER_PORT");
+        let agent_store =
+            get("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+        let port = match (ruccl_port, master_port) {
+            (Some(p), _) => Some((p, "RUCCL_MASTER_PORT")),
+            (None, Some(p)) if agent_store => match p.checked_add(1) {
+                Some(p) => Some((p, "MASTER_PORT + 1")),
+                None => {
+                    err.invalid.push(format!(
+                        "MASTER_PORT={p}: torchrun's agent listens there, and ruCCL's rendezvous takes the next \
+                         port, which does not exist; set RUCCL_MASTER_PORT"
+                    ));
                     None
                 }
             },
+            (None, Some(p)) => Some((p, "MASTER_PORT")),
+            (None, None) => {
+                if get("MASTER_PORT").is_none() {
+                    err.missing.push("MASTER_PORT");
+                }
+                None
+            }
         };
         if world == Some(0) {
             err.invalid.push(format!("{}=0: there must be at least one rank", names.size));
@@ -241,8 +309,9 @@ impl LaunchEnv {
         // Empty counts as unset, as for every RUCCL_* variable (`CommConfig::from_env`).
         let socket_ifname =
             env.get("RUCCL_SOCKET_IFNAME").map(|v| v.trim()).filter(|v| !v.is_empty()).map(str::to_string);
+        let job = job_of(names.launcher, &get);
         match (rank, world, addr, port) {
-            (Some(rank), Some(world_size), Some(master_addr), Some(master_port))
+            (Some(rank), Some(world_size), Some(master_addr), Some((port, port_from)))
                 if err.missing.is_empty() && err.invalid.is_empty() =>
             {
                 Ok(LaunchEnv {
@@ -251,8 +320,11 @@ impl LaunchEnv {
                     world_size,
                     local_rank,
                     master_addr,
-                    master_port,
+                    master_port: master_port.unwrap_or(0),
+                    port,
+                    port_from,
                     socket_ifname,
+                    job,
                 })
             }
             _ => Err(err),

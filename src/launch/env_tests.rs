@@ -211,3 +211,59 @@ fn a_launch_error_is_said_once() {
     assert_eq!(d.matches("WORLD_SIZE").count(), 1, "{d}");
     assert!(std::error::Error::source(&e).is_some());
 }
+
+/// Under torchrun's agent store its own process listens on MASTER_PORT for the whole job:
+/// ruCCL's rendezvous takes the next port; RUCCL_MASTER_PORT chooses one for any launcher
+/// (and MASTER_PORT is then not needed).
+#[test]
+fn the_rendezvous_port() {
+    let base = [("RANK", "1"), ("WORLD_SIZE", "2")];
+    let l = LaunchEnv::from_map(&with_master(&base)).unwrap();
+    assert_eq!((l.master_port, l.port, l.port_from), (29500, 29500, "MASTER_PORT"));
+    let l =
+        LaunchEnv::from_map(&with_master(&[&base[..], &[("TORCHELASTIC_USE_AGENT_STORE", "True")]].concat())).unwrap();
+    assert_eq!((l.master_port, l.port, l.port_from), (29500, 29501, "MASTER_PORT + 1"));
+    let ours = [&base[..], &[("TORCHELASTIC_USE_AGENT_STORE", "True"), ("RUCCL_MASTER_PORT", "4000")]].concat();
+    let l = LaunchEnv::from_map(&with_master(&ours)).unwrap();
+    assert_eq!((l.port, l.port_from), (4000, "RUCCL_MASTER_PORT"));
+    let l = LaunchEnv::from_map(&map(&[&base[..], &[("MASTER_ADDR", "h"), ("RUCCL_MASTER_PORT", "4000")]].concat()));
+    assert_eq!(l.map(|l| (l.master_port, l.port)), Ok((0, 4000)));
+    let e = LaunchEnv::from_map(&with_master(&[&base[..], &[("RUCCL_MASTER_PORT", "0")]].concat())).unwrap_err();
+    assert_eq!(e.invalid, ["RUCCL_MASTER_PORT=\"0\" is not a port (1 to 65535)"]);
+    let top =
+        map(&[&base[..], &[("MASTER_ADDR", "h"), ("MASTER_PORT", "65535"), ("TORCHELASTIC_USE_AGENT_STORE", "1")]]
+            .concat());
+    assert!(LaunchEnv::from_map(&top).unwrap_err().invalid[0].contains("set RUCCL_MASTER_PORT"));
+}
+
+/// Each launcher's job id, the same in every process of a job: torchrun's run id and restart
+/// count, OpenMPI's namespace (or job id), Slurm's job and step.
+#[test]
+fn job_ids() {
+    let job = |pairs: &[(&'static str, &'static str)]| LaunchEnv::from_map(&with_master(pairs)).unwrap().job;
+    assert_eq!(job(&[("RANK", "0"), ("WORLD_SIZE", "2")]), None);
+    let run = [("RANK", "0"), ("WORLD_SIZE", "2"), ("TORCHELASTIC_RUN_ID", "abc")];
+    assert_eq!(job(&run).as_deref(), Some("torchrun abc restart 0"));
+    let again = [&run[..], &[("TORCHELASTIC_RESTART_COUNT", "2")]].concat();
+    assert_eq!(job(&again).as_deref(), Some("torchrun abc restart 2"));
+    let mpi = [("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2"), ("OMPI_MCA_ess_base_jobid", "77")];
+    assert_eq!(job(&mpi).as_deref(), Some("mpirun 77"));
+    assert_eq!(job(&[&mpi[..], &[("PMIX_NAMESPACE", "ns")]].concat()).as_deref(), Some("mpirun ns"));
+    let slurm = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_JOB_ID", "9"), ("SLURM_STEP_ID", "1")];
+    assert_eq!(job(&slurm).as_deref(), Some("slurm 9.1"));
+}
+
+/// A RANK or WORLD_SIZE alone, left over in the environment of a complete mpirun or srun
+/// launch, is named as what hides it (it said "missing WORLD_SIZE ... start every process
+/// under mpirun" under mpirun).
+#[test]
+fn a_stray_rank_alone_names_the_launch_it_hides() {
+    let mpi = [("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")];
+    let e = LaunchEnv::from_map(&with_master(&[&mpi[..], &[("RANK", "0")]].concat())).unwrap_err();
+    assert_eq!(e.launcher, Some(Launcher::Torchrun));
+    assert_eq!(e.missing, ["WORLD_SIZE"]);
+    assert!(e.invalid[0].contains("RANK is set without WORLD_SIZE, which hides OpenMPI's complete OMPI_COMM_WORLD_RANK=1 and OMPI_COMM_WORLD_SIZE=2"), "{e}");
+    let slurm = [("SLURM_PROCID", "1"), ("SLURM_NTASKS", "2")];
+    let e = LaunchEnv::from_map(&with_master(&[&slurm[..], &[("WORLD_SIZE", "1")]].concat())).unwrap_err();
+    assert!(e.invalid[0].contains("WORLD_SIZE is set without RANK, which hides Slurm's complete"), "{e}");
+}

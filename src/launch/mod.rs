@@ -21,9 +21,19 @@
 //! often left over in the shell that started `mpirun` or `srun`; and it refuses a
 //! `WORLD_SIZE=1` that way (`InvalidArgument`), which would let each process run alone.
 //!
+//! A stray `RANK` or `WORLD_SIZE` alone (the other unset) under a complete OpenMPI or Slurm
+//! launch is still an error, one that names the launch it hides.
+//!
 //! Every launcher also needs `MASTER_ADDR` and `MASTER_PORT`: the rendezvous root's address
 //! (torchrun sets them; with `srun` and `mpirun` export them, e.g. `mpirun -x MASTER_ADDR=...
-//! -x MASTER_PORT=...`). `RUCCL_SOCKET_IFNAME` names the interface to bind and advertise (as
+//! -x MASTER_PORT=...`). `RUCCL_MASTER_PORT`, when set, is the port instead (and
+//! `MASTER_PORT` is then not needed); under torchrun's agent store
+//! (`TORCHELASTIC_USE_AGENT_STORE=True`, set by `torchrun`, whose own process listens on
+//! `MASTER_PORT` for the whole job) the port is `MASTER_PORT + 1`. The launcher's job id, when
+//! it sets one (`TORCHELASTIC_RUN_ID` and `TORCHELASTIC_RESTART_COUNT`, `PMIX_NAMESPACE` or
+//! `OMPI_MCA_ess_base_jobid`, `SLURM_JOB_ID` and `SLURM_STEP_ID`), is part of the
+//! communicator's id: a rank of another job that reaches this job's rank 0 is refused at once
+//! rather than joining. `RUCCL_SOCKET_IFNAME` names the interface to bind and advertise (as
 //! `NCCL_SOCKET_IFNAME`); by default, the one that reaches `MASTER_ADDR`.
 
 mod env;

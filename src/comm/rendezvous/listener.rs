@@ -12,6 +12,7 @@
 //! keeps serving. The first listener's address is where this process's ranks take mesh
 //! connections.
 
+use crate::unique_id::UniqueId;
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -28,6 +29,8 @@ const FIRST_FRAME: Duration = Duration::from_secs(10);
 struct Listeners {
     /// Addresses this process serves, the first one where its ranks take mesh connections.
     serving: Vec<SocketAddr>,
+    /// The launch ids (`UniqueId::for_launch`) rooted here, by the address they are rooted at.
+    launches: Vec<UniqueId>,
 }
 
 static LISTENERS: LazyLock<Mutex<Listeners>> = LazyLock::new(Default::default);
@@ -45,6 +48,23 @@ pub(crate) fn process_token() -> [u8; 16] {
 /// Whether this process serves `addr` (made the ids rooted there).
 pub(crate) fn serves(addr: SocketAddr) -> bool {
     listeners().serving.contains(&addr)
+}
+
+/// Records that this process roots launch `id` (rank 0 of a launch, at the address `id`
+/// names).
+pub(crate) fn root_launch(id: &UniqueId) {
+    let mut l = listeners();
+    if !l.launches.contains(id) {
+        l.launches.push(id.clone());
+    }
+}
+
+/// Whether `id`, a launch's id, is of another launch than the ones this process roots at
+/// the same address (a rank of another job on the same `MASTER_ADDR:MASTER_PORT`).
+pub(crate) fn another_launch(id: &UniqueId) -> bool {
+    let l = listeners();
+    let here: Vec<_> = l.launches.iter().filter(|m| m.root_address() == id.root_address()).collect();
+    id.is_launch() && !here.is_empty() && !here.contains(&id)
 }
 
 /// The address of this process's first listener, started (see [`bind_ip`]) if there is none

@@ -238,6 +238,17 @@ pub(super) fn serve(h: &FrameHeader, body: &[u8], mut s: TcpStream) -> Result<()
         ));
         return Err(refuse(&mut s, e));
     }
+    if listener::another_launch(&reg.id) {
+        let at = reg.id.root_address().map_or_else(String::new, |a| a.to_string());
+        let e = CollectiveError::invalid(format!(
+            "rank {} of another launch registered at {at}, the rendezvous of a launch whose rank 0 is this process: \
+             two jobs use the same MASTER_ADDR:MASTER_PORT (their launchers' job ids differ: TORCHELASTIC_RUN_ID, \
+             PMIX_NAMESPACE or SLURM_JOB_ID)",
+            reg.rank
+        ))
+        .with_hint("give each job its own MASTER_PORT (or RUCCL_MASTER_PORT), then start this job's ranks again");
+        return Err(refuse(&mut s, e));
+    }
     if reg.id.is_made_by_new() && !reg.id.made_here() {
         let e = CollectiveError::invalid(format!(
             "rank {} registered for communicator {}, which this process (the one listening at {}) never made: the \

@@ -277,3 +277,23 @@ fn a_join_while_the_group_connects_is_refused_as_in_use() {
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     assert!(e.to_string().contains("rank(s) 0 never called"), "{e}");
 }
+
+/// A rank of another launch (another job on the same MASTER_ADDR:MASTER_PORT, its launcher's
+/// job id another) registering at a launch's root is refused at once, saying so: it joined
+/// the other job's group when the shapes allowed, the two jobs exchanging data with no error.
+#[test]
+fn a_rank_of_another_launch_is_refused_at_once() {
+    let Some((_, root)) = rooted() else { return };
+    let ours = UniqueId::for_launch(root, Some("mpirun 1"));
+    listener::root_launch(&ours);
+    let mut theirs = registration(&UniqueId::for_launch(root, Some("mpirun 2")));
+    theirs.timeout = Duration::from_secs(30);
+    let start = Instant::now();
+    let e = refused(root, &proto::encode_register(&theirs));
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("rank 1 of another launch registered at"), "{e}");
+    // This launch's own ranks are still served (rank 0 never comes: the room's timeout).
+    let e = refused(root, &proto::encode_register(&registration(&ours)));
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+}
