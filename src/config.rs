@@ -219,6 +219,21 @@ fn parse_secs(name: &str, v: &str) -> Result<Duration> {
     Ok(d)
 }
 
+/// The shortest peer-silence limit a communicator accepts: live peers send a heartbeat every
+/// quarter of it, and a thread of theirs (or of this process's reader) that is not scheduled
+/// for longer — a loaded host — would have every peer counted lost (1 ms lost them all at the
+/// first op).
+pub const MIN_PEER_SILENCE: Duration = Duration::from_millis(100);
+
+/// `InvalidArgument` for a peer-silence limit below [`MIN_PEER_SILENCE`] (`what` set it).
+fn too_short_silence(what: &str, silence: Duration) -> CollectiveError {
+    CollectiveError::invalid(format!(
+        "{what}: a peer-silence limit of {silence:?} is below the least, {MIN_PEER_SILENCE:?}: peers send a heartbeat \
+         every quarter of it, and a process not scheduled for that long would count every peer lost"
+    ))
+    .with_hint("use a peer-silence limit of at least 100 ms (the default, 60 s, suits most jobs)")
+}
+
 impl CommConfig {
     /// `InvalidArgument` for a setting no wait can live with (the builders take any value;
     /// the environment's parser refuses the same values as it reads them).
@@ -234,6 +249,9 @@ impl CommConfig {
         }
         if self.peer_silence.is_zero() {
             return Err(zero("with_peer_silence", "RUCCL_PEER_SILENCE"));
+        }
+        if self.peer_silence < MIN_PEER_SILENCE {
+            return Err(too_short_silence("CommConfig::with_peer_silence", self.peer_silence));
         }
         Ok(())
     }
@@ -330,6 +348,9 @@ impl CommConfig {
         }
         if let Some(v) = get("RUCCL_PEER_SILENCE") {
             c.peer_silence = parse_secs("RUCCL_PEER_SILENCE", &v)?;
+            if c.peer_silence < MIN_PEER_SILENCE {
+                return Err(too_short_silence(&format!("RUCCL_PEER_SILENCE={v:?}"), c.peer_silence));
+            }
         }
         if let Some(v) = get("RUCCL_SHARED_PROGRESS") {
             c.shared_progress = parse_flag("RUCCL_SHARED_PROGRESS", &v)?.unwrap_or(false);
@@ -436,8 +457,8 @@ impl CommConfig {
     /// and fails with `PeerLost` naming it — a process that hangs or is stopped without
     /// closing its sockets. Live peers send heartbeats at a quarter of it (at most every 2 s).
     /// `RUCCL_PEER_SILENCE` (seconds) sets it from the environment; the default is
-    /// [`DEFAULT_PEER_SILENCE`]. Zero is refused where a communicator is made, as
-    /// `RUCCL_PEER_SILENCE=0` is.
+    /// [`DEFAULT_PEER_SILENCE`]. Less than [`MIN_PEER_SILENCE`] is refused where a
+    /// communicator is made, as the same `RUCCL_PEER_SILENCE` is.
     ///
     /// ```
     /// use std::time::Duration;

@@ -109,3 +109,20 @@ fn empty_values_are_unset() {
         }
     }
 }
+
+/// A peer-silence limit below the least is refused from the environment and the builder
+/// alike, naming the value (1 ms lost every peer at the first op, and the message then
+/// quoted the 60 s default).
+#[test]
+fn a_peer_silence_below_the_least_is_refused() {
+    let env = |v: &'static str| CommConfig::from_lookup(move |k| (k == "RUCCL_PEER_SILENCE").then(|| v.into()));
+    let e = env("0.001").unwrap_err();
+    assert!(
+        e.message().contains("RUCCL_PEER_SILENCE=\"0.001\": a peer-silence limit of 1ms is below the least, 100ms"),
+        "{e}"
+    );
+    assert!(env("0.1").is_ok());
+    let e = CommConfig::default().with_peer_silence(Duration::from_millis(20)).check().unwrap_err();
+    assert!(e.message().contains("CommConfig::with_peer_silence: a peer-silence limit of 20ms"), "{e}");
+    assert!(CommConfig::default().with_peer_silence(MIN_PEER_SILENCE).check().is_ok());
+}

@@ -300,18 +300,18 @@ impl Link {
     /// goodbye), or, over a socket, it fell silent past the limit, or its connection ended
     /// without a goodbye (the process died or was killed, the connection broke) — with what
     /// to check.
-    pub fn departure(&self, me: Rank, rank: Rank) -> &'static str {
+    pub fn departure(&self, me: Rank, rank: Rank) -> std::borrow::Cow<'static, str> {
         match self {
-            Link::Tcp(m) if m.is_silent(me, rank) => {
-                "is gone: nothing came on its connection for longer than the peer-silence limit \
-                 (RUCCL_PEER_SILENCE, CommConfig::with_peer_silence; 60 s by default): is its process stopped (SIGSTOP, \
-                 a debugger), hung outside ruCCL with its sockets open, or its host unreachable?"
-            }
-            Link::Tcp(m) if m.is_lost(me, rank) => {
-                "is gone: its connection closed without a goodbye, or broke (did its process crash or get \
-                 killed? is the network between the hosts up?)"
-            }
-            _ => "dropped its communicator",
+            Link::Tcp(m) if let Some(limit) = m.silent_past(me, rank) => format!(
+                "is gone: nothing came on its connection for longer than the peer-silence limit, {limit:?} here \
+                 (RUCCL_PEER_SILENCE, CommConfig::with_peer_silence; 60 s by default): is its process stopped \
+                 (SIGSTOP, a debugger), hung outside ruCCL with its sockets open, or its host unreachable?"
+            )
+            .into(),
+            Link::Tcp(m) if m.is_lost(me, rank) => "is gone: its connection closed without a goodbye, or broke (did \
+                 its process crash or get killed? is the network between the hosts up?)"
+                .into(),
+            _ => "dropped its communicator".into(),
         }
     }
 

@@ -66,8 +66,9 @@ fn peer_lost(e: &ruccl::CollectiveError, victim: usize, started: Instant) -> Res
     if !e.to_string().contains("its process") {
         return Err(format!("a killed process is not called a dropped communicator: {e}"));
     }
-    // `MP_SILENT=1`: the victim was stopped, so the survivor lost it to silence, and says so.
-    let silent = e.to_string().contains("longer than the peer-silence limit (RUCCL_PEER_SILENCE");
+    // `MP_SILENT=1`: the victim was stopped, so the survivor lost it to silence, and says so,
+    // with the limit in effect (`RUCCL_PEER_SILENCE=1`).
+    let silent = e.to_string().contains("longer than the peer-silence limit, 1s here (RUCCL_PEER_SILENCE");
     if silent != (var("MP_SILENT") == "1") {
         return Err(format!("lost to silence: {silent}, expected {}: {e}", var("MP_SILENT") == "1"));
     }

@@ -402,8 +402,9 @@ impl Mesh {
     }
 
     /// Whether `me` lost `rank` to silence (nothing came for the peer-silence limit).
-    pub(super) fn is_silent(&self, me: Rank, rank: Rank) -> bool {
-        self.pair(me, rank).is_some_and(|(_, p)| p.silent.load(Ordering::SeqCst))
+    /// The silence limit `me` held `rank`'s connection to, when `rank` was lost to it.
+    pub(super) fn silent_past(&self, me: Rank, rank: Rank) -> Option<std::time::Duration> {
+        self.pair(me, rank).filter(|(_, p)| p.silent.load(Ordering::SeqCst)).map(|(e, _)| e.silence)
     }
 
     pub(super) fn is_departed(&self, me: Rank, rank: Rank) -> bool {
