@@ -210,7 +210,15 @@ impl CollectiveError {
         // itself, which then names the rank that failed first.
         let c = &self.inner.context;
         out.inner.context.peer = c.peer.filter(|&p| p != rank).or(c.rank.filter(|&r| r != rank));
-        out.inner.report = self.inner.report.clone();
+        // The report is the first rank's view: "(another process)" there means another than
+        // that rank's, which may be this one's own.
+        out.inner.report =
+            match self.inner.context.rank.filter(|&r| r != rank) {
+                Some(r) => self.inner.report.as_ref().map(|report| {
+                    format!("as rank {r} saw it (\"another process\": another than rank {r}'s):\n{report}")
+                }),
+                None => self.inner.report.clone(),
+            };
         out.inner.hint = self.inner.hint;
         // Not when the ranks waited for each other: the hint of the rank that gave up (what
         // to do about the cycle) stays.
@@ -507,5 +515,15 @@ mod tests {
         );
         assert_eq!((r.context().rank, r.context().peer), (Some(2), Some(1)));
         assert_eq!(e.relayed(0).message(), "in barrier: rank 1 is gone while this rank waited for rank 1");
+        // The first rank's flight recorder is its view ("another process": another than its).
+        let t = CollectiveError::new(ErrorKind::Timeout, "gave up")
+            .with_rank(2)
+            .with_report("rank 0: (another process) idle");
+        let report = t.relayed(0).report().map(str::to_string).unwrap_or_default();
+        assert!(
+            report.starts_with("as rank 2 saw it (\"another process\": another than rank 2's):\nrank 0:"),
+            "{report}"
+        );
+        assert_eq!(t.relayed(2).report(), Some("rank 0: (another process) idle"));
     }
 }

@@ -45,6 +45,11 @@ pub(crate) fn after_failure(first: &CollectiveError, rank: Rank, now: Now) -> Co
         (None, None) => "an earlier op".to_string(),
     };
     let who = origin.map_or_else(|| "this rank".to_string(), |o| format!("rank {o}"));
+    // "This rank" in the first rank's message is that rank, not this one.
+    let quoted = match origin {
+        Some(o) => first.message().replace("this rank", &format!("rank {o}")),
+        None => first.message().to_string(),
+    };
     if ctx.peer == Some(rank) && now != Now::NewP2p {
         // The rank that failed first named this one: it is involved whatever op it is in.
         return first.relayed(rank);
@@ -57,23 +62,19 @@ pub(crate) fn after_failure(first: &CollectiveError, rank: Rank, now: Now) -> Co
         _ if first.kind() == ErrorKind::PeerLost
             && let Some(lost) = ctx.peer.filter(|&p| p != rank) =>
         {
-            let out = CollectiveError::new(
-                ErrorKind::PeerLost,
-                format!("{who} saw it first, in {what}: {}", first.message()),
-            );
+            let out = CollectiveError::new(ErrorKind::PeerLost, format!("{who} saw it first, in {what}: {quoted}"));
             return out.with_rank(rank).with_peer(lost);
         }
         (Some(s), Now::Collective(c)) if s < c => CollectiveError::new(
             first.kind(),
             format!(
                 "{what} failed on {who} after it had finished on this rank (nothing this rank exchanged in it \
-                 disagreed): {}",
-                first.message()
+                 disagreed): {quoted}"
             ),
         ),
         _ => CollectiveError::new(
             ErrorKind::Aborted,
-            format!("cut short: {who} failed first, in {what}: {}: {}", first.kind(), first.message()),
+            format!("cut short: {who} failed first, in {what}: {}: {quoted}", first.kind()),
         ),
     };
     let out = out.with_rank(rank);
@@ -107,6 +108,28 @@ mod tests {
         assert!(behind.message().contains("rank 0 failed first, in op #5"), "{behind}");
         assert_eq!(behind.context().peer, Some(0));
         assert_eq!(after_failure(&e, 2, Now::P2p).kind(), ErrorKind::Aborted);
+    }
+
+    /// "This rank" in the message of the rank that failed first is that rank: quoted by a
+    /// rank past or behind the op, it read as the quoting rank ("failed on rank 0 after it
+    /// had finished on this rank: ... but this rank expects 8 x f32", this rank being rank 0).
+    #[test]
+    fn a_quoted_message_names_the_rank_that_failed_first() {
+        let e = CollectiveError::new(ErrorKind::Mismatch, "rank 1 sends this rank 0 x f32, but this rank expects 8")
+            .with_rank(0)
+            .with_peer(1)
+            .with_op("all_to_all(24 x f32)")
+            .with_seq(0);
+        for now in [Now::Collective(1), Now::P2p] {
+            let got = after_failure(&e, 2, now);
+            assert!(got.message().contains("rank 1 sends rank 0 0 x f32, but rank 0 expects 8"), "{got}");
+        }
+        let got = after_failure(&e, 2, Now::Collective(1));
+        assert!(got.message().contains("after it had finished on this rank"), "{got}");
+        // The rank's own failure keeps its own words.
+        let own = CollectiveError::new(ErrorKind::Mismatch, "but this rank expects 8").with_rank(2).with_seq(0);
+        let own = after_failure(&own, 2, Now::Collective(1));
+        assert!(own.message().contains("but this rank expects 8"), "{own}");
     }
 
     #[test]
