@@ -20,7 +20,15 @@ impl<D: Device> Communicator<D> {
     /// `InvalidArgument` listing every missing or bad variable; as
     /// [`from_launch`](Self::from_launch).
     pub fn from_env(device: D) -> Result<Self> {
-        let config = CommConfig::from_env().map_err(|e| e.with_op("Communicator::from_env"))?;
+        let config = CommConfig::from_env().map_err(|e| {
+            // Named by rank when the launcher says which (N processes print N lines).
+            let rank = LaunchEnv::from_map(&std::env::vars().collect()).ok().map(|l| l.rank);
+            let e = e.with_op("Communicator::from_env");
+            match rank {
+                Some(r) => e.with_rank(r),
+                None => e,
+            }
+        })?;
         Self::from_env_with_config(device, config)
     }
 
@@ -44,8 +52,13 @@ impl<D: Device> Communicator<D> {
         }
         // Without a subscriber the warning is lost, and a join that fails is where stale
         // variables show (every process took the same rank): the error says it too.
+        // Stale variables are then the likely cause of any failure (every process took the
+        // same rank: rank 0's port "in use"), and their advice comes first.
         Self::from_launch(device, &env, config).map_err(|e| match &shadow {
-            Some(why) => e.appended(&format!("Note: {why}")),
+            Some(why) => e.appended(&format!("Note: {why}")).with_hint(
+                "if RANK and WORLD_SIZE are left over in the environment that starts the launcher, unset them \
+                 (the launcher's own variables then count), and start every process again",
+            ),
             None => e,
         })
     }

@@ -464,7 +464,9 @@ impl<D: Device> Communicator<D> {
     pub fn abort(&self) {
         self.shared.link.poison(
             self.rank,
-            CollectiveError::new(ErrorKind::Aborted, format!("rank {} called abort()", self.rank)).with_rank(self.rank),
+            CollectiveError::new(ErrorKind::Aborted, format!("rank {} called abort()", self.rank))
+                .with_rank(self.rank)
+                .with_hint("create a new communicator (this one was aborted by abort() on the rank named above)"),
         );
     }
 

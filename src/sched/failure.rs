@@ -32,7 +32,9 @@ pub(crate) fn after_failure(first: &CollectiveError, rank: Rank, now: Now) -> Co
     let origin = ctx.rank.filter(|&r| r != rank);
     if first.kind() == ErrorKind::Aborted && ctx.seq.is_none() {
         // `abort()`: its message already says who called it.
-        let e = CollectiveError::new(ErrorKind::Aborted, first.message()).with_rank(rank);
+        let e = CollectiveError::new(ErrorKind::Aborted, first.message())
+            .with_rank(rank)
+            .with_hint("create a new communicator (this one was aborted by abort() on the rank named above)");
         return match origin {
             Some(o) => e.with_peer(o),
             None => e,

@@ -31,10 +31,13 @@ pub(super) fn config_mismatch(differ: &[usize], configs: &[&CommConfig], spans: 
         if differ.len() == 1 { "es" } else { "" },
         theirs.join("; ")
     ))
-    .with_hint(
-        "give every rank the same CommConfig; set RUCCL_CHUNK_BYTES, RUCCL_ALGO, RUCCL_TRANSPORT and \
-         RUCCL_PEER_SILENCE alike in every process (or in none), then start every rank again",
-    )
+    .with_hint(if spans {
+        "give every rank the same CommConfig; set RUCCL_CHUNK_BYTES, RUCCL_ALGO and RUCCL_PEER_SILENCE alike in \
+         every process (or in none), then start every rank again"
+    } else {
+        "give every rank the same CommConfig (chunk bytes, algorithm, transport; RUCCL_CHUNK_BYTES, RUCCL_ALGO and \
+         RUCCL_TRANSPORT set them from the environment), then create the communicators again"
+    })
 }
 
 /// A join of `id` while a communicator made with it still exists (in this process, or in the
