@@ -254,24 +254,6 @@ fn parker_fence() {
     }
 }
 
-/// Whether this process can take the sleeper's half of an asymmetric fence pair with other
-/// processes of this host ([`peers_barrier`]), and its threads are reached by theirs: its
-/// shared-memory peers that can too skip the `SeqCst` fence after publishing an exchanged
-/// op's part (`tcp::shm_io::ShmPeer::poke`). Registers the process the first time (an RCU
-/// grace period, ~15 ms: asked while a group sets up shared memory).
-pub(crate) fn asymmetric_with_peers() -> bool {
-    membarrier::global_available()
-}
-
-/// The sleeper's half of the fence pair with peer processes that skip theirs
-/// ([`asymmetric_with_peers`]): a full barrier on every running thread of every registered
-/// process, so that either a peer's look at this process's cleared "polling" flags comes
-/// after it (and the peer pokes), or the peer's stores before that look are visible to this
-/// thread's last look at what it waits for. Returns false when there is none to be had.
-pub(crate) fn peers_barrier() -> bool {
-    membarrier::global_barrier()
-}
-
 /// `membarrier(2)`: a barrier on every thread of this process, at the cost of a system call
 /// (and an interrupt per core running one of them) on the side that asks for it.
 mod membarrier {
@@ -279,8 +261,6 @@ mod membarrier {
     mod imp {
         use std::sync::OnceLock;
 
-        const GLOBAL_EXPEDITED: libc::c_long = 1 << 1;
-        const REGISTER_GLOBAL_EXPEDITED: libc::c_long = 1 << 2;
         const PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
         const REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 
@@ -303,19 +283,6 @@ mod membarrier {
         pub(crate) fn barrier() -> bool {
             available() && call(PRIVATE_EXPEDITED)
         }
-
-        /// Whether this process registered for expedited global barriers (so that another
-        /// process's [`global_barrier`] reaches its threads) and may ask for one itself.
-        pub(crate) fn global_available() -> bool {
-            static REGISTERED: OnceLock<bool> = OnceLock::new();
-            *REGISTERED.get_or_init(|| call(REGISTER_GLOBAL_EXPEDITED) && call(GLOBAL_EXPEDITED))
-        }
-
-        /// A barrier on every running thread of every process registered as
-        /// [`global_available`] says, this one's included.
-        pub(crate) fn global_barrier() -> bool {
-            global_available() && call(GLOBAL_EXPEDITED)
-        }
     }
 
     #[cfg(not(all(target_os = "linux", not(miri))))]
@@ -328,17 +295,9 @@ mod membarrier {
         pub(crate) fn barrier() -> bool {
             false
         }
-
-        pub(crate) fn global_available() -> bool {
-            false
-        }
-
-        pub(crate) fn global_barrier() -> bool {
-            false
-        }
     }
 
-    pub(super) use imp::{available, barrier, global_available, global_barrier};
+    pub(super) use imp::{available, barrier};
 }
 
 /// How long to keep yielding before parking. A parked waiter costs whoever ends its wait a

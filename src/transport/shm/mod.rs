@@ -78,18 +78,13 @@ struct Ident {
     key: Vec<u8>,
     /// Where the peer may test-read this process's [`cma::PROBE`]; 0 when it may not read.
     probe: u64,
-    /// Takes the sleeper's half of an asymmetric fence pair and is reached by the peer's
-    /// ([`wait::asymmetric_with_peers`](crate::transport::wait::asymmetric_with_peers)).
-    asym: bool,
 }
 
-/// `[magic][want][asym][pad][pid: u32][key len: u16][key][pad][probe address: u64]` (a peer
-/// of an earlier version sends 0 for `asym`: symmetric fences).
+/// `[magic][want][pad][pid: u32][key len: u16][key][pad][probe address: u64]`.
 fn encode_ident(id: &Ident) -> [u8; IDENT] {
     let mut b = [0u8; IDENT];
     b[0..8].copy_from_slice(MAGIC);
     b[8] = u8::from(id.want);
-    b[9] = u8::from(id.asym);
     b[12..16].copy_from_slice(&id.pid.to_le_bytes());
     let k = &id.key[..id.key.len().min(KEY_MAX)];
     b[16..18].copy_from_slice(&(k.len() as u16).to_le_bytes());
@@ -110,7 +105,7 @@ fn decode_ident(b: &[u8; IDENT]) -> Option<Ident> {
     }
     let key = b.get(18..18 + n)?.to_vec();
     let probe = u64::from_le_bytes(b[PROBE_AT..].try_into().ok()?);
-    Some(Ident { want: b[8] == 1, pid, key, probe, asym: b[9] == 1 })
+    Some(Ident { want: b[8] == 1, pid, key, probe })
 }
 
 /// A pair's segment, seen from one of its ranks.
@@ -125,9 +120,6 @@ pub(crate) struct Pair {
     pub read_peer: bool,
     /// The peer may read this rank's memory (large messages are lent, not copied).
     pub lend: bool,
-    /// Both processes take the asymmetric fence pair (see `Ident::asym`): a rank that
-    /// publishes to this peer needs no `SeqCst` fence before looking whether it sleeps.
-    pub asym: bool,
 }
 
 type Rows = [Option<Vec<Option<TcpStream>>>];
@@ -185,7 +177,6 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
         pid: std::process::id(),
         key: host_key().into_bytes(),
         probe: if cma_ok { cma::probe_addr() } else { 0 },
-        asym: want && crate::transport::wait::asymmetric_with_peers(),
     };
     let key_sent = &mine.key[..mine.key.len().min(KEY_MAX)];
     // Ranks of this process reach each other in place (`tcp::Together`): no segment (nor its
@@ -210,7 +201,6 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
     }
     let mut pids = vec![None; conns.len()];
     let mut reads = vec![false; conns.len()];
-    let mut asym = vec![false; conns.len()];
     for (i, (me, peer, s)) in conns.iter_mut().enumerate() {
         let mut b = [0u8; IDENT];
         s.set_read_timeout(Some(left())).map_err(|e| io_err(*me, *peer, "configuring", e))?;
@@ -223,7 +213,6 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
         if want && them.want && them.key == key_sent && !here.get(*peer).copied().unwrap_or(false) {
             pids[i] = Some(them.pid);
             reads[i] = cma::can_read(cma_ok, them.probe != 0, them.pid, them.probe);
-            asym[i] = mine.asym && them.asym;
         }
     }
     // The lower rank of each pair offers a segment (fd -1: it could not make one).
@@ -256,8 +245,7 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
         (a[0], a[1]) = (u8::from(m.is_some()), u8::from(reads[i]));
         s.write_all(&a).map_err(|e| io_err(*me, *peer, "answer", e))?;
         if let Some(map) = m {
-            out[*me][*peer] =
-                Some(Pair { map, out_dir: 1, peer_pid: pid, read_peer: reads[i], lend: b[4] == 1, asym: asym[i] });
+            out[*me][*peer] = Some(Pair { map, out_dir: 1, peer_pid: pid, read_peer: reads[i], lend: b[4] == 1 });
         }
     }
     for (i, (me, peer, s)) in conns.iter_mut().enumerate() {
@@ -267,8 +255,7 @@ pub(crate) fn negotiate(rows: &mut Rows, deadline: Instant) -> Result<Vec<Vec<Op
         s.read_exact(&mut b).map_err(|e| io_err(*me, *peer, "reading the answer", e))?;
         if b[0] == 1 {
             let pid = pids[i].unwrap_or_default();
-            out[*me][*peer] =
-                Some(Pair { map, out_dir: 0, peer_pid: pid, read_peer: reads[i], lend: b[1] == 1, asym: asym[i] });
+            out[*me][*peer] = Some(Pair { map, out_dir: 0, peer_pid: pid, read_peer: reads[i], lend: b[1] == 1 });
         }
         // `_fd` closes here: from now on only the two mappings keep the segment.
     }
@@ -285,13 +272,9 @@ mod tests {
 
     #[test]
     fn identity_round_trips_and_rejects_strangers() {
-        let id = Ident { want: true, pid: 42, key: b"host|boot|pid:[1]".to_vec(), probe: 0x1234, asym: true };
+        let id = Ident { want: true, pid: 42, key: b"host|boot|pid:[1]".to_vec(), probe: 0x1234 };
         let b = encode_ident(&id);
         assert_eq!(decode_ident(&b), Some(id));
-        // A peer of an earlier version leaves the `asym` byte zero: symmetric fences.
-        let mut old = b;
-        old[9] = 0;
-        assert_eq!(decode_ident(&old).map(|i| i.asym), Some(false));
         let mut bad = b;
         bad[0] = b'X';
         assert_eq!(decode_ident(&bad), None);

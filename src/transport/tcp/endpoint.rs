@@ -30,9 +30,6 @@ pub(crate) struct Endpoint {
     /// The shared-memory sides of `peers` (those in this host's other processes), for the
     /// loops every exchanged op runs.
     pub(super) shm: Vec<Arc<shm_io::ShmPeer>>,
-    /// Whether some of `shm` is not [`asym`](shm_io::ShmPeer::asym): publishing an exchanged
-    /// op then takes a `SeqCst` fence before the looks at whether the peers sleep.
-    pub(super) fence_peers: bool,
     /// [`shm_io::parks`] when [`polls`](Self::polls) last set every flag of this rank.
     pub(super) polls_at: AtomicU64,
     /// Whether some peer was lost (its connection closed without a goodbye, or fell silent):

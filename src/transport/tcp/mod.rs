@@ -470,16 +470,8 @@ impl Mesh {
         e.polls();
         // Orders the slot's stores before the looks at whether the peers poll or sleep
         // (paired with the fence a rank takes after saying it no longer polls, `before_park`;
-        // the argument is at `shm_io::ShmPeer::poke`). Peers whose sleepers run a barrier on
-        // this process's threads instead need none (`ShmPeer::asym`): the fence drained the
-        // store buffer while the slot's lines came back from the peer's core, ~12% of a
-        // 2-process 16-byte all_reduce. Either way it serves as the ringer's fence for this
-        // process's own doorbells below.
-        if e.fence_peers {
-            std::sync::atomic::fence(Ordering::SeqCst);
-        } else {
-            super::wait::ringer_fence();
-        }
+        // the argument is at `shm_io::ShmPeer::poke`).
+        std::sync::atomic::fence(Ordering::SeqCst);
         for s in &e.shm {
             s.poke();
         }

@@ -199,8 +199,7 @@ fn endpoints(
                 }
             }
         }
-        let shm_peers: Vec<_> = peers.iter().flatten().filter_map(|p| p.shm.clone()).collect();
-        let fence_peers = shm_peers.iter().any(|s| !s.asym());
+        let shm_peers = peers.iter().flatten().filter_map(|p| p.shm.clone()).collect();
         let e = Arc::new(Endpoint {
             rank: me,
             comm,
@@ -211,7 +210,6 @@ fn endpoints(
             told: Mutex::new(false),
             silence,
             shm: shm_peers,
-            fence_peers,
             polls_at: AtomicU64::new(u64::MAX),
             lost_any: std::sync::atomic::AtomicBool::new(false),
             flight: std::sync::OnceLock::new(),

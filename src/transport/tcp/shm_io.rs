@@ -131,15 +131,13 @@ impl ShmPeer {
     }
 
     /// This rank published or finished an exchanged op (`Mesh::wake_peers`, which took a
-    /// `SeqCst` fence after the slot's stores, unless every peer of the rank is [`asym`](Self::asym)):
-    /// the peer's reader thread, when it sleeps and
+    /// `SeqCst` fence after the slot's stores): the peer's reader thread, when it sleeps and
     /// its rank does not poll, wakes and rings the rank (its `progress` moved).
     ///
     /// Nothing at all — not even the count, a locked write on a line the peer's reader reads —
     /// while the peer's rank polls (`consumer_polls`, [`set_polling`](Self::set_polling)): a
-    /// Dekker pair with [`before_park`]. This side: the slot's stores, the fence (with an
-    /// [`asym`](Self::asym) peer, only the compiler's: the peer's barrier stands for it), the
-    /// load of the flag. A sleeper: the flag cleared, a fence, then one more look at what it waits for
+    /// Dekker pair with [`before_park`]. This side: the slot's stores, the fence, the load of
+    /// the flag. A sleeper: the flag cleared, a fence, then one more look at what it waits for
     /// before it sleeps. The two fences are ordered one way or the other: if the sleeper's
     /// comes first, the load here sees the flag cleared (or a later store of it: the sleeper
     /// is awake again, and that wait looks before it sleeps too) and this side pokes; if this
@@ -154,14 +152,6 @@ impl ShmPeer {
         if self.pair.map.u32_at(Ctrl::of(self.pair.out_dir).consumer_polls).load(Ordering::SeqCst) == 0 {
             self.poke_reader();
         }
-    }
-
-    /// Whether both processes of the pair take the asymmetric fence pair: this side's
-    /// publish needs no `SeqCst` fence before [`poke`](Self::poke) looks at the flag, since
-    /// the peer's sleeper, after clearing it, runs a barrier on this process's threads
-    /// ([`before_park`]).
-    pub(super) fn asym(&self) -> bool {
-        self.pair.asym
     }
 
     /// [`poke`](Self::poke) for a peer whose rank does not poll: counted, and its reader
@@ -335,24 +325,13 @@ pub(crate) fn before_park() {
     if POLLING.swap(0, Ordering::SeqCst) == 0 {
         return;
     }
-    let mut asym = false;
     links.retain(|l| match l.upgrade() {
         Some(s) => {
             s.set_polling(false);
-            asym |= s.pair.asym;
             true
         }
         None => false,
     });
-    // Peers that publish without a fence of their own (`ShmPeer::asym`): the barrier runs on
-    // their threads now, so either their look at the flags comes after it (they see them
-    // cleared and poke) or their stores before it are visible to the caller's last look. Under
-    // the lock: a thread that finds the flags cleared by this call returns after it. (Should
-    // the call fail where registering succeeded, a publish may wake nobody: the sleeper then
-    // sleeps out its park slice, as without a poke.)
-    if asym {
-        crate::transport::wait::peers_barrier();
-    }
     PARKS.fetch_add(1, Ordering::Release);
 }
 

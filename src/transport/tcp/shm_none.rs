@@ -28,9 +28,6 @@ impl ShmPeer {
     pub(super) fn poke(&self) {
         match *self {}
     }
-    pub(super) fn asym(&self) -> bool {
-        match *self {}
-    }
     pub(super) fn set_polling(&self, _: bool) {
         match *self {}
     }
