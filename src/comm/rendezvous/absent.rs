@@ -67,11 +67,21 @@ pub(super) fn give_up(
     let absent =
         |why: Gone| -> Vec<usize> { (0..world).filter(|&r| room.joined[r].is_none() && room.gone[r] == why).collect() };
     let (missing, left, died) = (absent(Gone::No), absent(Gone::GaveUp), absent(Gone::Lost));
+    let only_here = room.joined.iter().flatten().all(|(_, at)| at.is_none());
     leave(reg, id, ticket, Gone::GaveUp);
     let _ = rank;
     let mut why = Vec::new();
     if !missing.is_empty() {
         why.push(format!("rank(s) {} never called Communicator::new", ranks_list(&missing)));
+        // Every process that made its own id (`UniqueId::new` in each) waits alone in a room
+        // of its own, each blaming the others.
+        if id.is_made_by_new() && only_here {
+            why.push(format!(
+                "no rank of another process joined this id, {id}: ranks in other processes must join with this very \
+                 UniqueId, handed to them (its text or bytes), not one they made themselves with UniqueId::new, \
+                 which roots a separate group"
+            ));
+        }
     }
     if !left.is_empty() {
         // Its deadline came first (it may have started a moment earlier with the same timeout):

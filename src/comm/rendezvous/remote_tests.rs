@@ -297,3 +297,19 @@ fn a_rank_of_another_launch_is_refused_at_once() {
     let e = refused(root, &proto::encode_register(&registration(&ours)));
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
 }
+
+/// A rank alone with an id its process made, nobody of another process in its room: each
+/// process that made its own `UniqueId::new` waits in a group of its own, and is told so.
+#[test]
+fn a_room_no_other_process_joined_says_to_hand_the_id_over() {
+    let Some((id, _)) = rooted() else { return };
+    let config = CommConfig::default().with_timeout(Duration::from_millis(300));
+    let e = crate::Communicator::with_config(crate::HostDevice::default(), 2, id.clone(), 0, config).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(e.to_string().contains(&format!("no rank of another process joined this id, {id}")), "{e}");
+    // A launch's id (not made by UniqueId::new) has nothing to hand over.
+    let launch = UniqueId::for_launch(id.root_address().unwrap(), Some("x"));
+    let config = CommConfig::default().with_timeout(Duration::from_millis(300));
+    let e = crate::Communicator::with_config(crate::HostDevice::default(), 2, launch, 0, config).unwrap_err();
+    assert!(!e.to_string().contains("no rank of another process"), "{e}");
+}
