@@ -47,12 +47,16 @@ impl<D: Device> Communicator<D> {
     /// Those of [`all_gather_into_tensor`](Self::all_gather_into_tensor) (its two calls);
     /// `Device` when the padded bytes of every rank cannot be allocated.
     pub fn all_gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let lens = self.all_lengths(bytes.len())?;
-        let max = lens.iter().copied().max().unwrap_or(0);
-        let input = self.bytes_tensor(bytes, max)?;
-        let mut output = Tensor::zeros(&self.device, DType::U8, &[self.padded_total(max)?])?;
-        self.all_gather_into_tensor(&mut output, &input)?;
-        Ok(split(&output.to_vec::<u8>()?, &lens, max))
+        // Errors name this call (their inner steps move into the message).
+        let run = || -> Result<_> {
+            let lens = self.all_lengths(bytes.len())?;
+            let max = lens.iter().copied().max().unwrap_or(0);
+            let input = self.bytes_tensor(bytes, max)?;
+            let mut output = Tensor::zeros(&self.device, DType::U8, &[self.padded_total(max)?])?;
+            self.all_gather_into_tensor(&mut output, &input)?;
+            Ok(split(&output.to_vec::<u8>()?, &lens, max))
+        };
+        run().map_err(|e| e.with_outer_op("all_gather_bytes".to_string()))
     }
 
     /// Makes `bytes` on every rank what it is on `root` (torch's `broadcast_object_list`,
@@ -80,19 +84,23 @@ impl<D: Device> Communicator<D> {
     /// # Errors
     /// Those of [`broadcast`](Self::broadcast) (its two calls).
     pub fn broadcast_bytes(&self, bytes: &mut Vec<u8>, root: Rank) -> Result<()> {
-        let mut len = Tensor::from_slice(&self.device, &(bytes.len() as u64).to_le_bytes(), &[8])?;
-        self.broadcast(&mut len, root)?;
-        let len = self.length(&len.to_vec::<u8>()?, root)?;
-        let mut data = if self.rank == root {
-            self.bytes_tensor(bytes, len)?
-        } else {
-            Tensor::zeros(&self.device, DType::U8, &[len])?
+        // Errors name this call (their inner steps move into the message).
+        let mut run = || -> Result<_> {
+            let mut len = Tensor::from_slice(&self.device, &(bytes.len() as u64).to_le_bytes(), &[8])?;
+            self.broadcast(&mut len, root)?;
+            let len = self.length(&len.to_vec::<u8>()?, root)?;
+            let mut data = if self.rank == root {
+                self.bytes_tensor(bytes, len)?
+            } else {
+                Tensor::zeros(&self.device, DType::U8, &[len])?
+            };
+            self.broadcast(&mut data, root)?;
+            if self.rank != root {
+                *bytes = data.to_vec::<u8>()?;
+            }
+            Ok(())
         };
-        self.broadcast(&mut data, root)?;
-        if self.rank != root {
-            *bytes = data.to_vec::<u8>()?;
-        }
-        Ok(())
+        run().map_err(|e| e.with_outer_op("broadcast_bytes".to_string()))
     }
 
     /// Every rank's `bytes` on `root`, in rank order; an empty list elsewhere (torch's
@@ -117,16 +125,20 @@ impl<D: Device> Communicator<D> {
     /// Those of [`all_gather_into_tensor`](Self::all_gather_into_tensor) (the lengths: every
     /// rank pads to the longest) and [`gather`](Self::gather).
     pub fn gather_bytes(&self, bytes: &[u8], root: Rank) -> Result<Vec<Vec<u8>>> {
-        let lens = self.all_lengths(bytes.len())?;
-        let max = lens.iter().copied().max().unwrap_or(0);
-        let input = self.bytes_tensor(bytes, max)?;
-        if self.rank != root {
-            self.gather(None, &input, root)?;
-            return Ok(Vec::new());
-        }
-        let mut output = Tensor::zeros(&self.device, DType::U8, &[self.padded_total(max)?])?;
-        self.gather(Some(&mut output), &input, root)?;
-        Ok(split(&output.to_vec::<u8>()?, &lens, max))
+        // Errors name this call (their inner steps move into the message).
+        let run = || -> Result<_> {
+            let lens = self.all_lengths(bytes.len())?;
+            let max = lens.iter().copied().max().unwrap_or(0);
+            let input = self.bytes_tensor(bytes, max)?;
+            if self.rank != root {
+                self.gather(None, &input, root)?;
+                return Ok(Vec::new());
+            }
+            let mut output = Tensor::zeros(&self.device, DType::U8, &[self.padded_total(max)?])?;
+            self.gather(Some(&mut output), &input, root)?;
+            Ok(split(&output.to_vec::<u8>()?, &lens, max))
+        };
+        run().map_err(|e| e.with_outer_op("gather_bytes".to_string()))
     }
 
     /// Rank `k`'s part of `root`'s `parts` (one per rank, of any lengths) on every rank `k`
@@ -154,51 +166,56 @@ impl<D: Device> Communicator<D> {
     /// sent); those of [`broadcast`](Self::broadcast) (the lengths) and
     /// [`scatter`](Self::scatter).
     pub fn scatter_bytes(&self, parts: &[Vec<u8>], root: Rank) -> Result<Vec<u8>> {
-        let n = self.world_size();
-        let is_root = self.rank == root;
-        let refused = is_root && parts.len() != n;
-        // The lengths, one word per rank (at least two: a root that refused its own `parts`
-        // still sends [REFUSED, the count it passed], so that the other ranks hear of it at
-        // once instead of waiting for the scatter).
-        let mut words = vec![0u64; n.max(2)];
-        if refused {
-            words[..2].copy_from_slice(&[REFUSED, parts.len() as u64]);
-        } else if is_root {
-            words.iter_mut().zip(parts).for_each(|(w, p)| *w = p.len() as u64);
-        }
-        let lens: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let mut lens_t = Tensor::from_slice(&self.device, &lens, &[lens.len()])?;
-        self.broadcast(&mut lens_t, root)?;
-        let lens_b = lens_t.to_vec::<u8>()?;
-        if lens_b.get(..8) == Some(&REFUSED.to_le_bytes()[..]) {
-            let passed = lens_b.get(8..16).and_then(|w| <[u8; 8]>::try_from(w).ok()).map_or(0, u64::from_le_bytes);
-            let whose = if is_root { "this rank, the root,".to_string() } else { format!("the root, rank {root},") };
-            return Err(CollectiveError::invalid(format!(
-                "{whose} passed {passed} parts to scatter_bytes, where one per rank ({n}) is needed; nothing was \
-                 scattered"
-            ))
-            .with_rank(self.rank)
-            .with_peer(root)
-            .with_op("scatter_bytes")
-            .on_usable_communicator());
-        }
-        let lens_b = &lens_b[..8 * n];
-        let lens = lens_b.chunks(8).map(|l| self.length(l, root)).collect::<Result<Vec<_>>>()?;
-        let max = lens.iter().copied().max().unwrap_or(0);
-        let mut output = Tensor::zeros(&self.device, DType::U8, &[max])?;
-        if is_root {
-            let mut all = vec![0u8; self.padded_total(max)?];
-            for (block, p) in all.chunks_mut(max.max(1)).zip(parts) {
-                block[..p.len()].copy_from_slice(p);
+        // Errors name this call (their inner steps move into the message).
+        let run = || -> Result<_> {
+            let n = self.world_size();
+            let is_root = self.rank == root;
+            let refused = is_root && parts.len() != n;
+            // The lengths, one word per rank (at least two: a root that refused its own `parts`
+            // still sends [REFUSED, the count it passed], so that the other ranks hear of it at
+            // once instead of waiting for the scatter).
+            let mut words = vec![0u64; n.max(2)];
+            if refused {
+                words[..2].copy_from_slice(&[REFUSED, parts.len() as u64]);
+            } else if is_root {
+                words.iter_mut().zip(parts).for_each(|(w, p)| *w = p.len() as u64);
             }
-            let input = Tensor::from_slice(&self.device, &all, &[all.len()])?;
-            self.scatter(&mut output, Some(&input), root)?;
-        } else {
-            self.scatter(&mut output, None, root)?;
-        }
-        let mut mine = output.to_vec::<u8>()?;
-        mine.truncate(lens.get(self.rank).copied().unwrap_or(0));
-        Ok(mine)
+            let lens: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let mut lens_t = Tensor::from_slice(&self.device, &lens, &[lens.len()])?;
+            self.broadcast(&mut lens_t, root)?;
+            let lens_b = lens_t.to_vec::<u8>()?;
+            if lens_b.get(..8) == Some(&REFUSED.to_le_bytes()[..]) {
+                let passed = lens_b.get(8..16).and_then(|w| <[u8; 8]>::try_from(w).ok()).map_or(0, u64::from_le_bytes);
+                let whose =
+                    if is_root { "this rank, the root,".to_string() } else { format!("the root, rank {root},") };
+                return Err(CollectiveError::invalid(format!(
+                    "{whose} passed {passed} parts to scatter_bytes, where one per rank ({n}) is needed; nothing was \
+                     scattered"
+                ))
+                .with_rank(self.rank)
+                .with_peer(root)
+                .with_op("scatter_bytes")
+                .on_usable_communicator());
+            }
+            let lens_b = &lens_b[..8 * n];
+            let lens = lens_b.chunks(8).map(|l| self.length(l, root)).collect::<Result<Vec<_>>>()?;
+            let max = lens.iter().copied().max().unwrap_or(0);
+            let mut output = Tensor::zeros(&self.device, DType::U8, &[max])?;
+            if is_root {
+                let mut all = vec![0u8; self.padded_total(max)?];
+                for (block, p) in all.chunks_mut(max.max(1)).zip(parts) {
+                    block[..p.len()].copy_from_slice(p);
+                }
+                let input = Tensor::from_slice(&self.device, &all, &[all.len()])?;
+                self.scatter(&mut output, Some(&input), root)?;
+            } else {
+                self.scatter(&mut output, None, root)?;
+            }
+            let mut mine = output.to_vec::<u8>()?;
+            mine.truncate(lens.get(self.rank).copied().unwrap_or(0));
+            Ok(mine)
+        };
+        run().map_err(|e| e.with_outer_op("scatter_bytes".to_string()))
     }
 
     /// Every rank's `len`, in rank order (an all_gather of 8 bytes per rank).

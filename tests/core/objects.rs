@@ -56,6 +56,8 @@ pub fn byte_collectives_bad_calls<D: TestDevice>() {
         let e = ctx.comm.broadcast_bytes(&mut vec![1], 3).expect_err("root 3 of 3");
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
         assert!(e.to_string().contains("root 3"), "{e}");
+        // Named as the call made, not its inner broadcast of the length.
+        assert_eq!(e.context().op.as_deref(), Some("broadcast_bytes"), "{e}");
         let e = ctx.comm.gather_bytes(b"x", 5).expect_err("root 5 of 3");
         assert!(e.to_string().contains("root 5"), "{e}");
         assert!(ctx.comm.is_usable());
