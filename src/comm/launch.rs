@@ -119,6 +119,9 @@ impl<D: Device> Communicator<D> {
             }
         };
         let root = resolve(&env.master_addr, env.port).map_err(fail)?;
+        if let Some(e) = loopback_across_hosts(env, root) {
+            return Err(fail(e));
+        }
         listener::address_for(env.socket_ifname.as_deref(), Some(&env.master_addr)).map_err(fail)?;
         let id = UniqueId::for_launch(root, env.job.as_deref());
         if env.rank == 0 {
@@ -146,7 +149,8 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
         && a.scope_id() == 0
     {
         return Err(CollectiveError::invalid(format!(
-            "MASTER_ADDR={host} is a link-local IPv6 address without a zone, which names no interface:              add the interface as its zone (as {}%eth0), or use an address that is not link-local",
+            "MASTER_ADDR={host} is a link-local IPv6 address without a zone, which names no interface: add the \
+             interface as its zone (as {}%eth0), or use an address that is not link-local",
             a.ip()
         ))
         .with_hint("set MASTER_ADDR to rank 0's address with its zone, or to a global address or host name"));
@@ -154,11 +158,59 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
     Ok(addr)
 }
 
+/// The error for a launch that spans hosts whose `MASTER_ADDR` is a name this host resolves
+/// to a loopback address (Debian and Ubuntu map the host's own name to 127.0.1.1 in
+/// /etc/hosts): rank 0 would listen where no other host reaches it, and the other hosts'
+/// ranks wait out their timeout. A loopback address given as such (`127.0.0.1`, `localhost`)
+/// is the user's to mean.
+fn loopback_across_hosts(env: &LaunchEnv, root: SocketAddr) -> Option<CollectiveError> {
+    let host = env.master_addr.as_str();
+    let literal = host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok();
+    (env.spans_hosts == Some(true) && root.ip().is_loopback() && !literal).then(|| {
+        CollectiveError::invalid(format!(
+            "MASTER_ADDR={host} resolves to {} on this host, a loopback address (a host name mapped to 127.0.1.1 in \
+             /etc/hosts, as Debian and Ubuntu do), while the launch spans hosts: no other host could reach rank 0 \
+             there",
+            root.ip()
+        ))
+        .with_hint(
+            "set MASTER_ADDR to an address of rank 0's host that the other hosts reach (its IP address), the same \
+             in every process, and RUCCL_SOCKET_IFNAME to the interface the hosts share",
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// A host name that resolves to loopback, in a launch across hosts: refused at once.
+    #[test]
+    fn a_master_name_on_loopback_across_hosts_is_refused() {
+        let env = |addr: &str, local: &str| {
+            let vars: std::collections::HashMap<String, String> = [
+                ("RANK", "0"),
+                ("WORLD_SIZE", "4"),
+                ("LOCAL_WORLD_SIZE", local),
+                ("MASTER_ADDR", addr),
+                ("MASTER_PORT", "29500"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            LaunchEnv::from_map(&vars).unwrap()
+        };
+        let lo: SocketAddr = "127.0.1.1:29500".parse().unwrap();
+        let e = loopback_across_hosts(&env("vm", "2"), lo).unwrap();
+        assert!(e.to_string().contains("MASTER_ADDR=vm resolves to 127.0.1.1 on this host"), "{e}");
+        // One host, or loopback given as such: the user's to mean.
+        assert!(loopback_across_hosts(&env("vm", "4"), lo).is_none());
+        assert!(loopback_across_hosts(&env("localhost", "2"), lo).is_none());
+        assert!(loopback_across_hosts(&env("127.0.0.1", "2"), lo).is_none());
+        assert!(loopback_across_hosts(&env("vm", "2"), "10.0.0.1:29500".parse().unwrap()).is_none());
+    }
 
     #[test]
     fn a_link_local_master_without_a_zone_is_refused_naming_it() {

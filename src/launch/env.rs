@@ -53,13 +53,15 @@ pub struct LaunchEnv {
     /// Where [`port`](Self::port) comes from, for messages (`"MASTER_PORT"`,
     /// `"RUCCL_MASTER_PORT"`, or `"MASTER_PORT + 1"` under torchrun's agent store).
     pub port_from: &'static str,
-    /// The launcher's id of this job, when it sets one (`TORCHELASTIC_RUN_ID` and its restart
-    /// count, OpenMPI's `PMIX_NAMESPACE` or `OMPI_MCA_ess_base_jobid`, Slurm's `SLURM_JOB_ID`
+    /// The launcher's id of this job, when it sets one (`TORCHELASTIC_RUN_ID`, OpenMPI's `PMIX_NAMESPACE` or `OMPI_MCA_ess_base_jobid`, Slurm's `SLURM_JOB_ID`
     /// and `SLURM_STEP_ID`): part of the communicator's id, so that a rank of another job on
     /// the same `MASTER_ADDR:MASTER_PORT` is refused instead of joining this one.
     pub job: Option<String>,
     /// The interface to bind and advertise (`RUCCL_SOCKET_IFNAME`), if set.
     pub socket_ifname: Option<String>,
+    /// Whether the launch spans several hosts, when the launcher says (`LOCAL_WORLD_SIZE` or
+    /// `OMPI_COMM_WORLD_LOCAL_SIZE` below the world size, Slurm's `SLURM_NNODES` above 1).
+    pub spans_hosts: Option<bool>,
 }
 
 /// Why the environment does not describe a launch: every missing and every bad variable.
@@ -120,10 +122,9 @@ const NO_ADDRESS: &str = "mpirun and srun set the rank and world size but not MA
 /// job), if it sets one.
 fn job_of<'a>(launcher: Launcher, get: &impl Fn(&str) -> Option<&'a str>) -> Option<String> {
     match launcher {
-        Launcher::Torchrun => {
-            let run = get("TORCHELASTIC_RUN_ID")?;
-            Some(format!("torchrun {run} restart {}", get("TORCHELASTIC_RESTART_COUNT").unwrap_or("0")))
-        }
+        // Not the restart count: torchrun's agents do not agree on it (one node's restart
+        // leaves the others' counts behind), and its ranks refused each other.
+        Launcher::Torchrun => get("TORCHELASTIC_RUN_ID").map(|run| format!("torchrun {run}")),
         Launcher::OpenMpi => {
             get("PMIX_NAMESPACE").or_else(|| get("OMPI_MCA_ess_base_jobid")).map(|j| format!("mpirun {j}"))
         }
@@ -251,7 +252,12 @@ impl LaunchEnv {
             })
         };
         let ruccl_port = port_of("RUCCL_MASTER_PORT");
-        let master_port = port_of("MASTER_PORT");
+        // Not needed, nor judged, when RUCCL_MASTER_PORT is set.
+        let master_port = if get("RUCCL_MASTER_PORT").is_some() {
+            get("MASTER_PORT").and_then(|v| v.parse::<u16>().ok())
+        } else {
+            port_of("MASTER_PORT")
+        };
         let agent_store =
             get("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
         let port = match (ruccl_port, master_port) {
@@ -310,6 +316,13 @@ impl LaunchEnv {
         let socket_ifname =
             env.get("RUCCL_SOCKET_IFNAME").map(|v| v.trim()).filter(|v| !v.is_empty()).map(str::to_string);
         let job = job_of(names.launcher, &get);
+        let spans_hosts = match names.launcher {
+            Launcher::Slurm => get("SLURM_NNODES")
+                .or_else(|| get("SLURM_JOB_NUM_NODES"))
+                .and_then(|v| v.parse::<usize>().ok())
+                .map(|n| n > 1),
+            _ => local_size.zip(world).map(|(l, w)| l < w),
+        };
         match (rank, world, addr, port) {
             (Some(rank), Some(world_size), Some(master_addr), Some((port, port_from)))
                 if err.missing.is_empty() && err.invalid.is_empty() =>
@@ -325,6 +338,7 @@ impl LaunchEnv {
                     port_from,
                     socket_ifname,
                     job,
+                    spans_hosts,
                 })
             }
             _ => Err(err),

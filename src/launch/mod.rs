@@ -30,7 +30,7 @@
 //! `MASTER_PORT` is then not needed); under torchrun's agent store
 //! (`TORCHELASTIC_USE_AGENT_STORE=True`, set by `torchrun`, whose own process listens on
 //! `MASTER_PORT` for the whole job) the port is `MASTER_PORT + 1`. The launcher's job id, when
-//! it sets one (`TORCHELASTIC_RUN_ID` and `TORCHELASTIC_RESTART_COUNT`, `PMIX_NAMESPACE` or
+//! it sets one (`TORCHELASTIC_RUN_ID`, `PMIX_NAMESPACE` or
 //! `OMPI_MCA_ess_base_jobid`, `SLURM_JOB_ID` and `SLURM_STEP_ID`), is part of the
 //! communicator's id: a rank of another job that reaches this job's rank 0 is refused at once
 //! rather than joining. `RUCCL_SOCKET_IFNAME` names the interface to bind and advertise (as
