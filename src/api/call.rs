@@ -50,7 +50,24 @@ pub(super) fn with_peer<B: Backend, R>(
 ) -> Result<R> {
     let label = || format!("{call} on peer {peer}");
     let h = registry::handle::<B>(peer, call)?;
-    let _serial = h.lock_ops();
+    // Two threads' calls on one peer are ordered differently on each peer, pairing the data
+    // of different calls (found returning `Ok` with wrong sums): refused, and the
+    // registration aborted, as the core does for a communicator.
+    let Some(_serial) = h.try_lock_ops() else {
+        let e = CollectiveError::invalid(format!(
+            "{call} was called on peer {peer} while another thread's operation on it was in flight: a peer's \
+             operations come from one thread at a time, in the same order on every peer (two threads' calls can be \
+             ordered differently on each peer, combining the data of different calls)"
+        ))
+        .with_rank(h.rank);
+        // At once: the operation in flight holds the communicator while it waits.
+        h.comm.poison_now(e.clone().with_op(label()));
+        abort(&h, call, &e);
+        return Err(e.with_op(label()).with_hint(
+            "make every operation of a peer from one thread (or hand it between threads one call at a time), then \
+             register again",
+        ));
+    };
     match body(&h) {
         Ok(r) => Ok(r),
         Err(Failure::Agreed(e)) => Err(e.with_op(label())),

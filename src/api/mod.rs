@@ -43,7 +43,9 @@
 //! # The call contract
 //! Every registered peer calls the same operations in the same order, with the same shapes,
 //! dtypes, reduce ops and roots; exactly one peer sends each broadcast. A peer's calls come
-//! from one thread at a time (they are serialised if not).
+//! from one thread at a time: a call made while another thread's call on the same peer is in
+//! flight fails with `InvalidArgument` and aborts the registration (two threads' calls can be
+//! ordered differently on each peer, combining the data of different calls).
 //!
 //! # Errors, and where they are reported
 //! There is no agreement step: each operation is one call of the core on the registration's

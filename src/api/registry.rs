@@ -83,9 +83,14 @@ impl<B: Backend> PeerHandle<B> {
         !self.finished.load(Ordering::SeqCst) && !self.was_reset()
     }
 
-    /// Serialises this peer's operations (broadcast is two core calls).
-    pub(crate) fn lock_ops(&self) -> MutexGuard<'_, ()> {
-        lock(&self.op_lock)
+    /// This peer's operations, one at a time (broadcast is two core calls); `None` while
+    /// another thread's operation on this peer is in flight (see `call::with_peer`).
+    pub(crate) fn try_lock_ops(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.op_lock.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 }
 

@@ -7,21 +7,38 @@
 //! be paired with the wrong call elsewhere, and its peers must not go on with it either.
 //! NCCL leaves this undefined ("a communicator is used by one thread at a time").
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// The thread inside a communicator's call, if any (its [`token`]; 0: none).
+/// The thread inside a communicator's call, if any (its [`token`]; 0: none), and whether a
+/// call of another thread was refused meanwhile.
 #[derive(Debug, Default)]
-pub(crate) struct CallerSlot(AtomicU64);
+pub(crate) struct CallerSlot {
+    owner: AtomicU64,
+    refused: AtomicBool,
+}
 
 /// This thread's hold on a [`CallerSlot`], until dropped; `None` inside a call the same
 /// thread already holds it for (a blocking call that issues and waits, a split's all-gather).
 #[must_use]
-pub(crate) struct Entered<'a>(Option<&'a AtomicU64>);
+pub(crate) struct Entered<'a>(Option<(&'a CallerSlot, u64)>);
+
+impl Entered<'_> {
+    /// Whether another thread's call was refused while this one was in flight: the ranks may
+    /// have paired this call with that thread's, so its result cannot be trusted. Always
+    /// false inside a call the thread already held.
+    pub(crate) fn overlapped(&self) -> bool {
+        self.0.is_some_and(|(slot, _)| slot.refused.load(Ordering::Relaxed))
+    }
+}
 
 impl Drop for Entered<'_> {
     fn drop(&mut self) {
-        if let Some(slot) = self.0 {
-            slot.store(0, Ordering::Relaxed);
+        // Only the owner clears it: two threads that entered within the same instant (each
+        // storing its token) must not leave the slot empty while one of them is still inside.
+        if let Some((slot, me)) = self.0
+            && slot.owner.load(Ordering::Relaxed) == me
+        {
+            slot.owner.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -29,20 +46,24 @@ impl Drop for Entered<'_> {
 impl CallerSlot {
     /// Enters a call from this thread; `Err` when another thread is inside one.
     ///
-    /// A detector, not a lock (the rank's own locks order its ops): a load and a store, no
-    /// locked instruction (a compare-exchange cost a 2-process 16-byte all_reduce ~10%). Two
-    /// threads that enter within the same few nanoseconds may both pass; threads that call at
-    /// once in earnest overlap for whole ops, and one of them is refused.
+    /// A detector, not a lock (the rank's own locks order its ops): loads and stores, no
+    /// locked instruction (per op +18 instructions, PERFORMANCE.md session 46). Two threads
+    /// that enter within the same few nanoseconds may both pass; threads that call at once in
+    /// earnest overlap for whole ops, and one of them is refused.
     #[inline]
     pub(crate) fn enter(&self) -> Result<Entered<'_>, ()> {
         let me = token();
-        match self.0.load(Ordering::Relaxed) {
+        match self.owner.load(Ordering::Relaxed) {
             0 => {
-                self.0.store(me, Ordering::Relaxed);
-                Ok(Entered(Some(&self.0)))
+                self.owner.store(me, Ordering::Relaxed);
+                self.refused.store(false, Ordering::Relaxed);
+                Ok(Entered(Some((self, me))))
             }
             held if held == me => Ok(Entered(None)),
-            _ => Err(()),
+            _ => {
+                self.refused.store(true, Ordering::Relaxed);
+                Err(())
+            }
         }
     }
 }
@@ -70,13 +91,23 @@ mod tests {
         let inner = slot.enter().unwrap();
         assert!(inner.0.is_none());
         drop(inner);
+        assert!(!outer.overlapped());
         std::thread::scope(|s| {
             assert!(s.spawn(|| slot.enter().is_err()).join().unwrap(), "another thread entered");
         });
+        // The call in flight learns of the refusal: its result cannot be trusted.
+        assert!(outer.overlapped());
         drop(outer);
         std::thread::scope(|s| {
-            assert!(s.spawn(|| slot.enter().is_ok()).join().unwrap(), "free once left");
+            assert!(s.spawn(|| slot.enter().is_ok_and(|e| !e.overlapped())).join().unwrap(), "free once left");
         });
         assert!(slot.enter().is_ok());
+        // Two threads that both passed the load (each stored its token, the other's last):
+        // the one whose token is not there leaves the slot to the other, still inside.
+        let first = slot.enter().unwrap();
+        let other = slot.owner.load(Ordering::Relaxed) ^ 1;
+        slot.owner.store(other, Ordering::Relaxed);
+        drop(first);
+        assert_eq!(slot.owner.load(Ordering::Relaxed), other, "cleared another thread's hold");
     }
 }

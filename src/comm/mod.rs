@@ -146,7 +146,9 @@ pub(crate) struct Local<D: Device> {
 /// communicator is in flight fails with `InvalidArgument` and aborts the communicator (two
 /// threads' calls can be ordered differently on each rank, pairing one call's data with
 /// another's). Ops that must run at once from several threads need a communicator each
-/// ([`split_all`](Self::split_all)).
+/// ([`split_all`](Self::split_all)). Calls of two threads that do not overlap in time (a
+/// non-blocking call is in flight only while it is issued) are not detected: keeping their
+/// order the same on every rank is the caller's part.
 ///
 /// # The ordering rule
 /// Every rank of a communicator must issue the same collectives, with matching counts,
@@ -499,16 +501,27 @@ impl<D: Device> Communicator<D> {
     #[cold]
     fn entered_twice(&self, what: String) -> CollectiveError {
         let e = CollectiveError::invalid(format!(
-            "{what} was called on rank {}'s communicator while another thread's call on it was in flight: calls on              one communicator come from one thread at a time, in the same order on every rank (two threads' calls              can be ordered differently on each rank, combining the data of different calls); the communicator is              aborted, and its peers' ops fail too",
+            "{what} was called on rank {}'s communicator while another thread's call on it was in flight: calls on \
+             one communicator come from one thread at a time, in the same order on every rank (two threads' calls \
+             can be ordered differently on each rank, combining the data of different calls); the communicator is \
+             aborted, and its peers' ops fail too",
             self.rank
         ))
         .with_rank(self.rank)
         .with_op(what)
         .with_hint(
-            "make every call on a communicator from one thread (or hand it between threads one call at a time); for              streams of ops that must run at once, give each its own communicator (split_all), then create the              communicators again",
+            "make every call on a communicator from one thread (or hand it between threads one call at a time); for \
+             streams of ops that must run at once, give each its own communicator (split_all), then create the \
+             communicators again",
         );
-        self.shared.link.poison(self.rank, e.clone());
+        self.poison_now(e.clone());
         e
+    }
+
+    /// Fails this communicator with `e` at once, without the rank's lock (an op of another
+    /// thread may hold it while it waits: the poison wakes it, and its peers).
+    pub(crate) fn poison_now(&self, e: CollectiveError) {
+        self.shared.link.poison(self.rank, e.with_rank(self.rank));
     }
 
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Local<D>> {

@@ -47,6 +47,8 @@ impl<D: Device> Communicator<D> {
     /// Those of [`all_gather_into_tensor`](Self::all_gather_into_tensor) (its two calls);
     /// `Device` when the padded bytes of every rank cannot be allocated.
     pub fn all_gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+        // One call for the two-threads rule: no other thread's call between its steps.
+        let _entered = self.enter(|| "all_gather_bytes".to_string())?;
         // Errors name this call (their inner steps move into the message).
         let run = || -> Result<_> {
             let lens = self.all_lengths(bytes.len())?;
@@ -84,6 +86,8 @@ impl<D: Device> Communicator<D> {
     /// # Errors
     /// Those of [`broadcast`](Self::broadcast) (its two calls).
     pub fn broadcast_bytes(&self, bytes: &mut Vec<u8>, root: Rank) -> Result<()> {
+        // One call for the two-threads rule: no other thread's call between its steps.
+        let _entered = self.enter(|| "broadcast_bytes".to_string())?;
         // Errors name this call (their inner steps move into the message).
         let mut run = || -> Result<_> {
             let mut len = Tensor::from_slice(&self.device, &(bytes.len() as u64).to_le_bytes(), &[8])?;
@@ -125,6 +129,8 @@ impl<D: Device> Communicator<D> {
     /// Those of [`all_gather_into_tensor`](Self::all_gather_into_tensor) (the lengths: every
     /// rank pads to the longest) and [`gather`](Self::gather).
     pub fn gather_bytes(&self, bytes: &[u8], root: Rank) -> Result<Vec<Vec<u8>>> {
+        // One call for the two-threads rule: no other thread's call between its steps.
+        let _entered = self.enter(|| "gather_bytes".to_string())?;
         // Errors name this call (their inner steps move into the message).
         let run = || -> Result<_> {
             let lens = self.all_lengths(bytes.len())?;
@@ -166,6 +172,8 @@ impl<D: Device> Communicator<D> {
     /// sent); those of [`broadcast`](Self::broadcast) (the lengths) and
     /// [`scatter`](Self::scatter).
     pub fn scatter_bytes(&self, parts: &[Vec<u8>], root: Rank) -> Result<Vec<u8>> {
+        // One call for the two-threads rule: no other thread's call between its steps.
+        let _entered = self.enter(|| "scatter_bytes".to_string())?;
         // Errors name this call (their inner steps move into the message).
         let run = || -> Result<_> {
             let n = self.world_size();

@@ -33,7 +33,38 @@ impl<D: Device> Communicator<D> {
     /// and four cost 4 ranks on 2 cores ~15% of a 16-byte rooted op (PERFORMANCE.md, session
     /// 26).
     pub(super) fn submit(&self, call: Call<'_, D>) -> Result<()> {
-        let _entered = self.enter(|| call.kind.name().to_string())?;
+        let entered = self.enter(|| call.kind.name().to_string())?;
+        let kind = call.kind;
+        let r = self.submit_entered(call);
+        self.unless_overlapped(&entered, kind, r)
+    }
+
+    /// `r`, the outcome of a call of `kind` made while `entered`, unless another thread's call
+    /// was refused meanwhile: the ranks may have paired this call with that one, so an `Ok`
+    /// cannot be trusted (the refusal aborted the communicator).
+    fn unless_overlapped<T>(&self, entered: &super::caller::Entered<'_>, kind: OpKind, r: Result<T>) -> Result<T> {
+        if r.is_err() || !entered.overlapped() {
+            return r;
+        }
+        Err(CollectiveError::new(
+            ErrorKind::Aborted,
+            format!(
+                "another thread called rank {}'s communicator while this {} was in flight: the ranks may have \
+                 paired this call with that one, so its result cannot be trusted; the communicator is aborted",
+                self.rank,
+                kind.name()
+            ),
+        )
+        .with_rank(self.rank)
+        .with_op(kind.name().to_string())
+        .with_hint(
+            "make every call on a communicator from one thread (or hand it between threads one call at a time), \
+             then create the communicators again",
+        ))
+    }
+
+    /// [`submit`](Self::submit) once this thread holds the rank's calls.
+    fn submit_entered(&self, call: Call<'_, D>) -> Result<()> {
         // A send or receive behind non-blocking ops joins them if they are sends and receives
         // too (torch's `isend` then a blocking `recv` around a ring): the engine runs it.
         let joins = matches!(call.kind, OpKind::Send | OpKind::Recv) && self.engine.may_be_busy();
@@ -88,7 +119,14 @@ impl<D: Device> Communicator<D> {
     /// The non-blocking path: prepares the op now (so checks fail here, and its place in the
     /// rank's order is taken), queues it, and lets the progress thread drive it.
     pub(super) fn issue(&self, call: Call<'_, D>) -> Result<Work> {
-        let _entered = self.enter(|| call.kind.name().to_string())?;
+        let entered = self.enter(|| call.kind.name().to_string())?;
+        let kind = call.kind;
+        let r = self.issue_entered(call);
+        self.unless_overlapped(&entered, kind, r)
+    }
+
+    /// [`issue`](Self::issue) once this thread holds the rank's calls.
+    fn issue_entered(&self, call: Call<'_, D>) -> Result<Work> {
         // What the op will read and write: held from now until it completes (`crate::pins`).
         let held = self.held(&call);
         let work = {

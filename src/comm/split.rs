@@ -84,6 +84,8 @@ impl<D: Device> Communicator<D> {
 
     /// [`split_from`](Self::split_from), its errors naming `call` (the public call made).
     fn split_as(&self, ranks: &[Rank], call: &str) -> Result<Option<Self>> {
+        // One call for the two-threads rule: no other thread's call between its steps.
+        let _entered = self.enter(|| call.to_string())?;
         let n = self.world_size();
         // A rank whose own list is bad still takes part (saying so), so that its peers fail
         // at once too rather than wait for it.

@@ -378,3 +378,33 @@ fn mean_of_integers_valued_floats_is_exact() {
         assert_eq!(values(&got.unwrap()), reduced(n, 8, 2, true));
     });
 }
+
+/// An operation made while another thread's operation on the same peer is in flight is
+/// refused with `InvalidArgument`, and aborts the registration on every peer: the two
+/// threads' calls were serialised in a different order on each peer, pairing the data of
+/// different calls (wrong sums, every call `Ok`).
+#[test]
+fn a_second_thread_on_one_peer_is_refused_and_aborts() {
+    let ids = ids_for(2, 77);
+    let got = session::<Tb<77>, _>(&ids, &config(2), 77, |p| {
+        let p = &*p;
+        let one = || all_reduce::<Tb<77>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum).map(|_| ());
+        if p.rank == 0 {
+            std::thread::scope(|s| {
+                let first = s.spawn(one);
+                // The all_reduce waits for the other peer, which comes only later.
+                std::thread::sleep(Duration::from_millis(100));
+                let second = kind_and_message(barrier::<Tb<77>>(p.id));
+                assert_eq!(second.0, ErrorKind::InvalidArgument, "{}", second.1);
+                assert!(second.1.contains("while another thread's operation on it was in flight"), "{}", second.1);
+                first.join().unwrap()
+            })
+        } else {
+            std::thread::sleep(Duration::from_millis(300));
+            one()
+        }
+    });
+    for (rank, r) in got.iter().enumerate() {
+        assert!(r.is_err(), "peer of rank {rank}: the registration must be aborted: {r:?}");
+    }
+}

@@ -241,9 +241,10 @@ pub(super) fn serve(h: &FrameHeader, body: &[u8], mut s: TcpStream) -> Result<()
     if listener::another_launch(&reg.id) {
         let at = reg.id.root_address().map_or_else(String::new, |a| a.to_string());
         let e = CollectiveError::invalid(format!(
-            "rank {} of another launch registered at {at}, the rendezvous of a launch whose rank 0 is this process: \
-             two jobs use the same MASTER_ADDR:MASTER_PORT (their launchers' job ids differ: TORCHELASTIC_RUN_ID, \
-             PMIX_NAMESPACE or SLURM_JOB_ID)",
+            "rank {} is of another launch than the one whose rank 0 listens at {at}: two jobs use the same \
+             MASTER_ADDR:MASTER_PORT (their launchers' job ids differ: TORCHELASTIC_RUN_ID, PMIX_NAMESPACE or \
+             OMPI_MCA_ess_base_jobid, SLURM_JOB_ID and SLURM_STEP_ID); give each job its own MASTER_PORT (or \
+             RUCCL_MASTER_PORT)",
             reg.rank
         ))
         .with_hint("give each job its own MASTER_PORT (or RUCCL_MASTER_PORT), then start this job's ranks again");

@@ -292,7 +292,7 @@ fn a_rank_of_another_launch_is_refused_at_once() {
     let e = refused(root, &proto::encode_register(&theirs));
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    assert!(e.to_string().contains("rank 1 of another launch registered at"), "{e}");
+    assert!(e.to_string().contains("rank 1 is of another launch than the one whose rank 0 listens at"), "{e}");
     // This launch's own ranks are still served (rank 0 never comes: the room's timeout).
     let e = refused(root, &proto::encode_register(&registration(&ours)));
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
