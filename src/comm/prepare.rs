@@ -336,6 +336,10 @@ impl<D: Device> Communicator<D> {
             .with_rank(self.rank)
             .with_peer(p)
             .with_op(desc.to_string());
+            // Told to the peers too, as any failure is: one that waits for this rank (a
+            // broadcast from it) must hear of the lost peer before this rank's goodbye, or it
+            // blames this rank for leaving.
+            self.shared.link.poison(self.rank, err.clone());
             local.failed = Some(err.clone());
             return Err(err);
         }
