@@ -73,6 +73,19 @@ pub(super) fn give_up(
     let mut why = Vec::new();
     if !missing.is_empty() {
         why.push(format!("rank(s) {} never called Communicator::new", ranks_list(&missing)));
+        // Ranks of another job that reached this launch's rendezvous, and were refused: the
+        // missing ranks may be theirs, started on the same port (this launch's own ranks may
+        // have been refused by the other job's rank 0 in turn).
+        // Those refused while this rank waited, or a minute before it came.
+        let since = std::time::Instant::now().checked_sub(config.timeout().saturating_add(Duration::from_secs(60)));
+        let strangers = id.root_address().map(|a| super::listener::strangers_since(a, since)).unwrap_or_default();
+        if !strangers.is_empty() {
+            why.push(format!(
+                "rank(s) {} of another launch (its launcher's job id differs) came to this rendezvous and were \
+                 refused: two jobs use one MASTER_ADDR:MASTER_PORT",
+                ranks_list(&strangers)
+            ));
+        }
         // Every process that made its own id (`UniqueId::new` in each) waits alone in a room
         // of its own, each blaming the others.
         if id.is_made_by_new() && only_here {

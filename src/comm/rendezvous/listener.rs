@@ -12,6 +12,7 @@
 //! keeps serving. The first listener's address is where this process's ranks take mesh
 //! connections.
 
+use crate::types::Rank;
 use crate::unique_id::UniqueId;
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
@@ -31,6 +32,35 @@ struct Listeners {
     serving: Vec<SocketAddr>,
     /// The launch ids (`UniqueId::for_launch`) rooted here, by the address they are rooted at.
     launches: Vec<UniqueId>,
+    /// Ranks of other launches refused at a launch's address, and when (the latest
+    /// [`STRANGERS`]): the launch's own timeout names them.
+    strangers: Vec<(SocketAddr, Rank, std::time::Instant)>,
+}
+
+/// How many refused ranks of other launches are remembered.
+const STRANGERS: usize = 64;
+
+/// Remembers that `rank` of another launch was refused at `addr`.
+pub(crate) fn note_stranger(addr: SocketAddr, rank: Rank) {
+    let mut l = listeners();
+    if l.strangers.len() >= STRANGERS {
+        l.strangers.remove(0);
+    }
+    l.strangers.push((addr, rank, std::time::Instant::now()));
+}
+
+/// The ranks of other launches refused at `addr` since `since`, in order, each once.
+pub(crate) fn strangers_since(addr: SocketAddr, since: Option<std::time::Instant>) -> Vec<Rank> {
+    let l = listeners();
+    let mut ranks: Vec<Rank> = l
+        .strangers
+        .iter()
+        .filter(|(a, _, t)| *a == addr && since.is_none_or(|s| *t >= s))
+        .map(|(_, r, _)| *r)
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    ranks
 }
 
 static LISTENERS: LazyLock<Mutex<Listeners>> = LazyLock::new(Default::default);

@@ -239,6 +239,9 @@ pub(super) fn serve(h: &FrameHeader, body: &[u8], mut s: TcpStream) -> Result<()
         return Err(refuse(&mut s, e));
     }
     if listener::another_launch(&reg.id) {
+        if let Some(root) = reg.id.root_address() {
+            listener::note_stranger(root, reg.rank);
+        }
         let at = reg.id.root_address().map_or_else(String::new, |a| a.to_string());
         let e = CollectiveError::invalid(format!(
             "rank {} is of another launch than the one whose rank 0 listens at {at}: two jobs use the same \

@@ -293,9 +293,11 @@ fn a_rank_of_another_launch_is_refused_at_once() {
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(e.to_string().contains("rank 1 is of another launch than the one whose rank 0 listens at"), "{e}");
-    // This launch's own ranks are still served (rank 0 never comes: the room's timeout).
+    // This launch's own ranks are still served (rank 0 never comes: the room's timeout,
+    // which names the other launch's rank it refused).
     let e = refused(root, &proto::encode_register(&registration(&ours)));
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(e.to_string().contains("rank(s) 1 of another launch (its launcher's job id differs) came"), "{e}");
 }
 
 /// A rank alone with an id its process made, nobody of another process in its room: each
