@@ -85,6 +85,67 @@ impl OpKind {
     ];
 }
 
+/// The call made of several collectives that an op is a step of (the byte-string calls:
+/// a length exchange, then the bytes). Ranks agree on it like on the rest of an op, so that
+/// a step of `broadcast_bytes` on one rank never pairs with a plain `broadcast` of the same
+/// shape on another (which would hand that rank the length word as its data, and `Ok`).
+///
+/// ```
+/// use ruccl::op::{Composite, OpDesc, OpKind};
+/// use ruccl::DType;
+/// let plain = OpDesc::new(OpKind::Broadcast, DType::U8, 8);
+/// let step = OpDesc { part_of: Some(Composite::BroadcastBytes), ..plain };
+/// assert!(!plain.fingerprint().compatible(&step.fingerprint()));
+/// assert_eq!(step.to_string(), "broadcast(8 x u8, in broadcast_bytes)");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Composite {
+    /// `all_gather_bytes`
+    AllGatherBytes,
+    /// `broadcast_bytes`
+    BroadcastBytes,
+    /// `gather_bytes`
+    GatherBytes,
+    /// `scatter_bytes`
+    ScatterBytes,
+}
+
+impl Composite {
+    /// The method's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Composite::AllGatherBytes => "all_gather_bytes",
+            Composite::BroadcastBytes => "broadcast_bytes",
+            Composite::GatherBytes => "gather_bytes",
+            Composite::ScatterBytes => "scatter_bytes",
+        }
+    }
+
+    /// The code of `c` in fingerprints and on the wire (explicit, so adding a call never
+    /// moves one): 0 for none.
+    pub(crate) fn code(c: Option<Composite>) -> u8 {
+        match c {
+            None => 0,
+            Some(Composite::AllGatherBytes) => 1,
+            Some(Composite::BroadcastBytes) => 2,
+            Some(Composite::GatherBytes) => 3,
+            Some(Composite::ScatterBytes) => 4,
+        }
+    }
+
+    /// The composite call of `code` (`Some(None)` for 0); `None` for a code no call has.
+    pub(crate) fn from_code(code: u8) -> Option<Option<Composite>> {
+        Some(match code {
+            0 => None,
+            1 => Some(Composite::AllGatherBytes),
+            2 => Some(Composite::BroadcastBytes),
+            3 => Some(Composite::GatherBytes),
+            4 => Some(Composite::ScatterBytes),
+            _ => return None,
+        })
+    }
+}
+
 /// One rank's description of one operation, after validation.
 ///
 /// `count` is in elements and means, per kind: the tensor's count (all_reduce, broadcast,
@@ -114,6 +175,8 @@ pub struct OpDesc {
     /// A digest of the caller's tensor shape ([`shape_hash`]), when the caller has one (the
     /// peer API): ranks that pass the same element count in different shapes disagree.
     pub shape: Option<u64>,
+    /// The call made of several collectives this op is a step of, if any; ranks must agree.
+    pub part_of: Option<Composite>,
 }
 
 /// The digest of a tensor shape that [`OpDesc::shape`] carries: the crate's FNV-1a over the
@@ -132,7 +195,18 @@ pub fn shape_hash(dims: &[usize]) -> u64 {
 impl OpDesc {
     /// A descriptor with no reduce op, root or peer.
     pub fn new(kind: OpKind, dtype: DType, count: usize) -> Self {
-        OpDesc { kind, dtype, count, op: None, root: None, peer: None, in_place: false, algorithm: None, shape: None }
+        OpDesc {
+            kind,
+            dtype,
+            count,
+            op: None,
+            root: None,
+            peer: None,
+            in_place: false,
+            algorithm: None,
+            shape: None,
+            part_of: None,
+        }
     }
 
     /// A send's or receive's lane: (whether it sends, the peer). A rank's calls on one lane
@@ -158,6 +232,7 @@ impl OpDesc {
             count: if self.kind == OpKind::AllToAllV { 0 } else { self.count as u64 },
             algorithm: self.algorithm,
             shape: self.shape,
+            part_of: Composite::code(self.part_of),
             desc: *self,
         }
     }
@@ -195,6 +270,9 @@ impl fmt::Display for OpDesc {
             // Only the digest travels; the peer API prints the shapes themselves.
             write!(f, ", shape #{:08x}", h >> 32)?;
         }
+        if let Some(c) = self.part_of {
+            write!(f, ", in {}", c.name())?;
+        }
         f.write_str(")")
     }
 }
@@ -210,6 +288,7 @@ pub struct Fingerprint {
     count: u64,
     algorithm: Option<Algorithm>,
     shape: Option<u64>,
+    part_of: u8,
     /// The descriptor it came from (for messages).
     pub desc: OpDesc,
 }
@@ -222,17 +301,27 @@ impl Fingerprint {
             a.desc.kind == OpKind::Send && b.desc.kind == OpKind::Recv && a.dtype == b.dtype && a.count == b.count
         };
         if self.desc.kind.is_collective() || other.desc.kind.is_collective() {
-            (self.kind, self.dtype, self.op, self.scalar, self.root, self.count, self.algorithm, self.shape)
-                == (
-                    other.kind,
-                    other.dtype,
-                    other.op,
-                    other.scalar,
-                    other.root,
-                    other.count,
-                    other.algorithm,
-                    other.shape,
-                )
+            (
+                self.kind,
+                self.dtype,
+                self.op,
+                self.scalar,
+                self.root,
+                self.count,
+                self.algorithm,
+                self.shape,
+                self.part_of,
+            ) == (
+                other.kind,
+                other.dtype,
+                other.op,
+                other.scalar,
+                other.root,
+                other.count,
+                other.algorithm,
+                other.shape,
+                other.part_of,
+            )
         } else {
             p2p(self, other) || p2p(other, self)
         }
@@ -245,7 +334,12 @@ impl Fingerprint {
         let (algo, arity) = crate::transport::wire::algorithm_code(self.algorithm);
         let (algo, arity) = (u64::from(algo), u64::from(arity));
         let shape = self.shape.map_or(0, |_| 1u64);
-        let head = u64::from(self.kind) | u64::from(self.dtype) << 8 | u64::from(self.op) << 16 | algo << 24;
+        // Bits 24..28 the algorithm's code (0..=8), 28..31 the composite call's (0..=4).
+        let head = u64::from(self.kind)
+            | u64::from(self.dtype) << 8
+            | u64::from(self.op) << 16
+            | algo << 24
+            | u64::from(self.part_of) << 28;
         [head | shape << 31 | arity << 32, self.scalar, self.root, self.count, self.shape.unwrap_or(0)]
     }
 
@@ -266,12 +360,14 @@ impl Fingerprint {
             }),
         };
         let arity = (w[0] >> 32) as u32;
-        let algorithm = crate::transport::wire::algorithm_from(byte(24) & 0x7f, arity)?;
+        let algorithm = crate::transport::wire::algorithm_from(byte(24) & 0x0f, arity)?;
+        let part_of = Composite::from_code(byte(28) & 0x07)?;
         let mut d = OpDesc::new(kind, dtype, usize::try_from(w[3]).ok()?);
         d.op = op;
         d.root = if w[2] == u64::MAX { None } else { Some(usize::try_from(w[2]).ok()?) };
         d.algorithm = algorithm;
         d.shape = (w[0] >> 31 & 1 == 1).then_some(w[4]);
+        d.part_of = part_of;
         (d.kind.is_collective() && d.fingerprint().words() == *w).then_some(d)
     }
 }

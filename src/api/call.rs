@@ -112,7 +112,7 @@ pub(super) fn tagged<'h, B: Backend>(
     strategy: Option<Strategy>,
     shape: &[usize],
 ) -> Tagged<'h, B::CommDevice> {
-    h.comm.tagged(Tags { algorithm: strategy.map(Strategy::algorithm), shape: Some(shape_hash(shape)) })
+    h.comm.tagged(Tags { algorithm: strategy.map(Strategy::algorithm), shape: Some(shape_hash(shape)), part_of: None })
 }
 
 pub(super) fn peers_of<B: Backend>(h: &PeerHandle<B>) -> String {

@@ -45,7 +45,7 @@ fn gtag<'g, D: crate::device::Device>(
     s: Strategy,
     shape: &[usize],
 ) -> crate::comm::tagged::Tagged<'g, D> {
-    g.tagged(Tags { algorithm: Some(s.algorithm()), shape: Some(shape_hash(shape)) })
+    g.tagged(Tags { algorithm: Some(s.algorithm()), shape: Some(shape_hash(shape)), part_of: None })
 }
 
 /// Local reduce to the leader, all_reduce among the leaders, local broadcast.
@@ -254,7 +254,7 @@ fn permute_blocks<D: Device>(
 /// of algorithm (the configuration has global strategies for all_reduce, reduce and
 /// broadcast only).
 fn gtag_auto<'g, D: Device>(g: &'g Communicator<D>, shape: &[usize]) -> crate::comm::tagged::Tagged<'g, D> {
-    g.tagged(Tags { algorithm: None, shape: Some(shape_hash(shape)) })
+    g.tagged(Tags { algorithm: None, shape: Some(shape_hash(shape)), part_of: None })
 }
 
 /// Gathers to each node's leader, all-gathers among the leaders, puts the blocks in peer-id

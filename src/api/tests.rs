@@ -95,7 +95,7 @@ fn different_strategies_are_a_mismatch_on_every_peer() -> Result<()> {
                     register::<Private<1>>(peer, dev, config)?;
                     let h = service::<Private<1>>()?.handle(peer, "test")?;
                     let strategy = if i == 2 { Strategy::Tree(2) } else { Strategy::Ring };
-                    let tags = Tags { algorithm: Some(strategy.algorithm()), shape: None };
+                    let tags = Tags { algorithm: Some(strategy.algorithm()), shape: None, part_of: None };
                     let x = Tensor::from_slice(&dev, &[1.0f32; 8], &[8])?;
                     let mut y = Tensor::zeros(&dev, DType::F32, &[8])?;
                     let r = h.comm.tagged(tags).all_reduce_into(&mut y, &x, ReduceOp::Sum);

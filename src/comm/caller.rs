@@ -7,14 +7,18 @@
 //! be paired with the wrong call elsewhere, and its peers must not go on with it either.
 //! NCCL leaves this undefined ("a communicator is used by one thread at a time").
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
-/// The thread inside a communicator's call, if any (its [`token`]; 0: none), and whether a
-/// call of another thread was refused meanwhile.
+use crate::op::Composite;
+
+/// The thread inside a communicator's call, if any (its [`token`]; 0: none), whether a call
+/// of another thread was refused meanwhile, and the composite call it is making, if any
+/// ([`Composite::code`]): its steps' ops carry it, for the ranks to agree on.
 #[derive(Debug, Default)]
 pub(crate) struct CallerSlot {
     owner: AtomicU64,
     refused: AtomicBool,
+    part_of: AtomicU8,
 }
 
 /// This thread's hold on a [`CallerSlot`], until dropped; `None` inside a call the same
@@ -29,6 +33,14 @@ impl Entered<'_> {
     pub(crate) fn overlapped(&self) -> bool {
         self.0.is_some_and(|(slot, _)| slot.refused.load(Ordering::Relaxed))
     }
+
+    /// Marks the call this thread entered as `c`, until it is left: the ops it makes are
+    /// steps of `c` ([`CallerSlot::part_of`]). Nothing inside a call already held.
+    pub(crate) fn as_part_of(&self, c: Composite) {
+        if let Some((slot, _)) = self.0 {
+            slot.part_of.store(Composite::code(Some(c)), Ordering::Relaxed);
+        }
+    }
 }
 
 impl Drop for Entered<'_> {
@@ -38,6 +50,7 @@ impl Drop for Entered<'_> {
         if let Some((slot, me)) = self.0
             && slot.owner.load(Ordering::Relaxed) == me
         {
+            slot.part_of.store(0, Ordering::Relaxed);
             slot.owner.store(0, Ordering::Relaxed);
         }
     }
@@ -64,6 +77,18 @@ impl CallerSlot {
                 self.refused.store(true, Ordering::Relaxed);
                 Err(())
             }
+        }
+    }
+}
+
+impl CallerSlot {
+    /// The composite call the thread inside is making ([`Entered::as_part_of`]), if any.
+    /// Read by that thread, inside its call.
+    #[inline]
+    pub(crate) fn part_of(&self) -> Option<Composite> {
+        match self.part_of.load(Ordering::Relaxed) {
+            0 => None,
+            c => Composite::from_code(c).flatten(),
         }
     }
 }
@@ -102,6 +127,14 @@ mod tests {
             assert!(s.spawn(|| slot.enter().is_ok_and(|e| !e.overlapped())).join().unwrap(), "free once left");
         });
         assert!(slot.enter().is_ok());
+        // A composite call's mark lasts while it is held, inner calls included.
+        let outer = slot.enter().unwrap();
+        outer.as_part_of(Composite::GatherBytes);
+        let inner = slot.enter().unwrap();
+        inner.as_part_of(Composite::BroadcastBytes);
+        assert_eq!(slot.part_of(), Some(Composite::GatherBytes), "an inner call re-marked it");
+        drop((inner, outer));
+        assert_eq!(slot.part_of(), None);
         // Two threads that both passed the load (each stored its token, the other's last):
         // the one whose token is not there leaves the slot to the other, still inside.
         let first = slot.enter().unwrap();

@@ -11,6 +11,7 @@
 use super::Communicator;
 use crate::device::Device;
 use crate::error::{CollectiveError, Result};
+use crate::op::Composite;
 use crate::tensor::Tensor;
 use crate::types::{DType, Rank};
 
@@ -48,7 +49,9 @@ impl<D: Device> Communicator<D> {
     /// `Device` when the padded bytes of every rank cannot be allocated.
     pub fn all_gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
         // One call for the two-threads rule: no other thread's call between its steps.
-        let _entered = self.enter(|| "all_gather_bytes".to_string())?;
+        let entered = self.enter(|| "all_gather_bytes".to_string())?;
+        // Its steps' ops say so: a plain collective elsewhere does not pair with them.
+        entered.as_part_of(Composite::AllGatherBytes);
         // Errors name this call (their inner steps move into the message).
         let run = || -> Result<_> {
             let lens = self.all_lengths(bytes.len())?;
@@ -87,7 +90,9 @@ impl<D: Device> Communicator<D> {
     /// Those of [`broadcast`](Self::broadcast) (its two calls).
     pub fn broadcast_bytes(&self, bytes: &mut Vec<u8>, root: Rank) -> Result<()> {
         // One call for the two-threads rule: no other thread's call between its steps.
-        let _entered = self.enter(|| "broadcast_bytes".to_string())?;
+        let entered = self.enter(|| "broadcast_bytes".to_string())?;
+        // Its steps' ops say so: a plain collective elsewhere does not pair with them.
+        entered.as_part_of(Composite::BroadcastBytes);
         // Errors name this call (their inner steps move into the message).
         let mut run = || -> Result<_> {
             let mut len = Tensor::from_slice(&self.device, &(bytes.len() as u64).to_le_bytes(), &[8])?;
@@ -130,7 +135,9 @@ impl<D: Device> Communicator<D> {
     /// rank pads to the longest) and [`gather`](Self::gather).
     pub fn gather_bytes(&self, bytes: &[u8], root: Rank) -> Result<Vec<Vec<u8>>> {
         // One call for the two-threads rule: no other thread's call between its steps.
-        let _entered = self.enter(|| "gather_bytes".to_string())?;
+        let entered = self.enter(|| "gather_bytes".to_string())?;
+        // Its steps' ops say so: a plain collective elsewhere does not pair with them.
+        entered.as_part_of(Composite::GatherBytes);
         // Errors name this call (their inner steps move into the message).
         let run = || -> Result<_> {
             let lens = self.all_lengths(bytes.len())?;
@@ -173,7 +180,9 @@ impl<D: Device> Communicator<D> {
     /// [`scatter`](Self::scatter).
     pub fn scatter_bytes(&self, parts: &[Vec<u8>], root: Rank) -> Result<Vec<u8>> {
         // One call for the two-threads rule: no other thread's call between its steps.
-        let _entered = self.enter(|| "scatter_bytes".to_string())?;
+        let entered = self.enter(|| "scatter_bytes".to_string())?;
+        // Its steps' ops say so: a plain collective elsewhere does not pair with them.
+        entered.as_part_of(Composite::ScatterBytes);
         // Errors name this call (their inner steps move into the message).
         let run = || -> Result<_> {
             let n = self.world_size();

@@ -32,8 +32,9 @@ impl<D: Device> Communicator<D> {
     /// instead of two (the driver's and the state's): each is a locked read-modify-write,
     /// and four cost 4 ranks on 2 cores ~15% of a 16-byte rooted op (PERFORMANCE.md, session
     /// 26).
-    pub(super) fn submit(&self, call: Call<'_, D>) -> Result<()> {
+    pub(super) fn submit(&self, mut call: Call<'_, D>) -> Result<()> {
         let entered = self.enter(|| call.kind.name().to_string())?;
+        call.tags.part_of = self.caller.part_of();
         let kind = call.kind;
         let r = self.submit_entered(call);
         self.unless_overlapped(&entered, kind, r)
@@ -118,8 +119,9 @@ impl<D: Device> Communicator<D> {
 
     /// The non-blocking path: prepares the op now (so checks fail here, and its place in the
     /// rank's order is taken), queues it, and lets the progress thread drive it.
-    pub(super) fn issue(&self, call: Call<'_, D>) -> Result<Work> {
+    pub(super) fn issue(&self, mut call: Call<'_, D>) -> Result<Work> {
         let entered = self.enter(|| call.kind.name().to_string())?;
+        call.tags.part_of = self.caller.part_of();
         let kind = call.kind;
         let r = self.issue_entered(call);
         self.unless_overlapped(&entered, kind, r)

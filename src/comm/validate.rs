@@ -58,6 +58,8 @@ impl<'a, D: Device> Tensors<'a, D> {
 pub(crate) struct Tags {
     pub algorithm: Option<crate::config::Algorithm>,
     pub shape: Option<u64>,
+    /// The composite call this op is a step of ([`crate::op::Composite`]).
+    pub part_of: Option<crate::op::Composite>,
 }
 
 /// One call, as the public method received it. In-place calls pass the same tensor as
@@ -153,6 +155,7 @@ fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
         in_place: call.in_place,
         algorithm: call.tags.algorithm,
         shape: call.tags.shape,
+        part_of: call.tags.part_of,
     };
     desc.to_string()
 }
@@ -365,6 +368,7 @@ pub(crate) fn validate<'a, D: Device, B>(
         in_place: call.in_place || aliased,
         algorithm: call.tags.algorithm,
         shape: call.tags.shape,
+        part_of: call.tags.part_of,
     };
     let size = dtype.size();
     let id = |t: &Tensor<D>| device.mem_id(t.buffer());

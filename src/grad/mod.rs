@@ -362,7 +362,8 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
         while let Some(b) = self.buckets.get_mut(self.next).filter(|b| b.missing == 0) {
             // The tag makes a rank that launches another bucket here a `Mismatch`, even when
             // two buckets have the same size.
-            let tags = Tags { algorithm: None, shape: Some(fnv1a_words([self.digest, self.next as u64])) };
+            let tags =
+                Tags { algorithm: None, shape: Some(fnv1a_words([self.digest, self.next as u64])), part_of: None };
             let plan = &self.layout.buckets[self.next];
             let tensor = match &b.flat {
                 Some(flat) => flat,

@@ -29,8 +29,9 @@ use crate::types::{DType, ReduceOp};
 pub(crate) const MAGIC: [u8; 4] = *b"RCCL";
 /// The protocol version this build speaks (and the only one it accepts). It covers what
 /// processes of one host share besides frames: the exchange slots' layout
-/// (`transport::slots`; 3: their header lost its length word).
-pub(crate) const VERSION: u16 = 3;
+/// (`transport::slots`; 3: their header lost its length word; 4: fingerprints carry the
+/// composite call an op is a step of).
+pub(crate) const VERSION: u16 = 4;
 /// The length of a frame header.
 pub(crate) const HEADER_LEN: usize = 96;
 /// The longest body of a control frame (an abort's message, a flight recorder's answer).
@@ -157,7 +158,8 @@ fn reduce_from(code: u8, scalar: u64) -> Option<Option<ReduceOp>> {
     })
 }
 
-/// Algorithm codes (0: none chosen per op); `KaryTree`'s arity travels beside it.
+/// Algorithm codes (0: none chosen per op); `KaryTree`'s arity travels beside it. Codes stay
+/// below 16: a fingerprint's words hold them in 4 bits (`Fingerprint::words`).
 pub(crate) fn algorithm_code(a: Option<Algorithm>) -> (u8, u32) {
     match a {
         None => (0, 0),
@@ -281,7 +283,8 @@ pub(crate) fn encode_header(h: &FrameHeader) -> [u8; HEADER_LEN] {
 }
 
 /// The fingerprint's 48 bytes: 0 op kind, 1 dtype, 2 reduce op, 3 algorithm, 4 flags (bit 0
-/// in place, 1 root, 2 peer, 3 shape), 5..8 zero, 8..12 arity, 12..16 root, 16..20 peer,
+/// in place, 1 root, 2 peer, 3 shape), 5 the composite call it is a step of (0: none),
+/// 6..8 zero, 8..12 arity, 12..16 root, 16..20 peer,
 /// 20..24 zero, 24..32 scalar (f64 bits), 32..40 count, 40..48 shape digest.
 fn put_fingerprint(b: &mut [u8], fp: &Fingerprint) {
     let d = &fp.desc;
@@ -295,6 +298,7 @@ fn put_fingerprint(b: &mut [u8], fp: &Fingerprint) {
         | u8::from(d.root.is_some()) << 1
         | u8::from(d.peer.is_some()) << 2
         | u8::from(d.shape.is_some()) << 3;
+    b[5] = crate::op::Composite::code(d.part_of);
     b[8..12].copy_from_slice(&arity.to_le_bytes());
     b[12..16].copy_from_slice(&(d.root.unwrap_or(0) as u32).to_le_bytes());
     b[16..20].copy_from_slice(&(d.peer.unwrap_or(0) as u32).to_le_bytes());
@@ -339,7 +343,9 @@ fn get_fingerprint(b: &[u8]) -> Result<Fingerprint, WireError> {
     if flags & !0x0f != 0 {
         return Err(WireError::Reserved { what: "fingerprint flags", value: u64::from(flags & !0x0f) });
     }
-    zero(&b[5..8], "fingerprint padding")?;
+    let part_of =
+        crate::op::Composite::from_code(b[5]).ok_or(WireError::Code { field: "composite call", code: b[5] })?;
+    zero(&b[6..8], "fingerprint padding")?;
     zero(&b[20..24], "fingerprint padding")?;
     let opt = |bit: u8, at: usize| -> Result<Option<u32>, WireError> {
         if flags & bit != 0 {
@@ -358,6 +364,7 @@ fn get_fingerprint(b: &[u8]) -> Result<Fingerprint, WireError> {
     d.in_place = flags & 1 != 0;
     d.algorithm = algorithm;
     d.shape = shape;
+    d.part_of = part_of;
     Ok(d.fingerprint())
 }
 

@@ -231,3 +231,33 @@ pub fn all_to_all_v_splits_disagree<D: TestDevice>() {
         ctx.comm.all_to_all_single_with_splits(&mut y, &x, &output_splits, &input_splits)
     });
 }
+
+/// A step of a byte-string call against a plain collective of the same shape on another
+/// rank: `broadcast_bytes` on the root against a `broadcast` of 8 x u8 (its length word's
+/// shape) on the other rank, which once returned `Ok` holding the length word as its data;
+/// and `all_gather_bytes` against `gather_bytes`, whose first steps (an all_gather of the
+/// lengths) are alike. Every rank gets `Mismatch` naming the composite call.
+pub fn composite_vs_plain<D: TestDevice>() {
+    let needles = ["broadcast(8 x u8, root 0)", "broadcast(8 x u8, root 0, in broadcast_bytes)"];
+    run::<D, _>(2, &Opts::timed(TIMEOUT), |ctx| {
+        if ctx.rank == 0 {
+            // A root may finish before it hears of the mismatch (its bytes are its own, so
+            // right): then its next call fails.
+            match ctx.comm.broadcast_bytes(&mut b"abc".to_vec(), 0) {
+                Ok(()) => ctx.expect_err(ctx.comm.barrier(), ErrorKind::Mismatch, &needles, "the call after it"),
+                r => ctx.expect_err(r, ErrorKind::Mismatch, &needles, "broadcast_bytes against a broadcast"),
+            };
+        } else {
+            let mut t = zeros(ctx, DType::U8, 8);
+            let r = ctx.comm.broadcast(&mut t, 0);
+            ctx.expect_err(r, ErrorKind::Mismatch, &needles, "a broadcast against broadcast_bytes");
+            // Its data is not the root's length word.
+            assert_eq!(t.to_vec::<u8>().unwrap(), [0; 8], "the broadcast wrote its output");
+        }
+    });
+    let needles = ["in all_gather_bytes", "in gather_bytes"];
+    expect_mismatch::<D, _>(2, &needles, |ctx| {
+        let mine = [ctx.rank as u8; 3];
+        if ctx.rank == 0 { ctx.comm.all_gather_bytes(&mine).map(drop) } else { ctx.comm.gather_bytes(&mine, 0).map(drop) }
+    });
+}

@@ -223,6 +223,7 @@ macro_rules! core_suite {
                 mismatch::different_dtype,
                 mismatch::different_reduce_op,
                 mismatch::different_root,
+                mismatch::composite_vs_plain,
                 mismatch::different_root_no_messages,
                 mismatch::different_op_world4,
                 mismatch::send_recv_mismatch,
