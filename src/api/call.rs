@@ -62,7 +62,7 @@ pub(super) fn with_peer<B: Backend, R>(
         .with_rank(h.rank);
         // At once: the operation in flight holds the communicator while it waits.
         h.comm.poison_now(e.clone().with_op(label()));
-        abort(&h, call, &e);
+        fail_global(&h, call, &e);
         return Err(e.with_op(label()).with_hint(
             "make every operation of a peer from one thread (or hand it between threads one call at a time), then \
              register again",
@@ -96,7 +96,12 @@ pub(super) fn abort<B: Backend>(h: &PeerHandle<B>, call: &str, e: &CollectiveErr
         );
         h.comm.fail(CollectiveError::new(kind, why).with_op(label()));
     }
-    // A leader's failure ends the other nodes' waits too.
+    fail_global(h, call, e);
+}
+
+/// A node leader's failure, on its global communicator: it ends the other nodes' waits too.
+fn fail_global<B: Backend>(h: &PeerHandle<B>, call: &str, e: &CollectiveError) {
+    let (peer, label) = (h.peer, || format!("{call} on peer {}", h.peer));
     if let Some(g) = h.hier.as_ref().and_then(|x| x.global.as_ref())
         && g.is_usable()
     {

@@ -11,6 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use crate::op::Composite;
 
+/// What a refused second thread is told to do, and the call in flight when it learns of it.
+pub(crate) const ONE_THREAD_HINT: &str = "make every call on a communicator from one thread (or hand it between \
+                                          threads one call at a time); for streams of ops that must run at once, \
+                                          give each its own communicator (split_all), then create the \
+                                          communicators again";
+
 /// The thread inside a communicator's call, if any (its [`token`]; 0: none), whether a call
 /// of another thread was refused meanwhile, and the composite call it is making, if any
 /// ([`Composite::code`]): its steps' ops carry it, for the ranks to agree on.

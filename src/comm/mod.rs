@@ -509,11 +509,7 @@ impl<D: Device> Communicator<D> {
         ))
         .with_rank(self.rank)
         .with_op(what)
-        .with_hint(
-            "make every call on a communicator from one thread (or hand it between threads one call at a time); for \
-             streams of ops that must run at once, give each its own communicator (split_all), then create the \
-             communicators again",
-        );
+        .with_hint(caller::ONE_THREAD_HINT);
         self.poison_now(e.clone());
         e
     }

@@ -58,10 +58,7 @@ impl<D: Device> Communicator<D> {
         )
         .with_rank(self.rank)
         .with_op(kind.name().to_string())
-        .with_hint(
-            "make every call on a communicator from one thread (or hand it between threads one call at a time), \
-             then create the communicators again",
-        ))
+        .with_hint(super::caller::ONE_THREAD_HINT))
     }
 
     /// [`submit`](Self::submit) once this thread holds the rank's calls.
