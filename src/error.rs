@@ -106,6 +106,16 @@ const HELD_UP_BY_THIS_RANK: &str = "the other ranks gave up waiting for this one
      process stopped or swapped out, a long computation or a blocking call between collectives, a slow or hung \
      device), or raise CommConfig::timeout; this communicator is now aborted, create a new one";
 
+/// The hint of a bad argument seen from another rank: nothing to fix on this one.
+pub(crate) const ANOTHER_RANKS_ARGUMENT: &str = "another rank's call was refused (its arguments or dtype, named \
+     above): fix that call there, where its own error says how; nothing is wrong with this rank's call. This \
+     communicator is aborted: create a new one";
+
+/// [`ANOTHER_RANKS_ARGUMENT`] for the peer API, whose peers register again.
+pub(crate) const ANOTHER_PEERS_ARGUMENT: &str = "another peer's call was refused (named above): fix that call \
+     there, where its own error says how; nothing is wrong with this peer's call. The registration is aborted: \
+     every peer must register again";
+
 impl CollectiveError {
     /// A new error of `kind` with a human-readable message.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
@@ -220,6 +230,13 @@ impl CollectiveError {
                 None => self.inner.report.clone(),
             };
         out.inner.hint = self.inner.hint;
+        // "Fix the arguments" is the first rank's advice, not this one's.
+        if out.inner.hint.is_none()
+            && matches!(self.inner.kind, ErrorKind::InvalidArgument | ErrorKind::Unsupported)
+            && c.rank.is_some_and(|r| r != rank)
+        {
+            out.inner.hint = Some(ANOTHER_RANKS_ARGUMENT);
+        }
         // Not when the ranks waited for each other: the hint of the rank that gave up (what
         // to do about the cycle) stays.
         if self.inner.kind == ErrorKind::Timeout
@@ -259,6 +276,11 @@ impl CollectiveError {
 
     /// Replaces the kind's advice ("What to do: ...") with `hint`, where the error's cause is
     /// known better than its kind says.
+    /// The hint set on this error, if any (not the one its kind implies).
+    pub(crate) fn set_hint(&self) -> Option<&'static str> {
+        self.inner.hint
+    }
+
     pub(crate) fn with_hint(mut self, hint: &'static str) -> Self {
         self.inner.hint = Some(hint);
         self
@@ -525,5 +547,13 @@ mod tests {
             "{report}"
         );
         assert_eq!(t.relayed(2).report(), Some("rank 0: (another process) idle"));
+        // Another rank's bad argument: this rank has nothing to fix.
+        let bad = CollectiveError::invalid("root 7 of 2").with_rank(1);
+        assert!(
+            bad.relayed(0).to_string().ends_with(&format!("What to do: {ANOTHER_RANKS_ARGUMENT}.")),
+            "{}",
+            bad.relayed(0)
+        );
+        assert!(bad.relayed(1).to_string().ends_with("What to do: fix the arguments."), "{}", bad.relayed(1));
     }
 }

@@ -94,7 +94,12 @@ pub(super) fn abort<B: Backend>(h: &PeerHandle<B>, call: &str, e: &CollectiveErr
             h.rank,
             e.message()
         );
-        h.comm.fail(CollectiveError::new(kind, why).with_op(label()));
+        let mut failure = CollectiveError::new(kind, why).with_op(label());
+        if kind == ErrorKind::InvalidArgument {
+            // What the other peers read: the fix is on this peer, not theirs.
+            failure = failure.with_hint(crate::error::ANOTHER_PEERS_ARGUMENT);
+        }
+        h.comm.fail(failure);
     }
     fail_global(h, call, e);
 }
@@ -163,6 +168,11 @@ pub(super) fn core_error<B: Backend>(h: &PeerHandle<B>, call: &str, what: &str, 
     }
     if let Some(r) = e.report() {
         out = out.with_report(r.to_string());
+    }
+    // Another peer's refused call: nothing to fix here (else its kind's "fix the arguments").
+    let theirs = [crate::error::ANOTHER_PEERS_ARGUMENT, crate::error::ANOTHER_RANKS_ARGUMENT];
+    if e.set_hint().is_some_and(|h| theirs.contains(&h)) {
+        out = out.with_hint(crate::error::ANOTHER_PEERS_ARGUMENT);
     }
     out.with_source(e)
 }

@@ -161,6 +161,9 @@ fn one_bad_peer<B: HostLike>(seed: u64, own: ErrorKind, call: impl Fn(&Peer, boo
         } else {
             assert_eq!(kind, ErrorKind::InvalidArgument, "{msg}");
             assert!(msg.contains(&format!("peer {} (rank 1) could not take part", p.ids[1])), "{msg}");
+            // The fix is on the bad peer: this one is not told to fix its arguments.
+            assert!(msg.contains("nothing is wrong with this peer's call"), "{msg}");
+            assert!(!msg.contains("What to do: fix the arguments"), "{msg}");
         }
         aborted::<B>(p);
     });
