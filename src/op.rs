@@ -172,24 +172,49 @@ pub struct OpDesc {
     /// The algorithm this op must run, when the caller chose one per op (the peer API's
     /// strategies); `None` runs the communicator's configured algorithm. Ranks must agree.
     pub algorithm: Option<Algorithm>,
-    /// A digest of the caller's tensor shape ([`shape_hash`]), when the caller has one (the
+    /// A digest of the caller's tensor shape ([`shape_hash`]: most shapes exactly), when the caller has one (the
     /// peer API): ranks that pass the same element count in different shapes disagree.
     pub shape: Option<u64>,
     /// The call made of several collectives this op is a step of, if any; ranks must agree.
     pub part_of: Option<Composite>,
 }
 
-/// The digest of a tensor shape that [`OpDesc::shape`] carries: the crate's FNV-1a over the
-/// number of dimensions and then each dimension, so `[2, 3]`, `[3, 2]` and `[6]` all differ.
+/// The digest of a tensor shape that [`OpDesc::shape`] carries, so that `[2, 3]`, `[3, 2]`
+/// and `[6]` all differ. Shapes of up to 4 dimensions whose dimensions are small enough
+/// (below 2^60, 2^30, 2^20 or 2^15 for 1 to 4 of them) are the digest themselves, so a
+/// mismatch names both sides' shapes ([`shape_of_digest`]); others are the crate's FNV-1a
+/// over the number of dimensions and then each dimension, top bit set.
 ///
 /// ```
-/// use ruccl::op::shape_hash;
+/// use ruccl::op::{shape_hash, shape_of_digest};
 /// assert_eq!(shape_hash(&[2, 3]), shape_hash(&[2, 3]));
 /// assert_ne!(shape_hash(&[2, 3]), shape_hash(&[3, 2]));
 /// assert_ne!(shape_hash(&[6]), shape_hash(&[6, 1]));
+/// assert_eq!(shape_of_digest(shape_hash(&[2, 3])), Some(vec![2, 3]));
+/// assert_eq!(shape_of_digest(shape_hash(&[1, 2, 3, 4, 5])), None); // hashed
 /// ```
 pub fn shape_hash(dims: &[usize]) -> u64 {
-    crate::hash::fnv1a_words(std::iter::once(dims.len() as u64).chain(dims.iter().map(|&d| d as u64)))
+    let width = |n: usize| 60u32.checked_div(n as u32).unwrap_or(0);
+    let exact = dims.len() <= 4 && dims.iter().all(|&d| (d as u64) < 1u64 << width(dims.len()));
+    if exact {
+        let w = width(dims.len());
+        let packed = dims.iter().enumerate().fold(0u64, |acc, (i, &d)| acc | (d as u64) << (i as u32 * w));
+        return (dims.len() as u64) << 60 | packed;
+    }
+    let h = crate::hash::fnv1a_words(std::iter::once(dims.len() as u64).chain(dims.iter().map(|&d| d as u64)));
+    h | 1 << 63
+}
+
+/// The shape whose [`shape_hash`] `digest` is, when it holds the shape itself (`None` for
+/// a hashed one, or bits no shape makes).
+pub fn shape_of_digest(digest: u64) -> Option<Vec<usize>> {
+    let n = (digest >> 60) as u32;
+    if n > 4 {
+        return None; // hashed (top bit) or no shape's
+    }
+    let w = 60u32.checked_div(n).unwrap_or(0);
+    let dims: Vec<usize> = (0..n).map(|i| (digest >> (i * w) & ((1u64 << w) - 1)) as usize).collect();
+    (shape_hash(&dims) == digest).then_some(dims)
 }
 
 impl OpDesc {
@@ -266,9 +291,11 @@ impl fmt::Display for OpDesc {
         if let Some(a) = self.algorithm {
             write!(f, ", algorithm {a}")?;
         }
-        if let Some(h) = self.shape {
-            // Only the digest travels; the peer API prints the shapes themselves.
-            write!(f, ", shape #{:08x}", h >> 32)?;
+        match self.shape.map(|h| (h, shape_of_digest(h))) {
+            Some((_, Some(dims))) => write!(f, ", shape {dims:?}")?,
+            // A long shape travels as a hash only.
+            Some((h, None)) => write!(f, ", shape #{:08x}", h >> 32)?,
+            None => {}
         }
         if let Some(c) = self.part_of {
             write!(f, ", in {}", c.name())?;
@@ -377,6 +404,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn small_shapes_are_their_own_digest() {
+        let edge = (1usize << 15) - 1;
+        for dims in [&[][..], &[0], &[1 << 59], &[7, 1 << 29], &[1, 2, 3], &[edge; 4], &[0, 0, 0, 0]] {
+            assert_eq!(shape_of_digest(shape_hash(dims)).as_deref(), Some(dims), "{dims:?}");
+        }
+        for dims in [&[1usize << 60][..], &[edge + 1, 1, 1, 1], &[1, 1, 1, 1, 1], &[1 << 30, 1]] {
+            assert!(shape_hash(dims) >> 63 == 1 && shape_of_digest(shape_hash(dims)).is_none(), "{dims:?}");
+        }
+        // Every exact digest differs from every other shape's: [6] vs [6, 1] vs [1, 6] vs [].
+        let all = [shape_hash(&[6]), shape_hash(&[6, 1]), shape_hash(&[1, 6]), shape_hash(&[]), shape_hash(&[0])];
+        assert!(all.iter().enumerate().all(|(i, a)| all[..i].iter().all(|b| a != b)), "{all:x?}");
+    }
+
+    #[test]
     fn fingerprints() {
         let mut a = OpDesc::new(OpKind::AllReduce, DType::F32, 8);
         a.op = Some(ReduceOp::Sum);
@@ -414,6 +455,8 @@ mod tests {
         assert!(!a.fingerprint().compatible(&b.fingerprint()));
         b.shape = a.shape;
         assert!(a.fingerprint().compatible(&b.fingerprint()));
+        assert_eq!(a.to_string(), "all_reduce(sum, 6 x f32, algorithm ring, shape [2, 3])");
+        a.shape = Some(shape_hash(&[1, 1, 1, 2, 3]));
         assert!(a.to_string().starts_with("all_reduce(sum, 6 x f32, algorithm ring, shape #"), "{a}");
     }
 

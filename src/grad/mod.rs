@@ -361,9 +361,10 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
     fn launch_ready(&mut self) -> Result<()> {
         while let Some(b) = self.buckets.get_mut(self.next).filter(|b| b.missing == 0) {
             // The tag makes a rank that launches another bucket here a `Mismatch`, even when
-            // two buckets have the same size.
-            let tags =
-                Tags { algorithm: None, shape: Some(fnv1a_words([self.digest, self.next as u64])), part_of: None };
+            // two buckets have the same size. Its top bit marks it a hash (`op::shape_hash`), so
+            // messages never read it as a shape.
+            let tag = fnv1a_words([self.digest, self.next as u64]) | 1 << 63;
+            let tags = Tags { algorithm: None, shape: Some(tag), part_of: None };
             let plan = &self.layout.buckets[self.next];
             let tensor = match &b.flat {
                 Some(flat) => flat,

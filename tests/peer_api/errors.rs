@@ -65,7 +65,9 @@ fn shapes_with_the_same_element_count_are_a_mismatch_on_every_peer() {
             let shape = if p.rank == n - 1 { [3, 2] } else { [2, 3] };
             all_reduce::<Tb<20>>(p.id, tensor(&p.dev, &[1.0; 6], &shape), ReduceOp::Sum).map(|_| ())
         });
-        all_mismatch(&got, "shape #");
+        // Both sides' shapes, not digests.
+        all_mismatch(&got, "shape [3, 2]");
+        all_mismatch(&got, "shape [2, 3]");
         // Each peer that reported it from the call says what it passed itself.
         assert!(got.iter().any(|(_, m)| m.contains("[3, 2] f32 tensor")), "{got:?}");
     }
