@@ -205,7 +205,7 @@ impl<D: Device> Tensor<D> {
 
     /// Whether this tensor may be read (or written) now: not while a non-blocking op that
     /// writes it (or, for a write, reads it) is pending (`crate::pins`).
-    fn check_pins(&self, write: bool) -> Result<()> {
+    pub(crate) fn check_pins(&self, write: bool) -> Result<()> {
         let id = self.device.mem_id(&self.buf);
         crate::pins::check(crate::pins::Held::of::<D>(id, self.off, self.byte_len(), write))
     }

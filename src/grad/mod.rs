@@ -215,8 +215,8 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
     ///
     /// # Errors
     /// `InvalidArgument` (the step goes on; the tensor is dropped) for an id outside the set,
-    /// an id handed twice in one step, or a gradient of another dtype, shape or device than
-    /// the set says; otherwise the communicator's or the device's errors, which end the step.
+    /// an id handed twice in one step, a gradient of another dtype, shape or device than the
+    /// set says, or one a non-blocking op not yet done still reads or writes; otherwise the communicator's or the device's errors, which end the step.
     pub fn push(&mut self, id: &K, grad: Tensor<D>) -> Result<()> {
         let label =
             |e: CollectiveError| e.with_rank(self.comm.rank()).with_outer_op(format!("GradientSync::push({id})"));
@@ -303,6 +303,10 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
                 self.comm.device().describe()
             )));
         }
+        // The sync reads the gradient now and writes the result into it at `wait`: not while a
+        // non-blocking op in flight writes it (it would reduce the stale input, then overwrite
+        // that op's result) or reads it.
+        grad.check_pins(true)?;
         // Two parameters' gradients on one memory: reduced where they lie (large ones), it was
         // summed twice; packed into buckets, once. Either way one of them is not its own.
         let dev = self.comm.device();

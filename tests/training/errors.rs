@@ -175,3 +175,40 @@ fn a_failed_communicator_ends_the_step_and_every_later_one() {
         assert_eq!(again.kind(), ErrorKind::Aborted, "{again}");
     });
 }
+
+/// A gradient that a non-blocking op not yet done still writes is refused (the sync read the
+/// stale input, then wrote its result over that op's at `wait`), naming the op; pushing it
+/// again once the op is done works.
+#[test]
+fn a_gradient_a_pending_op_writes_is_refused() {
+    let got = on_ranks(2, |comm| {
+        let dev = *comm.device();
+        let mut sync = GradientSync::new(&comm, [("w", f32s(&[4])), ("x", f32s(&[4]))]).unwrap();
+        let g = Tensor::from_slice(&dev, &[1.0f32; 4], &[4]).unwrap();
+        if comm.rank() == 1 {
+            // Rank 0's all_reduce stays pending meanwhile.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let work = comm.all_reduce_async(&g, ReduceOp::Sum).unwrap();
+        let refused = if comm.rank() == 0 {
+            let view = Tensor::from_buffer(&dev, g.buffer().clone(), DType::F32, &[4]).unwrap();
+            Some(sync.push(&"w", view).unwrap_err())
+        } else {
+            None
+        };
+        work.wait().unwrap();
+        let reduced = g.to_vec::<f32>().unwrap();
+        sync.push(&"w", g).unwrap();
+        sync.push(&"x", Tensor::from_slice(&dev, &[3.0f32; 4], &[4]).unwrap()).unwrap();
+        let out = sync.wait().unwrap();
+        (refused, reduced, out[0].1.to_vec::<f32>().unwrap())
+    });
+    for (rank, (refused, reduced, w)) in got.into_iter().enumerate() {
+        assert_eq!((reduced, w), (vec![2.0; 4], vec![2.0; 4]), "rank {rank}");
+        if let Some(e) = refused {
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.to_string().contains("written by all_reduce(sum, 4 x f32)"), "{e}");
+            assert!(e.to_string().starts_with("rank 0: GradientSync::push(w)"), "{e}");
+        }
+    }
+}
