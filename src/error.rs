@@ -332,7 +332,7 @@ impl CollectiveError {
             }
             ErrorKind::InvalidArgument => "fix the arguments",
             ErrorKind::Mismatch => {
-                "every rank must issue the same collectives, with the same counts, dtypes, reduce ops and roots, in the same order"
+                "every rank must issue the same collectives, with the same counts, dtypes, reduce ops and roots, in the same order; a receive must match its peer's send in count and dtype (the sends and receives between two ranks pair up in the order they are issued)"
             }
             ErrorKind::Timeout => {
                 "the rank(s) named above held this op up (never reached it, or stopped making progress in it): look for a crash, a hang, a stopped process or a missing call there, or raise CommConfig::timeout; this communicator is now aborted, create a new one"

@@ -444,7 +444,12 @@ impl Board {
                         OpState::Done => {
                             write!(l, "idle; last finished op #{} {} (issued {ago:.1}s ago)", e.seq, e.op)
                         }
-                        OpState::Failed => write!(l, "failed op #{} {} ({ago:.1}s ago)", e.seq, e.op),
+                        OpState::Failed => {
+                            // When it failed, not when it was issued (a failure at its deadline
+                            // read "10.0s ago" a moment after it).
+                            let failed = e.ended.map_or(ago, |t| now.saturating_duration_since(t).as_secs_f64());
+                            write!(l, "failed op #{} {} {failed:.1}s ago (issued {ago:.1}s ago)", e.seq, e.op)
+                        }
                     };
                 }
             }

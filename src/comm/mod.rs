@@ -293,6 +293,10 @@ impl<D: Device> Communicator<D> {
     /// thread (NCCL's `ncclCommInitAll`): no thread per rank is needed to join, and the
     /// returned communicators can be driven together by one thread with a [`Group`].
     ///
+    /// `config` is used as given, like [`with_config`](Self::with_config)'s: the `RUCCL_*`
+    /// variables (`RUCCL_TIMEOUT`, ...) apply only through [`CommConfig::from_env`], so pass
+    /// that (or a config built on it) to honour them.
+    ///
     /// # Errors
     /// `InvalidArgument` for an empty list.
     ///

@@ -130,3 +130,15 @@ fn report_merges_ranks_that_say_the_same() {
     assert_eq!(report.lines().count(), 1 + REPORT_LINES + 1, "{report}");
     assert!(report.ends_with(&format!("... and ranks {REPORT_LINES}-199 (not shown)")), "{report}");
 }
+
+/// A failed op's line says how long ago it failed, and when it was issued: an op that failed
+/// at its deadline (10 s after it started) read "10.0s ago" just after.
+#[test]
+fn a_failed_op_reads_when_it_failed() {
+    let b = Board::new(1, Duration::from_secs(1));
+    let Some(issued) = Instant::now().checked_sub(Duration::from_secs(10)) else { return };
+    b.start_at(0, 0, OpDesc::new(OpKind::Barrier, DType::U8, 0), Algorithm::Auto, issued);
+    b.finish(0, false);
+    let report = b.report("c", &[]);
+    assert!(report.contains("rank 0: failed op #0 barrier 0.0s ago (issued 10.0s ago)"), "{report}");
+}
