@@ -15,7 +15,7 @@ use super::work::Current;
 use super::{Communicator, Local, Prepared};
 use crate::device::Device;
 use crate::error::Result;
-use crate::op::OpDesc;
+use crate::op::{OpDesc, OpKind};
 use crate::sched::{self, OpRun};
 
 /// A batch of calls on several communicators (typically every local rank of one
@@ -29,8 +29,9 @@ use crate::sched::{self, OpRun};
 /// memory an earlier one writes (or writes memory one reads) after it: a relay works, a swap
 /// in place (a send of a tensor and a receive into it, on both ranks) never finishes. Every
 /// rank must add its calls in the same order. A group first waits for its communicators'
-/// pending non-blocking ops. A send to the
-/// communicator's own rank and a receive from it pair up, in the order they are added, and
+/// pending non-blocking ops, except a group of only sends and receives, which joins them
+/// instead, as a blocking send or receive does (an `isend`, then a group with its matching
+/// receive, completes). A send to the communicator's own rank and a receive from it pair up, in the order they are added, and
 /// are a local copy (NCCL allows them in a group; torch's all_to_all over NCCL sends every
 /// rank its own block so); a pair whose tensors another call of the group also uses is
 /// refused, as its place in that order would not be defined.
@@ -146,6 +147,15 @@ impl<'a, D: Device> Group<'a, D> {
                 r => r,
             })
         };
+        if pairs.is_empty() && joins_pending(&calls) {
+            // Sends and receives behind non-blocking ops join them, as a blocking one does
+            // (`submit`): waiting for the pending ops first deadlocked an `isend` followed by a
+            // group holding its matching receive on both ranks.
+            drop(checked);
+            let works: Vec<Result<super::Work>> = calls.into_iter().map(|(comm, call)| comm.issue(call)).collect();
+            works.into_iter().for_each(|w| each(w.and_then(|w| w.wait())));
+            return Ok(());
+        }
         if pairs.is_empty() {
             Self::run_checked(calls, checked, each);
             return Ok(());
@@ -323,6 +333,13 @@ impl<'a, D: Device> Locks<'a, D> {
 
 fn addr<D: Device>(c: &Communicator<D>) -> usize {
     c as *const Communicator<D> as usize
+}
+
+/// Whether the group is only sends and receives, and a communicator of it may have
+/// non-blocking ops outstanding: then its calls join those (issued, then waited for).
+fn joins_pending<D: Device>(calls: &[(&Communicator<D>, Call<'_, D>)]) -> bool {
+    calls.iter().all(|(_, c)| matches!(c.kind, OpKind::Send | OpKind::Recv))
+        && calls.iter().any(|(comm, _)| comm.engine.may_be_busy())
 }
 
 /// Locks every communicator of `calls` once, in address order (so that groups sharing

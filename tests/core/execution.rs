@@ -580,3 +580,34 @@ pub fn small_ops_exchange<D: TestDevice>() {
         });
     }
 }
+
+/// A group of sends and receives behind this rank's non-blocking sends joins them, as a
+/// blocking receive does: an `isend` then a group holding its matching receive (both ranks)
+/// waited for the isend before the group, and so deadlocked until the deadline; and a ring
+/// of 3 whose group adds a second send to the same peer after the pending one keeps the order.
+pub fn group_after_isend_joins_it<D: TestDevice>() {
+    for world in [2, 3] {
+        run::<D, _>(world, &Opts::timed(Duration::from_secs(20)), |ctx| {
+            let (r, n) = (ctx.rank, ctx.world);
+            let (next, prev) = ((r + 1) % n, (r + n - 1) % n);
+            let first = ctx.tensor(&[r as f32; 4]);
+            let second = ctx.tensor(&[10.0 + r as f32; 4]);
+            let (mut a, mut b) = (ctx.tensor(&[-1.0f32; 4]), ctx.tensor(&[-1.0f32; 4]));
+            let t0 = Instant::now();
+            let w = ctx.comm.send_async(&first, next).unwrap();
+            let mut g = Group::new();
+            g.recv(&ctx.comm, &mut a, prev);
+            if n == 3 {
+                g.send(&ctx.comm, &second, next).recv(&ctx.comm, &mut b, prev);
+            }
+            let results = g.run_each().unwrap();
+            assert!(results.iter().all(Result::is_ok), "rank {r}: {results:?}");
+            w.wait().unwrap();
+            assert!(t0.elapsed() < Duration::from_secs(10), "rank {r}: took {:?}", t0.elapsed());
+            assert_eq!(a.to_vec::<f32>().unwrap(), vec![prev as f32; 4], "rank {r}: the isend's data");
+            if n == 3 {
+                assert_eq!(b.to_vec::<f32>().unwrap(), vec![10.0 + prev as f32; 4], "rank {r}: the group's send");
+            }
+        });
+    }
+}

@@ -246,6 +246,7 @@ macro_rules! core_suite {
                 execution::work_abort_and_errors,
                 execution::nothing_runs_after_a_failure,
                 execution::p2p_cycle_timeout_says_use_a_group,
+                execution::group_after_isend_joins_it,
                 soundness::buffer_clones_on_two_threads,
                 soundness::impossible_allocations_are_errors,
                 truth::root_mismatch_reaches_every_rank,
