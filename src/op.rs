@@ -269,13 +269,16 @@ impl OpDesc {
 }
 
 /// The op's label in every message about it: `all_reduce(sum, 16 x f32)`,
-/// `broadcast(4 x u8, root 1)`, `send(4 x i32, to 1)`, `barrier`; an op that names its
-/// algorithm or shape digest shows them too: `all_reduce(sum, 6 x f32, algorithm ring, shape
-/// #1f0c33a2)`.
+/// `broadcast(4 x u8, root 1)`, `send(4 x i32, to 1)`, `barrier`, `split_all/split_from`;
+/// an op that names its algorithm, shape or composite call shows them too: `all_reduce(sum,
+/// 6 x f32, algorithm ring, shape [2, 3])`, `broadcast(8 x u8, root 0, in broadcast_bytes)`.
 impl fmt::Display for OpDesc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.kind == OpKind::Barrier {
-            return f.write_str("barrier");
+        match self.kind {
+            OpKind::Barrier => return f.write_str("barrier"),
+            // Its words are the ranks' lists, not the caller's tensor: named as the calls.
+            OpKind::Split => return f.write_str("split_all/split_from"),
+            _ => {}
         }
         write!(f, "{}(", self.kind.name())?;
         if let Some(op) = self.op {
@@ -437,6 +440,7 @@ mod tests {
         assert_eq!(a.to_string(), "all_reduce(sum, 8 x f32)");
         assert_eq!(s.to_string(), "send(4 x i32, to 1)");
         assert_eq!(OpDesc::new(OpKind::Barrier, DType::U8, 0).to_string(), "barrier");
+        assert_eq!(OpDesc::new(OpKind::Split, DType::U64, 3).to_string(), "split_all/split_from");
     }
 
     #[test]

@@ -38,6 +38,22 @@ fn write_zeros<D: Device>(dev: &D, buf: &D::Buffer, off: usize, len: usize) -> R
     Ok(())
 }
 
+/// A refused gradient's error, saying what the step does without it: the other ranks are
+/// not told (they would wait for this rank otherwise), so their results for that parameter
+/// are off unless a good gradient follows before `wait`.
+fn counts_as_zero(e: CollectiveError) -> CollectiveError {
+    let message = format!(
+        "{}; unless a valid gradient of it is handed over before `wait`, it counts as a zero gradient on this rank \
+         this step, and every rank's reduced gradient of that parameter includes that zero",
+        e.message()
+    );
+    let out = CollectiveError::new(e.kind(), message);
+    match e.set_hint() {
+        Some(h) => out.with_hint(h),
+        None => out,
+    }
+}
+
 /// One bucket: its flat tensor (allocated once, reused every step), how many of its
 /// parameters this step still lacks, and its all_reduce once launched. A bucket of a single
 /// parameter has no flat tensor: that gradient is reduced where it is, without a copy.
@@ -56,7 +72,10 @@ struct Bucket<D: Device> {
 /// (once, by digest) and fails with `Mismatch`, naming the first difference, when they differ.
 ///
 /// Each step, hand the gradients over with [`push`](Self::push) as backward produces them,
-/// one at a time and in any order, then call [`wait`](Self::wait), which returns them reduced
+/// one at a time and in any order (a push may start a bucket's all_reduce on the
+/// communicator: when the ranks push in different orders, make no other call on it between
+/// their pushes, or the ranks' calls interleave differently and fail with `Mismatch`), then
+/// call [`wait`](Self::wait), which returns them reduced
 /// — or do both with [`all_reduce`](Self::all_reduce). A bucket's all_reduce starts as soon as
 /// all of its gradients are in and every bucket before it has started (buckets go in the same
 /// order on every rank: by dtype, then by id), and runs while the caller goes on. Backward
@@ -225,7 +244,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
     pub fn push(&mut self, id: &K, grad: Tensor<D>) -> Result<()> {
         let label =
             |e: CollectiveError| e.with_rank(self.comm.rank()).with_outer_op(format!("GradientSync::push({id})"));
-        let i = self.check(id, &grad).map_err(label)?;
+        let i = self.check(id, &grad).map_err(|e| label(counts_as_zero(e)))?;
         self.accept(i, grad).map_err(label)
     }
 
@@ -270,7 +289,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
             match self.check(&id, &grad) {
                 Ok(i) => self.accept(i, grad).map_err(label)?,
                 Err(e) => {
-                    rejected.get_or_insert(label(e));
+                    rejected.get_or_insert(label(counts_as_zero(e)));
                 }
             }
         }

@@ -129,6 +129,8 @@ fn a_bad_gradient_is_rejected_and_the_step_goes_on() {
             assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
             assert!(e.to_string().contains(want), "{e}");
             assert!(e.to_string().starts_with(&format!("rank {rank}: GradientSync::push(")), "{e}");
+            // What the step does without it: its peers are not told.
+            assert!(e.to_string().contains("it counts as a zero gradient on this rank this step"), "{e}");
         }
     }
 }
