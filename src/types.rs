@@ -235,7 +235,10 @@ element!(u64, DType::U64, |v| v as u64, |self| self as f64);
 ///   (as a non-finite one on any type) is refused with `InvalidArgument`.
 ///
 /// `f16` and `bf16` are combined in `f32` and rounded once per combine. Floating-point `Min`
-/// and `Max` do not promise how NaN propagates.
+/// and `Max` do not promise how NaN propagates. A float result that is NaN is NaN on every
+/// rank, but its sign and payload bits may differ between ranks (which operand's NaN an
+/// addition keeps depends on the operand order, which some algorithms swap from rank to
+/// rank); every other result has the same bits on every rank.
 ///
 /// ```
 /// use ruccl::ReduceOp;
