@@ -244,7 +244,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
     pub fn push(&mut self, id: &K, grad: Tensor<D>) -> Result<()> {
         let label =
             |e: CollectiveError| e.with_rank(self.comm.rank()).with_outer_op(format!("GradientSync::push({id})"));
-        let i = self.check(id, &grad).map_err(|e| label(counts_as_zero(e)))?;
+        let i = self.check(id, &grad).map_err(label)?;
         self.accept(i, grad).map_err(label)
     }
 
@@ -289,7 +289,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
             match self.check(&id, &grad) {
                 Ok(i) => self.accept(i, grad).map_err(label)?,
                 Err(e) => {
-                    rejected.get_or_insert(label(counts_as_zero(e)));
+                    rejected.get_or_insert(label(e));
                 }
             }
         }
@@ -314,6 +314,13 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
                 "the gradient of parameter {id} was already handed over this step"
             )));
         }
+        // A gradient refused from here on leaves the parameter without one this step.
+        self.check_fit(id, spec, grad).map_err(counts_as_zero)?;
+        Ok(i)
+    }
+
+    /// Whether `grad` may be parameter `id`'s gradient this step (of `spec`).
+    fn check_fit(&self, id: &K, spec: &ParamSpec, grad: &Tensor<D>) -> Result<()> {
         if grad.dtype() != spec.dtype() || grad.shape() != spec.shape() {
             return Err(CollectiveError::invalid(format!(
                 "the gradient of parameter {id} is {}, but the parameter set says {spec}",
@@ -340,8 +347,7 @@ impl<'c, D: Device, K: Ord + Clone + fmt::Display> GradientSync<'c, D, K> {
         // non-blocking op in flight (the caller's own, or this sync's for another parameter)
         // writes it (it would reduce the stale input, then overwrite that op's result) or
         // reads it.
-        grad.check_pins(true)?;
-        Ok(i)
+        grad.check_pins(true)
     }
 
     /// The parameter whose gradient, handed over this step, shares memory with `grad`.
