@@ -5,7 +5,7 @@
 //! op sends. An op's input is held for reading (reading it meanwhile is fine, writing it is
 //! refused), its output for writing (any access is refused).
 //!
-//! Calls of *other* communicators are checked too ([`check_call`]): nothing orders them with
+//! Calls of *other* communicators are checked too ([`racing`]): nothing orders them with
 //! the pending op, so one that writes what it uses, or reads what it writes, is refused. A
 //! communicator's own later calls run after its pending ops and are never refused.
 //!
@@ -14,8 +14,10 @@
 //! implemented elsewhere is not checked there.
 //!
 //! The op's own accesses go through the device's other paths (uploads, downloads, copies,
-//! kernels), never through these, so they are never refused; the group and blocking paths hold nothing (their calls return only once
-//! done). While no op is pending (the usual case of blocking code) a check is one atomic
+//! kernels), never through these, so they are never refused. The group path holds nothing
+//! (its calls return only once done); a blocking op holds its memory while it runs only on a
+//! device without memory guards of its own ([`Hold::blocking`]), so that two ranks given one
+//! buffer are caught instead of racing. While no op is pending (the usual case of blocking code) a check is one atomic
 //! load.
 //!
 //! [`Tensor::to_vec`]: crate::Tensor::to_vec
@@ -33,6 +35,14 @@ use crate::error::{CollectiveError, Result};
 use crate::op::OpDesc;
 use crate::types::Rank;
 
+/// Who holds a range: the rank's communicator handle (its own later ops run after it) and
+/// the communicator it is a rank of (two of its ranks on one memory are a race).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub rank: usize,
+    pub comm: usize,
+}
+
 /// Memory: the device type and its `mem_id` (ids of two device types may coincide).
 pub(crate) type Mem = (TypeId, usize);
 
@@ -41,7 +51,7 @@ struct Pin {
     /// Which hold it belongs to.
     hold: u64,
     /// The communicator (rank) whose op holds it: its own later ops run after it.
-    owner: usize,
+    owner: Owner,
     mem: Mem,
     off: usize,
     len: usize,
@@ -51,6 +61,9 @@ struct Pin {
     op: OpDesc,
     seq: u64,
     rank: Rank,
+    /// Whether a blocking op holds it (on a device without memory guards): another rank's
+    /// call clashing with it is a race, not a call to make later.
+    blocking: bool,
 }
 
 /// Shards of the table, by memory: ranks issuing ops from several threads rarely meet.
@@ -137,12 +150,22 @@ pub(crate) struct Hold {
 
 impl Hold {
     /// Holds `ranges` for `op`, rank `rank`'s op number `seq` on the communicator `owner`.
-    pub(crate) fn new(ranges: &[Held], owner: usize, op: OpDesc, rank: Rank, seq: u64) -> Self {
+    pub(crate) fn new(ranges: &[Held], owner: Owner, op: OpDesc, rank: Rank, seq: u64) -> Self {
+        Self::held_by(ranges, owner, (op, rank, seq), false)
+    }
+
+    /// [`new`](Self::new) for a blocking op while it runs (see [`racing`]).
+    pub(crate) fn blocking(ranges: &[Held], owner: Owner, op: OpDesc, rank: Rank, seq: u64) -> Self {
+        Self::held_by(ranges, owner, (op, rank, seq), true)
+    }
+
+    fn held_by(ranges: &[Held], owner: Owner, (op, rank, seq): (OpDesc, Rank, u64), blocking: bool) -> Self {
         let id = NEXT_HOLD.fetch_add(1, Ordering::Relaxed);
         let mut mems = SmallVec::new();
         for r in ranges.iter().filter(|r| r.len > 0) {
             LIVE.fetch_add(1, Ordering::SeqCst);
-            let pin = Pin { hold: id, owner, mem: r.mem, off: r.off, len: r.len, write: r.write, op, seq, rank };
+            let pin =
+                Pin { hold: id, owner, mem: r.mem, off: r.off, len: r.len, write: r.write, op, seq, rank, blocking };
             shard(r.mem).push(pin);
             mems.push(r.mem);
         }
@@ -175,24 +198,28 @@ pub(crate) fn any() -> bool {
 
 /// The pending op, other than `owner`'s own (`None`: any), holding a range that `access`
 /// conflicts with: one it writes, or, when `access` writes, one it reads. As its message:
-/// "written by all_reduce(sum, 4 x f32) (op #3 of rank 1)".
-fn conflict(access: &Held, owner: Option<usize>) -> Option<(bool, String)> {
+/// "written by all_reduce(sum, 4 x f32) (op #3 of rank 1)"; and whether the two race
+/// rather than wait for each other: the holder is a blocking op, or another rank of
+/// `owner`'s communicator (ranks of one communicator given one memory).
+fn conflict(access: &Held, owner: Option<Owner>) -> Option<(bool, String, bool)> {
     if access.len == 0 || !any() {
         return None;
     }
     let pins = shard(access.mem);
     let p = pins.iter().find(|p| {
-        owner != Some(p.owner) && access.clashes(&Held { mem: p.mem, off: p.off, len: p.len, write: p.write })
+        owner.is_none_or(|o| o.rank != p.owner.rank)
+            && access.clashes(&Held { mem: p.mem, off: p.off, len: p.len, write: p.write })
     })?;
+    let race = p.blocking || owner.is_some_and(|o| o.comm == p.owner.comm);
     let verb = if p.write { "written" } else { "read" };
-    Some((p.write, format!("{verb} by {} (op #{} of rank {})", p.op, p.seq, p.rank)))
+    Some((p.write, format!("{verb} by {} (op #{} of rank {})", p.op, p.seq, p.rank), race))
 }
 
 /// Whether `access` (a tensor's own read, or write) may go ahead: an error naming the
 /// pending op that holds an overlapping range for writing (or, when `access` writes, for
 /// reading).
 pub(crate) fn check(access: Held) -> Result<()> {
-    let Some((_, by)) = conflict(&access, None) else { return Ok(()) };
+    let Some((_, by, _)) = conflict(&access, None) else { return Ok(()) };
     Err(CollectiveError::invalid(format!(
         "this tensor is {by}, a non-blocking op not finished yet: {} it only once its `Work` is done (`wait`, or \
          `is_completed` true)",
@@ -206,7 +233,7 @@ pub(crate) fn check(access: Held) -> Result<()> {
 /// (`call`), which a tensor's buffer handle reaches without the tensor's methods: the same
 /// refusal, naming the call and the bytes.
 pub(crate) fn check_device(access: Held, call: &str) -> Result<()> {
-    let Some((_, by)) = conflict(&access, None) else { return Ok(()) };
+    let Some((_, by, _)) = conflict(&access, None) else { return Ok(()) };
     Err(CollectiveError::invalid(format!(
         "bytes {}..{} of this buffer are {by}, a non-blocking op not finished yet: {} them only once its `Work` is \
          done (`wait`, or `is_completed` true)",
@@ -218,19 +245,12 @@ pub(crate) fn check_device(access: Held, call: &str) -> Result<()> {
     .with_hint("wait for that op's `Work` first; neither the buffer nor the op was touched"))
 }
 
-/// Whether a call of the communicator `owner` may use `ranges`: not while a pending op of
-/// another communicator (another rank, a split, another group of ranks) writes them, or reads
-/// what the call writes — nothing orders the two. Ops of `owner` itself run in issue order.
-/// The message says what is wrong; the caller names the call.
-pub(crate) fn check_call(ranges: &[Held], owner: usize) -> std::result::Result<(), String> {
-    for (i, r) in ranges.iter().enumerate() {
-        if let Some((_, by)) = conflict(r, Some(owner)) {
-            let what = if r.write { "writes" } else { "reads" };
-            return Err(format!(
-                "tensor #{i} of this call (which it {what}) is {by}, a non-blocking op of another communicator not \
-                 finished yet; nothing orders the two: wait for that op's `Work` first"
-            ));
-        }
-    }
-    Ok(())
+/// The first of `ranges` that an op of another communicator (or another rank) holds at
+/// once: its number, what holds it ([`conflict`]'s message: `written by all_reduce(sum, 4 x
+/// f32) (op #3 of rank 1)`), and whether the two race: a blocking op ([`Hold::blocking`]) or
+/// another rank of `owner`'s communicator holds it (ranks given one memory), rather than a
+/// pending non-blocking op of another communicator (nothing orders the two: the call may
+/// wait for that op's `Work`). Ops of `owner`'s own rank run in issue order.
+pub(crate) fn racing(ranges: &[Held], owner: Owner) -> Option<(usize, String, bool)> {
+    ranges.iter().enumerate().find_map(|(i, r)| conflict(r, Some(owner)).map(|(_, by, race)| (i, by, race)))
 }

@@ -167,3 +167,31 @@ pub fn impossible_allocations_are_errors<D: TestDevice>() {
     let comm = ruccl::Communicator::new(dev.clone(), 1, UniqueId::new().unwrap(), 0).unwrap();
     comm.barrier().unwrap();
 }
+
+/// Two ranks on one GPU given one buffer (`Tensor::from_buffer` of a clone on each): their
+/// all_reduces returned `Ok` with sums that differed between runs and ranks (a stranger's
+/// review, lavapipe). Now each rank's op holds its memory while it runs, and the later of the
+/// two finds the other's: both fail at once (the communicator aborted), never `Ok`. Devices
+/// with memory guards of their own (the host device) are left to those.
+pub fn two_ranks_given_one_buffer_fail<D: TestDevice>() {
+    let (d0, d1) = (D::for_rank(0), D::for_rank(1));
+    if d0.host_memory() || !d0.same_device(&d1) {
+        return;
+    }
+    let n = 1 << 10;
+    let shared = Tensor::from_slice(&d0, &vec![1.0f32; n], &[n]).unwrap();
+    let buf = shared.buffer().clone();
+    let said = std::sync::Mutex::new(Vec::new());
+    run::<D, _>(2, &Opts::timed(Duration::from_secs(20)), |ctx| {
+        let mut t = Tensor::from_buffer(&ctx.dev, buf.clone(), DType::F32, &[n]).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = ctx.comm.all_reduce(&mut t, ReduceOp::Sum).expect_err("two ranks raced on one buffer");
+        // The other rank hears of it as the poison, or (when the failed rank has dropped its
+        // communicator already) as that rank's departure.
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Aborted | ErrorKind::PeerLost), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}: {e}", t0.elapsed());
+        said.lock().unwrap().push(e.to_string());
+    });
+    let said = said.into_inner().unwrap();
+    assert!(said.iter().any(|e| e.contains("were given one tensor's memory")), "{said:#?}");
+}

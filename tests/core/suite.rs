@@ -248,6 +248,7 @@ macro_rules! core_suite {
                 execution::p2p_cycle_timeout_says_use_a_group,
                 execution::group_after_isend_joins_it,
                 soundness::buffer_clones_on_two_threads,
+                soundness::two_ranks_given_one_buffer_fail,
                 soundness::impossible_allocations_are_errors,
                 truth::root_mismatch_reaches_every_rank,
                 truth::root_mismatch_then_a_rank_leaves,
