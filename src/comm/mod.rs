@@ -9,6 +9,7 @@ mod collectives;
 mod exchanged;
 pub(crate) mod flight;
 mod group;
+mod holds;
 mod launch;
 mod lists;
 mod local;
