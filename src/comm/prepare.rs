@@ -35,7 +35,7 @@ impl<D: Device> Communicator<D> {
         let entered = self.enter(|| call.kind.name().to_string())?;
         call.tags.part_of = self.caller.part_of();
         let kind = call.kind;
-        let r = self.submit_entered(call);
+        let r = self.submit_entered(&call);
         self.unless_overlapped(&entered, kind, r)
     }
 
@@ -61,14 +61,14 @@ impl<D: Device> Communicator<D> {
     }
 
     /// [`submit`](Self::submit) once this thread holds the rank's calls.
-    fn submit_entered(&self, call: Call<'_, D>) -> Result<()> {
+    fn submit_entered(&self, call: &Call<'_, D>) -> Result<()> {
         // A send or receive behind non-blocking ops joins them if they are sends and receives
         // too (torch's `isend` then a blocking `recv` around a ring): the engine runs it.
         let joins = matches!(call.kind, OpKind::Send | OpKind::Recv) && self.engine.may_be_busy();
         if self.engine.shared_progress || joins {
-            return self.issue(call)?.wait();
+            return self.issue_entered(call)?.wait();
         }
-        let (desc, io) = self.check_lent(&call)?;
+        let (desc, io) = self.check_lent(call)?;
         let exchanged = self.exchanges(&desc).is_some();
         if exchanged {
             let local = self.lock();
@@ -111,7 +111,7 @@ impl<D: Device> Communicator<D> {
         op.run.start_at(op.issued);
         // A device without memory guards of its own (a GPU) holds the op's memory while it
         // runs, so that another rank using it at once is caught, not a race.
-        let (hold, raced) = self.hold_unguarded(&call, op.run.ctx.fp.desc, op.run.ctx.seq);
+        let (hold, raced) = self.hold_unguarded(call, op.run.ctx.fp.desc, op.run.ctx.seq);
         let result = match raced {
             Some(e) => Err(e),
             None => sched::drive(&mut op.run),
@@ -126,14 +126,14 @@ impl<D: Device> Communicator<D> {
         let entered = self.enter(|| call.kind.name().to_string())?;
         call.tags.part_of = self.caller.part_of();
         let kind = call.kind;
-        let r = self.issue_entered(call);
+        let r = self.issue_entered(&call);
         self.unless_overlapped(&entered, kind, r)
     }
 
     /// [`issue`](Self::issue) once this thread holds the rank's calls.
-    fn issue_entered(&self, call: Call<'_, D>) -> Result<Work> {
+    fn issue_entered(&self, call: &Call<'_, D>) -> Result<Work> {
         // What the op will read and write: held from now until it completes (`crate::pins`).
-        let held = self.held(&call);
+        let held = self.held(call);
         let work = {
             let mut local = self.lock();
             let mut op = self.prepare(&mut local, call)?;
@@ -157,8 +157,8 @@ impl<D: Device> Communicator<D> {
     /// Checks a call and turns it into a running op: validation (`InvalidArgument`, nothing
     /// sent), the sticky failure checks, a sequence number, the plan, scratch memory.
     #[inline]
-    pub(crate) fn prepare(&self, local: &mut Local<D>, call: Call<'_, D>) -> Result<Prepared<D>> {
-        let checked = self.check(&call)?;
+    pub(crate) fn prepare(&self, local: &mut Local<D>, call: &Call<'_, D>) -> Result<Prepared<D>> {
+        let checked = self.check(call)?;
         self.prepare_checked(local, checked)
     }
 

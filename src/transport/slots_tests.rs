@@ -31,6 +31,14 @@ fn publish_read_and_reuse() {
     assert!(s.read(0, 0, 0, &mut out), "a whole word and a tail");
     assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     assert!(s.read(0, 0, 11, &mut []), "nothing, at the end");
+    // Whole words: the part's bytes in memory order, as `read` gives them.
+    s.publish(1, 0, &fp, &(1..=24).collect::<Vec<u8>>());
+    let mut words = [0u64; 2];
+    assert!(s.read_words(1, 0, 1, &mut words));
+    assert_eq!(bytemuck::cast_slice::<u64, u8>(&words), &(9..=24).collect::<Vec<u8>>()[..]);
+    assert!(s.read_words(1, 0, SLOT_BYTES / 8 - 2, &mut words), "the slot's last words");
+    assert!(!s.read_words(1, 0, SLOT_BYTES / 8 - 1, &mut words), "past the slot");
+    assert!(!s.read_words(1, 0, usize::MAX, &mut words), "offset overflow");
     // The other slots are free; this one is held until ranks 1 and 2 finish op 0.
     let again = DEPTH as u64;
     assert!((1..again).all(|seq| s.busy(0, seq).is_none()));
@@ -132,6 +140,9 @@ fn garbage_in_a_peers_slots_never_panics_nor_reads_past_a_slot() {
                     assert!(!ok || off + n <= SLOT_BYTES, "read past the slot: {off} + {n}");
                 }
                 assert!(!s.read(p, seq, usize::MAX, &mut [0u8; 2]), "offset overflow");
+                let mut words = [0u64; 2];
+                assert!(!s.read_words(p, seq, usize::MAX - 1, &mut words), "word offset overflow");
+                assert!(!s.read_words(p, seq, SLOT_BYTES / 8 - 1, &mut words), "words past the slot");
                 assert!(!s.read(p, seq, SLOT_BYTES + 8, &mut []), "offset past the slot");
             }
         }

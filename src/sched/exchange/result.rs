@@ -115,12 +115,30 @@ impl<D: Device, B: Borrow<D::Buffer>> Exchange<'_, D, B> {
         let (mem, o, len) = out;
         let n = self.view.shared.world;
         let size = self.view.fp.desc.dtype.size();
-        let parts = &mut bytemuck::cast_slice_mut::<u64, u8>(buf)[..n * len];
-        for (q, p) in parts.chunks_mut(len).enumerate() {
-            self.part_into(slots, q, off, p, size)?;
+        if len > 0 && len.is_multiple_of(8) && off.is_multiple_of(8) {
+            // Whole words: each part's words straight out of its slot into its own.
+            for (q, p) in buf.chunks_mut(len / 8).take(n).enumerate() {
+                if q == self.view.rank && self.quiet {
+                    self.part_into(slots, q, off, bytemuck::cast_slice_mut(p), size)?;
+                } else if !slots.read_words(q, self.view.seq, off / 8, p) {
+                    return Err(self.past_slot(q));
+                }
+            }
+        } else {
+            let parts = &mut bytemuck::cast_slice_mut::<u64, u8>(buf)[..n * len];
+            for (q, p) in parts.chunks_mut(len).enumerate() {
+                self.part_into(slots, q, off, p, size)?;
+            }
         }
+        let parts = &bytemuck::cast_slice::<u64, u8>(buf)[..n * len];
         let mut guard = mem.write_sole(self.sole, o, len)?;
         let out: &mut [u8] = &mut guard;
+        let desc = &self.view.fp.desc;
+        let combine = desc.op.map_or(Combine::Sum, ReduceOp::combine);
+        if len / size <= kernels::SMALL {
+            kernels::reduce_packed(desc.dtype, combine, out, parts)?;
+            return self.finish_avg(out);
+        }
         let (first, rest) = parts.split_at(len);
         // The other parts' slices: in an array when few (no collect per op).
         let mut few: [&[u8]; 8] = [&[]; 8];
@@ -132,9 +150,13 @@ impl<D: Device, B: Borrow<D::Buffer>> Exchange<'_, D, B> {
             many = rest.chunks(len).collect();
             &many
         };
-        let desc = &self.view.fp.desc;
-        let combine = desc.op.map_or(Combine::Sum, ReduceOp::combine);
         kernels::reduce_many(desc.dtype, combine, out, Some(first), srcs)?;
+        self.finish_avg(out)
+    }
+
+    /// An `Avg`'s division of the sum `out` holds (see [`ReduceOp::avg_prescale`]).
+    fn finish_avg(&self, out: &mut [u8]) -> Result<()> {
+        let (desc, n) = (&self.view.fp.desc, self.view.shared.world);
         if desc.op == Some(ReduceOp::Avg) {
             // f16: the parts were pre-multiplied by 2^-k (the op's prologue), which was the
             // whole division when the world is a power of two (`ReduceOp::avg_prescale`).
