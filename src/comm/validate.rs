@@ -137,12 +137,17 @@ fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
         _ => call.output.numel(),
     };
     let per_rank = |total: Option<usize>| total.map(|t| t / world.max(1));
-    let count = match call.kind {
-        OpKind::AllGather | OpKind::Split | OpKind::ReduceScatter if call.in_place => per_rank(output),
-        OpKind::AllToAll => per_rank(input),
-        OpKind::AllToAllV => input,
-        OpKind::Broadcast | OpKind::Scatter | OpKind::Recv | OpKind::ReduceScatter => output,
-        _ => input,
+    // A total the ranks cannot split evenly is named as it is, not floored (a 5-element
+    // all_to_all of 2 ranks read `all_to_all(2 x f32)`).
+    let uneven = |total: Option<usize>| total.filter(|t| !t.is_multiple_of(world.max(1)));
+    let (count, total) = match call.kind {
+        OpKind::AllGather | OpKind::Split | OpKind::ReduceScatter if call.in_place => {
+            (per_rank(output), uneven(output))
+        }
+        OpKind::AllToAll => (per_rank(input), uneven(input)),
+        OpKind::AllToAllV => (input, None),
+        OpKind::Broadcast | OpKind::Scatter | OpKind::Recv | OpKind::ReduceScatter => (output, None),
+        _ => (input, None),
     };
     let dtype = call.input.tensors().first().or(first_output).map_or(DType::U8, Tensor::dtype);
     let desc = OpDesc {
@@ -157,7 +162,12 @@ fn label<D: Device>(call: &Call<'_, D>, world: usize) -> String {
         shape: call.tags.shape,
         part_of: call.tags.part_of,
     };
-    desc.to_string()
+    let label = desc.to_string();
+    match total {
+        // The count is the first "N x dtype" the label holds.
+        Some(t) => label.replacen(&format!("{} x {dtype}", desc.count), &format!("{t} x {dtype} in all"), 1),
+        None => label,
+    }
 }
 
 /// Checks `call` for `rank` of `world` on `device`; `bind` makes what the bindings hold of a

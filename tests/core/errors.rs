@@ -40,7 +40,7 @@ pub fn all_gather_wrong_sizes<D: TestDevice>() {
         ctx.expect_err(r, BAD, &["all_gather", "output[1]"], "all_gather, list[1] of 3 elements");
         let mut y = zeros(ctx, DType::F32, 10);
         let r = ctx.comm.all_gather_into_tensor_in_place(&mut y);
-        ctx.expect_err(r, BAD, &["all_gather", "not divisible"], "in-place all_gather of 10 on 3");
+        ctx.expect_err(r, BAD, &["all_gather(10 x f32 in all)", "not divisible"], "in-place all_gather of 10 on 3");
     });
 }
 
@@ -56,7 +56,7 @@ pub fn reduce_scatter_wrong_sizes<D: TestDevice>() {
         ctx.expect_err(r, BAD, &["reduce_scatter", "not divisible"], "reduce_scatter of 13 on 3");
         let mut t = zeros(ctx, DType::I32, 7);
         let r = ctx.comm.reduce_scatter_tensor_in_place(&mut t, ReduceOp::Max);
-        ctx.expect_err(r, BAD, &["reduce_scatter", "not divisible"], "in-place reduce_scatter of 7");
+        ctx.expect_err(r, BAD, &["7 x i32 in all", "not divisible"], "in-place reduce_scatter of 7");
     });
 }
 
@@ -65,9 +65,9 @@ pub fn all_to_all_not_divisible<D: TestDevice>() {
         let x = zeros(ctx, DType::U8, 7);
         let mut y = zeros(ctx, DType::U8, 7);
         let r = ctx.comm.all_to_all_single(&mut y, &x);
-        ctx.expect_err(r, BAD, &["all_to_all", "not divisible", "7"], "all_to_all of 7 on 3");
+        ctx.expect_err(r, BAD, &["all_to_all(7 x u8 in all)", "not divisible"], "all_to_all of 7 on 3");
         let r = ctx.comm.all_to_all_single_in_place(&mut y);
-        ctx.expect_err(r, BAD, &["all_to_all", "not divisible"], "in-place all_to_all of 7 on 3");
+        ctx.expect_err(r, BAD, &["all_to_all(7 x u8 in all)", "not divisible"], "in-place all_to_all of 7 on 3");
         let x = zeros(ctx, DType::U8, 6);
         let mut y = zeros(ctx, DType::U8, 9);
         let r = ctx.comm.all_to_all_single(&mut y, &x);
