@@ -284,7 +284,8 @@ fn stages<D: Device>(
 }
 
 /// Notes, in a send's or receive's `Timeout`, a send or receive of its communicator that a
-/// memory clash put in a later stage: if the peer's side does the same, neither finishes.
+/// later stage holds back — put there by a memory clash, or by a collective added between
+/// them: if the peer's side does the same, neither finishes.
 #[cold]
 #[inline(never)]
 fn held_back(results: &mut [Result<()>], order: &[sched::Place], descs: &[OpDesc]) {
@@ -297,6 +298,16 @@ fn held_back(results: &mut [Result<()>], order: &[sched::Place], descs: &[OpDesc
         let later = (0..order.len()).find(|&j| order[j].key == key && order[j].clashed && order[j].stage > stage);
         if let Some(desc) = later.and_then(|j| descs.get(j)) {
             *r = Err(e.clone().appended(&super::work::clash_note(&desc.to_string())));
+            continue;
+        }
+        // A collective of the communicator in a later stage, and a send or receive after it.
+        let mine = |j: &usize| order[*j].key == key && order[*j].stage > stage;
+        let between = (i + 1..order.len()).filter(mine).find(|&k| order[k].lane.is_none());
+        let after = between.and_then(|k| (k + 1..order.len()).filter(mine).find(|&j| order[j].lane.is_some()));
+        if let (Some(c), Some(p)) = (between.and_then(|k| descs.get(k)), after.and_then(|j| descs.get(j))) {
+            *r = Err(e.clone().appended(&format!(
+                "This group's {p} runs only once its {c} is done: sends and receives run together only with the                  sends and receives next to them in a group, and a collective added between them is a stage of its                  own; if the peer's group does the same, neither finishes: add the sends and receives together,                  before or after the collective"
+            )));
         }
     }
 }

@@ -163,17 +163,23 @@ pub fn async_ring<D: TestDevice>(world: usize) {
 }
 
 /// Sends and receives that a rank holds back, in cycles its peer closes: the `Timeout` names
-/// the held-back call and why. A collective issued between `isend` and `irecv` holds the
-/// receive back; a receive into the memory a send before it reads (a swap in place, in a
-/// group or non-blocking) waits for the send.
+/// the held-back call and why. A collective issued between `isend` and `irecv`, or added
+/// between a send and a receive of one group, holds the receive back; a receive into the
+/// memory a send before it reads (a swap in place, in a group or non-blocking) waits for the
+/// send.
 pub fn held_back_calls_are_named<D: TestDevice>() {
-    for case in ["collective between", "swap in place", "swap in place, non-blocking"] {
+    for case in ["collective between", "collective between, in a group", "swap in place", "swap in place, non-blocking"] {
         let notes = std::sync::Mutex::new(Vec::new());
         run::<D, _>(2, &Opts::timed(std::time::Duration::from_millis(500)), |ctx| {
             let peer = 1 - ctx.rank;
             let x = ctx.tensor(&[ctx.rank as u32; 4]);
             let mut y = ctx.tensor(&[0u32; 4]);
-            let r = if case == "collective between" {
+            let r = if case == "collective between, in a group" {
+                let mut z = ctx.tensor(&[1u32; 4]);
+                let mut g = Group::new();
+                g.send(&ctx.comm, &x, peer).all_reduce(&ctx.comm, &mut z, ReduceOp::Sum).recv(&ctx.comm, &mut y, peer);
+                g.run()
+            } else if case == "collective between" {
                 (|| {
                     let s = ctx.comm.send_async(&x, peer)?;
                     let a = ctx.comm.all_reduce_async(&x, ReduceOp::Sum)?;
@@ -200,6 +206,8 @@ pub fn held_back_calls_are_named<D: TestDevice>() {
         let notes = notes.into_inner().unwrap();
         let want = if case == "collective between" {
             "is held back in its queue behind all_reduce(sum, 4 x u32)"
+        } else if case == "collective between, in a group" {
+            "This group's recv(4 x u32, from "
         } else {
             "is held back: it uses memory that a send or receive issued before it writes"
         };
