@@ -201,6 +201,10 @@ impl<'a, D: Device> Group<'a, D> {
             .iter()
             .map(|(c, call)| if call.kind.is_collective() { crate::pins::Ranges::new() } else { c.held(call) })
             .collect();
+        // What each call uses, on a device without memory guards (a GPU): held while the
+        // group runs, as a blocking call's is (`hold_unguarded`).
+        let unguarded: Few<Option<crate::pins::Ranges>> =
+            calls.iter().map(|(c, call)| (!c.device.host_memory()).then(|| c.held(call))).collect();
         let mut ops: Vec<(&'a Communicator<D>, Result<Prepared<D>>)> = Vec::with_capacity(calls.len());
         for ((comm, _), (desc, io)) in calls.into_iter().zip(checked) {
             let io = Io {
@@ -216,10 +220,33 @@ impl<'a, D: Device> Group<'a, D> {
             ops.push((comm, prepared));
         }
         let order = stages(&ops, &descs, &ranges);
-        let mut runs: Vec<&mut OpRun<D>> =
-            ops.iter_mut().filter_map(|(_, p)| p.as_mut().ok().map(|p| &mut p.run)).collect();
-        let mut driven = sched::drive_all(&mut runs, &order);
+        // An op that finds another rank's op on its memory does not run: it fails, and the
+        // communicator is aborted (two ranks given one GPU buffer raced silently).
+        let mut holds = Vec::new();
+        let mut raced: Few<Option<crate::error::CollectiveError>> = Few::new();
+        for ((comm, prepared), used) in ops.iter().zip(&unguarded) {
+            if let (Ok(p), Some(used)) = (prepared, used) {
+                let (hold, r) = comm.hold_blocking(used, p.run.ctx.fp.desc, p.run.ctx.seq);
+                holds.push(hold);
+                raced.push(r);
+            } else if prepared.is_ok() {
+                raced.push(None);
+            }
+        }
+        let mut runs: Vec<&mut OpRun<D>> = Vec::with_capacity(ops.len());
+        let mut run_order = Vec::with_capacity(order.len());
+        let ok = ops.iter_mut().filter_map(|(_, p)| p.as_mut().ok());
+        for ((p, place), r) in ok.zip(&order).zip(&raced) {
+            if r.is_none() {
+                runs.push(&mut p.run);
+                run_order.push(*place);
+            }
+        }
+        let mut ran = sched::drive_all(&mut runs, &run_order).into_iter();
         drop(runs);
+        let mut driven: Vec<Result<()>> =
+            raced.into_iter().map(|r| r.map_or_else(|| ran.next().unwrap_or(Ok(())), Err)).collect();
+        drop(holds);
         if driven.iter().any(|r| r.as_ref().is_err_and(|e| e.kind() == crate::error::ErrorKind::Timeout)) {
             let started: Vec<OpDesc> =
                 ops.iter().zip(&descs).filter(|((_, p), _)| p.is_ok()).map(|(_, d)| *d).collect();

@@ -41,9 +41,21 @@ impl<D: Device> Communicator<D> {
         if self.device.host_memory() {
             return (None, None);
         }
-        let held = self.held(call);
-        let hold = pins::Hold::blocking(&held, self.pin_owner(), desc, self.rank, seq);
-        (Some(hold), self.raced(&held, desc, seq))
+        let (hold, raced) = self.hold_blocking(&self.held(call), desc, seq);
+        (Some(hold), raced)
+    }
+
+    /// Holds `held` for the blocking op `seq` while it runs, and whether another rank's op
+    /// holds any of it at once (see [`hold_unguarded`](Self::hold_unguarded)): a group's op,
+    /// whose ranges were found before its call was consumed.
+    pub(super) fn hold_blocking(
+        &self,
+        held: &[pins::Held],
+        desc: OpDesc,
+        seq: u64,
+    ) -> (pins::Hold, Option<CollectiveError>) {
+        let hold = pins::Hold::blocking(held, self.pin_owner(), desc, self.rank, seq);
+        (hold, self.raced(held, desc, seq))
     }
 
     /// Whether an op of another rank (or communicator) holds memory that this rank's op `seq`,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ruccl::{Algorithm, CommConfig, DType, ErrorKind, ReduceOp, Tensor, UniqueId};
+use ruccl::{Algorithm, CommConfig, DType, ErrorKind, Group, ReduceOp, Tensor, UniqueId};
 
 use crate::harness::{Opts, TestDevice, run};
 use crate::reference::{data, reduce_input, reduced};
@@ -181,17 +181,29 @@ pub fn two_ranks_given_one_buffer_fail<D: TestDevice>() {
     let n = 1 << 10;
     let shared = Tensor::from_slice(&d0, &vec![1.0f32; n], &[n]).unwrap();
     let buf = shared.buffer().clone();
-    let said = std::sync::Mutex::new(Vec::new());
-    run::<D, _>(2, &Opts::timed(Duration::from_secs(20)), |ctx| {
-        let mut t = Tensor::from_buffer(&ctx.dev, buf.clone(), DType::F32, &[n]).unwrap();
-        let t0 = std::time::Instant::now();
-        let e = ctx.comm.all_reduce(&mut t, ReduceOp::Sum).expect_err("two ranks raced on one buffer");
-        // The other rank hears of it as the poison, or (when the failed rank has dropped its
-        // communicator already) as that rank's departure.
-        assert!(matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Aborted | ErrorKind::PeerLost), "{e}");
-        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}: {e}", t0.elapsed());
-        said.lock().unwrap().push(e.to_string());
-    });
-    let said = said.into_inner().unwrap();
-    assert!(said.iter().any(|e| e.contains("were given one tensor's memory")), "{said:#?}");
+    // A blocking call, and the same call in a group of its own (a group's ops held nothing
+    // while they ran, and returned `Ok` with racing sums).
+    for grouped in [false, true] {
+        let said = std::sync::Mutex::new(Vec::new());
+        run::<D, _>(2, &Opts::timed(Duration::from_secs(20)), |ctx| {
+            let mut t = Tensor::from_buffer(&ctx.dev, buf.clone(), DType::F32, &[n]).unwrap();
+            let t0 = std::time::Instant::now();
+            let r = if grouped {
+                let mut g = Group::new();
+                g.all_reduce(&ctx.comm, &mut t, ReduceOp::Sum);
+                g.run()
+            } else {
+                ctx.comm.all_reduce(&mut t, ReduceOp::Sum)
+            };
+            let e = r.expect_err("two ranks raced on one buffer");
+            // The other rank hears of it as the poison, or (when the failed rank has dropped
+            // its communicator already) as that rank's departure.
+            let kinds = [ErrorKind::InvalidArgument, ErrorKind::Aborted, ErrorKind::PeerLost];
+            assert!(kinds.contains(&e.kind()), "grouped {grouped}: {e}");
+            assert!(t0.elapsed() < Duration::from_secs(10), "grouped {grouped}, {:?}: {e}", t0.elapsed());
+            said.lock().unwrap().push(e.to_string());
+        });
+        let said = said.into_inner().unwrap();
+        assert!(said.iter().any(|e| e.contains("were given one tensor's memory")), "grouped {grouped}: {said:#?}");
+    }
 }
