@@ -240,18 +240,25 @@ impl<D: Device> Communicator<D> {
             shared: self.rank_shared.clone(),
         };
         let dev = &self.device;
+        // The pre-multiplied input's buffer is the op's own until it completes: the rank's
+        // (taken), or a new one while a pending op holds that. Two non-blocking `PreMulSum`s
+        // (or a group's, or GradientSync's f16 buckets) shared it, and the first returned the
+        // second's result, with `Ok`.
+        let mut premul = None;
         let setup = (|| {
             if owns_staging {
                 ensure(dev, &mut local.scratch, plan.scratch_elems * size)?;
             }
             let mut io = io;
             let mut prologue = smallvec::SmallVec::<[_; 1]>::new();
-            if let Some(s) = desc.op.and_then(|o| o.premul(desc.dtype, world))
-                && let Some((pre, work)) =
-                    premultiply(dev, &mut local.premul, &io.input, io.input_elems * size, desc.dtype, s)?
-            {
-                prologue = work;
-                io.input = Binding::Contig { id: dev.mem_id(pre), buf: pre.clone(), base: 0 };
+            if let Some(s) = desc.op.and_then(|o| o.premul(desc.dtype, world)) {
+                premul = local.premul.take();
+                if let Some((pre, work)) =
+                    premultiply(dev, &mut premul, &io.input, io.input_elems * size, desc.dtype, s)?
+                {
+                    prologue = work;
+                    io.input = Binding::Contig { id: dev.mem_id(pre), buf: pre.clone(), base: 0 };
+                }
             }
             let bufs = Bindings {
                 input: io.input,
@@ -272,7 +279,7 @@ impl<D: Device> Communicator<D> {
         let run = OpRun::new(dev.clone(), plan, bufs, ctx, stage, self.reach.clone(), prologue);
         // Every prepared op ends in `complete`, which counts it down.
         local.in_flight += 1;
-        Ok(Prepared { run, issued })
+        Ok(Prepared { run, issued, premul })
     }
 
     /// Ends an op that failed before it ran (scratch allocation, its pre-multiply, a device
@@ -375,6 +382,11 @@ pub(crate) fn complete<D: Device>(
         stage.trim();
         local.staging = Some(stage);
     }
+    if let Some(pre) = op.premul.take()
+        && local.premul.is_none()
+    {
+        local.premul = Some(pre);
+    }
     shared.board.finish_op(rank, seq, &desc, result.is_ok());
     let result = result.map_err(|e| e.with_rank(rank).with_op(desc.to_string()).with_seq(seq));
     if let Err(e) = &result {
@@ -390,6 +402,9 @@ pub(crate) struct Prepared<D: Device> {
     pub(crate) run: OpRun<D>,
     /// When it was prepared: the clock read its deadline counts from.
     issued: std::time::Instant,
+    /// The buffer its pre-multiplied input lives in, the op's own while it runs (given back
+    /// to the rank at [`complete`]).
+    premul: Option<D::Buffer>,
 }
 
 /// The plan of every exchanged op: one [`Step::Exchange`](algo::Step::Exchange). Ranks that

@@ -611,3 +611,52 @@ pub fn group_after_isend_joins_it<D: TestDevice>() {
         });
     }
 }
+
+/// Two pre-multiplied ops in flight at once on one rank (non-blocking, or in one group):
+/// `PreMulSum` and f16 `Avg` scale their input into a buffer first, and the rank had one such
+/// buffer, written when an op was issued; the first op returned the second's result, with `Ok`
+/// (a stranger's review; GradientSync's f16 buckets and the peer API's pipelined chunks too).
+pub fn premultiplied_ops_in_flight_keep_their_inputs<D: TestDevice>() {
+    for n in [64, 1 << 16] {
+        for grouped in [false, true] {
+            run::<D, _>(2, &Opts::default(), |ctx| {
+                let r = ctx.rank as f32;
+                let what = |op: &str| format!("{n} elements, grouped {grouped}, {op}");
+                let a = ctx.tensor(&vec![1.0 + r; n]);
+                let b = ctx.tensor(&vec![100.0 + r; n]);
+                let op = ReduceOp::PreMulSum(0.5);
+                let (mut ga, mut gb) = (ctx.tensor(&vec![1.0 + r; n]), ctx.tensor(&vec![100.0 + r; n]));
+                // A group's ops run on the calling thread (not handed to the shared progress
+                // thread, which the one-thread stamp checks): its pre-multiplied inputs are
+                // tested on the other stamps.
+                if grouped && ctx.comm.config().shared_progress() {
+                    return;
+                }
+                if grouped {
+                    let mut g = Group::new();
+                    g.all_reduce(&ctx.comm, &mut ga, op).all_reduce(&ctx.comm, &mut gb, op);
+                    ctx.ok(g.run(), what("group"));
+                    ctx.check(&ga, &vec![1.5f32; n], what("the first PreMulSum"));
+                    ctx.check(&gb, &vec![100.5f32; n], what("the second PreMulSum"));
+                } else {
+                    let wa = ctx.ok(ctx.comm.all_reduce_async(&a, op), what("issue"));
+                    let wb = ctx.ok(ctx.comm.all_reduce_async(&b, op), what("issue"));
+                    ctx.ok(wa.wait().and(wb.wait()), what("wait"));
+                    ctx.check(&a, &vec![1.5f32; n], what("the first PreMulSum"));
+                    ctx.check(&b, &vec![100.5f32; n], what("the second PreMulSum"));
+                }
+                if !ctx.dev.supports(DType::F16) {
+                    return;
+                }
+                let h = |v: f32| half::f16::from_f32(v);
+                let a = ctx.tensor(&vec![h(1.0 + r); n]);
+                let b = ctx.tensor(&vec![h(100.0 + r); n]);
+                let wa = ctx.ok(ctx.comm.all_reduce_async(&a, ReduceOp::Avg), what("issue f16"));
+                let wb = ctx.ok(ctx.comm.all_reduce_async(&b, ReduceOp::Avg), what("issue f16"));
+                ctx.ok(wa.wait().and(wb.wait()), what("wait f16"));
+                ctx.check(&a, &vec![h(1.5); n], what("the first f16 Avg"));
+                ctx.check(&b, &vec![h(100.5); n], what("the second f16 Avg"));
+            });
+        }
+    }
+}

@@ -247,6 +247,7 @@ macro_rules! core_suite {
                 execution::nothing_runs_after_a_failure,
                 execution::p2p_cycle_timeout_says_use_a_group,
                 execution::group_after_isend_joins_it,
+                execution::premultiplied_ops_in_flight_keep_their_inputs,
                 soundness::buffer_clones_on_two_threads,
                 soundness::two_ranks_given_one_buffer_fail,
                 soundness::impossible_allocations_are_errors,

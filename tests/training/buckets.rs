@@ -110,6 +110,42 @@ fn buckets_reduce_exactly_on_every_world_size_bucket_size_and_order() {
     }
 }
 
+/// The mean of f16 gradients (and any `PreMulSum`) scales each bucket's input first, and the
+/// buckets' ops are in flight together: they shared the rank's one scaled-input buffer, and
+/// every bucket but the last returned the last one's mean, with `Ok` (a stranger's review).
+#[test]
+fn pre_multiplied_buckets_keep_their_own_inputs() {
+    for (dtype, op, scale) in [(DType::F16, ReduceOp::Avg, 0.5), (DType::F32, ReduceOp::PreMulSum(0.25), 0.25)] {
+        let got = on_ranks(2, |comm| {
+            let dev = *comm.device();
+            let r = comm.rank();
+            let params: Vec<(u64, ParamSpec)> = (0..4u64).map(|i| (i, ParamSpec::new(dtype, &[256]))).collect();
+            let config = SyncConfig::default().with_bucket_bytes(1024).with_op(op);
+            let mut sync = GradientSync::with_config(&comm, params, config).unwrap();
+            assert!(sync.bucket_count() >= 2, "{dtype}: {} buckets", sync.bucket_count());
+            let mut steps = Vec::new();
+            for step in 0..3u64 {
+                for i in 0..4u64 {
+                    let v = (i * 10 + step + r as u64 * 2) as f64;
+                    sync.push(&i, tensor(&dev, dtype, &[256], &vec![v; 256])).unwrap();
+                }
+                let got = sync.wait().unwrap();
+                steps.push(got.iter().map(|(_, t)| values(t)).collect::<Vec<_>>());
+            }
+            steps
+        });
+        for (r, steps) in got.iter().enumerate() {
+            for (step, params) in steps.iter().enumerate() {
+                for (i, v) in params.iter().enumerate() {
+                    // The two ranks' values: i * 10 + step and i * 10 + step + 2.
+                    let want = scale * (2.0 * (i * 10 + step) as f64 + 2.0);
+                    assert_eq!(v, &vec![want; 256], "{dtype}, {op:?}: rank {r}, step {step}, parameter {i}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn bucket_count_follows_the_bucket_size() {
     let counts = on_ranks(2, |comm| {
