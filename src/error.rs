@@ -116,6 +116,21 @@ pub(crate) const ANOTHER_PEERS_ARGUMENT: &str = "another peer's call was refused
      there, where its own error says how; nothing is wrong with this peer's call. The registration is aborted: \
      every peer must register again";
 
+/// The peer API's advice for a `Timeout` (the core's names `CommConfig` and communicators,
+/// which a peer-API user never sees).
+pub(crate) const PEER_TIMEOUT: &str = "the peer(s) named above held this operation up (never called it, or \
+     stopped making progress in it): look for a crash, a hang, a stopped process or a missing call there, or raise \
+     CollectiveConfig::with_timeout; the registration is now aborted: every peer must call finish_collective (or \
+     reset_collective) and register again";
+
+/// The peer API's advice for `PeerLost`.
+pub(crate) const PEER_LOST: &str = "a peer's process or registration is gone; every remaining peer must call \
+     finish_collective (or reset_collective) and register again";
+
+/// The peer API's advice for `Aborted`.
+pub(crate) const PEER_ABORTED: &str = "the registration was aborted (the first error is shown above): every peer \
+     must call finish_collective (or reset_collective) and register again";
+
 impl CollectiveError {
     /// A new error of `kind` with a human-readable message.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {

@@ -174,6 +174,13 @@ pub(super) fn core_error<B: Backend>(h: &PeerHandle<B>, call: &str, what: &str, 
     if e.set_hint().is_some_and(|h| theirs.contains(&h)) {
         out = out.with_hint(crate::error::ANOTHER_PEERS_ARGUMENT);
     }
+    // The core's advice names its communicator and `CommConfig`; a peer registers again.
+    match e.kind() {
+        ErrorKind::Timeout => out = out.with_hint(crate::error::PEER_TIMEOUT),
+        ErrorKind::PeerLost => out = out.with_hint(crate::error::PEER_LOST),
+        ErrorKind::Aborted => out = out.with_hint(crate::error::PEER_ABORTED),
+        _ => {}
+    }
     out.with_source(e)
 }
 

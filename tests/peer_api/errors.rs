@@ -326,6 +326,13 @@ fn configs_are_validated_and_a_missing_orchestrator_is_a_timeout() {
     assert_eq!(kind, ErrorKind::Timeout, "{msg}");
     assert!(msg.contains(&format!("no orchestrator answered at global_address {nobody}")), "{msg}");
     assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    // A global_address that is not a host:port says which part is wrong, and how to fix it.
+    for (global, says) in [("127.0.0.1", "has no port"), ("nosuchhost.invalid:1", "does not resolve")] {
+        let (kind, msg) = kind_and_message(register::<Tb<28>>(peer, dev, multi.clone().with_global_address(global)));
+        assert_eq!(kind, ErrorKind::InvalidArgument, "{msg}");
+        assert!(msg.contains(says) && msg.contains("the orchestrator's host:port"), "{msg}");
+        assert!(!msg.contains("same CollectiveConfig"), "{msg}");
+    }
     let partial = CollectiveConfig::default().with_num_nodes(2);
     let (kind, msg) = kind_and_message(register::<Tb<28>>(peer, dev, partial));
     assert_eq!(kind, ErrorKind::InvalidArgument, "{msg}");
@@ -372,6 +379,9 @@ fn a_peer_that_never_calls_makes_the_others_time_out() {
         // The peer that gave up first aborts the communicator, so the other may see that.
         assert!(matches!(kind, ErrorKind::Timeout | ErrorKind::Aborted), "{msg}");
         assert!(msg.contains("timeout"), "{msg}");
+        // The advice is the peer API's (register again), not the core's (a new communicator).
+        assert!(msg.contains("register again") && !msg.contains("CommConfig"), "{msg}");
+        assert!(kind != ErrorKind::Timeout || msg.contains("CollectiveConfig::with_timeout"), "{msg}");
     }
 }
 

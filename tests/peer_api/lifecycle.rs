@@ -113,6 +113,8 @@ fn a_peer_that_finished_early_makes_the_others_fail_not_hang() {
     assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
     for e in outcomes.into_iter().filter_map(|(_, e)| e) {
         assert!(matches!(e.kind(), ErrorKind::PeerLost | ErrorKind::Aborted), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("register again") && !msg.contains("new communicator"), "{msg}");
     }
 }
 
@@ -229,5 +231,42 @@ fn reset_wakes_a_node_waiting_for_the_other_nodes() {
     for e in errs {
         assert_eq!(e.kind(), ErrorKind::Aborted, "{e}");
         assert!(e.to_string().contains("reset_collective"), "{e}");
+    }
+}
+
+/// An orchestrator that closes the connection without answering (it stopped, or
+/// global_address names something else): both peers of the node say so, with what to do
+/// (they read "failed to fill whole buffer", and the non-leader "report this as a bug").
+#[test]
+fn an_orchestrator_that_hangs_up_is_named_on_every_peer() {
+    let rude = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let free = ruccl::launch::free_port().expect("a free port");
+    let cfg = config(2)
+        .with_num_nodes(2)
+        .with_global_address(rude.local_addr().unwrap().to_string())
+        .with_node_address("127.0.0.1")
+        .with_data_service_port(free)
+        .with_timeout(Duration::from_secs(10));
+    let start = Instant::now();
+    let errs = std::thread::scope(|s| {
+        s.spawn(|| {
+            // Reads the hello, then hangs up.
+            let (mut c, _) = rude.accept().unwrap();
+            let _ = std::io::Read::read(&mut c, &mut [0u8; 256]);
+        });
+        let waiting: Vec<_> = [0u32, 1]
+            .into_iter()
+            .map(|i| {
+                let cfg = cfg.clone();
+                s.spawn(move || register::<Tb<50>>(i.into(), ruccl::HostDevice::new(i), cfg))
+            })
+            .collect();
+        waiting.into_iter().map(|h| h.join().unwrap().unwrap_err()).collect::<Vec<_>>()
+    });
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    for e in errs {
+        let msg = e.to_string();
+        assert!(msg.contains("closed the connection without answering"), "{msg}");
+        assert!(msg.contains("start the orchestrator") && !msg.contains("report this message as a bug"), "{msg}");
     }
 }

@@ -38,7 +38,18 @@ pub(crate) fn rendezvous(
     let deadline = Instant::now() + timeout;
     let addrs: Vec<SocketAddr> = global
         .to_socket_addrs()
-        .map_err(|e| CollectiveError::invalid(format!("global_address {global:?} does not resolve: {e}")))?
+        .map_err(|e| {
+            // A host without a port reads "invalid socket address": say which is missing.
+            let why = match global.rsplit_once(':') {
+                Some((_, port)) if port.parse::<u16>().is_ok() => format!("does not resolve: {e}"),
+                _ => "has no port: it is the orchestrator's host:port".to_string(),
+            };
+            CollectiveError::invalid(format!("global_address {global:?} {why}")).with_hint(
+                "set CollectiveConfig::with_global_address to the orchestrator's host:port (e.g. 10.0.0.1:29400, \
+                 where ruccl::orchestrator or examples/orchestrator.rs listens), the same on every node; nothing \
+                 was created: register every peer again",
+            )
+        })?
         .collect();
     let mut backoff = Duration::from_millis(10);
     let mut last = String::from("no address");
@@ -81,6 +92,12 @@ pub(crate) fn rendezvous(
         let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         stream.set_read_timeout(Some(left.min(SLICE))).map_err(io)?;
         match stream.peek(&mut [0u8; 1]) {
+            Ok(0) => return Err(closed(global, hello)),
+            Err(e)
+                if matches!(e.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted) =>
+            {
+                return Err(closed(global, hello));
+            }
             Ok(_) => break,
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                 if cancelled() {
@@ -119,4 +136,21 @@ pub(crate) fn rendezvous(
         )),
         Err(e) => Err(CollectiveError::new(e.kind(), format!("the orchestrator at {global}: {}", e.message()))),
     }
+}
+
+/// The orchestrator's side closed the connection before it answered this node's hello.
+#[cold]
+fn closed(global: &str, hello: &Hello) -> CollectiveError {
+    CollectiveError::new(
+        ErrorKind::Io,
+        format!(
+            "the orchestrator at {global} closed the connection without answering node {}: it stopped, or \
+             global_address is not an orchestrator's address (a node's data_service_port, say)",
+            hello.data_addr
+        ),
+    )
+    .with_hint(
+        "start the orchestrator at global_address (ruccl::orchestrator, examples/orchestrator.rs), the same host:port \
+         on every node and not a node's data_service_port, then register every peer again",
+    )
 }

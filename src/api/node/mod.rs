@@ -79,11 +79,16 @@ pub(crate) fn join<D: Device>(
     };
     let waiting = |e: CollectiveError| {
         let leader = peers.first().map_or_else(String::new, |p| format!(", peer {p},"));
-        CollectiveError::new(
+        let out = CollectiveError::new(
             e.kind(),
             format!("this node's leader{leader} did not meet the other nodes: {}", e.message()),
-        )
-        .with_source(e)
+        );
+        // The leader's advice (where the orchestrator should be, say) holds here too.
+        let out = match e.set_hint() {
+            Some(h) => out.with_hint(h),
+            None => out,
+        };
+        out.with_source(e)
     };
     let words = led.as_ref().map(|(node, nodes, _)| encode_layout(*node, nodes)).unwrap_or_default();
     let mut len = Tensor::from_slice(dev, &[words.len() as u32], &[1])?;
@@ -153,7 +158,8 @@ fn lead<D: Device>(
             }
             _ => "check the network between the nodes and the orchestrator, then register every peer again",
         };
-        e.with_hint(hint)
+        // A hint of its own (a global_address that is not one) says more.
+        if e.set_hint().is_some() { e } else { e.with_hint(hint) }
     })?;
     let nodes: Vec<Vec<PeerId>> = welcome.nodes.iter().map(|n| n.iter().copied().map(PeerId::new).collect()).collect();
     let node = welcome.node as usize;
