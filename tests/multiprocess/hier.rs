@@ -174,6 +174,34 @@ pub(super) fn lonely_child() -> Result<(), String> {
     })
 }
 
+/// Two nodes of one host given one data_service_port: the node that cannot listen says so, at
+/// once, with where the port comes from (it named MASTER_ADDR:MASTER_PORT and a second RANK 0,
+/// launchers' variables a peer-API user never set); the other node's peers time out waiting
+/// for it at the orchestrator.
+pub(super) fn same_port_child() -> Result<(), String> {
+    threads(|id| {
+        let start = Instant::now();
+        let err = api::register::<HostBackend>(PeerId::new(id), HostDevice::new(id as u32), config())
+            .err()
+            .ok_or("register succeeded with the other node on the same data_service_port")?;
+        let (took, msg) = (start.elapsed(), err.to_string());
+        println!("peer {id}: {:?} after {took:?}: {msg}", err.kind());
+        let said = match err.kind() {
+            ErrorKind::Io => {
+                msg.contains("cannot listen at node_address:data_service_port")
+                    && msg.contains("its own data_service_port")
+                    && !msg.contains("MASTER_PORT")
+            }
+            ErrorKind::Timeout => msg.contains("only 1 of 2 nodes arrived"),
+            _ => false,
+        };
+        if !said || took > Duration::from_secs(8) {
+            return Err(format!("peer {id} after {took:?}: {:?} {msg}", err.kind()));
+        }
+        Ok(())
+    })
+}
+
 /// The nodes call all_reduce with different lengths (`MP_LEN`): the leaders' all_reduce
 /// fails, and every peer of both nodes gets the `Mismatch`, relayed by its leader.
 pub(super) fn mismatch_child() -> Result<(), String> {
@@ -329,6 +357,18 @@ fn a_mismatch_between_nodes_fails_every_peer() {
         }
         kids.wait(&[]);
     }
+}
+
+#[test]
+fn two_nodes_on_one_data_port_say_so() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mut kids = Kids::new(Transport::Shm);
+    let a = env(orch.local_addr(), "0,1", 3_000);
+    let mut b = env(orch.local_addr(), "2,3", 3_000);
+    b.iter_mut().filter(|(k, _)| *k == "MP_PORT").for_each(|e| e.1 = a[1].1.clone());
+    kids.spawn("node-a", "same_port", &a);
+    kids.spawn("node-b", "same_port", &b);
+    kids.wait(&[]);
 }
 
 #[test]

@@ -126,9 +126,17 @@ fn lead<D: Device>(
     let port = config.data_service_port().ok_or_else(|| missing("data_service_port"))?;
     let data = SocketAddr::new(host_ip(node_address)?, port);
     listener::serve_at_for_mesh(data).map_err(|e| {
+        // The listener's own words are a launcher's (MASTER_ADDR:MASTER_PORT, RANK 0); the
+        // system's reason is what a node needs, with where its port comes from.
+        let why = std::error::Error::source(&e).map_or_else(|| e.message().to_string(), ToString::to_string);
         CollectiveError::new(
             e.kind(),
-            format!("node address {data} (node_address, data_service_port): {}", e.message()),
+            format!("this node's leader cannot listen at node_address:data_service_port {data}: {why}"),
+        )
+        .with_hint(
+            "give each node of one host its own data_service_port, one nothing else listens on (another node of \
+             this host, another job, or a port of the system's ephemeral range may hold it), and a node_address \
+             of this host; then register every peer again",
         )
     })?;
     let settings: Vec<String> = config
@@ -173,10 +181,30 @@ fn lead<D: Device>(
     let id: UniqueId = welcome.id.parse()?;
     let cfg = CommConfig::default().with_timeout(config.timeout());
     let comm = Communicator::with_config(device.clone(), nodes.len(), id, node, cfg).map_err(|e| {
-        CollectiveError::new(
+        // The core's advice names launchers' variables (MASTER_ADDR:MASTER_PORT, RANK) and
+        // Communicator::new; here they are node 0's node_address and data_service_port.
+        let hint = match e.kind() {
+            ErrorKind::Io => Some(
+                "node 0's leader listens at its node_address:data_service_port for the other nodes' leaders: give \
+                 each node of one host its own data_service_port (one nothing else listens on), then register every \
+                 peer again",
+            ),
+            ErrorKind::Timeout => Some(
+                "every node's leader must reach node 0's node_address:data_service_port (the orchestrator hands it \
+                 out): set node_address to an address of each node's host that the other nodes reach (not \
+                 127.0.0.1 or 0.0.0.0 across hosts), let data_service_port through the firewall, or raise \
+                 CollectiveConfig::with_timeout if a node starts late; then register every peer again",
+            ),
+            _ => None,
+        };
+        let out = CollectiveError::new(
             e.kind(),
             format!("node {node} ({data}) joining the leaders' communicator of {} nodes: {}", nodes.len(), e.message()),
-        )
+        );
+        match hint {
+            Some(h) => out.with_hint(h),
+            None => out,
+        }
         .with_source(e)
     })?;
     Ok((node, nodes, comm))
