@@ -108,6 +108,9 @@ pub enum Composite {
     GatherBytes,
     /// `scatter_bytes`
     ScatterBytes,
+    /// The peer API's `broadcast` ([`api::broadcast`](crate::api::broadcast)), whose first
+    /// step, a small all_gather, finds the sender.
+    PeerBroadcast,
 }
 
 impl Composite {
@@ -118,6 +121,7 @@ impl Composite {
             Composite::BroadcastBytes => "broadcast_bytes",
             Composite::GatherBytes => "gather_bytes",
             Composite::ScatterBytes => "scatter_bytes",
+            Composite::PeerBroadcast => "the peer API's broadcast",
         }
     }
 
@@ -130,6 +134,7 @@ impl Composite {
             Some(Composite::BroadcastBytes) => 2,
             Some(Composite::GatherBytes) => 3,
             Some(Composite::ScatterBytes) => 4,
+            Some(Composite::PeerBroadcast) => 5,
         }
     }
 
@@ -141,6 +146,7 @@ impl Composite {
             2 => Some(Composite::BroadcastBytes),
             3 => Some(Composite::GatherBytes),
             4 => Some(Composite::ScatterBytes),
+            5 => Some(Composite::PeerBroadcast),
             _ => return None,
         })
     }

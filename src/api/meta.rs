@@ -68,7 +68,13 @@ pub(crate) fn exchange_any<D: Device>(
     let n = peers.len();
     let rec = Tensor::from_slice(dev, &rec, &[WORDS])?;
     let mut all = Tensor::zeros(dev, DType::U32, &[WORDS * n])?;
-    comm.all_gather_into_tensor(&mut all, &rec)?;
+    {
+        // Marked as the broadcast's step: a peer's plain all_gather does not pair with it,
+        // and a mismatch names it so (not as an all_gather the peer never called).
+        let entered = comm.enter(|| "broadcast".to_string())?;
+        entered.as_part_of(crate::op::Composite::PeerBroadcast);
+        comm.all_gather_into_tensor(&mut all, &rec)?;
+    }
     let words = all.to_vec::<u32>()?;
     let records: Vec<&[u32]> = words.chunks(WORDS).collect();
     let senders: Vec<Rank> = (0..n).filter(|&r| records.get(r).is_some_and(|w| w[0] == 1)).collect();

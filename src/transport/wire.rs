@@ -30,8 +30,8 @@ pub(crate) const MAGIC: [u8; 4] = *b"RCCL";
 /// The protocol version this build speaks (and the only one it accepts). It covers what
 /// processes of one host share besides frames: the exchange slots' layout
 /// (`transport::slots`; 3: their header lost its length word; 4: fingerprints carry the
-/// composite call an op is a step of).
-pub(crate) const VERSION: u16 = 4;
+/// composite call an op is a step of; 5: the peer API's broadcast is one).
+pub(crate) const VERSION: u16 = 5;
 /// The length of a frame header.
 pub(crate) const HEADER_LEN: usize = 96;
 /// The longest body of a control frame (an abort's message, a flight recorder's answer).

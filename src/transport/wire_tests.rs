@@ -136,7 +136,7 @@ fn random_desc(rng: &mut Rng) -> OpDesc {
         _ => Some(Algorithm::KaryTree(rng.below(9) as u32)),
     };
     d.shape = (rng.below(2) == 0).then(|| rng.next());
-    d.part_of = crate::op::Composite::from_code(rng.below(5) as u8).flatten();
+    d.part_of = crate::op::Composite::from_code(rng.below(6) as u8).flatten();
     d
 }
 

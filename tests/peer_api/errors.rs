@@ -126,6 +126,16 @@ fn dtypes_reduce_ops_roots_and_operations_must_agree() {
         if odd(p) { barrier::<Tb<21>>(p.id) } else { broadcast::<Tb<21>>(p.id, None).map(|_| ()) }
     });
     all_mismatch(&got, "barrier");
+    // Nor does an all_reduce: its peers read the broadcast's step as the broadcast's, not as
+    // an all_gather no peer called.
+    let got = disagree::<Tb<21>>(n, 21, |p| {
+        if odd(p) {
+            broadcast::<Tb<21>>(p.id, None).map(|_| ())
+        } else {
+            all_reduce::<Tb<21>>(p.id, tensor(&p.dev, &[1.0], &[1]), ReduceOp::Sum).map(|_| ())
+        }
+    });
+    all_mismatch(&got, "in the peer API's broadcast");
 }
 
 #[test]
