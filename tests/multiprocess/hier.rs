@@ -51,6 +51,13 @@ fn node_peer(id: u64) -> Result<(), String> {
     let four = Tensor::from_slice(&dev, &[4.0 * (id + 1) as f32; 3], &[3]).unwrap();
     let mean = api::all_reduce::<HostBackend>(peer, four, ReduceOperation::Mean).map_err(e)?;
     check("all_reduce mean", id, vec_of(mean), &[10.0; 3])?;
+    // An f16 mean pre-multiplies its input: pipelined by chunk, several chunks are in flight
+    // at once, each with an input of its own (they shared one: 3/4 of the elements wrong).
+    let halves: Vec<half::f16> = ramp.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let h = Tensor::from_slice(&dev, &halves, &[N]).unwrap();
+    let got = api::all_reduce::<HostBackend>(peer, h, ReduceOperation::Mean).map_err(e)?;
+    let got: Vec<f32> = got.to_vec::<half::f16>().unwrap().iter().map(|v| v.to_f32()).collect();
+    check("all_reduce f16 mean", id, got, &(0..N).map(|i| 2.5 * (i + 1) as f32).collect::<Vec<_>>())?;
     for root in [3u64, 0, 2, 1] {
         let got = api::reduce::<HostBackend>(peer, t(), ReduceOperation::Sum, PeerId::new(root)).map_err(e)?;
         match (got, id == root) {
