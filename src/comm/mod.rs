@@ -483,6 +483,12 @@ impl<D: Device> Communicator<D> {
         Aborter { shared: self.shared.clone(), rank: self.rank }
     }
 
+    /// The failure that aborted this communicator, if one did (another rank's, relayed, or
+    /// this rank's own once a peer heard of it).
+    pub(crate) fn poison(&self) -> Option<CollectiveError> {
+        self.shared.link.poisoned(self.rank)
+    }
+
     /// Whether this communicator can still run operations. Never waits for an op another
     /// thread is running on it (that op's own failure, if any, shows once it is over).
     pub fn is_usable(&self) -> bool {

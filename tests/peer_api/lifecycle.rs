@@ -270,3 +270,41 @@ fn an_orchestrator_that_hangs_up_is_named_on_every_peer() {
         assert!(msg.contains("start the orchestrator") && !msg.contains("report this message as a bug"), "{msg}");
     }
 }
+
+/// An orchestrator that takes the connection and never answers: the leader's wait and its
+/// peer's wait for the leader end at the same deadline; whichever looks first, the leader
+/// reports the orchestrator's silence as a `Timeout` (it read "its registration was
+/// cancelled", which nobody did).
+#[test]
+fn a_silent_orchestrator_is_a_timeout_not_a_cancellation() {
+    for round in 0..3 {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let free = ruccl::launch::free_port().expect("a free port");
+        let cfg = config(2)
+            .with_num_nodes(2)
+            .with_global_address(silent.local_addr().unwrap().to_string())
+            .with_node_address("127.0.0.1")
+            .with_data_service_port(free)
+            .with_timeout(Duration::from_millis(500));
+        let start = Instant::now();
+        let errs = std::thread::scope(|s| {
+            let held = s.spawn(|| silent.accept().map(|(c, _)| c));
+            let waiting: Vec<_> = [0u32, 1]
+                .into_iter()
+                .map(|i| {
+                    let cfg = cfg.clone();
+                    s.spawn(move || register::<Tb<51>>(i.into(), ruccl::HostDevice::new(i), cfg))
+                })
+                .collect();
+            let conn = held.join().unwrap().unwrap();
+            let errs: Vec<_> = waiting.into_iter().map(|h| h.join().unwrap().unwrap_err()).collect();
+            drop(conn);
+            errs
+        });
+        assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+        let leader = &errs[0];
+        assert_eq!(leader.kind(), ErrorKind::Timeout, "round {round}: {leader}");
+        assert!(!leader.to_string().contains("cancelled"), "round {round}: {leader}");
+        assert!(leader.to_string().contains("orchestrator"), "round {round}: {leader}");
+    }
+}

@@ -11,13 +11,13 @@ use crate::error::{CollectiveError, ErrorKind, Result};
 /// How often a wait looks whether it was cancelled.
 const SLICE: Duration = Duration::from_millis(50);
 
+/// How a cancelled wait's message ends.
+pub(super) const CANCELLED: &str = ": its registration was cancelled";
+
 fn cancel_error(global: &str, hello: &Hello) -> CollectiveError {
     CollectiveError::new(
         ErrorKind::Aborted,
-        format!(
-            "node {} stopped waiting for the orchestrator at {global}: its registration was cancelled",
-            hello.data_addr
-        ),
+        format!("node {} stopped waiting for the orchestrator at {global}{CANCELLED}", hello.data_addr),
     )
 }
 

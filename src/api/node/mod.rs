@@ -70,6 +70,7 @@ pub(crate) fn join<D: Device>(
         match lead(dev, peers, config, &|| !comm.is_usable()) {
             Ok(l) => Some(l),
             Err(e) => {
+                let e = gave_up_first(e, comm.poison());
                 comm.fail(e.clone());
                 return Err(e);
             }
@@ -155,11 +156,7 @@ fn lead<D: Device>(
     let welcome = client::rendezvous(global, &hello, config.timeout(), cancelled).map_err(|e| {
         // The peer API's advice, not a communicator's: nothing was created yet.
         let hint = match e.kind() {
-            ErrorKind::Timeout => {
-                "start the orchestrator at global_address (ruccl::orchestrator, examples/orchestrator.rs) and every \
-                 node of the job, or raise CollectiveConfig::with_timeout if some start late; nothing was created: \
-                 register every peer again"
-            }
+            ErrorKind::Timeout => ORCHESTRATOR_TIMEOUT,
             ErrorKind::Mismatch | ErrorKind::InvalidArgument => {
                 "give every node the same CollectiveConfig (only node_address and data_service_port differ, and \
                  each peer id is on one node), then register every peer again"
@@ -209,6 +206,30 @@ fn lead<D: Device>(
     })?;
     Ok((node, nodes, comm))
 }
+
+/// The leader's wait for the other nodes, cut short because this node's other peers timed out
+/// waiting for it (their timeout is the leader's; whoever looks first wins): a `Timeout` of
+/// the wait, as the leader would have reported a moment later, not a cancelled registration.
+fn gave_up_first(e: CollectiveError, poison: Option<CollectiveError>) -> CollectiveError {
+    match poison {
+        Some(p) if e.kind() == ErrorKind::Aborted && p.kind() == ErrorKind::Timeout => CollectiveError::new(
+            ErrorKind::Timeout,
+            format!(
+                "{}: this node's other peers gave up waiting for their leader first (their timeout is the same), the \
+                 orchestrator not having answered: the other nodes did not all arrive in time, or the orchestrator \
+                 does not answer",
+                e.message().trim_end_matches(client::CANCELLED)
+            ),
+        )
+        .with_hint(ORCHESTRATOR_TIMEOUT),
+        _ => e,
+    }
+}
+
+/// The advice for a node that timed out waiting for the orchestrator's answer.
+const ORCHESTRATOR_TIMEOUT: &str = "start the orchestrator at global_address (ruccl::orchestrator, \
+     examples/orchestrator.rs) and every node of the job, or raise CollectiveConfig::with_timeout if some start late; \
+     nothing was created: register every peer again";
 
 /// The IP of `node_address` (`ip`, `ip:port`, `host` or `host:port`).
 fn host_ip(node_address: &str) -> Result<IpAddr> {
