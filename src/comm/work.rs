@@ -146,8 +146,28 @@ impl<D: Device> Engine<D> {
     /// Never blocks. Either side may see the other's store first: the departure happens once.
     pub(crate) fn leave(&self) {
         self.leaving.store(true, Ordering::SeqCst);
-        if !self.may_be_busy() {
+        if !self.may_be_busy() || self.idle() {
             self.depart();
+        }
+    }
+
+    /// Whether nothing of this rank is queued or being driven, though a progress thread may
+    /// still hold the queue (it lets go once it next looks): a blocking call handed to the
+    /// shared progress thread returns once its op is done, and a process that exits right
+    /// after dropping its communicator must not leave without its goodbye (its peers failed
+    /// with `PeerLost`, and the id stayed taken for a launch forming its group again). The
+    /// communicator is gone, so no op can be issued after this look. With shared progress the
+    /// driver's lock is waited for: only the shared thread's turn holds it then (a poll, never
+    /// a wait), and it polls without pause, so a `try_lock` often found it taken. A rank's own
+    /// progress thread holds it while it drives an op (up to its deadline): never waited for.
+    fn idle(&self) -> bool {
+        if !lock(&self.queue).is_empty() {
+            return false;
+        }
+        if self.shared_progress {
+            lock(&self.driving).0.is_empty()
+        } else {
+            self.driving.try_lock().is_ok_and(|c| c.0.is_empty())
         }
     }
 

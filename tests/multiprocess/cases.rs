@@ -92,6 +92,20 @@ pub(super) fn a_launch_forms_its_group_again(t: Transport) {
     torchrun_launch(t, "env_again", &[]);
 }
 
+/// A broadcast's root that returns and exits at once leaves its data to the others, and a
+/// launch forms its group three times in a row at once: with and without shared progress.
+pub(super) fn a_dropped_group_leaves_at_once(t: Transport) {
+    for shared in ["0", "1"] {
+        let extra: &[PerRankVar] = if shared == "1" {
+            &[("RUCCL_SHARED_PROGRESS", |_| "1".to_string())]
+        } else {
+            &[("RUCCL_SHARED_PROGRESS", |_| "0".to_string())]
+        };
+        torchrun_launch(t, "eager_exit", extra);
+        torchrun_launch(t, "env_twice", extra);
+    }
+}
+
 /// A variable and its value for a rank.
 type PerRankVar = (&'static str, fn(usize) -> String);
 

@@ -307,6 +307,45 @@ pub(super) fn env_again_child() -> Result<(), String> {
     every_collective::<f32, _>(&comm, |v| v as f32)
 }
 
+/// torchrun's variables, shared progress or not (`RUCCL_SHARED_PROGRESS`): the root of a
+/// small broadcast returns at once (it runs ahead: the others read its part later) and its
+/// process exits; the others, 300 ms late, still get its data. With shared progress the
+/// dropped communicator's goodbye waited for the progress thread, the process exited first,
+/// and the others failed with `PeerLost` "without a goodbye" (a stranger's review).
+pub(super) fn eager_exit_child() -> Result<(), String> {
+    let dev = HostDevice::default();
+    let comm = Communicator::from_env(dev).map_err(|e| e.to_string())?;
+    let r = comm.rank();
+    let mut t = Tensor::from_slice(&dev, &[r as f32 + 1.0; 4], &[4]).map_err(|e| e.to_string())?;
+    if r != 0 {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    comm.broadcast(&mut t, 0).map_err(|e| format!("rank {r}: {e}"))?;
+    let got = t.to_vec::<f32>().map_err(|e| e.to_string())?;
+    if got != [1.0; 4] {
+        return Err(format!("rank {r}: broadcast gave {got:?}"));
+    }
+    Ok(())
+}
+
+/// torchrun's variables: the group formed, used and dropped twice in a row, at once (no rank
+/// waits for another before forming it again), shared progress or not. With shared progress
+/// the old id was let go only when the progress thread retired the rank: the second
+/// `from_env` was refused as "in use by a communicator that still exists".
+pub(super) fn env_twice_child() -> Result<(), String> {
+    for round in 0..3 {
+        let comm = Communicator::from_env(HostDevice::default()).map_err(|e| format!("round {round}: {e}"))?;
+        let dev = *comm.device();
+        let mut t = Tensor::from_slice(&dev, &[1.0f32; 4], &[4]).map_err(|e| e.to_string())?;
+        comm.all_reduce(&mut t, ReduceOp::Sum).map_err(|e| format!("round {round}: {e}"))?;
+        let want = [comm.world_size() as f32; 4];
+        if t.to_vec::<f32>().map_err(|e| e.to_string())? != want {
+            return Err(format!("round {round}: all_reduce gave {:?}", t.to_vec::<f32>()));
+        }
+    }
+    Ok(())
+}
+
 /// torchrun's variables: `Communicator::from_env`, an all_reduce, a barrier.
 pub(super) fn env_child() -> Result<(), String> {
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
