@@ -39,7 +39,8 @@ fn check_list(ranks: &[Rank], n: usize) -> std::result::Result<(), String> {
 
 impl<D: Device> Communicator<D> {
     /// A new communicator with the same ranks (`ncclCommSplit` with one color). Every rank
-    /// must call it, in the same order relative to other collectives.
+    /// must call it, in the same order relative to other collectives. Across processes it
+    /// forms at the parent's rendezvous, as [`split_from`](Self::split_from) says.
     ///
     /// # Errors
     /// Collective errors as for any collective; `Timeout` if the child cannot be formed.
@@ -64,6 +65,13 @@ impl<D: Device> Communicator<D> {
     /// call and so form several communicators at once, as `ncclCommSplit`'s colors (torch's
     /// `new_subgroups`) do: ranks 0 and 1 passing `[0, 1]` and ranks 2 and 3 passing `[2, 3]`
     /// form two communicators of 2.
+    ///
+    /// Across processes, the new communicators meet at the parent's rendezvous: the listener
+    /// of the process that made the parent's id (rank 0's, under a launcher), which must still
+    /// run while they form, member or not. A rank 0 that is in no list and exits at once, or
+    /// an id made by a helper process that is gone, leaves the members to fail
+    /// (`PeerLost`, or `Timeout` naming that address): keep that process until the split
+    /// returned on every rank.
     ///
     /// # Errors
     /// `InvalidArgument` for a rank out of range or listed twice; the other ranks then get
