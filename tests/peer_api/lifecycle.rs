@@ -234,36 +234,49 @@ fn reset_wakes_a_node_waiting_for_the_other_nodes() {
     }
 }
 
+/// A node of two peers whose global_address is `orchestrator` (a stand-in the caller serves
+/// with `serve`, on a thread of its own meanwhile), registering at once with `timeout`: how
+/// long the registration took, and each peer's error, by peer.
+fn node_of_two_against<const K: usize>(
+    orchestrator: &std::net::TcpListener,
+    timeout: Duration,
+    serve: impl FnOnce(&std::net::TcpListener) + Send,
+) -> (Duration, Vec<ruccl::CollectiveError>) {
+    let cfg = config(2)
+        .with_num_nodes(2)
+        .with_global_address(orchestrator.local_addr().unwrap().to_string())
+        .with_node_address("127.0.0.1")
+        .with_data_service_port(ruccl::launch::free_port().expect("a free port"))
+        .with_timeout(timeout);
+    let start = Instant::now();
+    let errs = std::thread::scope(|s| {
+        let served = s.spawn(|| serve(orchestrator));
+        let waiting: Vec<_> = [0u32, 1]
+            .into_iter()
+            .map(|i| {
+                let cfg = cfg.clone();
+                s.spawn(move || register::<Tb<K>>(i.into(), ruccl::HostDevice::new(i), cfg))
+            })
+            .collect();
+        let errs = waiting.into_iter().map(|h| h.join().unwrap().unwrap_err()).collect::<Vec<_>>();
+        served.join().unwrap();
+        errs
+    });
+    (start.elapsed(), errs)
+}
+
 /// An orchestrator that closes the connection without answering (it stopped, or
 /// global_address names something else): both peers of the node say so, with what to do
 /// (they read "failed to fill whole buffer", and the non-leader "report this as a bug").
 #[test]
 fn an_orchestrator_that_hangs_up_is_named_on_every_peer() {
     let rude = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let free = ruccl::launch::free_port().expect("a free port");
-    let cfg = config(2)
-        .with_num_nodes(2)
-        .with_global_address(rude.local_addr().unwrap().to_string())
-        .with_node_address("127.0.0.1")
-        .with_data_service_port(free)
-        .with_timeout(Duration::from_secs(10));
-    let start = Instant::now();
-    let errs = std::thread::scope(|s| {
-        s.spawn(|| {
-            // Reads the hello, then hangs up.
-            let (mut c, _) = rude.accept().unwrap();
-            let _ = std::io::Read::read(&mut c, &mut [0u8; 256]);
-        });
-        let waiting: Vec<_> = [0u32, 1]
-            .into_iter()
-            .map(|i| {
-                let cfg = cfg.clone();
-                s.spawn(move || register::<Tb<50>>(i.into(), ruccl::HostDevice::new(i), cfg))
-            })
-            .collect();
-        waiting.into_iter().map(|h| h.join().unwrap().unwrap_err()).collect::<Vec<_>>()
+    let (took, errs) = node_of_two_against::<50>(&rude, Duration::from_secs(10), |l| {
+        // Reads the hello, then hangs up.
+        let (mut c, _) = l.accept().unwrap();
+        let _ = std::io::Read::read(&mut c, &mut [0u8; 256]);
     });
-    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    assert!(took < Duration::from_secs(5), "{took:?}");
     for e in errs {
         let msg = e.to_string();
         assert!(msg.contains("closed the connection without answering"), "{msg}");
@@ -279,29 +292,13 @@ fn an_orchestrator_that_hangs_up_is_named_on_every_peer() {
 fn a_silent_orchestrator_is_a_timeout_not_a_cancellation() {
     for round in 0..3 {
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let free = ruccl::launch::free_port().expect("a free port");
-        let cfg = config(2)
-            .with_num_nodes(2)
-            .with_global_address(silent.local_addr().unwrap().to_string())
-            .with_node_address("127.0.0.1")
-            .with_data_service_port(free)
-            .with_timeout(Duration::from_millis(500));
-        let start = Instant::now();
-        let errs = std::thread::scope(|s| {
-            let held = s.spawn(|| silent.accept().map(|(c, _)| c));
-            let waiting: Vec<_> = [0u32, 1]
-                .into_iter()
-                .map(|i| {
-                    let cfg = cfg.clone();
-                    s.spawn(move || register::<Tb<51>>(i.into(), ruccl::HostDevice::new(i), cfg))
-                })
-                .collect();
-            let conn = held.join().unwrap().unwrap();
-            let errs: Vec<_> = waiting.into_iter().map(|h| h.join().unwrap().unwrap_err()).collect();
-            drop(conn);
-            errs
+        let (took, errs) = node_of_two_against::<51>(&silent, Duration::from_millis(500), |l| {
+            // Holds the connection, silent, until the peers gave up.
+            let (c, _) = l.accept().unwrap();
+            std::thread::sleep(Duration::from_millis(1500));
+            drop(c);
         });
-        assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+        assert!(took < Duration::from_secs(5), "{took:?}");
         let leader = &errs[0];
         assert_eq!(leader.kind(), ErrorKind::Timeout, "round {round}: {leader}");
         assert!(!leader.to_string().contains("cancelled"), "round {round}: {leader}");
