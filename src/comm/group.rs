@@ -333,7 +333,10 @@ fn held_back(results: &mut [Result<()>], order: &[sched::Place], descs: &[OpDesc
         let after = between.and_then(|k| (k + 1..order.len()).filter(mine).find(|&j| order[j].lane.is_some()));
         if let (Some(c), Some(p)) = (between.and_then(|k| descs.get(k)), after.and_then(|j| descs.get(j))) {
             *r = Err(e.clone().appended(&format!(
-                "This group's {p} runs only once its {c} is done: sends and receives run together only with the                  sends and receives next to them in a group, and a collective added between them is a stage of its                  own; if the peer's group does the same, neither finishes: add the sends and receives together,                  before or after the collective"
+                "This group's {p} runs only once its {c} is done: sends and receives run together only with the \
+                 sends and receives next to them in a group, and a collective added between them is a stage of its \
+                 own; if the peer's group does the same, neither finishes: add the sends and receives together, \
+                 before or after the collective"
             )));
         }
     }
