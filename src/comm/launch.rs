@@ -128,8 +128,29 @@ impl<D: Device> Communicator<D> {
             listener::serve_at(root).map_err(fail)?;
             listener::root_launch(&id);
         }
-        Self::with_config(device, env.world_size, id, env.rank, config).map_err(fail)
+        // Rank 0 listens on every interface when MASTER_ADDR is not one of its host's (a
+        // service address may forward there); if the others never come, that is the first
+        // suspect, which only rank 0 can see (it said only "rank(s) 1 never called").
+        let elsewhere = (env.rank == 0).then(|| not_here(&env.master_addr, root)).flatten();
+        Self::with_config(device, env.world_size, id, env.rank, config).map_err(|e| match &elsewhere {
+            Some(note) if e.kind() == crate::ErrorKind::Timeout => fail(e).appended(note),
+            _ => fail(e),
+        })
     }
+}
+
+/// The note for rank 0 whose `MASTER_ADDR` (resolved to `root`) is no address of this host.
+fn not_here(master: &str, root: SocketAddr) -> Option<String> {
+    let local = std::net::UdpSocket::bind(SocketAddr::new(root.ip(), 0)).is_ok();
+    (!local).then(|| {
+        format!(
+            "Note: MASTER_ADDR={master} ({}) is not an address of this host, rank 0's, which listens on every \
+             interface on port {} instead: the other ranks connect to {root}, and unless that address forwards here \
+             (a service address) they never reach this rendezvous; set MASTER_ADDR to rank 0's host",
+            root.ip(),
+            root.port()
+        )
+    })
 }
 
 /// `host:port` as one address (IPv4 preferred).
@@ -210,6 +231,32 @@ mod tests {
         assert!(loopback_across_hosts(&env("localhost", "2"), lo).is_none());
         assert!(loopback_across_hosts(&env("127.0.0.1", "2"), lo).is_none());
         assert!(loopback_across_hosts(&env("vm", "2"), "10.0.0.1:29500".parse().unwrap()).is_none());
+    }
+
+    /// Rank 0 of a launch whose MASTER_ADDR is no address of its host: when the others never
+    /// come, its timeout says so (a stranger's review: it said only "rank(s) 1 never called").
+    #[test]
+    fn rank_0_names_a_master_addr_that_is_not_its_own() {
+        assert!(not_here("127.0.0.1", "127.0.0.1:29500".parse().unwrap()).is_none());
+        let far: SocketAddr = "192.0.2.99:29500".parse().unwrap();
+        if std::net::UdpSocket::bind(SocketAddr::new(far.ip(), 0)).is_ok() {
+            return; // a host that owns TEST-NET-1: nothing to show
+        }
+        let port = crate::launch::free_port().unwrap();
+        let vars: std::collections::HashMap<String, String> = [
+            ("RANK", "0".to_string()),
+            ("WORLD_SIZE", "2".to_string()),
+            ("MASTER_ADDR", "192.0.2.99".to_string()),
+            ("MASTER_PORT", port.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let env = LaunchEnv::from_map(&vars).unwrap();
+        let config = CommConfig::default().with_timeout(std::time::Duration::from_millis(300));
+        let e = Communicator::from_launch(crate::HostDevice::default(), &env, config).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Timeout, "{e}");
+        assert!(e.to_string().contains("MASTER_ADDR=192.0.2.99 (192.0.2.99) is not an address of this host"), "{e}");
     }
 
     #[test]
