@@ -13,6 +13,7 @@ mod holds;
 mod launch;
 mod lists;
 mod local;
+mod memo;
 mod nonblocking;
 mod objects;
 mod p2p;
@@ -135,6 +136,8 @@ pub(crate) struct Local<D: Device> {
     staging: Option<Box<Staging<D::Buffer, D::Event>>>,
     /// The last op's plan: a loop that repeats one call (a training step) builds it once.
     last_plan: Option<(OpDesc, crate::config::Algorithm, usize, Arc<algo::Plan>)>,
+    /// The last call this rank validated (`memo`): a repeat is matched, not checked again.
+    memo: Option<memo::Memo>,
 }
 
 /// One rank's handle on a group of ranks that run collectives together.
@@ -380,6 +383,7 @@ impl<D: Device> Communicator<D> {
             premul: None,
             staging: None,
             last_plan: None,
+            memo: None,
         }));
         shared.instance.hold();
         Communicator {

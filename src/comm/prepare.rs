@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::memo::{self, Memo};
 use super::validate::{self, Call};
 use super::work::Work;
 use super::{Communicator, Local, Shared};
@@ -68,16 +69,16 @@ impl<D: Device> Communicator<D> {
         if self.engine.shared_progress || joins {
             return self.issue_entered(call)?.wait();
         }
-        let (desc, io) = self.check_lent(call)?;
+        // Checked under the rank's state, which remembers the last call checked (a repeat is
+        // matched, not checked again: `memo`) and which the lean path keeps.
+        let mut local = self.lock();
+        let (desc, io) = self.check_with(&mut local.memo, call, |b| b)?;
         let exchanged = self.exchanges(&desc).is_some();
-        if exchanged {
-            let local = self.lock();
-            if local.in_flight == 0 {
-                return self.run_exchanged(local, desc, io, call.sole);
-            }
-            // Let go before taking the driver: the driver is always taken first.
-            drop(local);
+        if exchanged && local.in_flight == 0 {
+            return self.run_exchanged(local, desc, io, call.sole);
         }
+        // Let go before taking the driver: the driver is always taken first.
+        drop(local);
         let mut current = self.engine.driving.lock().unwrap_or_else(|e| e.into_inner());
         // Non-blocking ops issued earlier run first (issue order).
         if self.engine.has_queued(&current) {
@@ -158,26 +159,30 @@ impl<D: Device> Communicator<D> {
     /// sent), the sticky failure checks, a sequence number, the plan, scratch memory.
     #[inline]
     pub(crate) fn prepare(&self, local: &mut Local<D>, call: &Call<'_, D>) -> Result<Prepared<D>> {
-        let checked = self.check(call)?;
+        let checked = self.check_with(&mut local.memo, call, D::Buffer::clone)?;
         self.prepare_checked(local, checked)
     }
 
-    /// [`validate`]s a call on this rank (`InvalidArgument`, nothing sent), with handles of
-    /// its own on the call's buffers.
-    pub(crate) fn check(&self, call: &Call<'_, D>) -> Result<(OpDesc, validate::Io<D::Buffer>)> {
-        let checked = validate::validate(call, self.rank, self.shared.world, &self.device, D::Buffer::clone)
-            .map_err(CollectiveError::on_usable_communicator)?;
-        self.check_pins(call, &checked.0)?;
-        Ok(checked)
-    }
-
-    /// [`check`](Self::check), lending the call's own buffers.
+    /// [`check_with`](Self::check_with) lending the call's own buffers, remembering nothing.
     #[inline]
     pub(crate) fn check_lent<'a>(&self, call: &Call<'a, D>) -> Result<(OpDesc, validate::Io<&'a D::Buffer>)> {
+        self.check_with(&mut None, call, |b| b)
+    }
+
+    /// [`validate`]s a call on this rank (`InvalidArgument`, nothing sent), or matches it with
+    /// the call `memo` remembers (see `memo`); then what other communicators' ops hold of its
+    /// memory. `bind` makes the bindings' buffers: the call's own lent, or handles.
+    #[inline]
+    pub(crate) fn check_with<'a, B>(
+        &self,
+        memo: &mut Option<Memo>,
+        call: &Call<'a, D>,
+        bind: impl Fn(&'a D::Buffer) -> B,
+    ) -> Result<(OpDesc, validate::Io<B>)> {
         // Checked in place: `map_err(..)?` moved the few-hundred-byte result once more per op
         // (a `memcpy` call, and its stores ahead of the next lock: ~5% of a 16-byte rooted op
         // with 4 ranks on one core, PERFORMANCE.md session 24).
-        let checked = validate::validate(call, self.rank, self.shared.world, &self.device, |b| b);
+        let checked = memo::validate(memo, call, self.rank, self.shared.world, &self.device, bind);
         if let Ok((desc, _)) = &checked {
             self.check_pins(call, desc)?;
         }
