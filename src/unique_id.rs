@@ -268,6 +268,16 @@ impl UniqueId {
         id
     }
 
+    /// This id rooted at `root` instead (a split's child id, rooted at its first member's
+    /// process): the same token, so the same communicator on the wire.
+    pub(crate) fn rooted_at(&self, root: SocketAddr) -> UniqueId {
+        let mut token = [0u8; 16];
+        token.copy_from_slice(&self.bytes[4..20]);
+        let mut id = Self::unchecked(token, Some(root));
+        id.seal();
+        id
+    }
+
     /// The 16 bytes that name the communicator on the wire.
     pub(crate) fn comm_bytes(&self) -> [u8; 16] {
         let mut b = [0u8; 16];

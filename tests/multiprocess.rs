@@ -55,10 +55,11 @@ mod roles_faults;
 mod roles_large;
 
 use cases::{
-    a_dropped_group_leaves_at_once, a_launch_forms_its_group_again, four_processes_run_every_collective,
-    from_env_with_torchrun_variables, large_messages_cross_processes, sizes_around_the_single_copy_threshold,
-    the_listener_survives_garbage_and_serves_real_peers, three_processes_run_every_collective,
-    two_processes_of_two_ranks_run_every_collective, two_processes_run_every_collective,
+    a_dropped_group_leaves_at_once, a_launch_forms_its_group_again, a_split_needs_no_process_but_its_members,
+    four_processes_run_every_collective, from_env_with_torchrun_variables, large_messages_cross_processes,
+    sizes_around_the_single_copy_threshold, the_listener_survives_garbage_and_serves_real_peers,
+    three_processes_run_every_collective, two_processes_of_two_ranks_run_every_collective,
+    two_processes_run_every_collective,
 };
 use cases_faults::{
     a_killed_peer_is_named_in_peer_lost, a_late_rank_fails_the_op_its_peer_failed,
@@ -117,6 +118,8 @@ fn child() {
         "env_again" => roles::env_again_child(),
         "eager_exit" => roles::eager_exit_child(),
         "env_twice" => roles::env_twice_child(),
+        "id_maker" => roles::id_maker_child(),
+        "orphan_split" => roles::orphan_split_child(),
         "env_join" => env_join_child(),
         "large" => large_child(),
         "threshold" => threshold_child(),
@@ -363,6 +366,7 @@ per_transport!(
     from_env_with_torchrun_variables,
     a_launch_forms_its_group_again,
     a_dropped_group_leaves_at_once,
+    a_split_needs_no_process_but_its_members,
     a_small_mismatch_names_both_calls,
     a_peer_killed_mid_small_broadcasts_is_named_in_peer_lost,
     a_mismatch_across_the_slot_limit_is_named_at_once,

@@ -1,7 +1,8 @@
-//! Splitting a communicator: every rank of the parent calls, the ranks agree through one
-//! all-gather on the parent (so a rank that calls something else is a `Mismatch`), and the
+//! Splitting a communicator: every rank of the parent calls, the ranks agree through two
+//! all-gathers on the parent (so a rank that calls something else is a `Mismatch`), and the
 //! members join a child whose id is derived from the parent's id and instance nonce (so two
-//! groups that used the same id one after the other never share a child id).
+//! groups that used the same id one after the other never share a child id) and rooted at
+//! its first member's process, which names it to the others.
 
 use super::Communicator;
 use super::validate::{Call, Input, Output};
@@ -10,6 +11,9 @@ use crate::error::{CollectiveError, ErrorKind, Result};
 use crate::op::OpKind;
 use crate::tensor::Tensor;
 use crate::types::Rank;
+use crate::unique_id::{UNIQUE_ID_BYTES, UniqueId};
+
+use super::rendezvous::listener;
 
 fn digest(ranks: &[Rank]) -> u64 {
     crate::hash::fnv1a_words(ranks.iter().map(|&r| r as u64))
@@ -40,7 +44,7 @@ fn check_list(ranks: &[Rank], n: usize) -> std::result::Result<(), String> {
 impl<D: Device> Communicator<D> {
     /// A new communicator with the same ranks (`ncclCommSplit` with one color). Every rank
     /// must call it, in the same order relative to other collectives. Across processes it
-    /// forms at the parent's rendezvous, as [`split_from`](Self::split_from) says.
+    /// forms at rank 0's process, as [`split_from`](Self::split_from) says.
     ///
     /// # Errors
     /// Collective errors as for any collective; `Timeout` if the child cannot be formed.
@@ -66,12 +70,11 @@ impl<D: Device> Communicator<D> {
     /// `new_subgroups`) do: ranks 0 and 1 passing `[0, 1]` and ranks 2 and 3 passing `[2, 3]`
     /// form two communicators of 2.
     ///
-    /// Across processes, the new communicators meet at the parent's rendezvous: the listener
-    /// of the process that made the parent's id (rank 0's, under a launcher), which must still
-    /// run while they form, member or not. A rank 0 that is in no list and exits at once, or
-    /// an id made by a helper process that is gone, leaves the members to fail
-    /// (`PeerLost`, or `Timeout` naming that address): keep that process until the split
-    /// returned on every rank.
+    /// Across processes, each new communicator meets at the process of the first rank its
+    /// list names (at the parent's rendezvous when that process serves it, else at that
+    /// process's own listener, started as [`UniqueId::new`] starts one), so it needs no
+    /// process but its members': a rank left out may exit as soon as its call returns, and
+    /// the process that made the parent's id need not still run.
     ///
     /// # Errors
     /// `InvalidArgument` for a rank out of range or listed twice; the other ranks then get
@@ -116,25 +119,69 @@ impl<D: Device> Communicator<D> {
             }
             Ok(()) => FOUND_NOTHING,
         };
-        let findings = self.split_gather(&[finding]).map_err(outer)?;
         let split_no = {
             let mut l = self.lock();
             l.splits += 1;
             l.splits
         };
+        // The first member of each list names its child's id (with the finding): the other
+        // members read it there, so the child meets where that member's process listens.
+        let mut record = [0u64; RECORD];
+        record[0] = finding;
+        if member && ranks.first() == Some(&self.rank) {
+            let id = self.child_id(split_no, d);
+            for (w, b) in record[1..].iter_mut().zip(id.to_bytes().chunks_exact(8)) {
+                *w = u64::from_le_bytes(b.try_into().unwrap_or_default());
+            }
+        }
+        let findings = self.split_gather(&record).map_err(outer)?;
         rejected?;
-        if let Some((f, &what)) = findings.iter().enumerate().find(|(_, w)| **w != FOUND_NOTHING) {
+        let found = findings.chunks_exact(RECORD).map(|r| r[0]).enumerate().find(|&(_, w)| w != FOUND_NOTHING);
+        if let Some((f, what)) = found {
             return Err(self.split_mismatch(f, what, ranks).with_op(call));
         }
         if !member {
             return Ok(None);
         }
         let pos = ranks.iter().position(|&r| r == self.rank).unwrap_or(0);
-        let id = self.shared.id.derive(self.shared.instance.nonce(), &[split_no, d]);
+        let first = ranks.first().copied().unwrap_or(self.rank);
+        let words = findings.get(first * RECORD + 1..(first + 1) * RECORD).unwrap_or_default();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let id = UniqueId::from_bytes(&bytes).map_err(|e| {
+            CollectiveError::protocol(format!(
+                "rank {first} named the new communicator's id in bytes that are not one: {e}"
+            ))
+            .with_rank(self.rank)
+            .with_peer(first)
+            .with_op(call)
+        })?;
         let config = self.shared.config.clone().with_shared_progress(self.engine.shared_progress);
         Communicator::with_config(self.device.clone(), ranks.len(), id, pos, config).map(Some)
     }
+
+    /// The id of the child this rank, its list's first member, forms (the `split_no`th split
+    /// of this rank, of the list whose digest is `d`): derived from the parent's id and
+    /// instance, so that two children never share one; rooted where the parent's is when this
+    /// process serves the parent's rendezvous (or none can be started here), else at this
+    /// process's own listener. The child then needs no process but its members': under a
+    /// launcher, rank 0 left out of a split may exit at once, and an id made by a helper
+    /// process serves splits after the helper is gone.
+    fn child_id(&self, split_no: u64, d: u64) -> UniqueId {
+        let derived = self.shared.id.derive(self.shared.instance.nonce(), &[split_no, d]);
+        let Some(parent) = self.shared.id.root_address() else { return derived };
+        if listener::serves(parent) {
+            return derived;
+        }
+        match listener::default_address() {
+            Ok(Some(here)) if !here.ip().is_unspecified() => derived.rooted_at(here),
+            _ => derived,
+        }
+    }
 }
+
+/// Words of a rank's second record of a split: what it found, then the child id its list's
+/// first member names ([`UNIQUE_ID_BYTES`] bytes; zeros from every other rank).
+const RECORD: usize = 1 + UNIQUE_ID_BYTES / 8;
 
 impl<D: Device> Communicator<D> {
     /// Every rank's `words` (the same count on every rank), through one all-gather on this

@@ -3,7 +3,9 @@
 
 use ruccl::UniqueId;
 
-use super::kids::{Kids, Transport, ranks_env};
+use std::time::Duration;
+
+use super::kids::{Kids, Mark, Transport, ranks_env};
 
 pub(super) fn one_rank_per_process(t: Transport, world: usize) {
     let id = UniqueId::new().unwrap();
@@ -104,6 +106,25 @@ pub(super) fn a_dropped_group_leaves_at_once(t: Transport) {
         torchrun_launch(t, "eager_exit", extra);
         torchrun_launch(t, "env_twice", extra);
     }
+}
+
+/// A split across processes forms with its members alone: the process that made the
+/// parent's id has exited (and its listener with it) before any rank splits, and rank 0,
+/// left out of the second split, exits at once. Children used to meet at the parent id's
+/// maker, so every member failed there (the docs said to keep that process running).
+pub(super) fn a_split_needs_no_process_but_its_members(t: Transport) {
+    let (id_file, formed) = (Mark::new("split-id"), Mark::new("split-formed"));
+    let mut kids = Kids::new(t);
+    let id_path = id_file.env().1;
+    kids.spawn("maker", "id_maker", &[("MP_ID_FILE", id_path.clone()), formed.env()]);
+    id_file.wait(Duration::from_secs(20), "the id maker never wrote its id");
+    let id: UniqueId = std::fs::read_to_string(&id_path).unwrap().trim().parse().unwrap();
+    for r in 0..3 {
+        let mut env = ranks_env(&id, 3, &[r]);
+        env.extend([("MP_RANK", r.to_string()), formed.env()]);
+        kids.spawn(&format!("rank{r}"), "orphan_split", &env);
+    }
+    kids.wait(&[]);
 }
 
 /// A variable and its value for a rank.

@@ -300,7 +300,7 @@ pub(super) fn env_again_child() -> Result<(), String> {
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
     comm.barrier().map_err(|e| e.to_string())?;
     if comm.rank() == 0 {
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        std::thread::sleep(Duration::from_secs(1));
     }
     drop(comm);
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| format!("forming the group again: {e}"))?;
@@ -318,7 +318,7 @@ pub(super) fn eager_exit_child() -> Result<(), String> {
     let r = comm.rank();
     let mut t = Tensor::from_slice(&dev, &[r as f32 + 1.0; 4], &[4]).map_err(|e| e.to_string())?;
     if r != 0 {
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(300));
     }
     comm.broadcast(&mut t, 0).map_err(|e| format!("rank {r}: {e}"))?;
     let got = t.to_vec::<f32>().map_err(|e| e.to_string())?;
@@ -351,4 +351,59 @@ pub(super) fn env_child() -> Result<(), String> {
     let comm = Communicator::from_env(HostDevice::default()).map_err(|e| e.to_string())?;
     check_transport()?;
     every_collective::<f32, _>(&comm, |v| v as f32)
+}
+
+/// Makes a `UniqueId`, writes it to `MP_ID_FILE`, and exits once `MP_MARK` exists (the
+/// ranks formed their group with it): a helper process that made the id and is gone.
+pub(super) fn id_maker_child() -> Result<(), String> {
+    let id = UniqueId::new().map_err(|e| e.to_string())?;
+    let path = var("MP_ID_FILE");
+    let tmp = format!("{path}.tmp");
+    std::fs::write(&tmp, id.to_string()).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, &path).map_err(|e| e.to_string())?;
+    wait_until(|| std::path::Path::new(&var("MP_MARK")).exists(), "the ranks never formed their group")
+}
+
+/// Waits (up to 20 s) until `done`, else fails saying `never`.
+fn wait_until(done: impl Fn() -> bool, never: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(never.to_string());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// One rank (`MP_RANK`) of 3 whose id's maker exits once they formed (rank 0 creates
+/// `MP_MARK`): once its listener is gone, every rank splits off a child of all three and
+/// sums on it; then ranks 1 and 2 split off a child of two, rank 0 left out and exiting.
+pub(super) fn orphan_split_child() -> Result<(), String> {
+    let rank = num("MP_RANK");
+    let id: UniqueId = var("MP_ID").parse().map_err(|e: ruccl::CollectiveError| e.to_string())?;
+    let root = id.root_address().ok_or("the id has no root address")?;
+    let comm = join(rank).map_err(|e| e.to_string())?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    if rank == 0 {
+        std::fs::write(var("MP_MARK"), b"").map_err(|e| e.to_string())?;
+    }
+    let gone = || std::net::TcpStream::connect_timeout(&root, Duration::from_millis(200)).is_err();
+    wait_until(gone, "the id maker's listener never went")?;
+    let sum = |c: &Communicator<HostDevice>, want: f32| -> Result<(), String> {
+        let mut t = Tensor::from_slice(c.device(), &[1.0f32; 3], &[3]).map_err(|e| e.to_string())?;
+        c.all_reduce(&mut t, ReduceOp::Sum).map_err(|e| format!("rank {rank}: {e}"))?;
+        match t.to_vec::<f32>().map_err(|e| e.to_string())? {
+            v if v == [want; 3] => Ok(()),
+            v => Err(format!("rank {rank}: all_reduce gave {v:?}")),
+        }
+    };
+    let all = comm.split_all().map_err(|e| format!("rank {rank}: split_all: {e}"))?;
+    sum(&all, 3.0)?;
+    let list: &[usize] = if rank == 0 { &[] } else { &[1, 2] };
+    match comm.split_from(list).map_err(|e| format!("rank {rank}: split_from: {e}"))? {
+        Some(pair) => sum(&pair, 2.0),
+        None if rank == 0 => Ok(()),
+        None => Err(format!("rank {rank}: left out of its split")),
+    }
 }

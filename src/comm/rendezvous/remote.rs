@@ -25,6 +25,35 @@ const GRACE: Duration = Duration::from_secs(1);
 /// The longest a root waits for a rank of another process, whatever it asks.
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
+/// The process that roots `id`, as an error names it, and the advice when nothing listens
+/// there: a launch's rank 0; the process that made the id (which may be no rank at all, and
+/// may have exited); or a split's root (the first member of the new communicator).
+fn root_process(id: &UniqueId) -> (&'static str, &'static str) {
+    if id.is_launch() {
+        (
+            "rank 0 of the launch (at MASTER_ADDR:MASTER_PORT)",
+            "read rank 0's output for an error of its own; start rank 0 with the others; check that \
+             MASTER_ADDR:MASTER_PORT is rank 0's and reachable from this host (no firewall between them), or raise \
+             CommConfig::timeout (RUCCL_TIMEOUT) if rank 0 starts late",
+        )
+    } else if id.is_made_by_new() {
+        (
+            "the process that made the id with UniqueId::new",
+            "read that process's output for an error of its own; keep it running until every rank has joined (the \
+             id's rendezvous lives in it: a process that made the id and exited took it along), and start it with \
+             the others; check that the id's address is that process's and reachable from this host (no firewall \
+             between them), or raise CommConfig::timeout (RUCCL_TIMEOUT) if it starts late",
+        )
+    } else {
+        (
+            "the process that roots this communicator (rank 0's, or a split's first member's)",
+            "read that process's output for an error of its own; start it with the others; check that the id's \
+             address is that process's and reachable from this host (no firewall between them), or raise \
+             CommConfig::timeout (RUCCL_TIMEOUT) if it starts late",
+        )
+    }
+}
+
 /// Joins `id` (rooted in another process) as `rank` of `world`.
 ///
 /// # Errors
@@ -46,24 +75,20 @@ pub(super) fn join(
     let deadline = deadline_after(config.timeout());
     let at = ProcAddr { token: listener::process_token(), addr: listener::mesh_address().map_err(fail)? };
     let mut s = setup::connect(root, deadline).map_err(|_| {
+        let (who, hint) = root_process(id);
         fail(
             CollectiveError::new(
                 ErrorKind::Timeout,
                 format!(
                     "could not reach the rendezvous root of communicator {} at {root} within {:?}: nothing \
-                     listened there (rank 0, the process that made the id, was not running — it may have \
-                     started and failed already: a rendezvous error there, such as ranks that disagree on the \
-                     world size, ends it, so see its own output — or {root} is not reachable from this host)",
+                     listened there ({who} was not running — it may have started and failed already: a \
+                     rendezvous error there, such as ranks that disagree on the world size, ends it, so see its \
+                     own output — or {root} is not reachable from this host)",
                     id.short(),
                     config.timeout()
                 ),
             )
-            .with_hint(
-                "read rank 0's output for an error of its own; start rank 0 (the process that made the id, or \
-                 the launcher's rank 0) with the others; check \
-                 that MASTER_ADDR:MASTER_PORT (or the id's address) is rank 0's and reachable from this host \
-                 (no firewall between them), or raise CommConfig::timeout (RUCCL_TIMEOUT) if rank 0 starts late",
-            ),
+            .with_hint(hint),
         )
     })?;
     let io = |what: &str, e: std::io::Error| {

@@ -71,30 +71,41 @@ fn a_root_that_closes_before_answering_is_peer_lost() {
     assert!(format!("{e:?}").contains("gave up waiting for ranks that never started"), "{e:?}");
 }
 
-/// Nothing listens where the id says its root is (rank 0 never started): `Timeout` at
-/// this rank's deadline, saying so, with advice about rank 0 and the address rather than
-/// the generic "the ranks named above" (this error names no rank).
+/// Nothing listens where the id says its root is (its process never started, or exited):
+/// `Timeout` at this rank's deadline, saying so, with advice about the process that roots
+/// the id and the address rather than the generic "the ranks named above" (this error names
+/// no rank). Which process that is depends on the id: a launch's rank 0, the process that
+/// made the id (told to start "rank 0", a rank 0 whose id a helper process had made and
+/// exited was told to start itself), or a split's first member.
 #[test]
-fn a_root_that_never_listens_is_a_timeout_about_rank_0() {
+fn a_root_that_never_listens_is_a_timeout_about_the_root_process() {
     let Ok(l) = std::net::TcpListener::bind("127.0.0.1:0") else {
         eprintln!("skipped: this machine cannot listen on a socket");
         return;
     };
     let root = l.local_addr().unwrap();
     drop(l);
-    let id = UniqueId::from_parts([9; 16], Some(root));
-    let config = CommConfig::default().with_timeout(Duration::from_millis(300));
-    let start = std::time::Instant::now();
-    let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined a root that is not there") };
-    assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
-    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
-    let s = e.to_string();
-    assert!(s.contains("could not reach the rendezvous root") && s.contains(&root.to_string()), "{s}");
-    assert!(
-        s.contains("What to do: read rank 0's output") && s.contains("start rank 0") && !s.contains("named above"),
-        "{s}"
-    );
-    assert!(s.contains("it may have started and failed already"), "{s}");
+    let made = UniqueId::new().unwrap().rooted_at(root);
+    let launch = UniqueId::for_launch(root, None);
+    let split = UniqueId::from_parts([9; 16], Some(root));
+    for (id, who, what) in [
+        (made, "the process that made the id with UniqueId::new", "keep it running until every rank has joined"),
+        (launch, "rank 0 of the launch", "start rank 0 with the others"),
+        (split, "a split's first member", "start it with the others"),
+    ] {
+        let config = CommConfig::default().with_timeout(Duration::from_millis(300));
+        let start = std::time::Instant::now();
+        let Err(e) = join(&id, 2, 0, Arc::new(()), true, &config) else { panic!("joined a root that is not there") };
+        assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        let s = e.to_string();
+        assert!(s.contains("could not reach the rendezvous root") && s.contains(&root.to_string()), "{s}");
+        assert!(s.contains(who) && s.contains(what) && !s.contains("named above"), "{s}");
+        assert!(s.contains("it may have started and failed already"), "{s}");
+        if !id.is_launch() {
+            assert!(!s.contains("start rank 0"), "{s}");
+        }
+    }
 }
 
 /// The root's `Timeout` for a room that was not complete reaches a rank of another process
