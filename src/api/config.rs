@@ -382,7 +382,8 @@ impl CollectiveConfig {
     /// # Errors
     /// `InvalidArgument` when `num_devices` is 0, a tree arity is below 2, the timeout is zero,
     /// the multi-node settings are set only in part (they go together: all four or none),
-    /// `num_nodes` is 0, an address is empty, or the data service port is 0.
+    /// `num_nodes` is 0, an address is empty, `node_address` is `0.0.0.0` or `::` (other
+    /// nodes connect to it), or the data service port is 0.
     ///
     /// ```
     /// use ruccl::api::{CollectiveConfig, Strategy};
@@ -437,6 +438,16 @@ impl CollectiveConfig {
                 problems.push(format!("{name} is empty"));
             }
         }
+        if let Some(a) = self.node_address.as_deref()
+            && unspecified(a)
+        {
+            problems.push(format!(
+                "node_address {a:?} is the unspecified address (a socket listens there on every interface, but \
+                 nothing can connect to it): the other nodes connect to node_address, so give an address of this \
+                 node's host that they reach (its IP on the nodes' network; 127.0.0.1 when every node runs on this \
+                 host)"
+            ));
+        }
         if self.data_service_port == Some(0) {
             problems.push("data_service_port is 0: other nodes need a fixed port to connect to".to_string());
         }
@@ -447,7 +458,17 @@ impl CollectiveConfig {
                 .with_op("CollectiveConfig::validate"))
         }
     }
+}
 
+/// Whether `address` (`ip`, `ip:port`, `[ipv6]:port`) is `0.0.0.0` or `::`; a host name is
+/// not resolved here.
+fn unspecified(address: &str) -> bool {
+    let ip = address.parse::<std::net::SocketAddr>().map(|a| a.ip());
+    let ip = ip.or_else(|_| address.trim().trim_matches(['[', ']']).parse::<std::net::IpAddr>());
+    ip.is_ok_and(|ip| ip.is_unspecified())
+}
+
+impl CollectiveConfig {
     /// Every setting by name, as peers compare them when they register.
     pub(crate) fn settings(&self) -> Vec<(String, String)> {
         let mut out = vec![("num_devices".to_string(), self.num_devices.to_string())];
@@ -483,6 +504,31 @@ mod tests {
         let msg = partial.validate().map_err(|e| e.to_string()).err().unwrap_or_default();
         assert!(msg.contains("global_address, data_service_port are set and num_nodes, node_address are not"), "{msg}");
         assert!(CollectiveConfig::default().validate().is_ok());
+    }
+
+    /// A node_address of `0.0.0.0` (a bind address, a common slip) was accepted: the node's
+    /// leader listened on every interface and advertised 0.0.0.0, which other hosts' leaders
+    /// cannot connect to; they waited out the whole timeout.
+    #[test]
+    fn an_unspecified_node_address_is_refused() {
+        let with = |node: &str| {
+            CollectiveConfig::default()
+                .with_num_nodes(2)
+                .with_global_address("10.0.0.1:3000")
+                .with_node_address(node)
+                .with_data_service_port(3001)
+                .validate()
+        };
+        for bad in ["0.0.0.0", "0.0.0.0:3001", "::", "[::]:3001", "[::]"] {
+            let msg = with(bad).map_err(|e| e.to_string()).err().unwrap_or_default();
+            assert!(
+                msg.contains("is the unspecified address") && msg.contains("an address of this node's host"),
+                "{bad}: {msg}"
+            );
+        }
+        for good in ["127.0.0.1", "10.0.0.2:3001", "node-2", "node-2:3001", "[::1]:3001", "fe80::1"] {
+            assert!(with(good).is_ok(), "{good}");
+        }
     }
 
     #[test]

@@ -189,7 +189,7 @@ fn lead<D: Device>(
             ErrorKind::Timeout => Some(
                 "every node's leader must reach node 0's node_address:data_service_port (the orchestrator hands it \
                  out): set node_address to an address of each node's host that the other nodes reach (not \
-                 127.0.0.1 or 0.0.0.0 across hosts), let data_service_port through the firewall, or raise \
+                 127.0.0.1 across hosts), let data_service_port through the firewall, or raise \
                  CollectiveConfig::with_timeout if a node starts late; then register every peer again",
             ),
             _ => None,
