@@ -6,9 +6,11 @@
 //! order — and answers every node with its id, every node's peers, and the id of the leaders'
 //! communicator (rooted at node 0's data address). Then it serves the next job.
 //!
-//! A node whose config disagrees (another `num_nodes`, other strategies or timeout, a data
-//! address or peer id another node already has) is refused at once with an error naming the
-//! difference; a connection that sends garbage is dropped, and the server keeps serving. A
+//! A node whose config disagrees (another `num_nodes`, a data address or peer id another node
+//! already has) is refused at once with an error naming the difference; one whose strategies
+//! or timeout differ from the waiting nodes' fails the round: it and they are all refused at
+//! once, each told how the configs differ (neither side is known to be the right one); a
+//! connection that sends garbage is dropped, and the server keeps serving. A
 //! round whose nodes do not all arrive within the first node's timeout (less a tenth, so the
 //! answer reaches the nodes before their own deadline) is answered with `Timeout` naming the
 //! nodes that did arrive. A node whose connection closes while it waits (it crashed, or gave
@@ -170,6 +172,16 @@ fn arrive(mut s: TcpStream, from: SocketAddr, round: &Mutex<Round>) {
         drop(r);
         return refuse(s, e.kind(), e.message().to_string());
     }
+    if let Some((to_new, to_waiting)) = config_conflict(&r, &hello) {
+        let waiting = std::mem::take(&mut r.waiting);
+        r.since = None;
+        r.refused.clear();
+        drop(r);
+        for w in waiting {
+            refuse(w.stream, ErrorKind::Mismatch, to_waiting.clone());
+        }
+        return refuse(s, ErrorKind::Mismatch, to_new);
+    }
     r.since.get_or_insert_with(Instant::now);
     r.waiting.push(Waiting { hello, stream: s });
     prune(&mut r);
@@ -236,23 +248,39 @@ fn admit(r: &Round, h: &Hello) -> Result<()> {
                 other.data_addr
             )));
         }
-        if other.settings != h.settings || other.timeout_ms != h.timeout_ms {
-            let mut differ = settings_diff(&h.settings, &other.settings);
-            if other.timeout_ms != h.timeout_ms {
-                differ.push(format!("timeout {} ms where it has {} ms", h.timeout_ms, other.timeout_ms));
-            }
-            return Err(CollectiveError::new(
-                ErrorKind::Mismatch,
-                format!(
-                    "node {node} registered a CollectiveConfig that differs from node {}'s: {}; every node must \
-                     pass the same config",
-                    other.data_addr,
-                    differ.join("; ")
-                ),
-            ));
-        }
     }
     Ok(())
+}
+
+/// When `h`'s config differs from the waiting nodes' (which agree with each other): what `h`
+/// is told, and what they are told (pure). Neither side is known to be the right one, so the
+/// round fails on every node at once: the nodes that came first used to wait out their whole
+/// timeout for a node that had been refused.
+fn config_conflict(r: &Round, h: &Hello) -> Option<(String, String)> {
+    let other = &r.waiting.iter().find(|w| w.hello.settings != h.settings || w.hello.timeout_ms != h.timeout_ms)?.hello;
+    let differ = |a: &Hello, b: &Hello| {
+        let mut d = settings_diff(&a.settings, &b.settings);
+        if a.timeout_ms != b.timeout_ms {
+            d.push(format!("timeout {} ms where it has {} ms", a.timeout_ms, b.timeout_ms));
+        }
+        d.join("; ")
+    };
+    let waiting: Vec<&str> = r.waiting.iter().map(|w| w.hello.data_addr.as_str()).collect();
+    let node = &h.data_addr;
+    let to_new = format!(
+        "node {node} registered a CollectiveConfig that differs from node {}'s: {}; every node must pass the same \
+         config (the nodes that came first, {}, were refused too)",
+        other.data_addr,
+        differ(h, other),
+        waiting.join(", ")
+    );
+    let to_waiting = format!(
+        "node {node} registered a CollectiveConfig that differs from this round's (nodes {}): this round's has {}; \
+         every node must pass the same config, so the round was abandoned on every node",
+        waiting.join(", "),
+        differ(other, h)
+    );
+    Some((to_new, to_waiting))
 }
 
 /// The settings of `mine` that differ from `theirs` ("k = v" entries joined by ", "), as
@@ -409,17 +437,44 @@ mod tests {
         server.shutdown();
     }
 
+    /// A node whose config differs from the waiting one's fails the round at once on both:
+    /// the node that came first used to wait out its whole timeout, told only at the end.
+    #[test]
+    fn a_config_mismatch_fails_every_node_of_the_round_at_once() {
+        let server = Orchestrator::start("127.0.0.1:0", 2).unwrap();
+        let at = server.local_addr();
+        for (settings, timeout_ms, says) in
+            [("t", 60_000, "[s] where it has [t]"), ("s", 50_000, "60000 ms where it has 50000 ms")]
+        {
+            let t0 = Instant::now();
+            let first = ask(at, &Hello { timeout_ms: 60_000, ..hello("127.0.0.1:6201", vec![0]) });
+            std::thread::sleep(Duration::from_millis(50));
+            let differ = ask(at, &Hello { settings: settings.into(), timeout_ms, ..hello("127.0.0.1:6202", vec![1]) });
+            let (first, differ) = (first.join().unwrap(), differ.join().unwrap());
+            assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
+            assert!(
+                matches!(&differ, Msg::Refused(r) if r.kind == ErrorKind::Mismatch && r.message.contains("differs from node 127.0.0.1:6201's") && r.message.contains("were refused too")),
+                "{differ:?}"
+            );
+            assert!(
+                matches!(&first, Msg::Refused(r) if r.kind == ErrorKind::Mismatch && r.message.contains("node 127.0.0.1:6202 registered") && r.message.contains(says) && r.message.contains("abandoned on every node")),
+                "{first:?}"
+            );
+        }
+        // The round is empty again: two agreeing nodes complete it.
+        let (a, b) = (ask(at, &hello("127.0.0.1:6211", vec![0])), ask(at, &hello("127.0.0.1:6212", vec![1])));
+        assert!(matches!(a.join().unwrap(), Msg::Welcome(_)) && matches!(b.join().unwrap(), Msg::Welcome(_)));
+    }
+
     #[test]
     fn disagreeing_and_late_nodes() {
         let server = Orchestrator::start("127.0.0.1:0", 2).unwrap();
         let at = server.local_addr();
         let first = ask(at, &Hello { timeout_ms: 400, ..hello("127.0.0.1:6001", vec![0]) });
         std::thread::sleep(Duration::from_millis(50));
-        let differ = ask(at, &Hello { settings: "t".into(), timeout_ms: 400, ..hello("127.0.0.1:6002", vec![1]) });
+        let other = ask(at, &Hello { num_nodes: 3, timeout_ms: 400, ..hello("127.0.0.1:6002", vec![1]) });
         let dup = ask(at, &Hello { timeout_ms: 400, ..hello("127.0.0.1:6003", vec![0]) });
-        assert!(
-            matches!(differ.join().unwrap(), Msg::Refused(r) if r.kind == ErrorKind::Mismatch && r.message.contains("[t]"))
-        );
+        assert!(matches!(other.join().unwrap(), Msg::Refused(r) if r.kind == ErrorKind::Mismatch));
         assert!(matches!(dup.join().unwrap(), Msg::Refused(r) if r.message.contains("peer 0 is on node")));
         let t0 = Instant::now();
         let late = first.join().unwrap();

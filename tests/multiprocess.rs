@@ -136,6 +136,8 @@ fn child() {
         #[cfg(feature = "orchestrator")]
         "same_port" => hier::same_port_child(),
         #[cfg(feature = "orchestrator")]
+        "config_differs" => hier::config_differs_child(),
+        #[cfg(feature = "orchestrator")]
         "hier_victim" => hier::hier_victim_child(),
         #[cfg(feature = "orchestrator")]
         "hier_survivor" => hier::hier_survivor_child(),

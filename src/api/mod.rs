@@ -69,7 +69,7 @@
 //! | `finish_collective` on an unregistered peer | `InvalidArgument` | the caller | — |
 //! | peers registering with different configs | `Mismatch`, naming the settings that differ | every peer of that round | not formed |
 //! | several nodes: the orchestrator unreachable, or a node that never arrives | `Timeout` naming the nodes that arrived | every peer of the nodes that came | not formed |
-//! | several nodes: configs that differ between nodes | `Mismatch` naming the settings | every peer of the refused node | not formed |
+//! | several nodes: configs that differ between nodes | `Mismatch` naming the settings | every peer of every node of the round, at once (which config is the right one is not known) | not formed |
 //! | several nodes: a failure on the leaders' level | the leader's error | every peer of every node (relayed) | aborted |
 //! | a peer that never registers | `Timeout`, naming it | every waiting peer | not formed |
 //! | different operations, shapes, dtypes, reduce ops, roots or strategies | `Mismatch`, naming both sides | every peer (one whose part had completed: from its next call) | aborted |

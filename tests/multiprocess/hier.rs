@@ -181,6 +181,35 @@ pub(super) fn lonely_child() -> Result<(), String> {
     })
 }
 
+/// Two nodes whose configs differ (`MP_TREE` set on one: its global all_reduce strategy is a
+/// tree, the other's a ring): every peer of both fails to register at once with `Mismatch`
+/// naming the difference. The node that reached the orchestrator first used to wait out its
+/// whole timeout, told only then that the other had been refused.
+pub(super) fn config_differs_child() -> Result<(), String> {
+    threads(|id| {
+        let config = match var("MP_TREE").as_str() {
+            "" => config(),
+            _ => config().with_global_all_reduce_strategy(Strategy::Tree(2)),
+        };
+        let start = Instant::now();
+        let err = api::register::<HostBackend>(PeerId::new(id), HostDevice::new(id as u32), config)
+            .err()
+            .ok_or("register succeeded with configs that differ between the nodes")?;
+        let (took, msg) = (start.elapsed(), err.to_string());
+        if !msg.contains("differs from")
+            || !msg.contains("global all_reduce strategy")
+            || took > Duration::from_secs(10)
+        {
+            return Err(format!("peer {id} after {took:?}: {:?} {msg}", err.kind()));
+        }
+        if id % 2 == 0 && err.kind() != ErrorKind::Mismatch {
+            return Err(format!("leader {id} got {:?}: {msg}", err.kind()));
+        }
+        println!("peer {id}: {:?} after {took:?}: {msg}", err.kind());
+        Ok(())
+    })
+}
+
 /// Two nodes of one host given one data_service_port: the node that cannot listen says so, at
 /// once, with where the port comes from (it named MASTER_ADDR:MASTER_PORT and a second RANK 0,
 /// launchers' variables a peer-API user never set); the other node's peers time out waiting
@@ -364,6 +393,18 @@ fn a_mismatch_between_nodes_fails_every_peer() {
         }
         kids.wait(&[]);
     }
+}
+
+#[test]
+fn a_config_mismatch_between_nodes_fails_both_at_once() {
+    let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+    let mut kids = Kids::new(Transport::Shm);
+    kids.spawn("node-a", "config_differs", &env(orch.local_addr(), "0,1", 60_000));
+    std::thread::sleep(Duration::from_millis(300));
+    let mut b = env(orch.local_addr(), "2,3", 60_000);
+    b.push(("MP_TREE", "1".to_string()));
+    kids.spawn("node-b", "config_differs", &b);
+    kids.wait(&[]);
 }
 
 #[test]
