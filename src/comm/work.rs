@@ -143,7 +143,9 @@ impl<D: Device> Engine<D> {
 
     /// The communicator was dropped: this rank departs now, or, with non-blocking ops still
     /// queued or driven, once the last driver lets go of the queue ([`retire`](Self::retire)).
-    /// Never blocks. Either side may see the other's store first: the departure happens once.
+    /// Waits for nothing but, under shared progress, the shared thread's turn on the driver (a
+    /// poll: see [`idle`](Self::idle)); never for an op. Either side may see the other's store
+    /// first: the departure happens once.
     pub(crate) fn leave(&self) {
         self.leaving.store(true, Ordering::SeqCst);
         if !self.may_be_busy() || self.idle() {
