@@ -192,6 +192,7 @@ impl Drop for Hold {
 }
 
 /// Whether any op holds anything (one atomic load): callers skip their checks when not.
+#[inline]
 pub(crate) fn any() -> bool {
     LIVE.load(Ordering::SeqCst) > 0
 }

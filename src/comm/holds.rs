@@ -95,10 +95,14 @@ impl<D: Device> Communicator<D> {
     /// (`crate::pins`): `InvalidArgument` naming that op; the communicator stays usable. A
     /// blocking op of another rank running on it ([`hold_unguarded`](Self::hold_unguarded))
     /// is a race instead: the communicator is aborted.
+    #[inline]
     pub(super) fn check_pins(&self, call: &Call<'_, D>, desc: &OpDesc) -> Result<()> {
-        if !pins::any() {
-            return Ok(());
-        }
+        if pins::any() { self.check_held(call, desc) } else { Ok(()) }
+    }
+
+    /// [`check_pins`](Self::check_pins) once some op holds something.
+    #[inline(never)]
+    fn check_held(&self, call: &Call<'_, D>, desc: &OpDesc) -> Result<()> {
         let held = self.held(call);
         match pins::racing(&held, self.pin_owner()) {
             None => Ok(()),
