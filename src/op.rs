@@ -68,7 +68,7 @@ impl OpKind {
     }
 
     /// Every kind, in code order.
-    const ALL: [OpKind; 13] = [
+    pub(crate) const ALL: [OpKind; 13] = [
         OpKind::AllReduce,
         OpKind::Broadcast,
         OpKind::Reduce,

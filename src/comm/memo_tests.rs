@@ -73,19 +73,7 @@ fn a_remembered_call_binds_what_validating_it_binds() {
         // The same memory as `big.narrow(0, 6)`, read as another dtype.
         Tensor::from_buffer(&d0, big.buffer().clone(), DType::I32, &[6]).unwrap(),
     ];
-    let kinds = [
-        OpKind::AllReduce,
-        OpKind::Broadcast,
-        OpKind::Reduce,
-        OpKind::AllGather,
-        OpKind::ReduceScatter,
-        OpKind::AllToAll,
-        OpKind::Gather,
-        OpKind::Scatter,
-        OpKind::Send,
-        OpKind::Recv,
-        OpKind::Barrier,
-    ];
+    let kinds = OpKind::ALL;
     let ops = [
         None,
         Some(ReduceOp::Sum),
