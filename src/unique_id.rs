@@ -108,6 +108,14 @@ impl UniqueId {
         self.bytes[4] & MADE_BY_NEW != 0
     }
 
+    /// Whether a rank of this id's group can be started again in its rendezvous (its process
+    /// went away before the group formed): an id of [`UniqueId::new`] or of a launch, which a
+    /// restarted process is given again; not a split's child's or the peer API's leaders',
+    /// which only the communicator call that made them hands out.
+    pub(crate) fn restartable(&self) -> bool {
+        self.is_made_by_new() || self.is_launch()
+    }
+
     /// Whether this process made this id with [`UniqueId::new`].
     pub(crate) fn made_here(&self) -> bool {
         made().contains(&self.comm_bytes())

@@ -347,10 +347,13 @@ pub(crate) fn enter(
     for (r, t) in restarted {
         reg.outcomes.insert(t, Err(lost(id, r, "a process started since as the same rank took its place")));
     }
+    let first_death = died.first().map(|&(r, _)| r);
     for (r, t) in died {
         reg.outcomes.insert(t, Err(lost(id, r, "its connection closed (the process exited or was killed)")));
     }
-    if full {
+    if let Some(r) = first_death.filter(|_| !id.restartable()) {
+        absent::for_good(&mut reg, id, lost(id, r, "its connection closed (the process exited or was killed)"));
+    } else if full {
         complete(&mut reg, id);
     }
     cv.notify_all();

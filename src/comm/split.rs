@@ -80,7 +80,9 @@ impl<D: Device> Communicator<D> {
     /// `InvalidArgument` for a rank out of range or listed twice; the other ranks then get
     /// `Mismatch` naming that rank, at once. `Mismatch` on every rank when a list names a rank
     /// that passed another list. After either, no rank joined a new communicator and the
-    /// parent is still usable. Collective errors as for any collective.
+    /// parent is still usable. A member that fails or exits while the new communicator forms
+    /// fails it for every member at once (`PeerLost` naming it in the parent's numbering; the
+    /// parent is unchanged). Collective errors as for any collective.
     ///
     /// ```
     /// # use ruccl::{Communicator, HostDevice, UniqueId};
@@ -136,8 +138,12 @@ impl<D: Device> Communicator<D> {
         }
         let findings = self.split_gather(&record).map_err(outer)?;
         rejected?;
-        let found = findings.chunks_exact(RECORD).map(|r| r[0]).enumerate().find(|&(_, w)| w != FOUND_NOTHING);
-        if let Some((f, what)) = found {
+        // A rank whose own list was rejected is the cause of what the others found (a rank
+        // before it whose list names it found only that it passed another list).
+        let mut found: Vec<(Rank, u64)> =
+            findings.chunks_exact(RECORD).map(|r| r[0]).enumerate().filter(|&(_, w)| w != FOUND_NOTHING).collect();
+        found.sort_by_key(|&(f, w)| (w != FOUND_REJECTED, f));
+        if let Some(&(f, what)) = found.first() {
             return Err(self.split_mismatch(f, what, ranks).with_op(call));
         }
         if !member {
@@ -156,7 +162,38 @@ impl<D: Device> Communicator<D> {
             .with_op(call)
         })?;
         let config = self.shared.config.clone().with_shared_progress(self.engine.shared_progress);
-        Communicator::with_config(self.device.clone(), ranks.len(), id, pos, config).map(Some)
+        Communicator::with_config(self.device.clone(), ranks.len(), id, pos, config)
+            .map(Some)
+            .map_err(|e| self.child_failed(&e, ranks, pos, call))
+    }
+
+    /// The error of a split whose new communicator did not form (`e`, its
+    /// `Communicator::new`'s): about the split, its ranks the parent's (the child's rank `k`
+    /// is `ranks[k]`), with a split's advice. Its ranks used to read as the parent's, and its
+    /// advice was to start ranks again with the same UniqueId, which no split can follow.
+    #[cold]
+    fn child_failed(&self, e: &CollectiveError, ranks: &[Rank], pos: usize, call: &str) -> CollectiveError {
+        let out = CollectiveError::new(
+            e.kind(),
+            format!(
+                "the new communicator of parent ranks {ranks:?} did not form (in its numbering rank k is parent rank \
+                 ranks[k], this rank its rank {pos}): {}",
+                e.message()
+            ),
+        )
+        .with_rank(self.rank)
+        .with_op(call)
+        .on_usable_communicator()
+        .with_hint(
+            "a member of the new communicator failed or exited while it formed: look at the output of the ranks \
+             named above; this communicator (the parent) is unchanged: once they run again, call the split again on \
+             every rank",
+        )
+        .with_source(e.clone());
+        match e.context().peer.and_then(|p| ranks.get(p)) {
+            Some(&p) => out.with_peer(p),
+            None => out,
+        }
     }
 
     /// The id of the child this rank, its list's first member, forms (the `split_no`th split
@@ -226,5 +263,33 @@ impl<D: Device> Communicator<D> {
                  members of a new communicator must pass the same list, and a rank left out passes a list without \
                  itself (an empty one will do) or the list of its own group",
             )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::{CollectiveError, ErrorKind};
+    use crate::{Communicator, HostDevice, UniqueId};
+
+    /// A child that did not form is reported as the split's failure: the call named, the
+    /// peer in the parent's numbering (the child's rank 1 of `[2, 0, 1]` is parent rank 0),
+    /// and a split's advice (it read as `Communicator::new`'s, with the child's numbers and
+    /// advice to start ranks again with the same UniqueId, which no split can follow).
+    #[test]
+    fn a_child_that_did_not_form_is_the_splits_error() {
+        let comm = Communicator::new(HostDevice::default(), 1, UniqueId::new().unwrap(), 0).unwrap();
+        let inner = CollectiveError::new(ErrorKind::PeerLost, "rank 1 of another process left the rendezvous")
+            .with_rank(2)
+            .with_peer(1)
+            .with_op("Communicator::new");
+        let e = comm.child_failed(&inner, &[2, 0, 1], 2, "split_from");
+        assert_eq!(e.kind(), ErrorKind::PeerLost);
+        let c = e.context();
+        assert_eq!((c.op.as_deref(), c.rank, c.peer), (Some("split_from"), Some(0), Some(0)), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("the new communicator of parent ranks [2, 0, 1] did not form"), "{text}");
+        assert!(text.contains("this rank its rank 2") && text.contains("left the rendezvous"), "{text}");
+        assert!(text.contains("call the split again on every rank") && !text.contains("same UniqueId"), "{text}");
+        assert!(comm.is_usable());
     }
 }

@@ -163,18 +163,22 @@ pub fn exchange_vs_messages<D: TestDevice>() {
 /// `Mismatch` naming it. The parent stays usable after each.
 pub fn split_lists_differ<D: TestDevice>() {
     run::<D, _>(3, &Opts::timed(TIMEOUT), |ctx| {
-        let rounds: [[&[Rank]; 3]; 3] = [
+        let rounds: [[&[Rank]; 3]; 4] = [
             [&[0, 1], &[1, 0], &[]],
             // Ranks 1 and 2 agree with each other; rank 0's list names rank 1.
             [&[0, 1], &[1, 2], &[1, 2]],
             [&[0, 0], &[0, 1, 2], &[0, 1, 2]],
+            // Rank 1's own list is invalid: the others are told so, not that rank 1 "passed a
+            // different list" (rank 0's finding, first in rank order, was named).
+            [&[0, 1, 2], &[1, 1], &[0, 1, 2]],
         ];
         for (round, lists) in rounds.iter().enumerate() {
             let r = ctx.comm.split_from(lists[ctx.rank]).map(|_| ());
             let what = format!("split_from round {round}: {:?}", lists[ctx.rank]);
             match (round, ctx.rank) {
-                (2, 0) => ctx.expect_err(r, ErrorKind::InvalidArgument, &["twice"], what),
+                (2, 0) | (3, 1) => ctx.expect_err(r, ErrorKind::InvalidArgument, &["twice"], what),
                 (2, _) => ctx.expect_err(r, ErrorKind::Mismatch, &["split_from", "rank 0", "invalid"], what),
+                (3, _) => ctx.expect_err(r, ErrorKind::Mismatch, &["split_from", "rank 1 passed an invalid"], what),
                 (0, 0 | 1) => ctx.expect_err(r, ErrorKind::Mismatch, &["split", &format!("rank {}", 1 - ctx.rank)], what),
                 _ => ctx.expect_err(r, ErrorKind::Mismatch, &["split_from", "rank 1", "different list"], what),
             };

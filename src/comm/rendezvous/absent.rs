@@ -37,18 +37,43 @@ pub(super) fn lost(id: &UniqueId, rank: Rank, why: &str) -> CollectiveError {
             id.short()
         ),
     )
+    .with_peer(rank)
 }
 
 /// Leaves the room for a joiner whose process went away (its probe found the connection
 /// closed); the others stay, and their timeout names it (the room is kept for those still to
-/// come until its latest deadline).
+/// come until its latest deadline) — unless no rank of the id can be started again
+/// ([`UniqueId::restartable`]): then the room fails for every rank at once ([`for_good`]).
 pub(super) fn withdraw(reg: &mut Registry, id: &UniqueId, ticket: u64) -> CollectiveError {
     let rank = reg
         .pending
         .get(id)
         .and_then(|room| room.joined.iter().position(|m| m.as_ref().is_some_and(|((t, ..), _)| *t == ticket)));
     leave(reg, id, ticket, Gone::Lost);
-    lost(id, rank.unwrap_or_default(), "its connection closed (the process exited or was killed)")
+    let e = lost(id, rank.unwrap_or_default(), "its connection closed (the process exited or was killed)");
+    if id.restartable() {
+        return e;
+    }
+    for_good(reg, id, e)
+}
+
+/// Fails `id`'s room for every rank, now, with `e` (a rank's process went away): for an id
+/// no rank of which can be started again, whose other ranks waited out their whole timeout
+/// for it (a split's member that died while the child formed).
+pub(super) fn for_good(reg: &mut Registry, id: &UniqueId, e: CollectiveError) -> CollectiveError {
+    let out = CollectiveError::new(
+        e.kind(),
+        format!(
+            "{}; no rank of this communicator can be started again (it is a split's new communicator, or the peer \
+             API's leaders'), so it failed for every rank",
+            e.message()
+        ),
+    );
+    let out = match e.context().peer {
+        Some(p) => out.with_peer(p),
+        None => out,
+    };
+    super::refuse::fail_room(reg, id, out, std::time::Instant::now())
 }
 
 /// Leaves the room at the deadline; the error names who never came, who gave up, and whose

@@ -121,8 +121,9 @@ pub(super) fn join(
                         ErrorKind::PeerLost,
                         format!(
                             "the rendezvous root of communicator {} at {root} closed the connection before answering \
-                             ({what} it: {e}): the process that made the id (rank 0 of a launch) exited or crashed",
-                            id.short()
+                             ({what} it: {e}): {} exited or crashed",
+                            id.short(),
+                            root_process(id).0
                         ),
                     )
                     .with_hint(ROOT_GONE),

@@ -62,13 +62,51 @@ fn a_root_that_closes_before_answering_is_peer_lost() {
         let mut b = [0u8; HEADER_LEN];
         s.read_exact(&mut b).unwrap();
     });
-    let id = UniqueId::from_parts([7; 16], Some(root));
+    // Made by `UniqueId::new` in a process that is gone: named as such (it read "the process
+    // that made the id (rank 0 of a launch)" whatever made it).
+    let id = UniqueId::new().unwrap().rooted_at(root);
     let config = CommConfig::default().with_timeout(Duration::from_secs(10));
     let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined a root that left") };
     gone.join().unwrap();
     assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
     assert!(e.to_string().contains("closed the connection before answering"), "{e}");
+    assert!(e.to_string().contains("the process that made the id with UniqueId::new exited or crashed"), "{e}");
+    assert!(!e.to_string().contains("rank 0 of a launch"), "{e}");
     assert!(format!("{e:?}").contains("gave up waiting for ranks that never started"), "{e:?}");
+}
+
+/// A rank of another process that dies in the rendezvous of a communicator no rank of which
+/// can be started again (a split's child: its id is derived, handed out only by the split)
+/// fails the room for every rank at once, naming it, whether it died before the others came
+/// or while they waited. They waited out their whole timeout (10 minutes by default) for a
+/// restart that cannot come.
+#[test]
+fn a_joiner_of_a_split_child_that_died_fails_every_rank_at_once() {
+    let Some((parent, root)) = rooted() else { return };
+    for (salt, dies_first) in [(1, true), (2, false)] {
+        let child = parent.derive(7, &[salt]);
+        assert!(!child.restartable());
+        // Of 3 ranks, rank 2 never comes: the room is not complete when rank 1 dies.
+        let mut reg = registration(&child);
+        (reg.timeout, reg.world) = (Duration::from_secs(30), 3);
+        let config = CommConfig::default().with_timeout(Duration::from_secs(30));
+        let start = Instant::now();
+        let local = std::thread::spawn(move || {
+            if dies_first {
+                std::thread::sleep(Duration::from_millis(600));
+            }
+            crate::Communicator::with_config(crate::HostDevice::default(), 3, child, 0, config).map(|_| ())
+        });
+        let dead = register(root, &reg);
+        std::thread::sleep(Duration::from_millis(if dies_first { 50 } else { 300 }));
+        drop(dead);
+        let e = local.join().unwrap().unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(10), "took {:?}: {e}", start.elapsed());
+        assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
+        assert_eq!(e.context().peer, Some(1), "{e}");
+        assert!(e.to_string().contains("rank 1 of another process left the rendezvous"), "{e}");
+        assert!(e.to_string().contains("no rank of this communicator can be started again"), "{e}");
+    }
 }
 
 /// Nothing listens where the id says its root is (its process never started, or exited):
