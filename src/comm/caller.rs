@@ -33,6 +33,12 @@ pub(crate) struct CallerSlot {
 pub(crate) struct Entered<'a>(Option<(&'a CallerSlot, u64)>);
 
 impl Entered<'_> {
+    /// The thread that entered ([`token`]); `None` inside a call it already held.
+    #[inline]
+    pub(crate) fn thread(&self) -> Option<u64> {
+        self.0.map(|(_, me)| me)
+    }
+
     /// Whether another thread's call was refused while this one was in flight: the ranks may
     /// have paired this call with that thread's, so its result cannot be trusted. Always
     /// false inside a call the thread already held.
@@ -102,7 +108,7 @@ impl CallerSlot {
 /// A number of this thread's own, never 0: the address of a thread-local (unique among the
 /// live threads; no lazy initialisation).
 #[inline]
-fn token() -> u64 {
+pub(crate) fn token() -> u64 {
     thread_local! {
         static TOKEN: u8 = const { 0 };
     }

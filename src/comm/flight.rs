@@ -170,6 +170,10 @@ impl RankStatus {
 struct Slot {
     status: Mutex<RankStatus>,
     quick: QuickRing,
+    /// The thread that last entered a call of the rank, or made its communicator
+    /// (`caller::token`; 0: none yet): a timeout blaming the rank says when that is the
+    /// thread that made the waiting rank's call ([`Board::same_thread`]).
+    thread: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug)]
@@ -209,6 +213,25 @@ impl Board {
     /// How long a wait lasts before it logs which ranks are behind.
     pub(crate) fn warn_after(&self) -> Duration {
         self.warn_after
+    }
+
+    /// Notes that thread `t` ([`caller::token`](super::caller::token)) made `rank`'s
+    /// communicator or entered one of its calls (a load, and a store when the thread
+    /// changed).
+    #[inline]
+    pub(crate) fn note_thread(&self, rank: Rank, t: u64) {
+        if let Some(slot) = self.slot(rank)
+            && slot.thread.load(std::sync::atomic::Ordering::Relaxed) != t
+        {
+            slot.thread.store(t, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `rank` (of this process) was last used, or made, on the thread that made
+    /// `me`'s latest call (the thread waiting for `me`'s op, whichever thread drives it).
+    pub(crate) fn same_thread(&self, me: Rank, rank: Rank) -> bool {
+        let thread = |r: Rank| self.slot(r).map(|s| s.thread.load(std::sync::atomic::Ordering::Relaxed));
+        thread(me).is_some_and(|t| t != 0 && thread(rank) == Some(t))
     }
 
     /// `rank`'s slot (`None` for a rank of another process, or past the world).

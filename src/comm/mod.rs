@@ -386,6 +386,9 @@ impl<D: Device> Communicator<D> {
             memo: None,
         }));
         shared.instance.hold();
+        // The thread that made it (init_all: one thread for every rank) is its user until a
+        // call says otherwise.
+        shared.board.note_thread(rank, caller::token());
         Communicator {
             device,
             rank,
@@ -510,7 +513,11 @@ impl<D: Device> Communicator<D> {
     /// second thread's call is refused and aborts the communicator.
     #[inline]
     pub(crate) fn enter(&self, what: impl FnOnce() -> String) -> Result<caller::Entered<'_>> {
-        self.caller.enter().map_err(|()| self.entered_twice(what()))
+        let entered = self.caller.enter().map_err(|()| self.entered_twice(what()))?;
+        if let Some(t) = entered.thread() {
+            self.shared.board.note_thread(self.rank, t);
+        }
+        Ok(entered)
     }
 
     #[cold]

@@ -440,6 +440,36 @@ pub fn p2p_cycle_timeout_says_use_a_group<D: TestDevice>() {
     assert!(errors.iter().all(|e| e.contains("Group") || e.contains("wait for each other")), "{errors:#?}");
 }
 
+/// One thread making a blocking call on each of `init_all`'s communicators in turn (the
+/// first waits for calls only that thread could make) times out with a note saying so and
+/// what to do instead; a collective and a receive alike. A rank late on a thread of its own
+/// gets no such note.
+pub fn one_thread_blocking_each_rank_says_so<D: TestDevice>() {
+    let short = || D::configure(CommConfig::default().with_timeout(Duration::from_millis(300)));
+    let note = "made or last called on this very thread";
+    for recv in [false, true] {
+        let comms = Communicator::init_all((0..2).map(D::for_rank).collect(), short()).unwrap();
+        let mut x = t(&comms[0], &[1.0f32; 4]);
+        let e = if recv { comms[0].recv(&mut x, 1) } else { comms[0].all_reduce(&mut x, ReduceOp::Sum) };
+        let e = e.expect_err("rank 0's call finished without rank 1's");
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        assert!(e.to_string().contains(note) && e.to_string().contains("Group"), "recv {recv}: {e}");
+    }
+    let id = ruccl::UniqueId::new().unwrap();
+    let other = id.clone();
+    let late = std::thread::spawn(move || {
+        let c = Communicator::with_config(D::for_rank(1), 2, other, 1, short()).unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        drop(c);
+    });
+    let c = Communicator::with_config(D::for_rank(0), 2, id, 0, short()).unwrap();
+    let mut x = t(&c, &[1.0f32; 4]);
+    let e = c.all_reduce(&mut x, ReduceOp::Sum).expect_err("rank 0's all_reduce finished without rank 1's");
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(!e.to_string().contains(note), "{e}");
+    late.join().unwrap();
+}
+
 /// A group holding one collective for every rank of a communicator on one device runs
 /// without messages (the flight recorder says `Direct`): every op, reduce op and dtype, in
 /// place and out of place, gives the exact result; sequence numbers stay in step with the

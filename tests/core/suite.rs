@@ -246,6 +246,7 @@ macro_rules! core_suite {
                 execution::work_abort_and_errors,
                 execution::nothing_runs_after_a_failure,
                 execution::p2p_cycle_timeout_says_use_a_group,
+                execution::one_thread_blocking_each_rank_says_so,
                 execution::group_after_isend_joins_it,
                 execution::premultiplied_ops_in_flight_keep_their_inputs,
                 soundness::buffer_clones_on_two_threads,

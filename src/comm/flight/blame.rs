@@ -38,6 +38,7 @@ impl Board {
                 if s.departed {
                     d.push_str(", and it dropped its communicator");
                 }
+                d.push_str(self.same_thread_note(me, culprit));
                 d
             })
             .unwrap_or_default()
@@ -86,6 +87,21 @@ impl Board {
         (culprit, why)
     }
 
+    /// What a blame of `me` adds about `rank` when the thread that made `me`'s call is the
+    /// one that made `rank`'s communicator or last called it: one thread making a blocking
+    /// call for each of several ranks in turn (`init_all`'s communicators called one after
+    /// the other) waits for calls that only it could make. A note, not a verdict: the
+    /// communicator may have been handed to a thread that has not called yet.
+    fn same_thread_note(&self, me: Rank, rank: Rank) -> &'static str {
+        if self.same_thread(me, rank) {
+            ", and its communicator was made or last called on this very thread, which is blocked in this call: one \
+             thread cannot make a blocking call for each of several ranks in turn (each waits for the others' \
+             calls); drive them together with a Group (or the *_async calls), or give each rank a thread of its own"
+        } else {
+            ""
+        }
+    }
+
     /// What `rank` is doing, for the blame of `me` (a sentence naming it). `first`: `rank` is
     /// the peer `me` waited for itself (a wait on `me` is then between the two of them).
     fn doing(&self, me: Rank, rank: Rank, seq: Option<u64>, heard: &[Heard], first: bool) -> String {
@@ -95,7 +111,7 @@ impl Board {
         let between =
             if first { "the two ranks wait for each other" } else { "the ranks wait for each other in a cycle" };
         self.seen(rank, |s| match (s.history.last(), s.waiting) {
-            (None, _) => format!("rank {rank} has not issued any operation"),
+            (None, _) => format!("rank {rank} has not issued any operation{}", self.same_thread_note(me, rank)),
             (Some(e), Some(w)) if e.state == OpState::Running => {
                 // Waits are described as "rank N to ...", N being the awaited rank.
                 if w.starts_with(&format!("rank {me} ")) {
