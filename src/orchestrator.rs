@@ -6,11 +6,11 @@
 //! order — and answers every node with its id, every node's peers, and the id of the leaders'
 //! communicator (rooted at node 0's data address). Then it serves the next job.
 //!
-//! A node whose config disagrees (another `num_nodes`, a data address or peer id another node
-//! already has) is refused at once with an error naming the difference; one whose strategies
-//! or timeout differ from the waiting nodes' fails the round: it and they are all refused at
-//! once, each told how the configs differ (neither side is known to be the right one); a
-//! connection that sends garbage is dropped, and the server keeps serving. A
+//! A node whose config disagrees (another `num_nodes`, a data address another node already
+//! has) is refused at once with an error naming the difference; one whose strategies or
+//! timeout differ from the waiting nodes', or that announces a peer id another node has, fails
+//! the round: it and they are all refused at once, each told what differs (neither side is
+//! known to be the right one); a connection that sends garbage is dropped, and the server keeps serving. A
 //! round whose nodes do not all arrive within the first node's timeout (less a tenth, so the
 //! answer reaches the nodes before their own deadline) is answered with `Timeout` naming the
 //! nodes that did arrive. A node whose connection closes while it waits (it crashed, or gave
@@ -172,15 +172,15 @@ fn arrive(mut s: TcpStream, from: SocketAddr, round: &Mutex<Round>) {
         drop(r);
         return refuse(s, e.kind(), e.message().to_string());
     }
-    if let Some((to_new, to_waiting)) = config_conflict(&r, &hello) {
+    if let Some((kind, to_new, to_waiting)) = config_conflict(&r, &hello) {
         let waiting = std::mem::take(&mut r.waiting);
         r.since = None;
         r.refused.clear();
         drop(r);
         for w in waiting {
-            refuse(w.stream, ErrorKind::Mismatch, to_waiting.clone());
+            refuse(w.stream, kind, to_waiting.clone());
         }
-        return refuse(s, ErrorKind::Mismatch, to_new);
+        return refuse(s, kind, to_new);
     }
     r.since.get_or_insert_with(Instant::now);
     r.waiting.push(Waiting { hello, stream: s });
@@ -242,21 +242,32 @@ fn admit(r: &Round, h: &Hello) -> Result<()> {
         if other.data_addr == *node {
             return Err(CollectiveError::invalid(format!("two nodes announced the data address {node}")));
         }
-        if let Some(p) = h.peers.iter().find(|p| other.peers.contains(p)) {
-            return Err(CollectiveError::invalid(format!(
-                "peer {p} is on node {node} and on node {}: peer ids are unique across the nodes",
-                other.data_addr
-            )));
-        }
     }
     Ok(())
 }
 
-/// When `h`'s config differs from the waiting nodes' (which agree with each other): what `h`
-/// is told, and what they are told (pure). Neither side is known to be the right one, so the
-/// round fails on every node at once: the nodes that came first used to wait out their whole
-/// timeout for a node that had been refused.
-fn config_conflict(r: &Round, h: &Hello) -> Option<(String, String)> {
+/// When `h` and the waiting nodes cannot form one job: a peer id on two nodes, or a config
+/// that differs from the waiting nodes' (which agree with each other); what `h` is told, and
+/// what they are told (pure). Neither side is known to be the right one, so the round fails on
+/// every node at once: the nodes that came first used to wait out their whole timeout for a
+/// node that had been refused.
+fn config_conflict(r: &Round, h: &Hello) -> Option<(ErrorKind, String, String)> {
+    let node = &h.data_addr;
+    let shared = r.waiting.iter().find_map(|w| h.peers.iter().find(|p| w.hello.peers.contains(p)).map(|p| (p, w)));
+    if let Some((p, w)) = shared {
+        let other = &w.hello.data_addr;
+        return Some((
+            ErrorKind::InvalidArgument,
+            format!(
+                "peer {p} is on node {node} and on node {other}: peer ids are unique across the nodes (node {other}, \
+                 which came first, was refused too)"
+            ),
+            format!(
+                "node {node} registered peer {p}, which is on node {other} too: peer ids are unique across the nodes, \
+                 so the round was abandoned on every node"
+            ),
+        ));
+    }
     let other = &r.waiting.iter().find(|w| w.hello.settings != h.settings || w.hello.timeout_ms != h.timeout_ms)?.hello;
     let differ = |a: &Hello, b: &Hello| {
         let mut d = settings_diff(&a.settings, &b.settings);
@@ -280,7 +291,7 @@ fn config_conflict(r: &Round, h: &Hello) -> Option<(String, String)> {
         waiting.join(", "),
         differ(other, h)
     );
-    Some((to_new, to_waiting))
+    Some((ErrorKind::Mismatch, to_new, to_waiting))
 }
 
 /// The settings of `mine` that differ from `theirs` ("k = v" entries joined by ", "), as
@@ -461,6 +472,21 @@ mod tests {
                 "{first:?}"
             );
         }
+        // A peer id on two nodes: both refused at once too.
+        let t0 = Instant::now();
+        let first = ask(at, &Hello { timeout_ms: 60_000, ..hello("127.0.0.1:6203", vec![0, 1]) });
+        std::thread::sleep(Duration::from_millis(50));
+        let dup = ask(at, &Hello { timeout_ms: 60_000, ..hello("127.0.0.1:6204", vec![1, 2]) });
+        let (first, dup) = (first.join().unwrap(), dup.join().unwrap());
+        assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
+        assert!(
+            matches!(&dup, Msg::Refused(r) if r.kind == ErrorKind::InvalidArgument && r.message.contains("peer 1 is on node 127.0.0.1:6204 and on node 127.0.0.1:6203")),
+            "{dup:?}"
+        );
+        assert!(
+            matches!(&first, Msg::Refused(r) if r.kind == ErrorKind::InvalidArgument && r.message.contains("registered peer 1, which is on node 127.0.0.1:6203 too")),
+            "{first:?}"
+        );
         // The round is empty again: two agreeing nodes complete it.
         let (a, b) = (ask(at, &hello("127.0.0.1:6211", vec![0])), ask(at, &hello("127.0.0.1:6212", vec![1])));
         assert!(matches!(a.join().unwrap(), Msg::Welcome(_)) && matches!(b.join().unwrap(), Msg::Welcome(_)));
@@ -473,9 +499,11 @@ mod tests {
         let first = ask(at, &Hello { timeout_ms: 400, ..hello("127.0.0.1:6001", vec![0]) });
         std::thread::sleep(Duration::from_millis(50));
         let other = ask(at, &Hello { num_nodes: 3, timeout_ms: 400, ..hello("127.0.0.1:6002", vec![1]) });
-        let dup = ask(at, &Hello { timeout_ms: 400, ..hello("127.0.0.1:6003", vec![0]) });
+        let dup = ask(at, &Hello { timeout_ms: 400, ..hello("127.0.0.1:6001", vec![3]) });
         assert!(matches!(other.join().unwrap(), Msg::Refused(r) if r.kind == ErrorKind::Mismatch));
-        assert!(matches!(dup.join().unwrap(), Msg::Refused(r) if r.message.contains("peer 0 is on node")));
+        assert!(
+            matches!(dup.join().unwrap(), Msg::Refused(r) if r.message.contains("two nodes announced the data address"))
+        );
         let t0 = Instant::now();
         let late = first.join().unwrap();
         assert!(
@@ -484,7 +512,7 @@ mod tests {
         );
         // The nodes refused meanwhile are named, with why: not "never connected".
         assert!(
-            matches!(&late, Msg::Refused(r) if r.message.contains("refused meanwhile: node 127.0.0.1:600") && r.message.contains("node 127.0.0.1:6002 (") && r.message.contains("node 127.0.0.1:6003 (peer 0 is on node")),
+            matches!(&late, Msg::Refused(r) if r.message.contains("refused meanwhile: node 127.0.0.1:600") && r.message.contains("node 127.0.0.1:6002 (") && r.message.contains("node 127.0.0.1:6001 (two nodes")),
             "{late:?}"
         );
         assert!(t0.elapsed() < Duration::from_millis(400));
