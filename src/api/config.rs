@@ -465,7 +465,7 @@ impl CollectiveConfig {
 fn unspecified(address: &str) -> bool {
     let ip = address.parse::<std::net::SocketAddr>().map(|a| a.ip());
     let ip = ip.or_else(|_| address.trim().trim_matches(['[', ']']).parse::<std::net::IpAddr>());
-    ip.is_ok_and(|ip| ip.is_unspecified())
+    ip.is_ok_and(|ip| ip.is_unspecified() || ip.to_canonical().is_unspecified())
 }
 
 impl CollectiveConfig {
@@ -519,7 +519,7 @@ mod tests {
                 .with_data_service_port(3001)
                 .validate()
         };
-        for bad in ["0.0.0.0", "0.0.0.0:3001", "::", "[::]:3001", "[::]"] {
+        for bad in ["0.0.0.0", "0.0.0.0:3001", "::", "[::]:3001", "[::]", "::ffff:0.0.0.0"] {
             let msg = with(bad).map_err(|e| e.to_string()).err().unwrap_or_default();
             assert!(
                 msg.contains("is the unspecified address") && msg.contains("an address of this node's host"),

@@ -126,6 +126,7 @@ fn lead<D: Device>(
     let node_address = config.node_address().ok_or_else(|| missing("node_address"))?;
     let port = config.data_service_port().ok_or_else(|| missing("data_service_port"))?;
     let data = SocketAddr::new(host_ip(node_address)?, port);
+    check_data_ip(node_address, data.ip())?;
     listener::serve_at_for_mesh(data).map_err(|e| {
         // The listener's own words are a launcher's (MASTER_ADDR:MASTER_PORT, RANK 0); the
         // system's reason is what a node needs, with where its port comes from.
@@ -231,6 +232,26 @@ const ORCHESTRATOR_TIMEOUT: &str = "start the orchestrator at global_address (ru
      examples/orchestrator.rs) and every node of the job, or raise CollectiveConfig::with_timeout if some start late; \
      nothing was created: register every peer again";
 
+/// Refuses a node address the other nodes cannot connect to: one that resolves to the
+/// unspecified address (`0`, `0.0`, `0x0` and `::ffff:0.0.0.0` are 0.0.0.0 too; the config's
+/// own check sees literal addresses only), or one that is not an address of this host (the
+/// leader then listened on every interface and advertised an address that leads elsewhere, and
+/// the other nodes waited out their timeout).
+fn check_data_ip(node_address: &str, ip: IpAddr) -> Result<()> {
+    let unspecified = ip.is_unspecified() || ip.to_canonical().is_unspecified();
+    let problem = if unspecified {
+        "is the unspecified address (0.0.0.0): nothing can connect to it"
+    } else if std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_err() {
+        "is not an address of this host, where this node's leader listens"
+    } else {
+        return Ok(());
+    };
+    Err(CollectiveError::invalid(format!("node_address {node_address:?} ({ip}) {problem}")).with_hint(
+        "set node_address to an address of this node's host that the other nodes reach (its IP on the nodes' \
+         network; 127.0.0.1 when every node runs on this host), then register every peer again",
+    ))
+}
+
 /// The IP of `node_address` (`ip`, `ip:port`, `host` or `host:port`).
 fn host_ip(node_address: &str) -> Result<IpAddr> {
     if let Ok(a) = node_address.parse::<SocketAddr>() {
@@ -324,5 +345,28 @@ mod tests {
         let e = global_error(0, &two, "x", CollectiveError::new(ErrorKind::PeerLost, "gone").with_peer(1));
         assert_eq!(e.kind(), ErrorKind::PeerLost);
         assert!(e.to_string().contains("this is node 0: peers 0, 1, rank 0 there; rank 1 there is node 1: peers 2, 3"));
+    }
+}
+
+#[cfg(test)]
+mod data_ip_tests {
+    use super::*;
+
+    /// Spellings of 0.0.0.0 that only resolve to it, and an address of no interface here,
+    /// are refused before the leader listens (the config's check sees literal addresses
+    /// only; a stranger's review).
+    #[test]
+    fn node_addresses_other_nodes_cannot_reach_are_refused() {
+        for bad in ["0", "0.0", "0x0", "::ffff:0.0.0.0", "0.0.0.0:1"] {
+            let Ok(ip) = host_ip(bad) else { continue };
+            let e = check_data_ip(bad, ip).unwrap_err();
+            assert!(e.to_string().contains("is the unspecified address"), "{bad}: {e}");
+        }
+        let e = check_data_ip("192.0.2.1", "192.0.2.1".parse().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("is not an address of this host"), "{e}");
+        if std::net::UdpSocket::bind("127.0.0.1:0").is_ok() {
+            assert!(check_data_ip("127.0.0.1", host_ip("127.0.0.1").unwrap()).is_ok());
+            assert!(check_data_ip("localhost:5", host_ip("localhost:5").unwrap()).is_ok());
+        }
     }
 }
