@@ -174,14 +174,19 @@ pub(super) fn core_error<B: Backend>(h: &PeerHandle<B>, call: &str, what: &str, 
     if e.set_hint().is_some_and(|h| theirs.contains(&h)) {
         out = out.with_hint(crate::error::ANOTHER_PEERS_ARGUMENT);
     }
-    // The core's advice names its communicator and `CommConfig`; a peer registers again.
+    with_peer_hint(out).with_source(e)
+}
+
+/// `e` with the peer API's advice where the core's names its communicator and `CommConfig`
+/// (`Timeout`, `PeerLost`, `Aborted`): a peer raises `CollectiveConfig::with_timeout` and
+/// registers again.
+pub(crate) fn with_peer_hint(e: CollectiveError) -> CollectiveError {
     match e.kind() {
-        ErrorKind::Timeout => out = out.with_hint(crate::error::PEER_TIMEOUT),
-        ErrorKind::PeerLost => out = out.with_hint(crate::error::PEER_LOST),
-        ErrorKind::Aborted => out = out.with_hint(crate::error::PEER_ABORTED),
-        _ => {}
+        ErrorKind::Timeout => e.with_hint(crate::error::PEER_TIMEOUT),
+        ErrorKind::PeerLost => e.with_hint(crate::error::PEER_LOST),
+        ErrorKind::Aborted => e.with_hint(crate::error::PEER_ABORTED),
+        _ => e,
     }
-    out.with_source(e)
 }
 
 /// Checks a peer's tensor and hands it to ruCCL.

@@ -312,15 +312,21 @@ pub(crate) fn global_error(node: usize, nodes: &[Vec<PeerId>], call: &str, e: Co
         _ => String::new(),
     };
     let kind = e.kind();
-    CollectiveError::new(
+    let out = CollectiveError::new(
         kind,
         format!(
             "{} (in the {call} among the nodes' leaders; this is {}, rank {node} there{named})",
             e.message(),
             who(node)
         ),
-    )
-    .with_source(e)
+    );
+    // The core's advice names the leaders' communicator and `CommConfig`, which a peer-API
+    // user never made; its report (the leaders' flight recorders) is kept.
+    let out = match e.report() {
+        Some(r) => out.with_report(r.to_string()),
+        None => out,
+    };
+    super::call::with_peer_hint(out).with_source(e)
 }
 
 #[cfg(test)]
@@ -345,6 +351,11 @@ mod tests {
         let e = global_error(0, &two, "x", CollectiveError::new(ErrorKind::PeerLost, "gone").with_peer(1));
         assert_eq!(e.kind(), ErrorKind::PeerLost);
         assert!(e.to_string().contains("this is node 0: peers 0, 1, rank 0 there; rank 1 there is node 1: peers 2, 3"));
+        // The peer API's advice, not the core's (which named CommConfig and a communicator
+        // to create again; a stranger's review).
+        let e = global_error(0, &two, "x", CollectiveError::new(ErrorKind::Timeout, "late").with_peer(1));
+        assert!(e.to_string().contains("CollectiveConfig::with_timeout"), "{e}");
+        assert!(e.to_string().contains("finish_collective") && !e.to_string().contains("CommConfig"), "{e}");
     }
 }
 
