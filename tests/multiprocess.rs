@@ -138,6 +138,8 @@ fn child() {
         #[cfg(feature = "orchestrator")]
         "config_differs" => hier::config_differs_child(),
         #[cfg(feature = "orchestrator")]
+        "stall" => hier::stall_child(),
+        #[cfg(feature = "orchestrator")]
         "hier_victim" => hier::hier_victim_child(),
         #[cfg(feature = "orchestrator")]
         "hier_survivor" => hier::hier_survivor_child(),

@@ -306,7 +306,10 @@ impl CollectiveConfig {
         self.data_service_port
     }
 
-    /// Sets the deadline of every wait: registering, and each operation.
+    /// Sets the deadline of every wait: registering, and each operation. With several nodes,
+    /// the waits among the nodes' leaders take this timeout and the waits inside a node a
+    /// grace more (a tenth, from 200 ms to 5 s), so that a leader's error about another node
+    /// reaches its node's peers before their own wait for it ends.
     ///
     /// ```
     /// use std::time::Duration;

@@ -168,6 +168,21 @@ pub(crate) fn service<B: Backend>() -> Result<Arc<Service<B>>> {
     any.downcast::<Service<B>>().map_err(|_| CollectiveError::protocol("the peer registry holds a foreign service"))
 }
 
+/// The timeout of a registration's own communicator (its node's): the config's, and with
+/// several nodes a grace more (a tenth, from 200 ms to 5 s). A node's peers wait for their
+/// leader while it waits among the leaders, both from about the same moment: with one
+/// deadline the peers' often came first, and they blamed their own healthy leader; a little
+/// later, the leader's error (naming the node or peer it waited for) reaches them first.
+fn node_timeout(config: &CollectiveConfig) -> std::time::Duration {
+    let t = config.timeout();
+    match config.num_nodes() {
+        Some(n) if n > 1 => {
+            t + (t / 10).clamp(std::time::Duration::from_millis(200), std::time::Duration::from_secs(5))
+        }
+        _ => t,
+    }
+}
+
 fn backend<B: Backend>() -> &'static str {
     std::any::type_name::<B>()
 }
@@ -189,7 +204,7 @@ impl<B: Backend> Service<B> {
             mismatch: &config_mismatch,
             timeout: &|seen| timeout(peer, seen, config),
         };
-        let cfg = CommConfig::default().with_timeout(config.timeout());
+        let cfg = CommConfig::default().with_timeout(node_timeout(config));
         let n = config.num_devices();
         let joined = Communicator::join_lobby(comm_device.clone(), n, &self.lobby, peer.get(), &terms, cfg).and_then(
             |(comm, members)| {

@@ -210,6 +210,31 @@ pub(super) fn config_differs_child() -> Result<(), String> {
     })
 }
 
+/// Peer 3 (node of peers 2, 3) stalls past the timeout before an all_reduce: every peer of
+/// the other node is told about that node (or peer 3), never blamed on its own healthy
+/// leader. The non-leader's wait for its leader and the leader's wait among the leaders
+/// ended at one deadline, and the non-leader's often came first (a stranger's review: 8 runs
+/// in 14).
+pub(super) fn stall_child() -> Result<(), String> {
+    threads(|id| {
+        let (peer, dev) = (PeerId::new(id), HostDevice::new(id as u32));
+        api::register::<HostBackend>(peer, dev, config()).map_err(|e| e.to_string())?;
+        api::barrier::<HostBackend>(peer).map_err(|e| e.to_string())?;
+        if id == 3 {
+            std::thread::sleep(Duration::from_millis(2_500));
+        }
+        let t = Tensor::from_slice(&dev, &[1.0f32; 4], &[4]).unwrap();
+        let err = api::all_reduce::<HostBackend>(peer, t, ReduceOperation::Sum)
+            .err()
+            .ok_or(format!("peer {id}: all_reduce succeeded with peer 3 stalled"))?;
+        let msg = err.to_string();
+        if id < 2 && !(msg.contains("peers 2, 3") || msg.contains("peer 3")) {
+            return Err(format!("peer {id} was not told about the stalled node: {:?} {msg}", err.kind()));
+        }
+        Ok(())
+    })
+}
+
 /// Two nodes of one host given one data_service_port: the node that cannot listen says so, at
 /// once, with where the port comes from (it named MASTER_ADDR:MASTER_PORT and a second RANK 0,
 /// launchers' variables a peer-API user never set); the other node's peers time out waiting
@@ -405,6 +430,17 @@ fn a_config_mismatch_between_nodes_fails_both_at_once() {
     b.push(("MP_TREE", "1".to_string()));
     kids.spawn("node-b", "config_differs", &b);
     kids.wait(&[]);
+}
+
+#[test]
+fn a_stalled_peer_is_named_on_the_other_node() {
+    for _ in 0..3 {
+        let orch = ruccl::orchestrator::Orchestrator::start("127.0.0.1:0", 2).unwrap();
+        let mut kids = Kids::new(Transport::Shm);
+        kids.spawn("node-a", "stall", &env(orch.local_addr(), "0,1", 1_000));
+        kids.spawn("node-b", "stall", &env(orch.local_addr(), "2,3", 1_000));
+        kids.wait(&[]);
+    }
 }
 
 #[test]
