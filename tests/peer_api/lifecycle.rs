@@ -303,5 +303,10 @@ fn a_silent_orchestrator_is_a_timeout_not_a_cancellation() {
         assert_eq!(leader.kind(), ErrorKind::Timeout, "round {round}: {leader}");
         assert!(!leader.to_string().contains("cancelled"), "round {round}: {leader}");
         assert!(leader.to_string().contains("orchestrator"), "round {round}: {leader}");
+        // The other peer hears the leader's reason (its own wait for the leader ends a
+        // grace later): the orchestrator, not the core's "rank 0 never reached op #0" with
+        // advice to raise CommConfig::timeout (a stranger's review).
+        let other = errs[1].to_string();
+        assert!(other.contains("orchestrator") && !other.contains("CommConfig"), "round {round}: {other}");
     }
 }
