@@ -169,7 +169,7 @@ pub(crate) fn validate<'a, D: Device, B>(
     Ok((desc, io))
 }
 
-/// How many calls a memo matched on this thread (the tests check that they ran it).
+/// How many calls a memo matched in this process (the tests check that they ran it).
 #[cfg(test)]
 pub(crate) static HITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
