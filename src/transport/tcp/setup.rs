@@ -114,7 +114,7 @@ pub(crate) fn process_mesh(
     for (hi, row) in rows.iter_mut().enumerate() {
         let Some(row) = row else { continue };
         for (lo, slot) in row.iter_mut().enumerate().take(hi) {
-            let mut c = connect(addrs[lo], deadline).map_err(|e| e.with_rank(hi).with_peer(lo))?;
+            let mut c = connect_member(addrs[lo], lo, deadline).map_err(|e| e.with_rank(hi).with_peer(lo))?;
             c.write_all(&hello(comm, hi, lo, world)).map_err(|e| io_error("sending a hello", e))?;
             *slot = Some(c);
         }
@@ -139,8 +139,36 @@ pub(crate) fn process_mesh(
     Ok(mesh)
 }
 
+/// Connects to rank `rank`'s process at `addr` once the group is formed: as [`connect`], but
+/// a refused connection is `PeerLost` at once. That process registered from its listener,
+/// which runs for as long as the process does: nothing listening there means it is gone (it
+/// exited or was killed after the rendezvous), and retrying only waited out the deadline.
+fn connect_member(addr: std::net::SocketAddr, rank: Rank, deadline: Instant) -> Result<TcpStream> {
+    connect_until(addr, deadline, |e| {
+        (e.kind() == std::io::ErrorKind::ConnectionRefused).then(|| {
+            CollectiveError::new(
+                ErrorKind::PeerLost,
+                format!(
+                    "rank {rank}'s process refused the connection at {addr} while the group connected: it exited or \
+                     was killed after the rendezvous ({e})"
+                ),
+            )
+        })
+    })
+}
+
 /// Connects to `addr`, retrying (a listener not up yet) with backoff until `deadline`.
 pub(crate) fn connect(addr: std::net::SocketAddr, deadline: Instant) -> Result<TcpStream> {
+    connect_until(addr, deadline, |_| None)
+}
+
+/// Connects to `addr`, retrying with backoff until `deadline`, except after a failure that
+/// `fatal` turns into an error.
+fn connect_until(
+    addr: std::net::SocketAddr,
+    deadline: Instant,
+    fatal: impl Fn(&std::io::Error) -> Option<CollectiveError>,
+) -> Result<TcpStream> {
     let mut pause = Duration::from_millis(10);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -149,7 +177,12 @@ pub(crate) fn connect(addr: std::net::SocketAddr, deadline: Instant) -> Result<T
         }
         match TcpStream::connect_timeout(&addr, left.min(Duration::from_secs(5))) {
             Ok(s) => return Ok(s),
-            Err(_) => std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now()))),
+            Err(e) => {
+                if let Some(err) = fatal(&e) {
+                    return Err(err);
+                }
+                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+            }
         }
         pause = (pause * 2).min(Duration::from_millis(500));
     }

@@ -86,3 +86,24 @@ fn nothing_cuts_into_a_frame_the_rank_writes() {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+/// A member whose process is gone once the group formed (nothing listens where it
+/// registered) is `PeerLost` naming it at once: the others retried the connection until their
+/// deadline, then blamed it with a `Timeout` (a split's first member killed as the child
+/// formed; a stranger's review).
+#[test]
+fn a_member_gone_after_the_rendezvous_is_peer_lost_at_once() {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let gone = l.local_addr().unwrap();
+    drop(l);
+    let here = "127.0.0.1:9".parse().unwrap();
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(20);
+    let Err(e) = process_mesh([5; 16], 2, &[gone, here], &[false, true], Duration::from_secs(5), true, deadline) else {
+        panic!("a mesh with a member that is gone")
+    };
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}: {e}", start.elapsed());
+    assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
+    assert_eq!((e.context().rank, e.context().peer), (Some(1), Some(0)), "{e}");
+    assert!(e.to_string().contains("rank 0's process refused the connection"), "{e}");
+}
