@@ -61,19 +61,11 @@ pub(super) fn withdraw(reg: &mut Registry, id: &UniqueId, ticket: u64) -> Collec
 /// no rank of which can be started again, whose other ranks waited out their whole timeout
 /// for it (a split's member that died while the child formed).
 pub(super) fn for_good(reg: &mut Registry, id: &UniqueId, e: CollectiveError) -> CollectiveError {
-    let out = CollectiveError::new(
-        e.kind(),
-        format!(
-            "{}; no rank of this communicator can be started again (it is a split's new communicator, or the peer \
-             API's leaders'), so it failed for every rank",
-            e.message()
-        ),
+    let e = e.appended(
+        "no rank of this communicator can be started again (it is a split's new communicator, or the peer API's \
+         leaders'), so it failed for every rank",
     );
-    let out = match e.context().peer {
-        Some(p) => out.with_peer(p),
-        None => out,
-    };
-    super::refuse::fail_room(reg, id, out, std::time::Instant::now())
+    super::refuse::fail_room(reg, id, e, std::time::Instant::now())
 }
 
 /// Leaves the room at the deadline; the error names who never came, who gave up, and whose
