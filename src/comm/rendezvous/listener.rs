@@ -9,7 +9,8 @@
 //!
 //! Anything else (garbage, another protocol version, a frame of the wrong kind, silence for
 //! [`FIRST_FRAME`]) closes that connection with a `Protocol` error, logged; the listener
-//! keeps serving. The first listener's address is where this process's ranks take mesh
+//! keeps serving. A connection closed before its first byte is dropped without a word: a
+//! rank knocking to learn whether this process still runs (`inbox::take`), or a port check. The first listener's address is where this process's ranks take mesh
 //! connections.
 
 use crate::types::Rank;
@@ -263,7 +264,21 @@ fn handle(mut s: TcpStream) -> Result<()> {
     s.set_read_timeout(Some(FIRST_FRAME)).map_err(|e| io("configuring a socket", e))?;
     s.set_nodelay(true).map_err(|e| io("configuring a socket", e))?;
     let mut hb = [0u8; HEADER_LEN];
-    s.read_exact(&mut hb).map_err(|e| CollectiveError::protocol(format!("no complete first frame: {e}")))?;
+    let mut got = 0;
+    while got < HEADER_LEN {
+        match s.read(&mut hb[got..]) {
+            // A knock (see the module's doc): nothing to refuse.
+            Ok(0) if got == 0 => return Ok(()),
+            Ok(0) => {
+                return Err(CollectiveError::protocol(format!(
+                    "no complete first frame: the connection closed after {got} bytes"
+                )));
+            }
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(CollectiveError::protocol(format!("no complete first frame: {e}"))),
+        }
+    }
     let h = wire::decode_header(&hb, Limits { max_data: 0 })?;
     match h.kind {
         FrameKind::Hello => {

@@ -3,8 +3,13 @@
 //! the table (it got its own answer first), so calls are kept until taken, for at most
 //! [`KEEP`], and at most [`MAX_WAITING`] at once (the oldest go first): a stranger that
 //! sends well-formed hellos cannot fill memory.
+//!
+//! A rank that waits long for a caller knocks at the caller's listener now and then
+//! ([`PROBE_AFTER`]): nothing listening there means the caller's process is gone (a process
+//! listens for as long as it runs), and the wait ends at once with `PeerLost` instead of at
+//! the deadline.
 
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::{Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -16,6 +21,13 @@ use crate::types::Rank;
 const KEEP: Duration = Duration::from_secs(600);
 /// The most calls kept at once.
 const MAX_WAITING: usize = 4096;
+/// How long a [`take`] waits before it first knocks at the caller's listener, and then
+/// between knocks: calls from live processes come well within it, and a knock costs the
+/// caller's listener a connection that closes at once.
+const PROBE_AFTER: Duration = Duration::from_millis(500);
+/// How long a knock waits for the caller's host to answer (a host that does not answer at
+/// all is left to the deadline).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A call: (communicator, rank called, caller, world size) and its connection.
 struct Call {
@@ -61,10 +73,20 @@ pub(crate) fn arrive(h: &FrameHeader, stream: TcpStream) -> Result<()> {
 }
 
 /// Waits until `hi` called `lo` in communicator `comm` of `world` ranks, and takes the call.
+/// `caller` is where `hi`'s process listens: knocked at while the wait lasts (see
+/// [`PROBE_AFTER`]).
 ///
 /// # Errors
-/// `Timeout` naming `hi` at `deadline`; `Protocol` when the call names another world size.
-pub(crate) fn take(comm: [u8; 16], lo: Rank, hi: Rank, world: usize, deadline: Instant) -> Result<TcpStream> {
+/// `Timeout` naming `hi` at `deadline`; `PeerLost` naming it when nothing listens at
+/// `caller` any more; `Protocol` when the call names another world size.
+pub(crate) fn take(
+    comm: [u8; 16],
+    (lo, hi): (Rank, Rank),
+    world: usize,
+    caller: Option<SocketAddr>,
+    deadline: Instant,
+) -> Result<TcpStream> {
+    let mut knock = Instant::now() + PROBE_AFTER;
     let mut ib = inbox();
     loop {
         if let Some(i) = ib.calls.iter().position(|c| c.key == (comm, lo, hi)) {
@@ -88,6 +110,26 @@ pub(crate) fn take(comm: [u8; 16], lo: Rank, hi: Rank, world: usize, deadline: I
             .with_rank(lo)
             .with_peer(hi));
         }
-        ib = INBOX.1.wait_timeout(ib, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        if let Some(addr) = caller.filter(|_| now >= knock) {
+            drop(ib);
+            if let Err(e) = TcpStream::connect_timeout(&addr, PROBE_TIMEOUT.min(deadline - now))
+                && e.kind() == std::io::ErrorKind::ConnectionRefused
+            {
+                return Err(CollectiveError::new(
+                    ErrorKind::PeerLost,
+                    format!(
+                        "rank {hi} did not connect to rank {lo}, and its process no longer listens at {addr}: it \
+                         exited or was killed after the rendezvous ({e})"
+                    ),
+                )
+                .with_rank(lo)
+                .with_peer(hi));
+            }
+            knock = Instant::now() + PROBE_AFTER;
+            ib = inbox();
+            continue;
+        }
+        let until = if caller.is_some() { deadline.min(knock) } else { deadline };
+        ib = INBOX.1.wait_timeout(ib, until.saturating_duration_since(now)).unwrap_or_else(|e| e.into_inner()).0;
     }
 }

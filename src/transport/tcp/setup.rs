@@ -89,7 +89,8 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, silence: Duration, deadline
 /// A mesh of `world` ranks spread over processes: `addrs[r]` is where rank `r`'s process
 /// listens, `local[r]` whether rank `r` lives in this one. This process's ranks call every
 /// lower rank (at its process's listener, this one's included) and take the calls of every
-/// higher rank from the [`inbox`]. Pairs on one host (Linux) then agree over their
+/// higher rank from the [`inbox`] (knocking at a caller's listener while it waits: a caller
+/// whose process is gone is `PeerLost` at once). Pairs on one host (Linux) then agree over their
 /// connection to move data through shared memory (unless `RUCCL_SHM_DISABLE=1`), and, when
 /// every rank is a process of one host that allows it, to exchange
 /// small ops through one segment of slots (`shm::slot_agree`). A peer
@@ -99,7 +100,8 @@ pub(crate) fn loopback(comm: [u8; 16], world: usize, silence: Duration, deadline
 ///
 /// # Errors
 /// `Io` when a socket cannot be configured; `Timeout` naming the ranks that could not be
-/// reached or did not call by `deadline`.
+/// reached or did not call by `deadline`; `PeerLost` naming a rank whose process no longer
+/// listens.
 pub(crate) fn process_mesh(
     comm: [u8; 16],
     world: usize,
@@ -122,7 +124,7 @@ pub(crate) fn process_mesh(
     for (lo, row) in rows.iter_mut().enumerate() {
         let Some(row) = row else { continue };
         for (hi, slot) in row.iter_mut().enumerate().skip(lo + 1) {
-            *slot = Some(inbox::take(comm, lo, hi, world, deadline)?);
+            *slot = Some(inbox::take(comm, (lo, hi), world, (!local[hi]).then_some(addrs[hi]), deadline)?);
         }
     }
     #[cfg(all(target_os = "linux", not(miri)))]

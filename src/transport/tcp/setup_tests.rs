@@ -107,3 +107,60 @@ fn a_member_gone_after_the_rendezvous_is_peer_lost_at_once() {
     assert_eq!((e.context().rank, e.context().peer), (Some(1), Some(0)), "{e}");
     assert!(e.to_string().contains("rank 0's process refused the connection"), "{e}");
 }
+
+/// The same for a member that should call this one (a higher rank): the wait for its call
+/// knocks at its process's listener and ends with `PeerLost` naming it once nothing listens
+/// there. It waited out the deadline, then blamed it with a `Timeout` ("rank 1 did not
+/// connect to rank 0"; a stranger's review of splits).
+#[test]
+fn a_higher_member_gone_after_the_rendezvous_is_peer_lost_at_once() {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let gone = l.local_addr().unwrap();
+    drop(l);
+    let here = "127.0.0.1:9".parse().unwrap();
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(20);
+    let Err(e) = process_mesh([6; 16], 2, &[here, gone], &[true, false], Duration::from_secs(5), true, deadline) else {
+        panic!("a mesh with a member that is gone")
+    };
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}: {e}", start.elapsed());
+    assert_eq!(e.kind(), ErrorKind::PeerLost, "{e}");
+    assert_eq!((e.context().rank, e.context().peer), (Some(0), Some(1)), "{e}");
+    assert!(e.to_string().contains("rank 1 did not connect to rank 0, and its process no longer listens"), "{e}");
+}
+
+/// A caller that is alive but late (its listener answers the knocks) is waited for and its
+/// call taken: knocking never gives up on a live process.
+#[test]
+fn a_late_caller_that_still_listens_is_waited_for() {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let alive = l.local_addr().unwrap();
+    let comm = [11; 16];
+    let knocks = std::thread::spawn(move || {
+        // Answers knocks (they close at once) until the call is made.
+        l.set_nonblocking(true).unwrap();
+        let mut n = 0;
+        let end = Instant::now() + Duration::from_millis(1800);
+        while Instant::now() < end {
+            if l.accept().is_ok() {
+                n += 1;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        n
+    });
+    let caller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1800));
+        // The call, as this process's listener would hand it to the inbox.
+        let pair = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let c = TcpStream::connect(pair.local_addr().unwrap()).unwrap();
+        let h = wire::decode_header(&hello(comm, 1, 0, 2), Limits { max_data: 0 }).unwrap();
+        inbox::arrive(&h, pair.accept().unwrap().0).unwrap();
+        c
+    });
+    let start = Instant::now();
+    let got = inbox::take(comm, (0, 1), 2, Some(alive), start + Duration::from_secs(20));
+    let _keep = caller.join().unwrap();
+    assert!(got.is_ok(), "{:?}", got.err());
+    assert!(knocks.join().unwrap() >= 2, "the wait knocked at the live caller's listener");
+}
