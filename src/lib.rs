@@ -67,7 +67,8 @@
 //!   never arrives makes the others fail with [`ErrorKind::Timeout`] naming it, with the
 //!   flight recorder of every rank in [`CollectiveError::report`]. After any failure the
 //!   communicator is aborted and later calls fail at once; [`Communicator::abort`] wakes every
-//!   waiter; dropping never blocks.
+//!   waiter; dropping never waits for an op (over sockets, only for its goodbyes to be
+//!   written, so a process may exit right after).
 //!
 //! ## Features
 //! | feature | enables |

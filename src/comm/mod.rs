@@ -560,7 +560,8 @@ impl Aborter {
     }
 }
 
-/// Dropping never blocks. Non-blocking ops issued before the drop still run to their end (or
+/// Dropping never waits for an op: over sockets it waits only until its goodbyes are written
+/// (at most 2 s, for a peer that does not read), so that a process may exit right after. Non-blocking ops issued before the drop still run to their end (or
 /// fail at their own deadline) and complete their [`Work`](crate::Work); the peers see this
 /// rank leave once they are done, as `ncclCommDestroy` flushes what was issued.
 impl<D: Device> Drop for Communicator<D> {

@@ -431,14 +431,20 @@ impl Mesh {
         lock(&e.poison).clone()
     }
 
-    /// `rank` dropped its communicator: it says goodbye to every peer and closes.
+    /// `rank` dropped its communicator: it says goodbye to every peer and closes, and waits
+    /// (at most [`LINGER`]) until the goodbyes are on the wire. A process may exit as soon as
+    /// its communicator is dropped, and the mesh itself may outlive the drop (the shared
+    /// progress thread holds it until it next looks): without the wait, the writers were
+    /// often not scheduled before the exit on a busy host, and the peers failed with
+    /// `PeerLost` "without a goodbye" (a broadcast's root that returned and exited at once).
     pub(super) fn depart(&self, rank: Rank) {
         let Some(e) = self.ep(rank) else { return };
         e.tell();
         let bye = e.control(FrameKind::Goodbye, &[]);
+        let until = Instant::now() + LINGER;
         for p in e.peers.iter().flatten() {
             // The last data goes into the shared ring before the goodbye goes on the socket.
-            shm_io::flush(p, Instant::now() + LINGER);
+            shm_io::flush(p, until);
             let mut out = lock(&p.out);
             if !out.closing {
                 out.closing = true;
@@ -446,6 +452,9 @@ impl Mesh {
             }
             drop(out);
             p.wake.notify_one();
+        }
+        while Instant::now() < until && !e.peers.iter().flatten().all(|p| p.flushed.load(Ordering::SeqCst)) {
+            std::thread::sleep(Duration::from_micros(100));
         }
     }
 
