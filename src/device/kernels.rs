@@ -408,6 +408,45 @@ pub(crate) fn reduce_packed(dtype: DType, combine: Combine, dst: &mut [u8], part
     }
 }
 
+/// [`reduce_packed`] over parts held in words, the usual exchanged reduction (whole words of
+/// a peer's slot): `words` holds `n` parts end to end, each `part` words long, and the fold,
+/// left to right, lands in the first part. Words are aligned for every dtype, so there is no
+/// byte view to check and no output of the caller's to align: a 16-byte all_reduce of 2
+/// processes spent ~145 instructions in [`reduce_packed`] for 4 additions. False, leaving
+/// `words` as they were, for the half types (they fold in f32 and round once: the caller
+/// uses [`reduce_packed`]) and for `words` not `n` whole parts.
+pub(crate) fn reduce_words(dtype: DType, combine: Combine, words: &mut [u64], part: usize, n: usize) -> bool {
+    if matches!(dtype, DType::F16 | DType::BF16) || part == 0 || words.len() != part * n {
+        return false;
+    }
+    by_dtype!(dtype, fold_words, words, part, combine)
+}
+
+fn fold_words<T: Arith>(words: &mut [u64], part: usize, combine: Combine) -> bool {
+    let (acc, rest) = words.split_at_mut(part);
+    // Never fails: a word holds whole elements of every dtype, at their alignment.
+    let Ok(acc) = bytemuck::try_cast_slice_mut::<u64, T>(acc) else {
+        return false;
+    };
+    match combine {
+        Combine::Sum => fold_parts(acc, rest, part, T::add),
+        Combine::Prod => fold_parts(acc, rest, part, T::mul),
+        Combine::Min => fold_parts(acc, rest, part, T::min),
+        Combine::Max => fold_parts(acc, rest, part, T::max),
+    }
+    true
+}
+
+#[inline(always)]
+fn fold_parts<T: Arith>(acc: &mut [T], rest: &[u64], part: usize, f: impl Fn(T, T) -> T) {
+    for p in rest.chunks_exact(part) {
+        let Ok(p) = bytemuck::try_cast_slice::<u64, T>(p) else { continue };
+        for (a, &y) in acc.iter_mut().zip(p) {
+            *a = f(*a, y);
+        }
+    }
+}
+
 fn reduce_packed_typed<T: Arith>(dst: &mut [u8], parts: &[u8], combine: Combine) -> Result<()> {
     let (d, p) = (view_mut::<T>(dst)?, view::<T>(parts)?);
     match combine {

@@ -135,6 +135,23 @@ fn packed_parts_reduce_to_reduce_manys_bits() {
                     let got = aligned(&vec![0u8; len]);
                     reduce_packed(dt, c, &mut got.write(0, len).unwrap(), parts).unwrap();
                     assert_eq!(all(&got), all(&want), "{dt}, {c:?}, {n} parts of {count}");
+                    // Parts of whole words fold in place in the words, the same bits; the
+                    // half types are left to `reduce_packed`, untouched.
+                    if len.is_multiple_of(8) {
+                        let mut w = buf.clone();
+                        let folded = reduce_words(dt, c, &mut w, len / 8, n);
+                        let half = matches!(dt, DType::F16 | DType::BF16);
+                        assert_eq!(folded, !half, "{dt}");
+                        if folded {
+                            assert_eq!(
+                                &bytemuck::cast_slice::<u64, u8>(&w)[..len],
+                                &all(&want)[..],
+                                "{dt}, {c:?}, {n}"
+                            );
+                        } else {
+                            assert_eq!(w, buf, "{dt}: left as it was");
+                        }
+                    }
                 }
             }
         }
@@ -144,6 +161,12 @@ fn packed_parts_reduce_to_reduce_manys_bits() {
         assert!(reduce_packed(DType::F32, Combine::Sum, &mut d.write(0, 8).unwrap(), parts).is_err());
     }
     assert!(reduce_packed(DType::F64, Combine::Sum, &mut d.write(0, 4).unwrap(), &[0u8; 8]).is_err());
+    // Words that are not `n` whole parts are refused, untouched.
+    for (len, part, n) in [(5, 2, 2), (4, 2, 3), (4, 0, 2), (0, 0, 0)] {
+        let mut w = vec![7u64; len];
+        assert!(!reduce_words(DType::F32, Combine::Sum, &mut w, part, n), "{len} words, {n} parts of {part}");
+        assert_eq!(w, vec![7u64; len]);
+    }
 }
 
 #[test]

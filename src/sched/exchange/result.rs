@@ -130,11 +130,17 @@ impl<D: Device, B: Borrow<D::Buffer>> Exchange<'_, D, B> {
                 self.part_into(slots, q, off, p, size)?;
             }
         }
+        let desc = &self.view.fp.desc;
+        let combine = desc.op.map_or(Combine::Sum, ReduceOp::combine);
+        if len.is_multiple_of(8) && kernels::reduce_words(desc.dtype, combine, buf, len / 8, n) {
+            // Folded into the first part's words: copied out.
+            let mut guard = mem.write_sole(self.sole, o, len)?;
+            guard.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(buf)[..len]);
+            return self.finish_avg(&mut guard);
+        }
         let parts = &bytemuck::cast_slice::<u64, u8>(buf)[..n * len];
         let mut guard = mem.write_sole(self.sole, o, len)?;
         let out: &mut [u8] = &mut guard;
-        let desc = &self.view.fp.desc;
-        let combine = desc.op.map_or(Combine::Sum, ReduceOp::combine);
         if len / size <= kernels::SMALL {
             kernels::reduce_packed(desc.dtype, combine, out, parts)?;
             return self.finish_avg(out);
