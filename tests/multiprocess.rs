@@ -64,8 +64,9 @@ use cases::{
 use cases_faults::{
     a_killed_peer_is_named_in_peer_lost, a_late_rank_fails_the_op_its_peer_failed,
     a_peer_killed_mid_all_gather_is_named_in_peer_lost, a_rank_stopped_inside_an_op_hears_its_peer_failed_first,
-    a_receiver_killed_mid_recv_is_named_in_peer_lost, a_sender_killed_mid_send_is_named_in_peer_lost,
-    a_silent_peer_is_named_in_the_timeout, a_stopped_peer_is_named_in_peer_lost, a_stopped_peer_times_out_on_time,
+    a_receiver_killed_mid_recv_is_named_in_peer_lost, a_receiver_stopped_mid_recv_times_out_on_time,
+    a_sender_killed_mid_send_is_named_in_peer_lost, a_silent_peer_is_named_in_the_timeout,
+    a_stopped_peer_is_named_in_peer_lost, a_stopped_peer_times_out_on_time,
     a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits,
 };
 use cases_slots::{
@@ -360,6 +361,7 @@ per_transport!(
     a_peer_killed_mid_all_gather_is_named_in_peer_lost,
     a_sender_killed_mid_send_is_named_in_peer_lost,
     a_receiver_killed_mid_recv_is_named_in_peer_lost,
+    a_receiver_stopped_mid_recv_times_out_on_time,
     a_stopped_peer_is_named_in_peer_lost,
     a_stopped_peer_times_out_on_time,
     a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits,

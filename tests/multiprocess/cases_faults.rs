@@ -30,6 +30,25 @@ pub(super) fn a_killed_peer_is_named_in_peer_lost(t: Transport) {
 /// in `p2p`), waits until `victim` has done a few rounds, kills it at a varying moment of the
 /// next ones, and checks the survivors.
 pub(super) fn kill_mid_stream(t: Transport, world: usize, op: &str, from: usize, victim: usize) {
+    let mut kids = streaming(t, world, op, from, victim, &[]);
+    kids.kill(&format!("rank{victim}"));
+    kids.wait(&[&format!("rank{victim}")]);
+}
+
+/// A receiver stopped (`SIGSTOP`) while it reads what its sender lent or queued: the
+/// sender's `Timeout` names it and comes on time. It came 10 s late over shared memory: the
+/// failed op waited that long for the stopped reader to finish (a stranger's review).
+pub(super) fn a_receiver_stopped_mid_recv_times_out_on_time(t: Transport) {
+    let extra = [("RUCCL_TIMEOUT", "2"), ("RUCCL_PEER_SILENCE", "60"), ("MP_STOPPED", "1")];
+    let mut kids = streaming(t, 2, "p2p", 0, 1, &extra);
+    kids.stop("rank1");
+    kids.wait_for(&["rank0"]);
+}
+
+/// Starts `world` ranks that stream large messages (`op`, see `streamer_child`; `from` sends
+/// in `p2p`; `extra` set for every rank), and returns once `victim` has done a few rounds,
+/// at a varying moment of the next ones.
+fn streaming(t: Transport, world: usize, op: &str, from: usize, victim: usize, extra: &[(&str, &str)]) -> Kids {
     let id = UniqueId::new().unwrap();
     let mark = Mark::new("mark");
     let mut kids = Kids::new(t);
@@ -43,14 +62,14 @@ pub(super) fn kill_mid_stream(t: Transport, world: usize, op: &str, from: usize,
             mark.env(),
             ("RUCCL_CHUNK_BYTES", (4 << 20).to_string()),
         ]);
+        env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
         kids.spawn(&format!("rank{r}"), "streamer", &env);
     }
     mark.wait(GROUP_DEADLINE, "the victim never did its first rounds");
     // A rank spends most of a round in reads of 4 MiB: a kill at any moment likely lands in one.
     let jitter = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_micros() % 20_000;
     std::thread::sleep(Duration::from_micros(u64::from(jitter)));
-    kids.kill(&format!("rank{victim}"));
-    kids.wait(&[&format!("rank{victim}")]);
+    kids
 }
 
 /// A peer killed while all_gathers and broadcasts of 8 MiB per rank cross the 3 processes:

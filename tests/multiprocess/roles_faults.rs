@@ -245,10 +245,12 @@ pub(super) fn streamer_child() -> Result<(), String> {
     comm.barrier().map_err(e)?;
     let started = Instant::now();
     let mut result = Ok(());
+    let mut op_started = started;
     for round in 0..1000 {
         if rank == victim && round == 3 {
             File::create(var("MP_MARK")).map_err(|e| e.to_string())?;
         }
+        op_started = Instant::now();
         result = match var("MP_OP").as_str() {
             "all_gather" if round % 2 == 0 => comm.all_gather_into_tensor(&mut out, &input),
             "all_gather" => comm.broadcast(&mut b, round / 2 % world),
@@ -264,6 +266,20 @@ pub(super) fn streamer_child() -> Result<(), String> {
         return Err(format!("the victim was not killed: {result:?}"));
     }
     let Err(err) = result else { return Err("1000 rounds succeeded with a killed peer".into()) };
+    if var("MP_STOPPED") == "1" {
+        // Stopped, not killed: a `Timeout` naming it, within the timeout and the second a
+        // failed op may wait for a reader in another process (it is still registered as
+        // reading what it was lent: the buffers are not written here).
+        let (took, timeout) = (op_started.elapsed(), comm.config().timeout());
+        println!("after {took:?} (timeout {timeout:?}): {:?} {err}", err.kind());
+        if err.kind() != ErrorKind::Timeout || err.context().peer != Some(victim) {
+            return Err(format!("expected Timeout naming rank {victim}, got {:?}: {err}", err.kind()));
+        }
+        if took > timeout + Duration::from_millis(2500) {
+            return Err(format!("the Timeout came {took:?} after the op began, with a timeout of {timeout:?}"));
+        }
+        return Ok(());
+    }
     peer_lost(&err, victim, started)?;
     // Nothing is left lent to the dead rank, nor being written: every buffer takes a write.
     let mut input = input;

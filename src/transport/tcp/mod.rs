@@ -78,6 +78,9 @@ pub(crate) const DIRECT_MAX: usize = 64 << 10;
 /// goodbye) on the wire: a process that exits right after dropping its communicator must not
 /// leave its peers waiting for credits that were never sent.
 const LINGER: Duration = Duration::from_secs(2);
+/// The most a failed op waits for a peer in another process to finish reading what it sent
+/// or lent ([`Mesh::reclaim`]): a copy in progress ends well within it.
+const RECLAIM_REMOTE: Duration = Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -362,8 +365,16 @@ impl Mesh {
         p.shm.as_ref().is_some_and(|s| s.revoke_lent(p)) || writing
     }
 
+    /// Takes back what `me` (whose op failed) queued or lent `to`, waiting until `deadline`
+    /// while it is being read — but at most [`RECLAIM_REMOTE`] for a peer in another
+    /// process: whatever it reads is registered (the writer's read guard, a lent message's
+    /// lease), so no write of this process changes it meanwhile, and waiting longer only
+    /// hands the memory back free sooner. A stopped peer (SIGSTOP, a debugger) held the
+    /// failed op 10 s past its deadline (a stranger's review); the registration now outlives
+    /// the call instead, and writes to that memory are refused until the peer is done or gone.
     pub(super) fn reclaim(&self, me: Rank, to: Rank, deadline: Instant) -> bool {
         let Some(e) = self.ep(me) else { return true };
+        let deadline = if self.same_process(me, to) { deadline } else { deadline.min(Instant::now() + RECLAIM_REMOTE) };
         let ok = e.event.wait(deadline, &mut || !self.revoke(me, to), &|| None, &mut || Ok(()));
         matches!(ok, Ok(WaitOutcome::Ready))
     }
