@@ -51,8 +51,9 @@
 //! - Bad arguments fail with [`ErrorKind::InvalidArgument`] on the calling rank before
 //!   anything is sent; the communicator stays usable.
 //! - Ranks that call different collectives get [`ErrorKind::Mismatch`] naming both sides:
-//!   from that call when something they exchanged disagreed, otherwise from their next call
-//!   (which names the earlier op). A rank cut short inside an earlier, matched op by others'
+//!   from that call when something they exchanged disagreed, otherwise from a later call
+//!   (which names the earlier op: a rank that only sends small ops may run up to 128 ops
+//!   ahead before it learns). A rank cut short inside an earlier, matched op by others'
 //!   failure gets [`ErrorKind::Aborted`] naming the op that failed and the rank that failed
 //!   first; when that failure is a peer whose process is gone, every rank reports
 //!   [`ErrorKind::PeerLost`] naming it. A timeout names the rank furthest behind, or the ranks waiting on each other.
