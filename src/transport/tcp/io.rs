@@ -159,7 +159,7 @@ async fn writer(e: Arc<Endpoint>, p: Arc<Peer>, w: TcpStream) {
             // abort that says why. The reader decides whether it left or was lost; this only
             // steps in if the reader does not. Marked lost at once, a peer that dropped its
             // communicator and exited while this rank sent to it read "closed without a
-            // goodbye" (5 runs in 6, 64 MiB send/recv; a stranger's review).
+            // goodbye" (2 runs in 3, 64 MiB send/recv over TCP; a stranger's review).
             let until = tokio::time::Instant::now() + READER_DECIDES;
             while !p.gone.load(Ordering::SeqCst) && tokio::time::Instant::now() < until {
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;

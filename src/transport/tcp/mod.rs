@@ -127,14 +127,10 @@ impl Together {
 
 impl Drop for Mesh {
     fn drop(&mut self) {
-        // The last rank is gone: close every connection still open (their tasks end).
+        // The last rank is gone: close every connection still open (their tasks end); each
+        // departure waits for its writers to put the last frames on the wire.
         for r in 0..self.endpoints.len() {
             self.depart(r);
-        }
-        let until = Instant::now() + LINGER;
-        let peers = || self.endpoints.iter().flatten().flat_map(|e| e.peers.iter().flatten());
-        while Instant::now() < until && !peers().all(|p| p.flushed.load(Ordering::SeqCst)) {
-            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
