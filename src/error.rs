@@ -282,6 +282,19 @@ impl CollectiveError {
         self
     }
 
+    /// The error as the caller's own call `to` reports it, where the code that failed names
+    /// the call `from` it runs inside (`Communicator::from_env` joins as
+    /// `Communicator::new` does): the op and the message say `to`.
+    pub(crate) fn called_as(mut self, from: &str, to: &str) -> Self {
+        if self.inner.context.op.as_deref() == Some(from) {
+            self.inner.context.op = Some(to.to_string());
+        }
+        if self.inner.message.contains(from) {
+            self.inner.message = self.inner.message.replace(from, to);
+        }
+        self
+    }
+
     /// Marks an argument error of a call on a communicator, which stays usable (the hint
     /// says so; tensor, environment and `UniqueId` errors have no communicator to speak of).
     pub(crate) fn on_usable_communicator(mut self) -> Self {
@@ -490,6 +503,18 @@ mod tests {
         assert!(s.contains("[peer: rank 3]"), "{s}");
         assert!(s.contains("What to do"), "{s}");
         assert!(s.ends_with("rank 3: idle"), "{s}");
+    }
+
+    #[test]
+    fn an_error_is_reported_as_the_call_the_user_made() {
+        let e = CollectiveError::new(ErrorKind::Timeout, "rank(s) 2 never called Communicator::new")
+            .with_op("Communicator::new")
+            .called_as("Communicator::new", "Communicator::from_env");
+        assert_eq!(e.context().op.as_deref(), Some("Communicator::from_env"));
+        assert_eq!(e.message(), "rank(s) 2 never called Communicator::from_env");
+        // Another call's label stays.
+        let e = CollectiveError::invalid("bad").with_op("barrier").called_as("Communicator::new", "x");
+        assert_eq!(e.context().op.as_deref(), Some("barrier"));
     }
 
     #[test]

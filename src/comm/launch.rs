@@ -112,6 +112,8 @@ impl<D: Device> Communicator<D> {
             )
         });
         let fail = |e: CollectiveError| {
+            // The rendezvous names the call it serves, `Communicator::new`: the user called this one.
+            let e = e.called_as("Communicator::new", "Communicator::from_env");
             let e = e.with_rank(env.rank).with_op("Communicator::from_env");
             match &port_note {
                 Some(note) => e.appended(note),

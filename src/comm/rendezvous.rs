@@ -367,7 +367,11 @@ pub(crate) fn enter(
             return Err(fail(withdraw(&mut reg, id, ticket)));
         }
         if now >= deadline {
-            return Err(fail(give_up(&mut reg, id, rank, ticket, config)));
+            let e = give_up(&mut reg, id, rank, ticket, config);
+            if from.is_none() {
+                absent::hand_over(&mut reg, id, rank, &e);
+            }
+            return Err(fail(e));
         }
         if watch.tick(now) {
             warn_missing(&reg, id, rank, watch.waited(now));

@@ -142,6 +142,34 @@ pub(super) fn give_up(
     .with_hint(INCOMPLETE)
 }
 
+/// Rank `rank`, of this process (the one that hosts `id`'s rendezvous), gave up with `why`:
+/// the ranks of other processes still waiting in the room are told now, with the reason.
+/// Their waits would end only at their own deadlines, and this process may exit before
+/// then (a `main` that returns the error): they read that as the rendezvous root's
+/// connection closing, without the reason (a stranger's review, 2 runs in 2).
+pub(super) fn hand_over(reg: &mut Registry, id: &UniqueId, rank: Rank, why: &CollectiveError) {
+    let Some(room) = reg.pending.get(id) else { return };
+    let cv = room.cv.clone();
+    let remote: Vec<u64> = room.joined.iter().flatten().filter(|(_, at)| at.is_some()).map(|((t, ..), _)| *t).collect();
+    if remote.is_empty() {
+        return;
+    }
+    let err = CollectiveError::new(
+        why.kind(),
+        format!(
+            "rank {rank}, in the process that hosts the rendezvous of communicator {}, gave up at its own deadline, \
+             and the group cannot form without it: {}",
+            id.short(),
+            why.message()
+        ),
+    );
+    for t in remote {
+        leave(reg, id, t, Gone::GaveUp);
+        reg.outcomes.insert(t, Err(err.clone()));
+    }
+    cv.notify_all();
+}
+
 /// The advice when a room was not complete at the deadline (a rank of another process hears
 /// the root's error without it: hints stay in their process).
 pub(super) const INCOMPLETE: &str = "start the rank(s) named above (a rank whose process went away: look at its own \

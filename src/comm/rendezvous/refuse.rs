@@ -45,14 +45,20 @@ pub(super) fn config_mismatch(differ: &[usize], configs: &[&CommConfig], spans: 
 pub(super) fn in_use(id: &UniqueId) -> CollectiveError {
     let at = id.root_address().map_or_else(String::new, |a| format!(", whose rendezvous is at {a},"));
     CollectiveError::invalid(format!(
-        "communicator id {}{at} is in use by a communicator that still exists: its group formed and runs. Either \
-         another launch uses the same rendezvous address (two launches on one host need two MASTER_PORTs: a \
-         second job started with the first one's MASTER_ADDR:MASTER_PORT reaches the first job's rank 0), or \
-         this process joins one id twice: give each group its own UniqueId (an id can be reused once every \
-         communicator made with it is dropped)",
+        "communicator id {}{at} is in use by a communicator that still exists in that process: its group formed \
+         (it may have failed since, but it has not been dropped there). Either this rank was started again after \
+         its group formed (a formed group takes no new rank: when one of its processes dies the others fail with \
+         PeerLost, and every process of the job must be started again, with rank 0's too), or another launch \
+         uses the same rendezvous address (two launches on one host need two MASTER_PORTs: a second job started \
+         with the first one's MASTER_ADDR:MASTER_PORT reaches the first job's rank 0), or this process joins one \
+         id twice: give each group its own UniqueId (an id can be reused once every communicator made with it is \
+         dropped)",
         id.short()
     ))
-    .with_hint("give this group its own rendezvous (a launch: its own MASTER_PORT; else a fresh UniqueId), then start its ranks again")
+    .with_hint(
+        "restart the whole job when one of its ranks died (every rank, rank 0 included); else give this group its own \
+         rendezvous (a launch: its own MASTER_PORT; else a fresh UniqueId), then start its ranks again",
+    )
 }
 
 /// A second joiner for a rank number already in the room: two groups are using `id`. Fails
