@@ -64,6 +64,7 @@ use cases::{
 use cases_faults::{
     a_killed_peer_is_named_in_peer_lost, a_late_rank_fails_the_op_its_peer_failed,
     a_peer_killed_mid_all_gather_is_named_in_peer_lost, a_rank_stopped_inside_an_op_hears_its_peer_failed_first,
+    a_rank_stopped_past_the_silence_limit_hears_its_peer_failed_first,
     a_receiver_killed_mid_recv_is_named_in_peer_lost, a_receiver_stopped_mid_recv_times_out_on_time,
     a_sender_killed_mid_send_is_named_in_peer_lost, a_silent_peer_is_named_in_the_timeout,
     a_stopped_peer_is_named_in_peer_lost, a_stopped_peer_times_out_on_time,
@@ -73,6 +74,7 @@ use cases_slots::{
     a_mismatch_across_the_slot_limit_is_named_at_once, a_mismatch_no_awaited_message_shows_is_named_at_once,
     a_peer_killed_mid_small_broadcasts_is_named_in_peer_lost, a_peer_killed_mid_small_ops_is_named_in_peer_lost,
     a_send_or_recv_against_a_small_collective_is_named_at_once, a_small_mismatch_names_both_calls,
+    an_abort_and_exit_is_heard_as_the_abort,
 };
 use kids::{Kids, Transport, ranks_env};
 use roles::{collectives_child, env_child, env_join_child, join_child, var};
@@ -271,6 +273,25 @@ fn rendezvous_errors_cross_processes() {
         ];
         kids.spawn(&format!("launch_world{r}"), "env_join", &env);
     }
+    // Rank 0 gives up first (a shorter timeout) and its process exits at once, as a `main`
+    // returning the error does: rank 1, waiting in rank 0's rendezvous, hears why at rank 0's
+    // deadline, not "the rendezvous root closed the connection" (it heard only that once
+    // rank 0's process was gone). The errors name the call made, `from_env`.
+    let port = ruccl::launch::free_port().expect("a free port");
+    for (r, timeout, expect) in [
+        (0, "2", "Timeout:rank(s) 2 never called Communicator::from_env"),
+        (1, "20", "Timeout:rank 0, in the process that hosts the rendezvous of communicator"),
+    ] {
+        let env = [
+            ("RANK", r.to_string()),
+            ("WORLD_SIZE", "3".to_string()),
+            ("MASTER_ADDR", "127.0.0.1".to_string()),
+            ("MASTER_PORT", port.to_string()),
+            ("MP_EXPECT", expect.to_string()),
+            ("RUCCL_TIMEOUT", timeout.to_string()),
+        ];
+        kids.spawn(&format!("root_gave_up{r}"), "env_join", &env);
+    }
     // RANK and WORLD_SIZE left over beside mpirun's variables (no torchrun): the join that
     // fails says which were used, with or without a tracing subscriber.
     let port = ruccl::launch::free_port().expect("a free port");
@@ -367,6 +388,7 @@ per_transport!(
     a_stopped_rank_is_named_at_the_end_of_the_chain_of_waits,
     a_late_rank_fails_the_op_its_peer_failed,
     a_rank_stopped_inside_an_op_hears_its_peer_failed_first,
+    a_rank_stopped_past_the_silence_limit_hears_its_peer_failed_first,
     a_silent_peer_is_named_in_the_timeout,
     the_listener_survives_garbage_and_serves_real_peers,
     from_env_with_torchrun_variables,
@@ -374,6 +396,7 @@ per_transport!(
     a_dropped_group_leaves_at_once,
     a_split_needs_no_process_but_its_members,
     a_small_mismatch_names_both_calls,
+    an_abort_and_exit_is_heard_as_the_abort,
     a_peer_killed_mid_small_broadcasts_is_named_in_peer_lost,
     a_mismatch_across_the_slot_limit_is_named_at_once,
     a_mismatch_no_awaited_message_shows_is_named_at_once,

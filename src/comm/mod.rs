@@ -467,6 +467,9 @@ impl<D: Device> Communicator<D> {
 
     /// Aborts the communicator on every rank: any waiting or later call, on any rank, fails
     /// with `Aborted` promptly. Safe to call from another thread while a collective runs.
+    /// The calls of this process fail at once; over sockets `abort` itself returns once the
+    /// news is written to every peer (at most 2 s, for a peer that does not read), so that
+    /// the process may exit right after and the peers still read why.
     ///
     /// ```
     /// use ruccl::{Communicator, ErrorKind, HostDevice, UniqueId};
@@ -476,7 +479,7 @@ impl<D: Device> Communicator<D> {
     /// # Ok::<(), ruccl::CollectiveError>(())
     /// ```
     pub fn abort(&self) {
-        self.shared.link.poison(
+        self.shared.link.abort(
             self.rank,
             CollectiveError::new(ErrorKind::Aborted, format!("rank {} called abort()", self.rank))
                 .with_rank(self.rank)

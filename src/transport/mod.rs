@@ -332,6 +332,18 @@ impl Link {
         }
     }
 
+    /// [`poison`](Self::poison) for `abort()`: returns once the news is on the wire to every
+    /// peer of another process (at most 2 s), so that the process may exit right after.
+    pub fn abort(&self, me: Rank, err: CollectiveError) {
+        match self {
+            Link::InProc(f) => f.poison(err),
+            Link::Tcp(m) => {
+                m.poison(me, err);
+                m.told_written(me);
+            }
+        }
+    }
+
     /// The error `me` knows the communicator failed with (its own or a peer's), if any.
     pub fn poisoned(&self, me: Rank) -> Option<CollectiveError> {
         match self {

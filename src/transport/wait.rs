@@ -315,11 +315,13 @@ impl Event {
             std::thread::yield_now();
         }
         let mut stalled = false;
+        let mut settled = false;
         STALLED.set(None);
         loop {
             if std::mem::take(&mut stalled) {
                 super::tcp::arm_readers();
                 std::thread::sleep(SETTLE);
+                settled = true;
             }
             if ready() {
                 return Ok(WaitOutcome::Ready);
@@ -329,6 +331,15 @@ impl Event {
             }
             let now = Instant::now();
             if now >= deadline {
+                // A deadline that passed long before this look passed while this thread did
+                // not look: stopped before the wait began (in the op's copies, its writes),
+                // not only in a park. The peers' news gets the same chance as after a stalled
+                // park (a large all_reduce over TCP, stopped and resumed: "rank 0 never
+                // answered" instead of rank 0's own failure, which waited unread).
+                if !settled && now.saturating_duration_since(deadline) > STALL {
+                    stalled = true;
+                    continue;
+                }
                 return Ok(WaitOutcome::TimedOut);
             }
             slow()?;
@@ -394,5 +405,33 @@ pub(crate) mod parks {
         if let Some(n) = nanos {
             COUNTS[n].fetch_add(slept, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A wait whose deadline passed long before its first look (the thread was stopped in the
+    /// op's copies) gives what is on its way a moment before it times out: here a poison
+    /// that lands 50 ms in, as a peer's abort read off its socket would.
+    #[test]
+    fn a_deadline_passed_long_before_the_first_look_settles_first() {
+        let poisoned = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let p = poisoned.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            p.store(true, Ordering::SeqCst);
+        });
+        let long_ago = Instant::now().checked_sub(STALL * 2).unwrap_or_else(Instant::now);
+        let stop = || poisoned.load(Ordering::SeqCst).then_some(WaitOutcome::Poisoned);
+        let out = Event::new().wait(long_ago, &mut || false, &stop, &mut || Ok(()));
+        assert!(t.join().is_ok());
+        assert_eq!(out.ok(), Some(WaitOutcome::Poisoned));
+        // A deadline that has only just passed times out at once.
+        let just = Instant::now();
+        let out = Event::new().wait(just, &mut || false, &|| None, &mut || Ok(()));
+        assert_eq!(out.ok(), Some(WaitOutcome::TimedOut));
+        assert!(just.elapsed() < SETTLE, "{:?}", just.elapsed());
     }
 }

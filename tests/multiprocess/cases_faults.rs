@@ -148,6 +148,23 @@ pub(super) fn a_rank_stopped_inside_an_op_hears_its_peer_failed_first(t: Transpo
     late_rank(t, &[("MP_INSIDE", "1"), ("MP_DELAY_MS", "1000"), ("MP_BCAST", "1")]);
 }
 
+/// As [`a_rank_stopped_inside_an_op_hears_its_peer_failed_first`], with rank 0 failing the op
+/// at the peer-silence limit (1 s, before its 2 s deadline): rank 1, continued, finds its own
+/// limit on rank 0's connection passed too, with rank 0's heartbeats and abort unread. It
+/// reports rank 0's failure, not rank 0 gone silent (a stranger's review: 3 runs in 4).
+pub(super) fn a_rank_stopped_past_the_silence_limit_hears_its_peer_failed_first(t: Transport) {
+    late_rank(
+        t,
+        &[
+            ("MP_INSIDE", "1"),
+            ("MP_DELAY_MS", "1000"),
+            ("MP_BCAST", "1"),
+            ("MP_SILENCE_FAILS", "1"),
+            ("RUCCL_PEER_SILENCE", "1"),
+        ],
+    );
+}
+
 /// Rank 0 (`stopped_waiter`) fails its op at its deadline, waiting for rank 1 (`late`), which
 /// stops itself; rank 1 is continued once rank 0 is done. `extra` set for both.
 fn late_rank(t: Transport, extra: &[(&'static str, &str)]) {

@@ -22,6 +22,12 @@ fn odd_calls(t: Transport, world: usize, odd: Option<&str>) {
     kids.wait(&[]);
 }
 
+/// Rank 1 aborts and its process exits at once, while rank 0 waits in a recv from it: rank
+/// 0's error is rank 1's abort.
+pub(super) fn an_abort_and_exit_is_heard_as_the_abort(t: Transport) {
+    odd_calls(t, 2, Some("abort"));
+}
+
 /// Rank 0 calls all_reduce where rank 1 calls all_gather (small ops): both fail with a
 /// `Mismatch` that names both calls.
 pub(super) fn a_small_mismatch_names_both_calls(t: Transport) {

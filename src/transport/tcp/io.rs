@@ -284,7 +284,10 @@ async fn reader(e: Arc<Endpoint>, p: Arc<Peer>, mut sock: TcpStream) {
                     return;
                 }
                 Err(_) => {
-                    if silent(&e, &p) {
+                    // What came meanwhile first: a process resumed after a stop (SIGSTOP, a
+                    // debugger) finds the limit passed and the peer's bytes unread, its
+                    // heartbeats and perhaps its abort, and would blame a healthy peer.
+                    if p.pump_unless_read(&e) == Some(Pumped::Ended) || silent(&e, &p) {
                         return;
                     }
                 }

@@ -236,10 +236,13 @@ impl Mesh {
                     // one of an earlier op.
                     let err = if m.header.p2p { err } else { err.with_seq(m.header.seq) };
                     drop(inbox);
-                    if err.kind() == ErrorKind::Aborted {
+                    if matches!(err.kind(), ErrorKind::Aborted | ErrorKind::PeerLost) {
                         // The peer took the message back because its op failed, and sent
                         // why (an abort frame) before: that is the error to report (the first
-                        // poison wins), once the socket brings it.
+                        // poison wins), once the socket brings it. Likewise when its process
+                        // has ended since: it may have failed the op first and left (this
+                        // process was stopped meanwhile), and its abort waits on the socket,
+                        // which its end closed (a crash: the reader reads the close at once).
                         let until = Instant::now() + LINGER;
                         while !e.failed.load(Ordering::SeqCst) && !p.gone.load(Ordering::SeqCst) {
                             if Instant::now() > until {
@@ -423,6 +426,22 @@ impl Mesh {
         let Some(e) = self.ep(me) else { return };
         e.set_poison(err);
         e.tell();
+    }
+
+    /// Waits (at most [`LINGER`]) until `me`'s news of its failure ([`poison`](Self::poison))
+    /// is on the wire to every peer whose connection is open: a process may exit right after
+    /// `abort()`, and an abort frame still queued then reached the peers as a connection
+    /// closed without a goodbye (`PeerLost`; send/recv over TCP, 1 run in 5).
+    pub(super) fn told_written(&self, me: Rank) {
+        let Some(e) = self.ep(me) else { return };
+        let until = Instant::now() + LINGER;
+        let pending = |p: &Peer| {
+            let out = lock(&p.out);
+            out.open && (!out.control.is_empty() || out.busy)
+        };
+        while Instant::now() < until && e.peers.iter().flatten().any(|p| pending(p)) {
+            std::thread::sleep(Duration::from_micros(100));
+        }
     }
 
     /// Whether `me` failed (cheap: one atomic load).
