@@ -10,13 +10,14 @@ use super::kids::{Kids, Mark, Transport, ranks_env};
 
 /// `world` processes in the `odd_call` role (`MP_ODD`: which mismatch; none: the default),
 /// each of which checks the error it gets.
-fn odd_calls(t: Transport, world: usize, odd: Option<&str>) {
+fn odd_calls(t: Transport, world: usize, odd: Option<&str>, extra: &[(&'static str, &str)]) {
     let id = UniqueId::new().unwrap();
     let mut kids = Kids::new(t);
     for r in 0..world {
         let mut env = ranks_env(&id, world, &[r]);
         env.push(("MP_RANK", r.to_string()));
         env.extend(odd.map(|o| ("MP_ODD", o.to_string())));
+        env.extend(extra.iter().map(|&(k, v)| (k, v.to_string())));
         kids.spawn(&format!("rank{r}"), "odd_call", &env);
     }
     kids.wait(&[]);
@@ -25,25 +26,26 @@ fn odd_calls(t: Transport, world: usize, odd: Option<&str>) {
 /// Rank 1 aborts and its process exits at once, while rank 0 waits in a recv from it: rank
 /// 0's error is rank 1's abort.
 pub(super) fn an_abort_and_exit_is_heard_as_the_abort(t: Transport) {
-    odd_calls(t, 2, Some("abort"));
+    odd_calls(t, 2, Some("abort"), &[]);
+    odd_calls(t, 2, Some("abort"), &[("MP_SENDING", "1")]);
 }
 
 /// Rank 0 calls all_reduce where rank 1 calls all_gather (small ops): both fail with a
 /// `Mismatch` that names both calls.
 pub(super) fn a_small_mismatch_names_both_calls(t: Transport) {
-    odd_calls(t, 2, None);
+    odd_calls(t, 2, None, &[]);
 }
 
 /// Rank 0's all_reduce fits an exchange slot, rank 1's (2000 elements) does not: both fail
 /// with a `Mismatch` at once, not at the timeout.
 pub(super) fn a_mismatch_across_the_slot_limit_is_named_at_once(t: Transport) {
-    odd_calls(t, 2, Some("size"));
+    odd_calls(t, 2, Some("size"), &[]);
 }
 
 /// Ranks 0 and 1 all_reduce where rank 2 broadcasts (3 processes): every rank gets a
 /// `Mismatch` at once, though no rank's first awaited message need be a mismatched one.
 pub(super) fn a_mismatch_no_awaited_message_shows_is_named_at_once(t: Transport) {
-    odd_calls(t, 3, Some("bcast"));
+    odd_calls(t, 3, Some("bcast"), &[]);
 }
 
 /// Rank 0 sends to rank 1 (then receives from it) where rank 1 calls a small all_reduce
@@ -51,8 +53,8 @@ pub(super) fn a_mismatch_no_awaited_message_shows_is_named_at_once(t: Transport)
 /// every transport (with slots, neither reads the other's messages: the exchange sees the
 /// send's message, the receive sees the barrier's part).
 pub(super) fn a_send_or_recv_against_a_small_collective_is_named_at_once(t: Transport) {
-    odd_calls(t, 2, Some("send"));
-    odd_calls(t, 2, Some("recv"));
+    odd_calls(t, 2, Some("send"), &[]);
+    odd_calls(t, 2, Some("recv"), &[]);
 }
 
 /// A peer killed while the survivors run small all_reduces and all_gathers with it (3

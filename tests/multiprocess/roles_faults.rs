@@ -352,15 +352,27 @@ pub(super) fn odd_call_child() -> Result<(), String> {
 /// recv from it, and its process exits at once, with no drop (`std::process::exit`). Rank 0
 /// reads why: rank 1's abort, not a connection closed without a goodbye (the abort frame was
 /// still queued at the exit: 1 run in 5 over TCP, a stranger's review).
+/// `MP_SENDING=1`: rank 1 aborts from another thread while it sends rank 0 16 MiB messages
+/// (its abort queued behind a data frame on the socket), and rank 0 receives them: the first
+/// error rank 0 sees is rank 1's abort.
 fn abort_and_exit(comm: &ruccl::Communicator<HostDevice>, dev: &HostDevice) -> Result<(), String> {
+    let sending = var("MP_SENDING") == "1";
+    let n = if sending { 1 << 22 } else { 1 << 20 };
+    let mut t = Tensor::zeros(dev, ruccl::DType::F32, &[n]).map_err(|e| e.to_string())?;
     if comm.rank() == 1 {
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        comm.abort();
-        println!("child ok");
-        std::process::exit(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(if sending { 30 } else { 200 }));
+                comm.abort();
+                println!("child ok");
+                std::process::exit(0);
+            });
+            while sending && comm.send(&t, 0).is_ok() {}
+        });
+        return Ok(());
     }
-    let mut t = Tensor::zeros(dev, ruccl::DType::F32, &[1 << 20]).map_err(|e| e.to_string())?;
-    let Err(e) = comm.recv(&mut t, 1) else { return Err("a recv from an aborting rank succeeded".into()) };
+    let result = if sending { (0..1000).try_for_each(|_| comm.recv(&mut t, 1)) } else { comm.recv(&mut t, 1) };
+    let Err(e) = result else { return Err("a recv from an aborting rank succeeded".into()) };
     println!("expected: {:?} {e}", e.kind());
     if e.kind() != ErrorKind::Aborted || !e.to_string().contains("rank 1 called abort()") {
         return Err(format!("expected rank 1's abort, got {:?}: {e}", e.kind()));
