@@ -175,7 +175,7 @@ pub(super) fn hand_over(reg: &mut Registry, id: &UniqueId, rank: Rank, why: &Col
 pub(super) const INCOMPLETE: &str = "start the rank(s) named above (a rank whose process went away: look at its own \
      output for why, then start it again as the same rank), with the same UniqueId (or MASTER_ADDR and MASTER_PORT) \
      and world_size, or raise CommConfig::timeout (RUCCL_TIMEOUT) if they start late; nothing was created, so call \
-     Communicator::new again";
+     Communicator::new (or from_env) again";
 
 /// Logs which ranks have not joined `id`'s room yet.
 pub(super) fn warn_missing(reg: &Registry, id: &UniqueId, rank: Rank, waited: Duration) {

@@ -156,7 +156,7 @@ fn a_rooms_timeout_says_nothing_was_created() {
     let Err(e) = join(&id, 2, 1, Arc::new(()), true, &config) else { panic!("joined without rank 0") };
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     let text = format!("{e:?}");
-    assert!(text.contains("nothing was created, so call Communicator::new again"), "{text}");
+    assert!(text.contains("nothing was created, so call Communicator::new (or from_env) again"), "{text}");
     assert!(!text.contains("create a new one"), "{text}");
 }
 
