@@ -132,6 +132,21 @@ struct Seen<'a> {
     departed: bool,
 }
 
+impl Seen<'_> {
+    /// The entry of the op the rank stands in: its newest, or, when that one is over while
+    /// the rank still waits, the newest entry still running before it. Sends and receives
+    /// end in any order: a receive issued after a send may finish while the send still waits
+    /// for its receiver, and the rank is then in that send, not idle (a peer blaming it must
+    /// follow its wait to the rank it waits for).
+    fn current(&self) -> Option<&Rec> {
+        let last = self.history.last()?;
+        if last.state != OpState::Running && self.waiting.is_some() {
+            return self.history.iter().rev().find(|r| r.state == OpState::Running).or(Some(last));
+        }
+        Some(last)
+    }
+}
+
 impl RankStatus {
     /// The history as a reader sees it: the locked records and `quick`'s entries, merged in
     /// the order they were made (each locked record knows how many quick entries came before
@@ -458,7 +473,7 @@ impl Board {
     fn line(&self, rank: Rank, now: Instant) -> Option<String> {
         self.seen(rank, |s| {
             let mut l = String::new();
-            match s.history.last() {
+            match s.current() {
                 None => l.push_str("has not issued any operation"),
                 Some(e) => {
                     let ago = now.saturating_duration_since(e.started).as_secs_f64();

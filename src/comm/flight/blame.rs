@@ -110,7 +110,7 @@ impl Board {
         let i_receive = first && self.receiving_from(me, rank);
         let between =
             if first { "the two ranks wait for each other" } else { "the ranks wait for each other in a cycle" };
-        self.seen(rank, |s| match (s.history.last(), s.waiting) {
+        self.seen(rank, |s| match (s.current(), s.waiting) {
             (None, _) => format!("rank {rank} has not issued any operation{}", self.same_thread_note(me, rank)),
             (Some(e), Some(w)) if e.state == OpState::Running => {
                 // Waits are described as "rank N to ...", N being the awaited rank.
@@ -167,7 +167,7 @@ impl Board {
     fn awaits(&self, rank: Rank, heard: &[Heard]) -> Option<Rank> {
         let parse = |w: &str| w.strip_prefix("rank ").and_then(|w| w.split(' ').next()).and_then(|n| n.parse().ok());
         match self.seen(rank, |s| {
-            let running = s.history.last().is_some_and(|e| e.state == OpState::Running);
+            let running = s.current().is_some_and(|e| e.state == OpState::Running);
             s.waiting.as_deref().filter(|_| running).and_then(parse)
         }) {
             Some(found) => found,
@@ -182,8 +182,7 @@ impl Board {
     /// Whether `rank`'s running op is a receive from `peer`.
     fn receiving_from(&self, rank: Rank, peer: Rank) -> bool {
         self.seen(rank, |s| {
-            s.history
-                .last()
+            s.current()
                 .is_some_and(|e| e.state == OpState::Running && e.op.kind == OpKind::Recv && e.op.peer == Some(peer))
         }) == Some(true)
     }

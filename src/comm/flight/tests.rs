@@ -142,3 +142,31 @@ fn a_failed_op_reads_when_it_failed() {
     let report = b.report("c", &[]);
     assert!(report.contains("rank 0: failed op #0 barrier 0.0s ago (issued 10.0s ago)"), "{report}");
 }
+
+/// A rank whose receive finished while the send issued before it still waits for its
+/// receiver (sends and receives end in any order) is in that send, not idle: its answer says
+/// so, and a peer's blame that reaches it follows its wait. (A ring of three processes, rank 1
+/// stopped: rank 2's send to rank 0 timed out and blamed rank 0, which answered "idle; last
+/// finished op #25 recv(...), waiting for rank 1 to take message #104 sent to it".)
+#[test]
+fn a_send_still_waiting_after_a_later_receive_finished_is_followed() {
+    let (mut send, mut recv) = (OpDesc::new(OpKind::Send, DType::F32, 4), OpDesc::new(OpKind::Recv, DType::F32, 4));
+    (send.peer, recv.peer) = (Some(1), Some(2));
+    let b0 = Board::with_local(&[true, false, false], Duration::from_secs(1));
+    b0.start_at(0, 25, send, Algorithm::Auto, Instant::now());
+    b0.start_at(0, 25, recv, Algorithm::Auto, Instant::now());
+    b0.finish_op(0, 25, &recv, true);
+    b0.set_waiting(0, Some("rank 1 to take message #104 sent to it".into()));
+    let heard = [Heard::parse(0, &b0.answer(0).unwrap())];
+    assert!(heard[0].line.starts_with("in op #25 send(4 x f32"), "{}", heard[0].line);
+    // Not waiting: the newest entry, as before.
+    b0.set_waiting(0, None);
+    assert!(Heard::parse(0, &b0.answer(0).unwrap()).line.starts_with("idle; last finished op #25 recv"));
+
+    let b2 = Board::with_local(&[false, false, true], Duration::from_secs(1));
+    send.peer = Some(0);
+    b2.start_at(2, 26, send, Algorithm::Auto, Instant::now());
+    let (culprit, why) = b2.blame(2, 0, None, &heard);
+    assert_eq!(culprit, 1, "{why}");
+    assert!(why.contains("The waits run 2 -> 0 -> 1"), "{why}");
+}
