@@ -335,12 +335,9 @@ impl Link {
     /// [`poison`](Self::poison) for `abort()`: returns once the news is on the wire to every
     /// peer of another process (at most 2 s), so that the process may exit right after.
     pub fn abort(&self, me: Rank, err: CollectiveError) {
-        match self {
-            Link::InProc(f) => f.poison(err),
-            Link::Tcp(m) => {
-                m.poison(me, err);
-                m.told_written(me);
-            }
+        self.poison(me, err);
+        if let Link::Tcp(m) = self {
+            m.told_written(me);
         }
     }
 

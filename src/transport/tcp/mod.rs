@@ -243,13 +243,9 @@ impl Mesh {
                         // has ended since: it may have failed the op first and left (this
                         // process was stopped meanwhile), and its abort waits on the socket,
                         // which its end closed (a crash: the reader reads the close at once).
-                        let until = Instant::now() + LINGER;
-                        while !e.failed.load(Ordering::SeqCst) && !p.gone.load(Ordering::SeqCst) {
-                            if Instant::now() > until {
-                                break;
-                            }
-                            std::thread::sleep(Duration::from_micros(100));
-                        }
+                        linger(Instant::now() + LINGER, || {
+                            e.failed.load(Ordering::SeqCst) || p.gone.load(Ordering::SeqCst)
+                        });
                     }
                     e.set_poison(err);
                     return None;
@@ -434,14 +430,11 @@ impl Mesh {
     /// closed without a goodbye (`PeerLost`; send/recv over TCP, 1 run in 5).
     pub(super) fn told_written(&self, me: Rank) {
         let Some(e) = self.ep(me) else { return };
-        let until = Instant::now() + LINGER;
-        let pending = |p: &Peer| {
+        let written = |p: &Peer| {
             let out = lock(&p.out);
-            out.open && (!out.control.is_empty() || out.busy)
+            !out.open || (out.control.is_empty() && !out.busy)
         };
-        while Instant::now() < until && e.peers.iter().flatten().any(|p| pending(p)) {
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        linger(Instant::now() + LINGER, || e.peers.iter().flatten().all(|p| written(p)));
     }
 
     /// Whether `me` failed (cheap: one atomic load).
@@ -479,9 +472,7 @@ impl Mesh {
             drop(out);
             p.wake.notify_one();
         }
-        while Instant::now() < until && !e.peers.iter().flatten().all(|p| p.flushed.load(Ordering::SeqCst)) {
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        linger(until, || e.peers.iter().flatten().all(|p| p.flushed.load(Ordering::SeqCst)));
     }
 
     /// Whether both ranks live in this process and share memory (never, over TCP).
@@ -519,6 +510,15 @@ impl Mesh {
             let others = t.index.iter().enumerate().filter(|(r, i)| *r != me && i.is_some());
             super::wait::ring_all(others.filter_map(|(r, _)| self.ep(r)).map(|e| &e.event));
         }
+    }
+}
+
+/// Waits until `done`, at most until `until` (a [`LINGER`] from when the wait began): for the
+/// last frames to reach the wire before a process may exit, or for the socket to bring a
+/// peer's last word.
+fn linger(until: Instant, done: impl Fn() -> bool) {
+    while !done() && Instant::now() < until {
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 
