@@ -7,13 +7,15 @@
 //!
 //! What a repeat saves: validating a 16-byte exchanged op cost ~250 instructions; matching
 //! it costs ~100, binding it ~30 (2 processes, callgrind: broadcast's non-root 1,576 -> 1,454
-//! instructions an op, all_reduce 2,312 -> 2,163; PERFORMANCE.md, session 49).
+//! instructions an op, all_reduce 2,312 -> 2,163; PERFORMANCE.md, session 49). A call that
+//! ran as an exchange keeps what that run worked out too ([`Again`]), and its repeats run
+//! from it at once (`Communicator::again`).
 
 use super::validate::{self, Call, Io, Tags, Tensors};
 use crate::device::Device;
 use crate::error::Result;
-use crate::op::{OpDesc, OpKind};
-use crate::sched::Binding;
+use crate::op::{Fingerprint, OpDesc, OpKind};
+use crate::sched::{Binding, Lean};
 use crate::types::{DType, Rank, ReduceOp};
 
 /// One tensor of a call as validation sees it (`None`: no tensor).
@@ -39,7 +41,8 @@ struct Key {
     output: Option<Side>,
 }
 
-/// A call [`validate`] accepted, and what it decided: the op, and where each binding starts.
+/// A call [`validate`] accepted, and what it decided: the op, and where each binding starts;
+/// and, once the call ran as an exchange, what that run worked out ([`Again`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Memo {
     key: Key,
@@ -47,6 +50,56 @@ pub(crate) struct Memo {
     input_base: usize,
     output_base: usize,
     input_elems: usize,
+    again: Option<Again>,
+}
+
+/// What a call that ran as an exchange keeps for its repeats (`Communicator::again`): the
+/// op's fingerprint and what the exchange derives from it, both functions of the op alone.
+#[derive(Clone, Copy)]
+pub(crate) struct Again {
+    pub(crate) fp: Fingerprint,
+    pub(crate) lean: Lean,
+}
+
+impl Memo {
+    /// Keeps `again` for the call remembered, when it is `desc`'s op.
+    pub(crate) fn keep(&mut self, desc: &OpDesc, again: Again) {
+        if self.desc == *desc {
+            self.again = Some(again);
+        }
+    }
+
+    /// What the call's exchange kept, if it ran as one.
+    #[inline]
+    pub(crate) fn again(&self) -> Option<&Again> {
+        self.again.as_ref()
+    }
+
+    /// Whether `call` is the call remembered ([`validate`] would decide as it did).
+    #[inline]
+    pub(crate) fn matches<D: Device>(&self, call: &Call<'_, D>, device: &D) -> bool {
+        same(&self.key, call, device)
+    }
+
+    /// The input and output bindings of `call` (which [`matches`](Self::matches) the call
+    /// remembered), as [`validate`] binds them.
+    #[inline]
+    pub(crate) fn bind<'a, D: Device, B>(
+        &self,
+        call: &Call<'a, D>,
+        bind: impl Fn(&'a D::Buffer) -> B,
+    ) -> (Binding<B>, Binding<B>) {
+        let binding = |t: &Tensors<'a, D>, base: usize, side: Option<Side>| match (*t, side) {
+            (Tensors::One(t), Some(s)) => Binding::Contig { buf: bind(t.buffer()), base, id: s.mem },
+            _ => Binding::Unbound,
+        };
+        #[cfg(test)]
+        HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (
+            binding(&call.input, self.input_base, self.key.input),
+            binding(&call.output, self.output_base, self.key.output),
+        )
+    }
 }
 
 /// `call`'s key: `None` for a call with a list or splits, or a tensor on another device
@@ -139,16 +192,9 @@ pub(crate) fn validate<'a, D: Device, B>(
     bind: impl Fn(&'a D::Buffer) -> B,
 ) -> Result<(OpDesc, Io<B>)> {
     if let Some(m) = memo.as_ref()
-        && same(&m.key, call, device)
+        && m.matches(call, device)
     {
-        let binding = |t: &Tensors<'a, D>, base: usize, side: Option<Side>| match (*t, side) {
-            (Tensors::One(t), Some(s)) => Binding::Contig { buf: bind(t.buffer()), base, id: s.mem },
-            _ => Binding::Unbound,
-        };
-        #[cfg(test)]
-        HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let input = binding(&call.input, m.input_base, m.key.input);
-        let output = binding(&call.output, m.output_base, m.key.output);
+        let (input, output) = m.bind(call, bind);
         return Ok((m.desc, Io { input, output, input_elems: m.input_elems, blocks: None }));
     }
     let key = key(call, device);
@@ -164,6 +210,7 @@ pub(crate) fn validate<'a, D: Device, B>(
             input_base: base(&io.input),
             output_base: base(&io.output),
             input_elems: io.input_elems,
+            again: None,
         });
     }
     Ok((desc, io))

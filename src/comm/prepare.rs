@@ -72,6 +72,9 @@ impl<D: Device> Communicator<D> {
         // Checked under the rank's state, which remembers the last call checked (a repeat is
         // matched, not checked again: `memo`) and which the lean path keeps.
         let mut local = self.lock();
+        if let Some(r) = self.again(&mut local, call) {
+            return r;
+        }
         let (desc, io) = self.check_with(&mut local.memo, call, |b| b)?;
         let exchanged = self.exchanges(&desc).is_some();
         if exchanged && local.in_flight == 0 {
@@ -312,7 +315,23 @@ impl<D: Device> Communicator<D> {
     /// Whether this rank may start `desc` at all (both paths ask, before the op takes a
     /// sequence number): not after a failure of its own (sticky), not on a poisoned link,
     /// and only in a dtype its device runs kernels on.
+    #[inline]
     pub(super) fn admit(&self, local: &mut Local<D>, desc: &OpDesc) -> Result<()> {
+        // The usual case in a few loads; anything amiss is sorted out below.
+        if local.failed.is_none()
+            && self.shared.link.sound(self.rank)
+            && (desc.op.is_none() || self.device.supports(desc.dtype))
+        {
+            return Ok(());
+        }
+        self.refuse(local, desc)
+    }
+
+    /// [`admit`](Self::admit) once a check found something amiss: the error, or `Ok` when
+    /// nothing was after all.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, local: &mut Local<D>, desc: &OpDesc) -> Result<()> {
         if let Some(e) = &local.failed {
             return Err(CollectiveError::failed_earlier(e).with_rank(self.rank).with_op(desc.to_string()));
         }

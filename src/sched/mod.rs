@@ -35,7 +35,7 @@ use bindings::Resolved;
 pub(crate) use bindings::{Binding, Bindings};
 pub(crate) use checks::Deadline;
 pub(crate) use drive::{Advance, Place, Turn, drive, drive_all};
-pub(crate) use exchange::{Exchange, run as run_exchange};
+pub(crate) use exchange::{Exchange, Lean, run as run_exchange};
 pub(crate) use failure::{Now, after_failure};
 pub use staging::Staging;
 

@@ -286,6 +286,12 @@ impl Fabric {
         self.ring_all();
     }
 
+    /// Not [`poisoned`](Self::poisoned) (its first load).
+    #[inline]
+    pub(super) fn sound(&self) -> bool {
+        !self.failed.load(Ordering::SeqCst)
+    }
+
     pub(super) fn poisoned(&self) -> Option<CollectiveError> {
         if !self.failed.load(Ordering::SeqCst) {
             return None;

@@ -341,6 +341,17 @@ impl Link {
         }
     }
 
+    /// Whether `me` knows of no failure and lost no peer: [`poisoned`](Self::poisoned) and
+    /// [`lost_peer`](Self::lost_peer) would both say `None`. One or two loads, for the check
+    /// every op makes before it starts.
+    #[inline]
+    pub fn sound(&self, me: Rank) -> bool {
+        match self {
+            Link::InProc(f) => f.sound(),
+            Link::Tcp(m) => m.sound(me),
+        }
+    }
+
     /// The error `me` knows the communicator failed with (its own or a peer's), if any.
     pub fn poisoned(&self, me: Rank) -> Option<CollectiveError> {
         match self {

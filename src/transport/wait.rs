@@ -55,7 +55,7 @@ impl Drop for LiveRank {
 /// to cores by default) leaves each process one core: comparing every rank of the host with
 /// that one core stopped all spinning there, and two processes' 16-byte all_reduce yielded
 /// its core ~0.4 times an op (1.3-1.7 us a call, against 0.9-1.1 unbound).
-fn may_spin() -> bool {
+pub(crate) fn may_spin() -> bool {
     static CORES: OnceLock<Cores> = OnceLock::new();
     CORES.get_or_init(Cores::find).fit(LIVE.load(Ordering::Relaxed), HOST.load(Ordering::Relaxed))
 }

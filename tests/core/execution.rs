@@ -260,6 +260,54 @@ pub fn work_holds_its_tensors<D: TestDevice>() {
     });
 }
 
+/// A loop that repeats one small call runs each repeat straight from what the first run
+/// worked out (the rank's memo), and each repeat is still checked as the first was: another
+/// buffer of the same size is read, not the remembered one; another communicator's pending
+/// op on the tensor refuses it (and the communicator stays usable); and once the
+/// communicator is aborted, every repeat fails, on every rank.
+pub fn repeated_calls_are_checked_each_time<D: TestDevice>() {
+    run::<D, _>(2, &Opts::timed(Duration::from_secs(20)), |ctx| {
+        let other = ctx.comm.split_all().unwrap();
+        let mut x = ctx.tensor(&[1.0f32; 8]);
+        for _ in 0..3 {
+            ctx.ok(ctx.comm.all_reduce(&mut x, ReduceOp::Sum), "a repeated all_reduce");
+        }
+        ctx.check(&x, &[8.0f32; 8], "three repeats of one all_reduce");
+        let mut y = ctx.tensor(&[(ctx.rank + 1) as f32; 8]);
+        ctx.ok(ctx.comm.all_reduce(&mut y, ReduceOp::Sum), "the same all_reduce on another tensor");
+        ctx.check(&y, &[3.0f32; 8], "another tensor of the same size");
+        ctx.ok(ctx.comm.all_reduce(&mut x, ReduceOp::Sum), "the first tensor again");
+        ctx.check(&x, &[16.0f32; 8], "the first tensor again");
+        ctx.ok(ctx.comm.all_reduce(&mut x, ReduceOp::Sum), "a repeat");
+        // Another communicator's op on `x`, pending until rank 1 issues it too.
+        if ctx.rank == 1 {
+            ctx.sync.wait();
+        }
+        let work = other.all_reduce_async(&x, ReduceOp::Sum).unwrap();
+        if ctx.rank == 0 {
+            let e = ctx.comm.all_reduce(&mut x, ReduceOp::Sum).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.to_string().contains("another communicator"), "{e}");
+            assert!(ctx.comm.is_usable(), "{e}");
+            ctx.sync.wait();
+        }
+        ctx.ok(work.wait(), "the other communicator's all_reduce");
+        ctx.check(&x, &[64.0f32; 8], "after the other communicator's all_reduce");
+        ctx.ok(ctx.comm.all_reduce(&mut x, ReduceOp::Sum), "a repeat after the refused one");
+        ctx.check(&x, &[128.0f32; 8], "a repeat after the refused one");
+        ctx.sync.wait();
+        if ctx.rank == 0 {
+            ctx.comm.abort();
+        }
+        ctx.sync.wait();
+        for _ in 0..2 {
+            let e = ctx.comm.all_reduce(&mut x, ReduceOp::Sum).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Aborted, "rank {}: {e}", ctx.rank);
+        }
+        ctx.check(&x, &[128.0f32; 8], "repeats after an abort");
+    });
+}
+
 /// The in-place block forms have non-blocking forms too (torch's
 /// `all_gather_into_tensor(..., async_op=True)` on a view of the output): issued back to
 /// back, waited together, each with the blocking form's result.

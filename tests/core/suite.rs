@@ -241,6 +241,7 @@ macro_rules! core_suite {
                 execution::work_overlaps_computation,
                 execution::work_is_a_future,
                 execution::work_holds_its_tensors,
+                execution::repeated_calls_are_checked_each_time,
                 execution::work_issue_order_and_dropped_handles,
                 execution::work_in_place_block_forms,
                 execution::work_abort_and_errors,

@@ -55,7 +55,7 @@ impl<D: Device, B: Borrow<D::Buffer>> Exchange<'_, D, B> {
     /// `out` = bytes `off..` of `q`'s part: from `q`'s slot, or this rank's input when `q` is
     /// this rank and it published nothing ([`Reads::quiet`]).
     fn part_into(&self, slots: &Slots, q: Rank, off: usize, out: &mut [u8], size: usize) -> Result<()> {
-        if q == self.view.rank && self.quiet {
+        if q == self.view.rank && self.lean.quiet {
             let desc = &self.view.fp.desc;
             if desc.in_place && desc.kind == OpKind::Gather {
                 // The input is this rank's block of the output: already where it belongs.
@@ -118,7 +118,7 @@ impl<D: Device, B: Borrow<D::Buffer>> Exchange<'_, D, B> {
         if len > 0 && len.is_multiple_of(8) && off.is_multiple_of(8) {
             // Whole words: each part's words straight out of its slot into its own.
             for (q, p) in buf.chunks_mut(len / 8).take(n).enumerate() {
-                if q == self.view.rank && self.quiet {
+                if q == self.view.rank && self.lean.quiet {
                     self.part_into(slots, q, off, bytemuck::cast_slice_mut(p), size)?;
                 } else if !slots.read_words(q, self.view.seq, off / 8, p) {
                     return Err(self.past_slot(q));

@@ -442,6 +442,13 @@ impl Mesh {
         self.ep(me).is_some_and(|e| e.failed.load(Ordering::SeqCst))
     }
 
+    /// Neither [`poisoned`](Self::poisoned) nor a [`lost_peer`](Self::lost_peer) (the loads
+    /// those make first).
+    #[inline]
+    pub(super) fn sound(&self, me: Rank) -> bool {
+        self.ep(me).is_none_or(|e| !e.failed.load(Ordering::SeqCst) && !e.lost_any.load(Ordering::Relaxed))
+    }
+
     pub(super) fn poisoned(&self, me: Rank) -> Option<CollectiveError> {
         let e = self.ep(me)?;
         if !e.failed.load(Ordering::SeqCst) {
