@@ -329,7 +329,7 @@ impl HostMem {
         // SAFETY: in bounds (checked by `acquire`); no live write overlaps the range and none
         // can start while the guard (which owns the registration) lives.
         let bytes = unsafe { std::slice::from_raw_parts(self.base().add(off), len) };
-        Ok(ReadGuard { mem: self, borrow, bytes })
+        Ok(ReadGuard { mem: self, borrow: Some(borrow), bytes })
     }
 
     /// [`write`](Self::write), without registering the range when `sole` proves this the
@@ -343,15 +343,7 @@ impl HostMem {
     /// As [`write`](Self::write).
     #[inline]
     pub(crate) fn write_sole(&self, sole: Sole<'_>, off: usize, len: usize) -> Result<WriteGuard<'_>> {
-        if len != 0
-            && sole.block == Some(self.id())
-            && self.check(off, len)
-            && self.is_private()
-            && self.block.solo.load(Ordering::Relaxed) == EMPTY
-        {
-            // Pairs with the release decrement of every handle dropped before: their
-            // accesses happen before ours.
-            fence(Ordering::Acquire);
+        if self.held_solely(sole, off, len) {
             // SAFETY: in bounds (checked); `sole` was made from a `&mut` borrow of the value
             // holding a handle on this block (the block is alive while it lives, so no other
             // block has its id), and that handle is the only one: no other value can reach
@@ -362,6 +354,42 @@ impl HostMem {
             return Ok(WriteGuard { mem: self, borrow: None, bytes });
         }
         self.write(off, len)
+    }
+
+    /// [`read`](Self::read), without registering the range when `sole` proves this the only
+    /// handle on the block, held exclusively (as [`write_sole`](Self::write_sole)): an
+    /// in-place op reads its input so (two compare-and-swaps fewer an op, the second of them
+    /// after the exchange slot's stores, where it waited for their line).
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    #[inline]
+    pub(crate) fn read_sole(&self, sole: Sole<'_>, off: usize, len: usize) -> Result<ReadGuard<'_>> {
+        if self.held_solely(sole, off, len) {
+            // SAFETY: as `write_sole`'s: no other value can reach the bytes, and the holder
+            // of the proof writes none of them while this guard lives.
+            let bytes = unsafe { std::slice::from_raw_parts(self.base().add(off), len) };
+            return Ok(ReadGuard { mem: self, borrow: None, bytes });
+        }
+        self.read(off, len)
+    }
+
+    /// Whether `sole` proves this handle the block's only one, held exclusively, with no
+    /// guard live and `off..off + len` in bounds and not empty; then the accesses of every
+    /// handle dropped before happen before the caller's.
+    #[inline]
+    fn held_solely(&self, sole: Sole<'_>, off: usize, len: usize) -> bool {
+        let held = len != 0
+            && sole.block == Some(self.id())
+            && self.check(off, len)
+            && self.is_private()
+            && self.block.solo.load(Ordering::Relaxed) == EMPTY;
+        if held {
+            // Pairs with the release decrement of every handle dropped before: their
+            // accesses happen before ours.
+            fence(Ordering::Acquire);
+        }
+        held
     }
 
     /// Writes `off..off + len`, exclusively: any overlapping access is refused while the
@@ -462,7 +490,8 @@ impl Drop for Lease {
 /// Shared access to a range of a [`HostMem`]; dereferences to `[u8]`.
 pub struct ReadGuard<'a> {
     mem: &'a HostMem,
-    borrow: Borrow,
+    /// The registered range (`None`: unregistered, [`HostMem::read_sole`]).
+    borrow: Option<Borrow>,
     bytes: &'a [u8],
 }
 
@@ -476,7 +505,9 @@ impl Deref for ReadGuard<'_> {
 impl Drop for ReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.mem.unregister(self.borrow);
+        if let Some(b) = self.borrow {
+            self.mem.unregister(b);
+        }
     }
 }
 
@@ -512,7 +543,8 @@ impl Drop for WriteGuard<'_> {
 
 impl fmt::Debug for ReadGuard<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ReadGuard({}..{} of {:?})", self.borrow.off, self.borrow.off + self.borrow.len, self.mem)
+        let off = (self.bytes.as_ptr() as usize).wrapping_sub(self.mem.base() as usize);
+        write!(f, "ReadGuard({off}..{} of {:?})", off + self.bytes.len(), self.mem)
     }
 }
 

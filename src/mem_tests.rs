@@ -223,6 +223,34 @@ fn a_sole_write_registers_when_another_handle_exists() {
 }
 
 #[test]
+fn a_sole_read_registers_nothing_and_only_for_the_one_handle() {
+    let mut m = HostMem::zeroed(16).unwrap();
+    m.write(0, 16).unwrap().fill(5);
+    let clone = m.clone();
+    let (m_ref, sole) = lend_sole(&mut m, |m| m);
+    // Another handle exists: the read registers, and a write through that handle is refused
+    // while it lives.
+    let r = m_ref.read_sole(sole, 0, 8).unwrap();
+    assert_ne!(m_ref.block.solo.load(Ordering::Relaxed), EMPTY);
+    assert!(clone.write(4, 4).is_err(), "a write overlapping the read must be refused");
+    drop(r);
+    drop(clone);
+    {
+        // The only handle, held exclusively: nothing registered, and the bytes are there.
+        let r = m_ref.read_sole(sole, 0, 8).unwrap();
+        assert_eq!(&*r, &[5; 8]);
+        assert_eq!(m_ref.block.solo.load(Ordering::Relaxed), EMPTY);
+        assert_eq!(format!("{r:?}").split(" of ").next(), Some("ReadGuard(0..8"));
+    }
+    // A live guard on the block, or a range out of bounds: as `read`.
+    let w = m_ref.write(0, 4).unwrap();
+    assert!(m_ref.read_sole(sole, 2, 4).is_err());
+    drop(w);
+    assert!(m_ref.read_sole(sole, 12, 8).is_err());
+    assert_eq!(m_ref.block.solo.load(Ordering::Relaxed), EMPTY);
+}
+
+#[test]
 fn no_proof_for_a_value_that_holds_no_host_memory() {
     let mut v = 5u32;
     let (_, sole) = lend_sole(&mut v, |v| v);

@@ -220,7 +220,7 @@ impl<'a, D: Device, B: Borrow<D::Buffer>> Exchange<'a, D, B> {
             Some(span) if matches!(self.bufs.input, Binding::Blocks { .. }) => self.publish_list(slots, span, size)?,
             Some(span) => {
                 let (mem, off, len) = self.host(span, size)?;
-                slots.publish(me, seq, fp, &mem.read(off, len)?);
+                slots.publish(me, seq, fp, &mem.read_sole(self.sole, off, len)?);
             }
             None => slots.publish(me, seq, fp, &[]),
         }
