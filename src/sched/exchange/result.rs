@@ -73,7 +73,7 @@ impl<D: Device, B: Borrow<D::Buffer>> Exchange<'_, D, B> {
                     self.view.seq
                 )));
             }
-            out.copy_from_slice(&mem.read(o + off, out.len())?);
+            out.copy_from_slice(&mem.read_sole(self.sole, o + off, out.len())?);
             return Ok(());
         }
         if slots.read(q, self.view.seq, off, out) { Ok(()) } else { Err(self.past_slot(q)) }
