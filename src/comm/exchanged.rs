@@ -49,9 +49,7 @@ impl<D: Device> Communicator<D> {
         let pre = match premul {
             None => {
                 // A repeat of this call runs at once (`again`), unless it pre-multiplies.
-                if let Some(m) = local.memo.as_mut() {
-                    m.keep(&desc, Again { fp, lean });
-                }
+                local.memo.keep(&desc, Again { fp, lean });
                 None
             }
             Some(s) => match self.premultiplied(&mut local, &io, &desc, s) {
@@ -70,7 +68,7 @@ impl<D: Device> Communicator<D> {
         self.exchange_now(&mut local.failed, &Exchange::new(&self.device, &bufs, view, lean, sole))
     }
 
-    /// A repeat of the call this rank's memo holds, when that call ran as an exchange
+    /// A repeat of a call this rank's memo holds, when that call ran as an exchange
     /// ([`Again`]) and the rank is as it was then (nothing in flight, no memory held by
     /// another op, no failure known): run at once, on what the first run worked out. `None`
     /// when not: the caller takes the full path (which reports any failure).
@@ -81,14 +79,11 @@ impl<D: Device> Communicator<D> {
     #[inline]
     pub(super) fn again(&self, local: &mut Local<D>, call: &Call<'_, D>) -> Option<Result<()>> {
         let Local { memo, seq, failed, in_flight, .. } = local;
-        let m = memo.as_ref()?;
+        if *in_flight != 0 || failed.is_some() || pins::any() || !self.shared.link.sound(self.rank) {
+            return None;
+        }
+        let m = memo.find(call, &self.device)?;
         let again = m.again()?;
-        if *in_flight != 0 || failed.is_some() || pins::any() || !m.matches(call, &self.device) {
-            return None;
-        }
-        if !self.shared.link.sound(self.rank) {
-            return None;
-        }
         let s = *seq;
         *seq += 1;
         let (input, output) = m.bind(call, |b| b);

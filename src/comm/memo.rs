@@ -1,5 +1,5 @@
-//! The last call a rank validated, remembered: a loop that repeats one call (a training
-//! step's all_reduce, a benchmark) is checked in full once, then matched field by field.
+//! The last calls a rank validated, remembered: a loop that repeats a few calls (a training
+//! step's all_reduces, a benchmark) checks each in full once, then matches it field by field.
 //! [`validate`] stays the one place that decides; this only skips re-deciding a call whose
 //! every input to that decision is the same as last time's (its kind, reduce op, root, peer,
 //! tags, and each tensor's device, dtype, element count, memory and offset in it), so a
@@ -61,14 +61,46 @@ pub(crate) struct Again {
     pub(crate) lean: Lean,
 }
 
-impl Memo {
-    /// Keeps `again` for the call remembered, when it is `desc`'s op.
-    pub(crate) fn keep(&mut self, desc: &OpDesc, again: Again) {
-        if self.desc == *desc {
-            self.again = Some(again);
-        }
+/// How many calls a rank remembers: a training step's few small collectives (the loss's
+/// all_reduce, a flag's broadcast, a barrier) in turn each find theirs.
+const KEPT: usize = 4;
+
+/// The last [`KEPT`] calls a rank validated (each a [`Memo`]), the newest looked at first.
+#[derive(Default)]
+pub(crate) struct Memos {
+    kept: [Option<Memo>; KEPT],
+    /// Where the next call is remembered (the oldest's place).
+    next: usize,
+}
+
+impl Memos {
+    /// The memo of `call`, if it is one of the calls remembered.
+    #[inline]
+    pub(crate) fn find<D: Device>(&self, call: &Call<'_, D>, device: &D) -> Option<&Memo> {
+        (1..=KEPT).find_map(|back| {
+            let m = self.kept[(self.next + KEPT - back) % KEPT].as_ref()?;
+            m.matches(call, device).then_some(m)
+        })
     }
 
+    /// Remembers `m` in the place of the oldest call.
+    fn remember(&mut self, m: Memo) {
+        self.kept[self.next] = Some(m);
+        self.next = (self.next + 1) % KEPT;
+    }
+
+    /// Keeps `again` for every call remembered whose op is `desc` (what an exchange derives
+    /// depends on the op alone).
+    pub(crate) fn keep(&mut self, desc: &OpDesc, again: Again) {
+        for m in self.kept.iter_mut().flatten() {
+            if m.desc == *desc {
+                m.again = Some(again);
+            }
+        }
+    }
+}
+
+impl Memo {
     /// What the call's exchange kept, if it ran as one.
     #[inline]
     pub(crate) fn again(&self) -> Option<&Again> {
@@ -181,30 +213,29 @@ fn same_op(a: Option<ReduceOp>, b: Option<ReduceOp>) -> bool {
 }
 
 /// [`validate`]s `call`, or binds it as `memo` says when `memo` holds the same call; a call
-/// `validate` accepts is remembered in `memo` (an error leaves it as it was).
+/// `validate` accepts is remembered in `memo` (an error leaves it as it was). No `memo`:
+/// validated, remembered nowhere.
 #[inline]
 pub(crate) fn validate<'a, D: Device, B>(
-    memo: &mut Option<Memo>,
+    memo: Option<&mut Memos>,
     call: &Call<'a, D>,
     rank: Rank,
     world: usize,
     device: &D,
     bind: impl Fn(&'a D::Buffer) -> B,
 ) -> Result<(OpDesc, Io<B>)> {
-    if let Some(m) = memo.as_ref()
-        && m.matches(call, device)
-    {
+    if let Some(m) = memo.as_ref().and_then(|memo| memo.find(call, device)) {
         let (input, output) = m.bind(call, bind);
         return Ok((m.desc, Io { input, output, input_elems: m.input_elems, blocks: None }));
     }
     let key = key(call, device);
     let (desc, io) = validate::validate(call, rank, world, device, bind)?;
-    if let Some(key) = key {
+    if let (Some(key), Some(memo)) = (key, memo) {
         let base = |b: &Binding<B>| match b {
             Binding::Contig { base, .. } => *base,
             _ => 0,
         };
-        *memo = Some(Memo {
+        memo.remember(Memo {
             key,
             desc,
             input_base: base(&io.input),

@@ -1,10 +1,11 @@
 //! A remembered call binds exactly what validating it afresh binds, and never hides an
-//! error: long random runs of calls, most of them repeats or one-field changes of the call
-//! before, each compared with [`validate::validate`].
+//! error: long random runs of calls, most of them repeats (of the call before, or of one a
+//! few calls back) or one-field changes of the call before, each compared with
+//! [`validate::validate`].
 
 use std::sync::atomic::Ordering;
 
-use super::{HITS, Memo, validate};
+use super::{HITS, Memos, validate};
 use crate::comm::validate::{self as fresh, Call, Io, Tags, Tensors};
 use crate::config::Algorithm;
 use crate::device::{Device, HostDevice};
@@ -49,6 +50,20 @@ fn outcome(r: crate::error::Result<(crate::op::OpDesc, Io<usize>)>) -> String {
             io.blocks
         ),
         Err(e) => format!("error {e}"),
+    }
+}
+
+/// The same call again, as far as the generator below sets it (`Call` is not `Clone`).
+fn copy<'a>(c: &Call<'a, HostDevice>) -> Call<'a, HostDevice> {
+    Call {
+        input: c.input,
+        output: c.output,
+        op: c.op,
+        root: c.root,
+        peer: c.peer,
+        in_place: c.in_place,
+        tags: c.tags,
+        ..Call::new(c.kind)
     }
 }
 
@@ -97,7 +112,7 @@ fn a_remembered_call_binds_what_validating_it_binds() {
     let (world, hits_before) = (3, HITS.load(Ordering::Relaxed));
     for rank in 0..world {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ rank as u64);
-        let mut memo: Option<Memo> = None;
+        let mut memo = Memos::default();
         let tensor = |rng: &mut Rng| match rng.below(4) {
             0 => Tensors::None,
             _ => Tensors::One(&pool[rng.below(pool.len())]),
@@ -118,10 +133,14 @@ fn a_remembered_call_binds_what_validating_it_binds() {
         };
         let mut call = fresh_call(&mut rng);
         let (mut accepted, mut repeats) = (0, 0);
+        // The last calls made, of which the memo holds some (the newest first).
+        let mut history = vec![copy(&call)];
         for step in 0..40_000 {
-            // Half the calls repeat the one before; of the rest, most change one field of it.
+            // Most calls repeat the one before or one made a few calls ago (a training step's
+            // few calls in turn); of the rest, most change one field of the call before.
             match rng.below(10) {
-                0..5 => repeats += 1,
+                0..4 => repeats += 1,
+                4 => call = copy(&history[rng.below(history.len())]),
                 5..9 => match rng.below(8) {
                     0 => call.kind = rng.pick(&kinds),
                     1 => call.input = tensor(&mut rng),
@@ -136,8 +155,10 @@ fn a_remembered_call_binds_what_validating_it_binds() {
             }
             let id = |b: &crate::mem::HostMem| d0.mem_id(b);
             let want = outcome(fresh::validate(&call, rank, world, &d0, id));
-            let got = outcome(validate(&mut memo, &call, rank, world, &d0, id));
+            let got = outcome(validate(Some(&mut memo), &call, rank, world, &d0, id));
             assert_eq!(got, want, "rank {rank}, call #{step}");
+            history.insert(0, copy(&call));
+            history.truncate(6);
             accepted += usize::from(!want.starts_with("error"));
         }
         assert!(accepted > 4_000 && repeats > 15_000, "rank {rank}: {accepted} accepted, {repeats} repeats");

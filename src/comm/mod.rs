@@ -136,8 +136,8 @@ pub(crate) struct Local<D: Device> {
     staging: Option<Box<Staging<D::Buffer, D::Event>>>,
     /// The last op's plan: a loop that repeats one call (a training step) builds it once.
     last_plan: Option<(OpDesc, crate::config::Algorithm, usize, Arc<algo::Plan>)>,
-    /// The last call this rank validated (`memo`): a repeat is matched, not checked again.
-    memo: Option<memo::Memo>,
+    /// The last calls this rank validated (`memo`): a repeat is matched, not checked again.
+    memo: memo::Memos,
 }
 
 /// One rank's handle on a group of ranks that run collectives together.
@@ -383,7 +383,7 @@ impl<D: Device> Communicator<D> {
             premul: None,
             staging: None,
             last_plan: None,
-            memo: None,
+            memo: memo::Memos::default(),
         }));
         shared.instance.hold();
         // The thread that made it (init_all: one thread for every rank) is its user until a

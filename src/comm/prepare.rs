@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::memo::{self, Memo};
+use super::memo::{self, Memos};
 use super::validate::{self, Call};
 use super::work::Work;
 use super::{Communicator, Local, Shared};
@@ -75,7 +75,7 @@ impl<D: Device> Communicator<D> {
         if let Some(r) = self.again(&mut local, call) {
             return r;
         }
-        let (desc, io) = self.check_with(&mut local.memo, call, |b| b)?;
+        let (desc, io) = self.check_with(Some(&mut local.memo), call, |b| b)?;
         let exchanged = self.exchanges(&desc).is_some();
         if exchanged && local.in_flight == 0 {
             return self.run_exchanged(local, desc, io, call.sole);
@@ -162,14 +162,14 @@ impl<D: Device> Communicator<D> {
     /// sent), the sticky failure checks, a sequence number, the plan, scratch memory.
     #[inline]
     pub(crate) fn prepare(&self, local: &mut Local<D>, call: &Call<'_, D>) -> Result<Prepared<D>> {
-        let checked = self.check_with(&mut local.memo, call, D::Buffer::clone)?;
+        let checked = self.check_with(Some(&mut local.memo), call, D::Buffer::clone)?;
         self.prepare_checked(local, checked)
     }
 
     /// [`check_with`](Self::check_with) lending the call's own buffers, remembering nothing.
     #[inline]
     pub(crate) fn check_lent<'a>(&self, call: &Call<'a, D>) -> Result<(OpDesc, validate::Io<&'a D::Buffer>)> {
-        self.check_with(&mut None, call, |b| b)
+        self.check_with(None, call, |b| b)
     }
 
     /// [`validate`]s a call on this rank (`InvalidArgument`, nothing sent), or matches it with
@@ -178,7 +178,7 @@ impl<D: Device> Communicator<D> {
     #[inline]
     pub(crate) fn check_with<'a, B>(
         &self,
-        memo: &mut Option<Memo>,
+        memo: Option<&mut Memos>,
         call: &Call<'a, D>,
         bind: impl Fn(&'a D::Buffer) -> B,
     ) -> Result<(OpDesc, validate::Io<B>)> {

@@ -260,11 +260,11 @@ pub fn work_holds_its_tensors<D: TestDevice>() {
     });
 }
 
-/// A loop that repeats one small call runs each repeat straight from what the first run
-/// worked out (the rank's memo), and each repeat is still checked as the first was: another
-/// buffer of the same size is read, not the remembered one; another communicator's pending
-/// op on the tensor refuses it (and the communicator stays usable); and once the
-/// communicator is aborted, every repeat fails, on every rank.
+/// A loop that repeats small calls (one, or a few in turn) runs each repeat straight from
+/// what the first run worked out (the rank's memo), and each repeat is still checked as the
+/// first was: another buffer of the same size is read, not the remembered one; another
+/// communicator's pending op on the tensor refuses it (and the communicator stays usable);
+/// and once the communicator is aborted, every repeat fails, on every rank.
 pub fn repeated_calls_are_checked_each_time<D: TestDevice>() {
     run::<D, _>(2, &Opts::timed(Duration::from_secs(20)), |ctx| {
         let other = ctx.comm.split_all().unwrap();
@@ -278,6 +278,18 @@ pub fn repeated_calls_are_checked_each_time<D: TestDevice>() {
         ctx.check(&y, &[3.0f32; 8], "another tensor of the same size");
         ctx.ok(ctx.comm.all_reduce(&mut x, ReduceOp::Sum), "the first tensor again");
         ctx.check(&x, &[16.0f32; 8], "the first tensor again");
+        // A few calls in turn (a training step's), each remembered.
+        let mut flag = ctx.tensor(&[0u8; 4]);
+        for step in 1..=3u8 {
+            if ctx.rank == 1 {
+                flag.copy_from_slice(&[step; 4]).unwrap();
+            }
+            ctx.ok(ctx.comm.broadcast(&mut flag, 1), "a broadcast between all_reduces");
+            ctx.check(&flag, &[step; 4], "a broadcast between all_reduces");
+            ctx.ok(ctx.comm.all_reduce(&mut y, ReduceOp::Sum), "an all_reduce between broadcasts");
+            ctx.ok(ctx.comm.barrier(), "a barrier between them");
+        }
+        ctx.check(&y, &[24.0f32; 8], "all_reduces between broadcasts");
         ctx.ok(ctx.comm.all_reduce(&mut x, ReduceOp::Sum), "a repeat");
         // Another communicator's op on `x`, pending until rank 1 issues it too.
         if ctx.rank == 1 {
