@@ -62,7 +62,7 @@ pub(crate) struct Lean {
 }
 
 impl Lean {
-    /// The op's whose fingerprint is `fp`, for rank `me`.
+    /// What the exchange of the op whose fingerprint is `fp` derives, for rank `me`.
     pub(crate) fn of(fp: &Fingerprint, me: Rank) -> Self {
         let desc = &fp.desc;
         Lean {
