@@ -10,14 +10,11 @@
 //!   and a device whose every operation completes later on another thread;
 //! - `one_thread`: the host device with every rank driven by the one process-wide progress
 //!   thread (`CommConfig::with_shared_progress`).
-//! - `tcp`, `tcp_host`: the shared test device and the host device with every rank its own
-//!   TCP endpoint on loopback ([`ruccl::config::Transport::Tcp`]), so every collective and
-//!   error case also runs over sockets (`tcp` in the suite's short form, as on the GPU:
-//!   `tcp_host` and `shared` run the longer passes it would repeat).
 //!
-//! The same suite stamped on a GPU device is its own binary, `tests/gpu_core.rs`
-//! (`--features test-wgpu` and the like), so building it compiles the test bodies for that
-//! device only. Another device joins by implementing `TestDevice` and one `core_suite!` line.
+//! Over loopback TCP the suite is its own binary, `tests/core_tcp.rs` (`cargo test --test
+//! core_tcp`), and stamped on a GPU device another, `tests/gpu_core.rs` (`--features
+//! test-wgpu` and the like), so building each compiles the test bodies and the library for its
+//! devices only, and a cold `cargo test` builds the two host binaries side by side. Another device joins by implementing `TestDevice` and one `core_suite!` line.
 //! Test names read `<device>::<test>` or `<device>::<test>::w<world size>`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -36,8 +33,10 @@ core_suite!(staged, crate::staged_device::StagedDevice);
 core_suite!(shared, crate::staged_device::SharedDevice);
 core_suite!(asynchronous, crate::staged_device::AsyncDevice);
 core_suite!(one_thread, crate::staged_device::OneThreadDevice);
-core_suite!(tcp, crate::staged_device::TcpDevice, sockets);
-core_suite!(tcp_host, crate::staged_device::TcpHostDevice, sockets);
+
+/// The test devices' own tests (here only, not in every binary that stamps the suite).
+#[path = "core/staged_device_tests.rs"]
+mod staged_device_tests;
 
 /// Host device only: the reductions past the streaming size (32 MiB buffers); the other
 /// devices of the suite stage through it or reduce the same way, and twice the memory per

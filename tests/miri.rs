@@ -4,7 +4,8 @@
 //! cases — the places where the scheduler and the host device's guarded memory could race.
 //!
 //! `.ci/run` runs it as `cargo +nightly miri test --test miri` (plus the library's unit
-//! tests); it also runs as an ordinary test binary with `cargo test`.
+//! tests). A plain `cargo test` leaves it out (`test = false`: the core suite runs its bodies
+//! natively on every device); `cargo test --test miri` runs it natively.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 // Shared with the core suite, which uses more of them.
@@ -20,6 +21,9 @@ mod staged_device;
 #[allow(dead_code)]
 #[path = "core/vals.rs"]
 mod vals;
+// The test devices' own tests (the staging path's under Miri too).
+#[path = "core/staged_device_tests.rs"]
+mod staged_device_tests;
 
 use ruccl::{Algorithm, CommConfig, DType, ErrorKind, ReduceOp, Tensor};
 
