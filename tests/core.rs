@@ -14,7 +14,8 @@
 //! Over loopback TCP the suite is its own binary, `tests/core_tcp.rs` (`cargo test --test
 //! core_tcp`), and stamped on a GPU device another, `tests/gpu_core.rs` (`--features
 //! test-wgpu` and the like), so building each compiles the test bodies and the library for its
-//! devices only, and a cold `cargo test` builds the two host binaries side by side. Another device joins by implementing `TestDevice` and one `core_suite!` line.
+//! devices only, and a cold `cargo test` builds the two host binaries side by side. Another
+//! device joins by implementing `TestDevice` and one `core_suite!` line.
 //! Test names read `<device>::<test>` or `<device>::<test>::w<world size>`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 

@@ -7,7 +7,7 @@
 //! host test device); `gpu::*` checks the kernels against the host's bit for bit, the host
 //! bytes of ranks sharing a device and ranks on distinct devices; `gpu_peer::*` runs the peer
 //! API on the device. A binary of its own: building it compiles the suite for this one device,
-//! not again for the seven host test devices. Without a `test-*` feature it is empty.
+//! not again for the host test devices. Without a `test-*` feature it is empty.
 #![cfg(any(feature = "test-wgpu", feature = "test-vulkan", feature = "test-metal", feature = "test-cuda"))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // The suite's helpers that only the host test devices' tests use.
